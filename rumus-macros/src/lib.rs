@@ -1,0 +1,1 @@
+//! Proc macros for rumus: `#[model]` and `layers!`.

@@ -1,0 +1,173 @@
+//! im2col/col2im and 2-D pooling over NCHW planes. Each (sample, channel) plane is independent,
+//! so work splits across threads by plane.
+
+use rayon::prelude::*;
+
+use crate::backend::ConvGeom;
+
+/// Input coordinate of output position `o`, kernel tap `k` along one axis, if inside the input.
+#[inline]
+fn input_coord(o: usize, k: usize, stride: usize, pad: usize, dilation: usize, size: usize) -> Option<usize> {
+    let pos = (o * stride + k * dilation).checked_sub(pad)?;
+    (pos < size).then_some(pos)
+}
+
+/// `[n, c, h, w]` → `[n, c*kh*kw, oh*ow]`.
+pub fn im2col(x: &[f32], g: &ConvGeom) -> Vec<f32> {
+    let taps = g.kernel_h * g.kernel_w;
+    let spatial = g.out_h * g.out_w;
+    let plane = g.in_h * g.in_w;
+    let mut cols = vec![0.0; g.batch * g.channels * taps * spatial];
+    cols.par_chunks_mut(taps * spatial).enumerate().for_each(|(nc, block)| {
+        let src = &x[nc * plane..(nc + 1) * plane];
+        for ki in 0..g.kernel_h {
+            for kj in 0..g.kernel_w {
+                let row = &mut block[(ki * g.kernel_w + kj) * spatial..][..spatial];
+                for oi in 0..g.out_h {
+                    let Some(ii) = input_coord(oi, ki, g.stride_h, g.pad_h, g.dilation_h, g.in_h) else { continue };
+                    for oj in 0..g.out_w {
+                        if let Some(ij) = input_coord(oj, kj, g.stride_w, g.pad_w, g.dilation_w, g.in_w) {
+                            row[oi * g.out_w + oj] = src[ii * g.in_w + ij];
+                        }
+                    }
+                }
+            }
+        }
+    });
+    cols
+}
+
+/// Adjoint of [`im2col`].
+pub fn col2im(cols: &[f32], g: &ConvGeom) -> Vec<f32> {
+    let taps = g.kernel_h * g.kernel_w;
+    let spatial = g.out_h * g.out_w;
+    let plane = g.in_h * g.in_w;
+    let mut x = vec![0.0; g.batch * g.channels * plane];
+    x.par_chunks_mut(plane).enumerate().for_each(|(nc, dst)| {
+        let block = &cols[nc * taps * spatial..(nc + 1) * taps * spatial];
+        for ki in 0..g.kernel_h {
+            for kj in 0..g.kernel_w {
+                let row = &block[(ki * g.kernel_w + kj) * spatial..][..spatial];
+                for oi in 0..g.out_h {
+                    let Some(ii) = input_coord(oi, ki, g.stride_h, g.pad_h, g.dilation_h, g.in_h) else { continue };
+                    for oj in 0..g.out_w {
+                        if let Some(ij) = input_coord(oj, kj, g.stride_w, g.pad_w, g.dilation_w, g.in_w) {
+                            dst[ii * g.in_w + ij] += row[oi * g.out_w + oj];
+                        }
+                    }
+                }
+            }
+        }
+    });
+    x
+}
+
+pub fn max_pool2d(x: &[f32], g: &ConvGeom) -> (Vec<f32>, Vec<u32>) {
+    let plane = g.in_h * g.in_w;
+    let spatial = g.out_h * g.out_w;
+    let mut out = vec![0.0; g.batch * g.channels * spatial];
+    let mut arg = vec![0u32; out.len()];
+    out.par_chunks_mut(spatial).zip(arg.par_chunks_mut(spatial)).enumerate().for_each(|(nc, (o, a))| {
+        let src = &x[nc * plane..(nc + 1) * plane];
+        for oi in 0..g.out_h {
+            for oj in 0..g.out_w {
+                let mut best = f32::NEG_INFINITY;
+                let mut best_at = u32::MAX;
+                for ki in 0..g.kernel_h {
+                    let Some(ii) = input_coord(oi, ki, g.stride_h, g.pad_h, g.dilation_h, g.in_h) else { continue };
+                    for kj in 0..g.kernel_w {
+                        let Some(ij) = input_coord(oj, kj, g.stride_w, g.pad_w, g.dilation_w, g.in_w) else { continue };
+                        let v = src[ii * g.in_w + ij];
+                        if v > best || best_at == u32::MAX || v.is_nan() {
+                            best = v;
+                            best_at = (ii * g.in_w + ij) as u32;
+                        }
+                    }
+                }
+                o[oi * g.out_w + oj] = best;
+                a[oi * g.out_w + oj] = best_at;
+            }
+        }
+    });
+    (out, arg)
+}
+
+pub fn max_pool2d_backward(grad: &[f32], argmax: &[u32], g: &ConvGeom) -> Vec<f32> {
+    let plane = g.in_h * g.in_w;
+    let spatial = g.out_h * g.out_w;
+    let mut dx = vec![0.0; g.batch * g.channels * plane];
+    dx.par_chunks_mut(plane).enumerate().for_each(|(nc, d)| {
+        let (gr, ar) = (&grad[nc * spatial..][..spatial], &argmax[nc * spatial..][..spatial]);
+        for (&gv, &at) in gr.iter().zip(ar) {
+            if let Some(slot) = d.get_mut(at as usize) {
+                *slot += gv;
+            }
+        }
+    });
+    dx
+}
+
+/// Window of adaptive pooling output `i` over an input of `size` into `out` cells.
+pub fn adaptive_window(i: usize, size: usize, out: usize) -> (usize, usize) {
+    let start = i * size / out;
+    let end = ((i + 1) * size).div_ceil(out);
+    (start, end)
+}
+
+/// Window of output `(oi, oj)` as inclusive-exclusive input ranges and the divisor.
+fn avg_window(oi: usize, oj: usize, g: &ConvGeom, adaptive: bool) -> ((usize, usize), (usize, usize), f32) {
+    if adaptive {
+        let (h0, h1) = adaptive_window(oi, g.in_h, g.out_h);
+        let (w0, w1) = adaptive_window(oj, g.in_w, g.out_w);
+        return ((h0, h1), (w0, w1), ((h1 - h0) * (w1 - w0)) as f32);
+    }
+    let h0 = oi * g.stride_h;
+    let w0 = oj * g.stride_w;
+    // Window in padded coordinates, clipped to the real input; padding counts in the divisor.
+    let hs = h0.saturating_sub(g.pad_h);
+    let he = (h0 + g.kernel_h).saturating_sub(g.pad_h).min(g.in_h);
+    let ws = w0.saturating_sub(g.pad_w);
+    let we = (w0 + g.kernel_w).saturating_sub(g.pad_w).min(g.in_w);
+    ((hs, he.max(hs)), (ws, we.max(ws)), (g.kernel_h * g.kernel_w) as f32)
+}
+
+pub fn avg_pool2d(x: &[f32], g: &ConvGeom, adaptive: bool) -> Vec<f32> {
+    let plane = g.in_h * g.in_w;
+    let spatial = g.out_h * g.out_w;
+    let mut out = vec![0.0; g.batch * g.channels * spatial];
+    out.par_chunks_mut(spatial).enumerate().for_each(|(nc, o)| {
+        let src = &x[nc * plane..(nc + 1) * plane];
+        for oi in 0..g.out_h {
+            for oj in 0..g.out_w {
+                let ((h0, h1), (w0, w1), div) = avg_window(oi, oj, g, adaptive);
+                let mut sum = 0.0;
+                for row in src[h0 * g.in_w..h1 * g.in_w].chunks_exact(g.in_w) {
+                    sum += row[w0..w1].iter().sum::<f32>();
+                }
+                o[oi * g.out_w + oj] = sum / div;
+            }
+        }
+    });
+    out
+}
+
+pub fn avg_pool2d_backward(grad: &[f32], g: &ConvGeom, adaptive: bool) -> Vec<f32> {
+    let plane = g.in_h * g.in_w;
+    let spatial = g.out_h * g.out_w;
+    let mut dx = vec![0.0; g.batch * g.channels * plane];
+    dx.par_chunks_mut(plane).enumerate().for_each(|(nc, d)| {
+        let gr = &grad[nc * spatial..][..spatial];
+        for oi in 0..g.out_h {
+            for oj in 0..g.out_w {
+                let ((h0, h1), (w0, w1), div) = avg_window(oi, oj, g, adaptive);
+                let share = gr[oi * g.out_w + oj] / div;
+                for row in d[h0 * g.in_w..h1 * g.in_w].chunks_exact_mut(g.in_w) {
+                    for v in &mut row[w0..w1] {
+                        *v += share;
+                    }
+                }
+            }
+        }
+    });
+    dx
+}

@@ -1,0 +1,213 @@
+//! Unary and binary elementwise kernels on the host.
+
+use rayon::prelude::*;
+
+use super::parallel::{chunk_len, PAR_THRESHOLD};
+use crate::backend::{BinaryOp, UnaryOp};
+use crate::Layout;
+
+const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+const GELU_TANH_C: f32 = 0.044_715;
+const INV_SQRT_2: f32 = std::f32::consts::FRAC_1_SQRT_2;
+const INV_SQRT_2PI: f32 = 0.398_942_3;
+
+fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// `op(x)` for one element.
+pub fn unary_scalar(op: UnaryOp, x: f32) -> f32 {
+    match op {
+        UnaryOp::Neg => -x,
+        UnaryOp::Exp => x.exp(),
+        UnaryOp::Log => x.ln(),
+        UnaryOp::Sqrt => x.sqrt(),
+        UnaryOp::Abs => x.abs(),
+        UnaryOp::Relu => x.max(0.0),
+        UnaryOp::LeakyRelu(a) => {
+            if x > 0.0 {
+                x
+            } else {
+                a * x
+            }
+        }
+        UnaryOp::Sigmoid => sigmoid(x),
+        UnaryOp::Tanh => x.tanh(),
+        UnaryOp::Gelu => 0.5 * x * (1.0 + libm::erff(x * INV_SQRT_2)),
+        UnaryOp::GeluTanh => 0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + GELU_TANH_C * x * x * x)).tanh()),
+        UnaryOp::Silu => x * sigmoid(x),
+        UnaryOp::AddScalar(s) => x + s,
+        UnaryOp::MulScalar(s) => x * s,
+        UnaryOp::Powf(p) => x.powf(p),
+        UnaryOp::Clamp(lo, hi) => x.max(lo).min(hi),
+    }
+}
+
+/// `d op(x) / dx` given input `x` and output `y`.
+pub fn unary_derivative(op: UnaryOp, x: f32, y: f32) -> f32 {
+    match op {
+        UnaryOp::Neg => -1.0,
+        UnaryOp::Exp => y,
+        UnaryOp::Log => 1.0 / x,
+        UnaryOp::Sqrt => 0.5 / y,
+        UnaryOp::Abs => {
+            if x > 0.0 {
+                1.0
+            } else if x < 0.0 {
+                -1.0
+            } else {
+                0.0
+            }
+        }
+        UnaryOp::Relu => (x > 0.0) as u8 as f32,
+        UnaryOp::LeakyRelu(a) => {
+            if x > 0.0 {
+                1.0
+            } else {
+                a
+            }
+        }
+        UnaryOp::Sigmoid => y * (1.0 - y),
+        UnaryOp::Tanh => 1.0 - y * y,
+        UnaryOp::Gelu => 0.5 * (1.0 + libm::erff(x * INV_SQRT_2)) + x * INV_SQRT_2PI * (-0.5 * x * x).exp(),
+        UnaryOp::GeluTanh => {
+            let t = (SQRT_2_OVER_PI * (x + GELU_TANH_C * x * x * x)).tanh();
+            0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_TANH_C * x * x)
+        }
+        UnaryOp::Silu => {
+            let s = sigmoid(x);
+            s * (1.0 + x * (1.0 - s))
+        }
+        UnaryOp::AddScalar(_) => 1.0,
+        UnaryOp::MulScalar(s) => s,
+        UnaryOp::Powf(p) => p * x.powf(p - 1.0),
+        UnaryOp::Clamp(lo, hi) => (x >= lo && x <= hi) as u8 as f32,
+    }
+}
+
+pub fn unary(op: UnaryOp, x: &[f32]) -> Vec<f32> {
+    let mut out = vec![0.0; x.len()];
+    let kernel = |(o, i): (&mut [f32], &[f32])| {
+        for (o, &i) in o.iter_mut().zip(i) {
+            *o = unary_scalar(op, i);
+        }
+    };
+    if x.len() >= PAR_THRESHOLD {
+        let c = chunk_len(x.len());
+        out.par_chunks_mut(c).zip(x.par_chunks(c)).for_each(kernel);
+    } else {
+        kernel((&mut out, x));
+    }
+    out
+}
+
+pub fn unary_backward(op: UnaryOp, x: &[f32], y: &[f32], grad: &[f32]) -> Vec<f32> {
+    let mut out = vec![0.0; grad.len()];
+    let kernel = |(o, ((x, y), g)): (&mut [f32], ((&[f32], &[f32]), &[f32]))| {
+        for i in 0..o.len() {
+            o[i] = g[i] * unary_derivative(op, x[i], y[i]);
+        }
+    };
+    if grad.len() >= PAR_THRESHOLD {
+        let c = chunk_len(grad.len());
+        out.par_chunks_mut(c).zip(x.par_chunks(c).zip(y.par_chunks(c)).zip(grad.par_chunks(c))).for_each(kernel);
+    } else {
+        kernel((&mut out, ((x, y), grad)));
+    }
+    out
+}
+
+pub fn binary_scalar(op: BinaryOp, a: f32, b: f32) -> f32 {
+    match op {
+        BinaryOp::Add => a + b,
+        BinaryOp::Sub => a - b,
+        BinaryOp::Mul => a * b,
+        BinaryOp::Div => a / b,
+        BinaryOp::Maximum => a.max(b),
+        BinaryOp::Minimum => a.min(b),
+        BinaryOp::Eq => (a == b) as u8 as f32,
+        BinaryOp::Gt => (a > b) as u8 as f32,
+    }
+}
+
+/// Storage offsets of the first element of each row (last axis) of `layout`.
+fn row_start(layout: &Layout, row: usize) -> usize {
+    let shape = layout.shape();
+    let strides = layout.strides();
+    let mut rest = row;
+    let mut at = layout.offset();
+    for axis in (0..shape.len().saturating_sub(1)).rev() {
+        let dim = shape[axis];
+        at += (rest % dim) * strides[axis];
+        rest /= dim;
+    }
+    at
+}
+
+/// `lhs op rhs` over two views of the output's shape (broadcast strides may be 0).
+pub fn binary(op: BinaryOp, lhs: &[f32], lhs_layout: &Layout, rhs: &[f32], rhs_layout: &Layout) -> Vec<f32> {
+    let len = lhs_layout.numel();
+    let mut out = vec![0.0; len];
+    if len == 0 {
+        return out;
+    }
+    if lhs_layout.is_contiguous() && rhs_layout.is_contiguous() {
+        let (a, b) = (&lhs[lhs_layout.offset()..][..len], &rhs[rhs_layout.offset()..][..len]);
+        let kernel = |(o, (a, b)): (&mut [f32], (&[f32], &[f32]))| {
+            for i in 0..o.len() {
+                o[i] = binary_scalar(op, a[i], b[i]);
+            }
+        };
+        if len >= PAR_THRESHOLD {
+            let c = chunk_len(len);
+            out.par_chunks_mut(c).zip(a.par_chunks(c).zip(b.par_chunks(c))).for_each(kernel);
+        } else {
+            kernel((&mut out, (a, b)));
+        }
+        return out;
+    }
+    let last = *lhs_layout.shape().last().unwrap_or(&1);
+    let (ls, rs) = (
+        lhs_layout.strides().last().copied().unwrap_or(0),
+        rhs_layout.strides().last().copied().unwrap_or(0),
+    );
+    let kernel = |(row, o): (usize, &mut [f32])| {
+        let (mut a, mut b) = (row_start(lhs_layout, row), row_start(rhs_layout, row));
+        for o in o.iter_mut() {
+            *o = binary_scalar(op, lhs[a], rhs[b]);
+            a += ls;
+            b += rs;
+        }
+    };
+    if len >= PAR_THRESHOLD {
+        out.par_chunks_mut(last.max(1)).enumerate().for_each(kernel);
+    } else {
+        out.chunks_mut(last.max(1)).enumerate().for_each(kernel);
+    }
+    out
+}
+
+/// Gathers `src` viewed through `src_layout` and scatters into `dst` viewed through `dst_layout`.
+pub fn copy_strided<T: Copy + Send + Sync>(src: &[T], src_layout: &Layout, dst: &mut [T], dst_layout: &Layout) {
+    let len = src_layout.numel();
+    if len == 0 {
+        return;
+    }
+    if src_layout.is_contiguous() && dst_layout.is_contiguous() {
+        dst[dst_layout.offset()..][..len].copy_from_slice(&src[src_layout.offset()..][..len]);
+        return;
+    }
+    let last = *src_layout.shape().last().unwrap_or(&1);
+    let (ss, ds) = (
+        src_layout.strides().last().copied().unwrap_or(0),
+        dst_layout.strides().last().copied().unwrap_or(0),
+    );
+    for row in 0..len / last.max(1) {
+        let (mut s, mut d) = (row_start(src_layout, row), row_start(dst_layout, row));
+        for _ in 0..last {
+            dst[d] = src[s];
+            s += ss;
+            d += ds;
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! Reductions over the middle axis of `[outer, len, inner]`.
+
+use rayon::prelude::*;
+
+use super::parallel::PAR_THRESHOLD;
+use crate::backend::{ReduceDims, ReduceOp};
+
+fn identity(op: ReduceOp) -> f32 {
+    match op {
+        ReduceOp::Sum => 0.0,
+        ReduceOp::Max => f32::NEG_INFINITY,
+        ReduceOp::Min => f32::INFINITY,
+    }
+}
+
+fn combine(op: ReduceOp, acc: f32, x: f32) -> f32 {
+    match op {
+        ReduceOp::Sum => acc + x,
+        // NaN wins, as in PyTorch: a NaN never silently disappears from a max.
+        ReduceOp::Max => {
+            if x > acc || x.is_nan() {
+                x
+            } else {
+                acc
+            }
+        }
+        ReduceOp::Min => {
+            if x < acc || x.is_nan() {
+                x
+            } else {
+                acc
+            }
+        }
+    }
+}
+
+/// Reduces one `[len, inner]` block into `out` (length `inner`).
+fn reduce_block(op: ReduceOp, block: &[f32], dims: ReduceDims, out: &mut [f32]) {
+    out.fill(identity(op));
+    if dims.inner == 1 {
+        // Sum in f64 lanes of 8 keeps long rows accurate and vectorises.
+        out[0] = match op {
+            ReduceOp::Sum => {
+                let mut lanes = [0.0f64; 8];
+                let chunks = block.chunks_exact(8);
+                let tail = chunks.remainder();
+                for c in chunks {
+                    for (l, &x) in lanes.iter_mut().zip(c) {
+                        *l += x as f64;
+                    }
+                }
+                (lanes.iter().sum::<f64>() + tail.iter().map(|&x| x as f64).sum::<f64>()) as f32
+            }
+            _ => block.iter().fold(identity(op), |acc, &x| combine(op, acc, x)),
+        };
+        return;
+    }
+    for row in block.chunks_exact(dims.inner) {
+        for (o, &x) in out.iter_mut().zip(row) {
+            *o = combine(op, *o, x);
+        }
+    }
+}
+
+pub fn reduce(op: ReduceOp, x: &[f32], dims: ReduceDims) -> Vec<f32> {
+    let mut out = vec![0.0; dims.outer * dims.inner];
+    let block = dims.len * dims.inner;
+    if block == 0 {
+        out.fill(identity(op));
+        return out;
+    }
+    let x = &x[..dims.outer * block];
+    if x.len() >= PAR_THRESHOLD && dims.outer > 1 {
+        out.par_chunks_mut(dims.inner).zip(x.par_chunks(block)).for_each(|(o, b)| reduce_block(op, b, dims, o));
+    } else if x.len() >= PAR_THRESHOLD && dims.inner > 1 {
+        // One outer block: split the kept axis instead.
+        let cols = dims.inner.div_ceil(rayon::current_num_threads().max(1));
+        out.par_chunks_mut(cols).enumerate().for_each(|(c, o)| {
+            o.fill(identity(op));
+            for row in x.chunks_exact(dims.inner) {
+                for (k, o) in o.iter_mut().enumerate() {
+                    *o = combine(op, *o, row[c * cols + k]);
+                }
+            }
+        });
+    } else {
+        for (o, b) in out.chunks_mut(dims.inner).zip(x.chunks(block)) {
+            reduce_block(op, b, dims, o);
+        }
+    }
+    out
+}
+
+pub fn argmax(x: &[f32], dims: ReduceDims) -> Vec<u32> {
+    let mut out = vec![0u32; dims.outer * dims.inner];
+    let block = dims.len * dims.inner;
+    for o in 0..dims.outer {
+        for i in 0..dims.inner {
+            let mut best = f32::NEG_INFINITY;
+            let mut best_at = 0;
+            for j in 0..dims.len {
+                let v = x[o * block + j * dims.inner + i];
+                if v > best || (v.is_nan() && !best.is_nan()) {
+                    best = v;
+                    best_at = j;
+                }
+            }
+            out[o * dims.inner + i] = best_at as u32;
+        }
+    }
+    out
+}

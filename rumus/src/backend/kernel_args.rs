@@ -1,0 +1,236 @@
+//! Plain-data descriptions of kernel work, shared by every backend.
+
+/// Elementwise functions of one tensor. Scalars ride along in the variant.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum UnaryOp {
+    Neg,
+    Exp,
+    Log,
+    Sqrt,
+    Abs,
+    Relu,
+    LeakyRelu(f32),
+    Sigmoid,
+    Tanh,
+    /// GELU with the exact erf.
+    Gelu,
+    /// GELU with the tanh approximation.
+    GeluTanh,
+    Silu,
+    /// `x + s`
+    AddScalar(f32),
+    /// `x * s`
+    MulScalar(f32),
+    /// `x ^ p`
+    Powf(f32),
+    /// `min(max(x, lo), hi)`
+    Clamp(f32, f32),
+}
+
+impl UnaryOp {
+    /// A stable small integer per variant (used as a kernel switch on the GPU).
+    pub fn code(&self) -> u32 {
+        match self {
+            UnaryOp::Neg => 0,
+            UnaryOp::Exp => 1,
+            UnaryOp::Log => 2,
+            UnaryOp::Sqrt => 3,
+            UnaryOp::Abs => 4,
+            UnaryOp::Relu => 5,
+            UnaryOp::LeakyRelu(_) => 6,
+            UnaryOp::Sigmoid => 7,
+            UnaryOp::Tanh => 8,
+            UnaryOp::Gelu => 9,
+            UnaryOp::GeluTanh => 10,
+            UnaryOp::Silu => 11,
+            UnaryOp::AddScalar(_) => 12,
+            UnaryOp::MulScalar(_) => 13,
+            UnaryOp::Powf(_) => 14,
+            UnaryOp::Clamp(_, _) => 15,
+        }
+    }
+
+    /// The variant's scalars, zero where unused.
+    pub fn scalars(&self) -> [f32; 2] {
+        match *self {
+            UnaryOp::LeakyRelu(a) | UnaryOp::AddScalar(a) | UnaryOp::MulScalar(a) | UnaryOp::Powf(a) => [a, 0.0],
+            UnaryOp::Clamp(lo, hi) => [lo, hi],
+            _ => [0.0, 0.0],
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Log => "log",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Relu => "relu",
+            UnaryOp::LeakyRelu(_) => "leaky_relu",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Gelu => "gelu",
+            UnaryOp::GeluTanh => "gelu_tanh",
+            UnaryOp::Silu => "silu",
+            UnaryOp::AddScalar(_) => "add_scalar",
+            UnaryOp::MulScalar(_) => "mul_scalar",
+            UnaryOp::Powf(_) => "powf",
+            UnaryOp::Clamp(_, _) => "clamp",
+        }
+    }
+}
+
+/// Elementwise functions of two tensors (NumPy broadcasting happens before the kernel).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Maximum,
+    Minimum,
+    /// 1.0 where equal, else 0.0 (not differentiable; used by max/min backward).
+    Eq,
+    /// 1.0 where lhs > rhs, else 0.0.
+    Gt,
+}
+
+impl BinaryOp {
+    pub fn code(&self) -> u32 {
+        *self as u32
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Maximum => "maximum",
+            BinaryOp::Minimum => "minimum",
+            BinaryOp::Eq => "eq",
+            BinaryOp::Gt => "gt",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceOp {
+    Sum,
+    Max,
+    Min,
+}
+
+/// A tensor viewed as `[outer, len, inner]`, reduced over `len`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReduceDims {
+    pub outer: usize,
+    pub len: usize,
+    pub inner: usize,
+}
+
+/// Where one matmul operand's elements sit: element `(b, i, j)` is at
+/// `offset + b * batch_stride + i * row_stride + j * col_stride`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatrixLayout {
+    pub offset: usize,
+    pub batch_stride: usize,
+    pub row_stride: usize,
+    pub col_stride: usize,
+}
+
+impl MatrixLayout {
+    /// Row-major `[batch, rows, cols]`.
+    pub fn row_major(rows: usize, cols: usize) -> Self {
+        MatrixLayout { offset: 0, batch_stride: rows * cols, row_stride: cols, col_stride: 1 }
+    }
+}
+
+/// `out[b] = lhs[b] (m×k) @ rhs[b] (k×n)`, output contiguous `[batch, m, n]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatmulArgs {
+    pub batch: usize,
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    pub lhs: MatrixLayout,
+    pub rhs: MatrixLayout,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CrossEntropyArgs {
+    pub rows: usize,
+    pub classes: usize,
+    /// Label smoothing in `[0, 1)`: the target distribution is `(1-s)·onehot + s/classes`.
+    pub smoothing: f32,
+}
+
+/// Geometry of a 2-D sliding window over NCHW input: convolution, pooling and im2col share it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvGeom {
+    pub batch: usize,
+    pub channels: usize,
+    pub in_h: usize,
+    pub in_w: usize,
+    pub kernel_h: usize,
+    pub kernel_w: usize,
+    pub stride_h: usize,
+    pub stride_w: usize,
+    pub pad_h: usize,
+    pub pad_w: usize,
+    pub dilation_h: usize,
+    pub dilation_w: usize,
+    pub out_h: usize,
+    pub out_w: usize,
+}
+
+impl ConvGeom {
+    /// Output extent of a window sweep, or `None` when the window does not fit.
+    pub fn out_extent(input: usize, kernel: usize, stride: usize, pad: usize, dilation: usize) -> Option<usize> {
+        let span = dilation * (kernel.checked_sub(1)?) + 1;
+        let padded = input + 2 * pad;
+        if stride == 0 || span > padded {
+            return None;
+        }
+        Some((padded - span) / stride + 1)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexArgs {
+    pub outer: usize,
+    /// Size of the indexed axis of the source.
+    pub len: usize,
+    pub inner: usize,
+    /// Number of indices.
+    pub count: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GatherArgs {
+    pub outer: usize,
+    pub len: usize,
+    pub inner: usize,
+    /// Size of the gathered axis of the output (and of the index tensor).
+    pub count: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RandomKind {
+    /// Uniform in `[0, 1)`.
+    Uniform,
+    /// Standard normal.
+    Normal,
+}
+
+/// One optimizer update with its hyper-parameters; `state` buffers are listed per variant.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum OptimizerStep {
+    /// state: `[velocity]` (ignored when momentum is 0).
+    Sgd { lr: f32, momentum: f32, dampening: f32, weight_decay: f32, nesterov: bool, first_step: bool },
+    /// state: `[m, v]`. `decoupled` selects AdamW's weight decay.
+    Adam { lr: f32, beta1: f32, beta2: f32, eps: f32, weight_decay: f32, decoupled: bool, step: u32 },
+    /// state: `[square_avg, momentum_buffer]`.
+    RmsProp { lr: f32, alpha: f32, eps: f32, weight_decay: f32, momentum: f32 },
+}

@@ -1,0 +1,90 @@
+//! The kernel interface every backend implements.
+//!
+//! Ops (in `crate::ops`) validate shapes, make inputs contiguous where a kernel needs it and
+//! record autograd; they then call one of these kernels on the tensor's device. A backend only
+//! moves numbers: it never sees autograd and never checks user input beyond its own limits.
+
+pub mod cpu;
+mod kernel_args;
+mod storage;
+
+pub use kernel_args::*;
+pub use storage::{DType, Storage};
+
+use crate::{Layout, Result};
+
+/// Kernels of one device. Every input storage is contiguous from element 0 unless a layout is
+/// passed with it; every output is a fresh contiguous storage.
+pub trait Backend: Send + Sync {
+    /// Human-readable device name, used in messages.
+    fn name(&self) -> String;
+
+    // ----- memory -----
+    fn from_f32(&self, data: &[f32]) -> Result<Storage>;
+    fn from_u32(&self, data: &[u32]) -> Result<Storage>;
+    /// Reads `layout`'s elements (in row-major order) back to the host.
+    fn to_f32(&self, src: &Storage, layout: &Layout) -> Result<Vec<f32>>;
+    fn to_u32(&self, src: &Storage, layout: &Layout) -> Result<Vec<u32>>;
+    /// `len` elements of `value`.
+    fn full(&self, len: usize, value: f32) -> Result<Storage>;
+    /// Copies the elements of `src` viewed through `src_layout` into `dst` viewed through
+    /// `dst_layout` (same shape). Gathers strided views and writes into sub-views.
+    fn copy_strided(&self, src: &Storage, src_layout: &Layout, dst: &Storage, dst_layout: &Layout) -> Result<()>;
+    /// Counter-based random numbers: the same (seed, len) gives the same values on every backend.
+    fn random(&self, kind: RandomKind, len: usize, seed: u64) -> Result<Storage>;
+
+    // ----- elementwise -----
+    fn unary(&self, op: UnaryOp, x: &Storage, len: usize) -> Result<Storage>;
+    /// `grad * d op(x)/dx`, given the input `x` and output `y` of the forward.
+    fn unary_backward(&self, op: UnaryOp, x: &Storage, y: &Storage, grad: &Storage, len: usize) -> Result<Storage>;
+    /// Elementwise `lhs op rhs`; both layouts already broadcast to the output shape.
+    fn binary(&self, op: BinaryOp, lhs: &Storage, lhs_layout: &Layout, rhs: &Storage, rhs_layout: &Layout) -> Result<Storage>;
+
+    // ----- reductions -----
+    /// Reduces the middle axis of `x` viewed as `[outer, len, inner]`.
+    fn reduce(&self, op: ReduceOp, x: &Storage, dims: ReduceDims) -> Result<Storage>;
+    /// Index (u32) of the largest element along the middle axis of `[outer, len, inner]`.
+    fn argmax(&self, x: &Storage, dims: ReduceDims) -> Result<Storage>;
+
+    // ----- linear algebra -----
+    /// Batched `lhs @ rhs` with arbitrary strides (transposed and broadcast operands are free).
+    fn matmul(&self, lhs: &Storage, rhs: &Storage, args: &MatmulArgs) -> Result<Storage>;
+
+    // ----- softmax family (rows of the last axis) -----
+    fn softmax(&self, x: &Storage, rows: usize, cols: usize, log: bool) -> Result<Storage>;
+    /// Given the forward output `y` and the incoming gradient.
+    fn softmax_backward(&self, y: &Storage, grad: &Storage, rows: usize, cols: usize, log: bool) -> Result<Storage>;
+    /// Per-row cross-entropy of logits against u32 class targets, with label smoothing.
+    fn cross_entropy(&self, logits: &Storage, targets: &Storage, args: &CrossEntropyArgs) -> Result<Storage>;
+    /// Gradient w.r.t. the logits, given the per-row incoming gradient.
+    fn cross_entropy_backward(&self, logits: &Storage, targets: &Storage, grad_rows: &Storage, args: &CrossEntropyArgs) -> Result<Storage>;
+
+    // ----- convolution and pooling (NCHW) -----
+    /// `[n, c, h, w]` → columns `[n, c*kh*kw, oh*ow]`.
+    fn im2col(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage>;
+    /// Adjoint of `im2col`: columns `[n, c*kh*kw, oh*ow]` summed back into `[n, c, h, w]`.
+    fn col2im(&self, cols: &Storage, geom: &ConvGeom) -> Result<Storage>;
+    /// Returns the pooled values and the flat input index (u32, per plane) of each maximum.
+    fn max_pool2d(&self, x: &Storage, geom: &ConvGeom) -> Result<(Storage, Storage)>;
+    fn max_pool2d_backward(&self, grad: &Storage, argmax: &Storage, geom: &ConvGeom) -> Result<Storage>;
+    /// Average pooling; padding counts as zeros in the divisor (PyTorch's default).
+    fn avg_pool2d(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage>;
+    fn avg_pool2d_backward(&self, grad: &Storage, geom: &ConvGeom) -> Result<Storage>;
+    /// PyTorch's adaptive average pooling windows: `[floor(i*h/oh), ceil((i+1)*h/oh))`.
+    fn adaptive_avg_pool2d(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage>;
+    fn adaptive_avg_pool2d_backward(&self, grad: &Storage, geom: &ConvGeom) -> Result<Storage>;
+
+    // ----- indexing -----
+    /// `x` viewed as `[outer, len, inner]`; picks `idx` (u32) along the middle axis.
+    fn index_select(&self, x: &Storage, idx: &Storage, args: &IndexArgs) -> Result<Storage>;
+    /// Adjoint of `index_select`: scatter-adds `grad` rows into zeros of `[outer, len, inner]`.
+    fn index_add(&self, grad: &Storage, idx: &Storage, args: &IndexArgs) -> Result<Storage>;
+    /// `x` viewed as `[outer, len, inner]`, `idx` as `[outer, k, inner]`: out[o,j,i] = x[o, idx[o,j,i], i].
+    fn gather(&self, x: &Storage, idx: &Storage, args: &GatherArgs) -> Result<Storage>;
+    /// Adjoint of `gather`.
+    fn scatter_add(&self, grad: &Storage, idx: &Storage, args: &GatherArgs) -> Result<Storage>;
+
+    // ----- optimizers (in place) -----
+    /// One fused update of a parameter and its state buffers.
+    fn optimizer_step(&self, step: &OptimizerStep, param: &Storage, grad: &Storage, state: &[&Storage], len: usize) -> Result<()>;
+}

@@ -1,0 +1,53 @@
+//! Device memory behind a tensor.
+
+use std::sync::Arc;
+
+use super::cpu::CpuStorage;
+
+/// Element type of a storage. f32 for values, u32 for class targets and indices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    F32,
+    U32,
+}
+
+impl DType {
+    pub fn name(&self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::U32 => "u32",
+        }
+    }
+}
+
+/// Shared, device-resident memory. Cloning shares; views share one storage.
+#[derive(Clone, Debug)]
+pub enum Storage {
+    Cpu(Arc<CpuStorage>),
+}
+
+impl Storage {
+    pub fn dtype(&self) -> DType {
+        match self {
+            Storage::Cpu(s) => s.dtype(),
+        }
+    }
+
+    /// Number of elements held.
+    pub fn len(&self) -> usize {
+        match self {
+            Storage::Cpu(s) => s.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// True when both handles share the same memory.
+    pub fn same_memory(&self, other: &Storage) -> bool {
+        match (self, other) {
+            (Storage::Cpu(a), Storage::Cpu(b)) => Arc::ptr_eq(a, b),
+        }
+    }
+}

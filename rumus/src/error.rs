@@ -1,0 +1,80 @@
+//! The one error type of rumus. Messages name the operation, the shapes and the file involved.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in rumus, with enough context to act on it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Two operands (or an operand and an argument) have shapes the op cannot combine.
+    #[error("{op}: {detail}")]
+    Shape { op: &'static str, detail: String },
+
+    /// An argument is out of its valid range (axis, index, probability, size ...).
+    #[error("{op}: invalid argument: {detail}")]
+    InvalidArgument { op: &'static str, detail: String },
+
+    /// A class index or embedding index is outside `0..limit`.
+    #[error("{op}: index {index} out of range for size {limit} (at position {position})")]
+    IndexOutOfRange { op: &'static str, index: i64, limit: usize, position: usize },
+
+    /// The two operands live on different devices.
+    #[error("{op}: operands are on different devices ({lhs} and {rhs}); move one with to_device")]
+    DeviceMismatch { op: &'static str, lhs: String, rhs: String },
+
+    /// The op needs a different element type.
+    #[error("{op}: expected dtype {expected}, got {got}")]
+    DType { op: &'static str, expected: &'static str, got: &'static str },
+
+    /// Backward was called on something it cannot start from.
+    #[error("backward: {0}")]
+    Autograd(String),
+
+    /// A value became NaN or infinite where a finite value is required.
+    #[error("non-finite value: {0}")]
+    NonFinite(String),
+
+    /// No GPU adapter, a GPU limit, or a failure reported by the GPU driver.
+    #[error("gpu: {0}")]
+    Gpu(String),
+
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+
+    /// A file exists but its contents are not what they claim to be.
+    #[error("{path}: {detail}")]
+    Format { path: PathBuf, detail: String },
+
+    /// Loading a checkpoint found tensors that do not match the model.
+    #[error("checkpoint {path}: {detail}")]
+    Checkpoint { path: PathBuf, detail: String },
+
+    /// A dataset or loader was used in a way that cannot yield batches.
+    #[error("data: {0}")]
+    Data(String),
+
+    /// Training was stopped, with the reason.
+    #[error("training stopped: {0}")]
+    Training(String),
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn shape(op: &'static str, detail: impl Into<String>) -> Self {
+        Error::Shape { op, detail: detail.into() }
+    }
+
+    pub(crate) fn invalid(op: &'static str, detail: impl Into<String>) -> Self {
+        Error::InvalidArgument { op, detail: detail.into() }
+    }
+
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { path: path.into(), source }
+    }
+
+    pub(crate) fn format(path: impl Into<PathBuf>, detail: impl Into<String>) -> Self {
+        Error::Format { path: path.into(), detail: detail.into() }
+    }
+}

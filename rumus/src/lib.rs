@@ -1,0 +1,26 @@
+//! # rumus
+//!
+//! A deep-learning framework with typed tensors, reverse-mode autograd, a multi-threaded CPU
+//! backend and a wgpu backend. Models are declared with `#[model]` and `layers!` (see
+//! `rumus-macros`), which check every shape at compile time.
+
+pub mod autograd;
+pub mod backend;
+mod device;
+mod error;
+pub mod layout;
+mod ops;
+pub mod rng;
+pub mod testing;
+mod tensor;
+
+pub use autograd::{no_grad, Gradients};
+pub use device::Device;
+pub use error::{Error, Result};
+pub use layout::Layout;
+pub use tensor::{RawTensor, Shape, Shape1, Shape2, Shape3, Shape4, Tensor, TensorId};
+
+/// The names most programs need.
+pub mod prelude {
+    pub use crate::{no_grad, Device, Error, RawTensor, Result, Shape, Shape1, Shape2, Shape3, Shape4, Tensor};
+}

@@ -1,0 +1,77 @@
+//! Elementwise functions of two tensors with NumPy broadcasting.
+
+use crate::autograd::BackwardOp;
+use crate::backend::BinaryOp;
+use crate::layout::broadcast_shapes;
+use crate::tensor::RawTensor;
+use crate::{Layout, Result};
+
+struct BinaryBackward {
+    op: BinaryOp,
+}
+
+impl BackwardOp for BinaryBackward {
+    fn name(&self) -> &'static str {
+        self.op.name()
+    }
+
+    fn backward(&self, inputs: &[RawTensor], grad: &RawTensor) -> Result<Vec<Option<RawTensor>>> {
+        let (a, b) = (&inputs[0], &inputs[1]);
+        let (ga, gb) = match self.op {
+            BinaryOp::Add => (grad.clone(), grad.clone()),
+            BinaryOp::Sub => (grad.clone(), grad.neg()?),
+            BinaryOp::Mul => (grad.mul(b)?, grad.mul(a)?),
+            BinaryOp::Div => (grad.div(b)?, grad.mul(a)?.div(&b.mul(b)?)?.neg()?),
+            BinaryOp::Maximum | BinaryOp::Minimum => {
+                // The larger (smaller) operand gets the gradient; ties split it evenly.
+                let (first, second) = if self.op == BinaryOp::Maximum { (a, b) } else { (b, a) };
+                let tie = first.binary(BinaryOp::Eq, second)?.mul_scalar(0.5)?;
+                let a_wins = first.binary(BinaryOp::Gt, second)?.add(&tie)?;
+                let b_wins = second.binary(BinaryOp::Gt, first)?.add(&tie)?;
+                (grad.mul(&a_wins)?, grad.mul(&b_wins)?)
+            }
+            BinaryOp::Eq | BinaryOp::Gt => return Ok(vec![None, None]),
+        };
+        Ok(vec![Some(ga.sum_to_shape(a.shape())?), Some(gb.sum_to_shape(b.shape())?)])
+    }
+}
+
+impl RawTensor {
+    /// `self op other` with broadcasting.
+    pub fn binary(&self, op: BinaryOp, other: &RawTensor) -> Result<RawTensor> {
+        self.check_f32(op.name())?;
+        other.check_f32(op.name())?;
+        self.check_same_device(op.name(), other)?;
+        let shape = broadcast_shapes(op.name(), self.shape(), other.shape())?;
+        let lhs_layout = self.layout().broadcast_to(&shape)?;
+        let rhs_layout = other.layout().broadcast_to(&shape)?;
+        let backend = self.device().backend();
+        let storage = backend.binary(op, self.storage(), &lhs_layout, other.storage(), &rhs_layout)?;
+        Ok(RawTensor::from_op(storage, Layout::contiguous(&shape), self.device().clone(), &[self, other], || {
+            Box::new(BinaryBackward { op })
+        }))
+    }
+
+    pub fn add(&self, other: &RawTensor) -> Result<RawTensor> {
+        self.binary(BinaryOp::Add, other)
+    }
+    pub fn sub(&self, other: &RawTensor) -> Result<RawTensor> {
+        self.binary(BinaryOp::Sub, other)
+    }
+    pub fn mul(&self, other: &RawTensor) -> Result<RawTensor> {
+        self.binary(BinaryOp::Mul, other)
+    }
+    pub fn div(&self, other: &RawTensor) -> Result<RawTensor> {
+        self.binary(BinaryOp::Div, other)
+    }
+    pub fn maximum(&self, other: &RawTensor) -> Result<RawTensor> {
+        self.binary(BinaryOp::Maximum, other)
+    }
+    pub fn minimum(&self, other: &RawTensor) -> Result<RawTensor> {
+        self.binary(BinaryOp::Minimum, other)
+    }
+    /// `x ^ y` elementwise with broadcasting, as `exp(y * ln x)` (defined for x > 0).
+    pub fn pow(&self, exponent: &RawTensor) -> Result<RawTensor> {
+        self.log()?.mul(exponent)?.exp()
+    }
+}

@@ -1,0 +1,103 @@
+//! Matrix products: `[..., m, k] @ [..., k, n]` with the batch axes broadcast.
+
+use crate::autograd::BackwardOp;
+use crate::backend::{MatmulArgs, MatrixLayout};
+use crate::layout::broadcast_shapes;
+use crate::tensor::RawTensor;
+use crate::{Error, Result};
+
+struct MatmulBackward;
+
+impl BackwardOp for MatmulBackward {
+    fn name(&self) -> &'static str {
+        "matmul"
+    }
+    fn backward(&self, inputs: &[RawTensor], grad: &RawTensor) -> Result<Vec<Option<RawTensor>>> {
+        let (a, b) = (&inputs[0], &inputs[1]);
+        // Transposes are free views: the kernel takes strides.
+        let ga = grad.matmul(&b.transpose(-1, -2)?)?.sum_to_shape(a.shape())?;
+        let gb = a.transpose(-1, -2)?.matmul(grad)?.sum_to_shape(b.shape())?;
+        Ok(vec![Some(ga), Some(gb)])
+    }
+}
+
+/// Describes `t` (already broadcast to `[batch..., rows, cols]`) as one strided batch of
+/// matrices, copying only when its batch axes cannot be walked with a single stride.
+fn matrix_view(t: &RawTensor, batch_rank: usize) -> Result<(RawTensor, MatrixLayout)> {
+    let strides = t.layout().strides();
+    let shape = t.shape();
+    let mut batch_stride = None;
+    let mut uniform = true;
+    // Walk batch axes from innermost: each must continue the previous one's stride.
+    let mut expected: Option<usize> = None;
+    for axis in (0..batch_rank).rev() {
+        if shape[axis] == 1 {
+            continue;
+        }
+        match expected {
+            None => {
+                batch_stride = Some(strides[axis]);
+                expected = Some(strides[axis] * shape[axis]);
+            }
+            Some(e) => {
+                let all_broadcast = batch_stride == Some(0) && strides[axis] == 0;
+                if strides[axis] != e && !all_broadcast {
+                    uniform = false;
+                }
+                expected = Some(strides[axis] * shape[axis]);
+            }
+        }
+    }
+    let t = if uniform { t.clone() } else { t.contiguous()? };
+    let rank = t.rank();
+    let s = t.layout().strides();
+    let batch_stride = if uniform { batch_stride.unwrap_or(0) } else { shape[rank - 2] * shape[rank - 1] };
+    let layout = MatrixLayout {
+        offset: t.layout().offset(),
+        batch_stride,
+        row_stride: s[rank - 2],
+        col_stride: s[rank - 1],
+    };
+    Ok((t, layout))
+}
+
+impl RawTensor {
+    /// Matrix product of the last two axes; leading axes broadcast (NumPy `matmul` rules for
+    /// rank ≥ 2).
+    pub fn matmul(&self, other: &RawTensor) -> Result<RawTensor> {
+        self.check_f32("matmul")?;
+        other.check_f32("matmul")?;
+        self.check_same_device("matmul", other)?;
+        if self.rank() < 2 || other.rank() < 2 {
+            return Err(Error::shape(
+                "matmul",
+                format!("lhs {:?} rhs {:?}: both operands need rank >= 2", self.shape(), other.shape()),
+            ));
+        }
+        let (ra, rb) = (self.rank(), other.rank());
+        let (m, k) = (self.shape()[ra - 2], self.shape()[ra - 1]);
+        let (k2, n) = (other.shape()[rb - 2], other.shape()[rb - 1]);
+        if k != k2 {
+            return Err(Error::shape(
+                "matmul",
+                format!("lhs {:?} rhs {:?}: inner dims {k} and {k2} differ", self.shape(), other.shape()),
+            ));
+        }
+        let batch_shape = broadcast_shapes("matmul", &self.shape()[..ra - 2], &other.shape()[..rb - 2])?;
+        let batch: usize = batch_shape.iter().product();
+        let with = |rows: usize, cols: usize| {
+            let mut s = batch_shape.clone();
+            s.extend([rows, cols]);
+            s
+        };
+        let a = self.broadcast_to(&with(m, k))?;
+        let b = other.broadcast_to(&with(k, n))?;
+        let (a, lhs) = matrix_view(&a, batch_shape.len())?;
+        let (b, rhs) = matrix_view(&b, batch_shape.len())?;
+        let args = MatmulArgs { batch, m, k, n, lhs, rhs };
+        let storage = self.device().backend().matmul(a.storage(), b.storage(), &args)?;
+        Ok(RawTensor::from_op_contiguous(storage, &with(m, n), self.device(), &[self, other], || {
+            Box::new(MatmulBackward)
+        }))
+    }
+}

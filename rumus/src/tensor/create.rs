@@ -1,0 +1,147 @@
+//! Constructors, host transfers and device moves.
+
+use super::RawTensor;
+use crate::backend::{DType, RandomKind};
+use crate::layout::numel;
+use crate::{Device, Error, Layout, Result};
+
+impl RawTensor {
+    /// A tensor of `shape` holding `data` (row-major).
+    pub fn from_vec(data: Vec<f32>, shape: &[usize], device: &Device) -> Result<Self> {
+        Self::from_slice(&data, shape, device)
+    }
+
+    pub fn from_slice(data: &[f32], shape: &[usize], device: &Device) -> Result<Self> {
+        if data.len() != numel(shape) {
+            return Err(Error::shape(
+                "from_vec",
+                format!("{} values cannot fill shape {shape:?} ({} elements)", data.len(), numel(shape)),
+            ));
+        }
+        let storage = device.backend().from_f32(data)?;
+        Ok(Self::from_storage(storage, Layout::contiguous(shape), device.clone()))
+    }
+
+    /// An integer tensor (class targets, embedding indices). Values are stored as u32.
+    pub fn from_indices(data: &[u32], shape: &[usize], device: &Device) -> Result<Self> {
+        if data.len() != numel(shape) {
+            return Err(Error::shape(
+                "from_indices",
+                format!("{} values cannot fill shape {shape:?} ({} elements)", data.len(), numel(shape)),
+            ));
+        }
+        let storage = device.backend().from_u32(data)?;
+        Ok(Self::from_storage(storage, Layout::contiguous(shape), device.clone()))
+    }
+
+    /// Integer tensor from signed values; a negative value is an error.
+    pub fn from_i64(data: &[i64], shape: &[usize], device: &Device) -> Result<Self> {
+        let converted = data
+            .iter()
+            .enumerate()
+            .map(|(position, &v)| {
+                u32::try_from(v).map_err(|_| Error::IndexOutOfRange {
+                    op: "from_i64",
+                    index: v,
+                    limit: u32::MAX as usize,
+                    position,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Self::from_indices(&converted, shape, device)
+    }
+
+    pub fn full(value: f32, shape: &[usize], device: &Device) -> Result<Self> {
+        let storage = device.backend().full(numel(shape), value)?;
+        Ok(Self::from_storage(storage, Layout::contiguous(shape), device.clone()))
+    }
+
+    pub fn zeros(shape: &[usize], device: &Device) -> Result<Self> {
+        Self::full(0.0, shape, device)
+    }
+
+    pub fn ones(shape: &[usize], device: &Device) -> Result<Self> {
+        Self::full(1.0, shape, device)
+    }
+
+    pub fn zeros_like(&self) -> Result<Self> {
+        Self::zeros(self.shape(), self.device())
+    }
+
+    pub fn ones_like(&self) -> Result<Self> {
+        Self::ones(self.shape(), self.device())
+    }
+
+    /// `start, start+step, ...` below `end`, as a 1-D tensor.
+    pub fn arange(start: f32, end: f32, step: f32, device: &Device) -> Result<Self> {
+        if step == 0.0 || !step.is_finite() || !start.is_finite() || !end.is_finite() {
+            return Err(Error::invalid("arange", format!("start {start}, end {end}, step {step}")));
+        }
+        let count = ((end - start) / step).ceil().max(0.0) as usize;
+        let data: Vec<f32> = (0..count).map(|i| start + i as f32 * step).collect();
+        Self::from_slice(&data, &[count], device)
+    }
+
+    /// Uniform in `[low, high)`, seeded; identical on every device.
+    pub fn rand_uniform(shape: &[usize], low: f32, high: f32, seed: u64, device: &Device) -> Result<Self> {
+        let storage = device.backend().random(RandomKind::Uniform, numel(shape), seed)?;
+        let unit = Self::from_storage(storage, Layout::contiguous(shape), device.clone());
+        unit.affine(high - low, low)
+    }
+
+    /// Normal with `mean` and `std`, seeded; identical on every device.
+    pub fn randn(shape: &[usize], mean: f32, std: f32, seed: u64, device: &Device) -> Result<Self> {
+        let storage = device.backend().random(RandomKind::Normal, numel(shape), seed)?;
+        let unit = Self::from_storage(storage, Layout::contiguous(shape), device.clone());
+        unit.affine(std, mean)
+    }
+
+    /// All elements in row-major order. On a GPU this is a (counted) device → host transfer.
+    pub fn to_vec(&self) -> Result<Vec<f32>> {
+        self.check_f32("to_vec")?;
+        self.device().backend().to_f32(self.storage(), self.layout())
+    }
+
+    /// All elements of an integer tensor.
+    pub fn to_vec_u32(&self) -> Result<Vec<u32>> {
+        match self.dtype() {
+            DType::U32 => self.device().backend().to_u32(self.storage(), self.layout()),
+            other => Err(Error::DType { op: "to_vec_u32", expected: "u32", got: other.name() }),
+        }
+    }
+
+    /// The value of a one-element tensor.
+    pub fn item(&self) -> Result<f32> {
+        if self.numel() != 1 {
+            return Err(Error::shape("item", format!("needs exactly one element, shape is {:?}", self.shape())));
+        }
+        Ok(self.to_vec()?[0])
+    }
+
+    /// A copy on `device` (a leaf: the copy does not carry the graph).
+    pub fn to_device(&self, device: &Device) -> Result<Self> {
+        if self.device().same(device) {
+            return Ok(self.clone());
+        }
+        let shape = self.shape().to_vec();
+        match self.dtype() {
+            DType::F32 => Self::from_vec(self.to_vec()?, &shape, device),
+            DType::U32 => Self::from_indices(&self.to_vec_u32()?, &shape, device),
+        }
+    }
+
+    /// A row-major copy starting at element 0 (or `self` if it already is one).
+    pub fn contiguous(&self) -> Result<Self> {
+        if self.is_contiguous() {
+            return Ok(self.clone());
+        }
+        let backend = self.device().backend();
+        let out_layout = Layout::contiguous(self.shape());
+        let out = match self.dtype() {
+            DType::F32 => backend.full(self.numel(), 0.0)?,
+            DType::U32 => backend.from_u32(&vec![0; self.numel()])?,
+        };
+        backend.copy_strided(self.storage(), self.layout(), &out, &out_layout)?;
+        Ok(Self::from_op(out, out_layout, self.device().clone(), &[self], || Box::new(crate::ops::view::Identity)))
+    }
+}

@@ -1,0 +1,65 @@
+//! Finite-difference gradient checking, for rumus's own tests and for users' custom ops.
+
+use crate::{Error, RawTensor, Result};
+
+/// Settings of [`grad_check`].
+#[derive(Clone, Copy, Debug)]
+pub struct GradCheck {
+    /// Step of the central difference.
+    pub eps: f32,
+    /// Allowed `|numeric - analytic|` per element, scaled by `max(1, |analytic|)`.
+    pub tolerance: f32,
+}
+
+impl Default for GradCheck {
+    /// The ops run in f32. With `eps = 1e-2` the central difference's truncation error is
+    /// `O(eps²) ≈ 1e-4` and its rounding error about `f32::EPSILON·|f|/eps ≈ 1e-5·|f|`, so a
+    /// tolerance of `5e-3` catches every wrong derivative (errors of order 1) while leaving room
+    /// for f32 noise on losses of magnitude up to ~100.
+    fn default() -> Self {
+        GradCheck { eps: 1e-2, tolerance: 5e-3 }
+    }
+}
+
+/// Compares autograd's gradients of `f` with central differences, for every element of every
+/// input. `f` may return any shape: it is reduced with fixed pseudo-random weights so every
+/// output element matters (a plain sum would hide softmax's gradient).
+pub fn grad_check(
+    inputs: &[RawTensor],
+    settings: GradCheck,
+    f: impl Fn(&[RawTensor]) -> Result<RawTensor>,
+) -> Result<()> {
+    let leaves = inputs.iter().map(|t| t.requires_grad_()).collect::<Result<Vec<_>>>()?;
+    let output = f(&leaves)?;
+    let weights = RawTensor::rand_uniform(output.shape(), 0.5, 1.5, 0x5eed, output.device())?;
+    let loss = |out: &RawTensor| -> Result<f64> {
+        let (o, w) = (out.to_vec()?, weights.to_vec()?);
+        Ok(o.iter().zip(&w).map(|(&o, &w)| o as f64 * w as f64).sum())
+    };
+    let grads = output.mul(&weights)?.sum_all()?.backward()?;
+    for (which, (input, leaf)) in inputs.iter().zip(&leaves).enumerate() {
+        let analytic = match grads.get(leaf) {
+            Some(g) => g.to_vec()?,
+            None => vec![0.0; input.numel()],
+        };
+        let base = input.contiguous()?.to_vec()?;
+        for i in 0..base.len() {
+            let mut shifted = |delta: f32| -> Result<f64> {
+                let mut data = base.clone();
+                data[i] += delta;
+                let mut probe: Vec<RawTensor> = inputs.to_vec();
+                probe[which] = RawTensor::from_vec(data, input.shape(), input.device())?;
+                loss(&crate::no_grad(|| f(&probe))?)
+            };
+            let numeric = (shifted(settings.eps)? - shifted(-settings.eps)?) / (2.0 * settings.eps as f64);
+            let a = analytic[i] as f64;
+            if !numeric.is_finite() || (numeric - a).abs() > settings.tolerance as f64 * a.abs().max(1.0) {
+                return Err(Error::Autograd(format!(
+                    "gradient check failed for input {which} {:?} at element {i}: analytic {a}, numeric {numeric}",
+                    input.shape()
+                )));
+            }
+        }
+    }
+    Ok(())
+}

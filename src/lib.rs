@@ -1,0 +1,1 @@
+//! Root package: holds the integration tests and examples of the rumus workspace.
