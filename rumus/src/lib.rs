@@ -12,6 +12,7 @@ pub mod layout;
 mod model;
 pub mod nn;
 mod ops;
+pub mod optim;
 pub mod rng;
 pub mod testing;
 mod tensor;
