@@ -6,8 +6,10 @@
 
 pub mod autograd;
 pub mod backend;
+pub mod data;
 mod device;
 mod error;
+pub mod io;
 pub mod layout;
 mod model;
 pub mod nn;
