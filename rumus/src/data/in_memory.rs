@@ -85,6 +85,12 @@ impl<S: Shape, const N: usize> Clone for ClassDataset<S, N> {
     }
 }
 
+impl<S: Shape, const N: usize> std::fmt::Debug for ClassDataset<S, N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ClassDataset<{:?}, {N}>({} samples)", S::DIMS, self.labels.len())
+    }
+}
+
 impl<S: Shape, const N: usize> ClassDataset<S, N> {
     /// `data` holds `labels.len()` samples of shape `S`, row-major. Every label must be below
     /// `N`; the first that is not is reported with its position.
@@ -154,6 +160,12 @@ pub struct TensorDataset<S: Shape, T: Shape> {
 impl<S: Shape, T: Shape> Clone for TensorDataset<S, T> {
     fn clone(&self) -> Self {
         TensorDataset { inputs: self.inputs.clone(), targets: self.targets.clone(), shape: PhantomData }
+    }
+}
+
+impl<S: Shape, T: Shape> std::fmt::Debug for TensorDataset<S, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TensorDataset<{:?}, {:?}>({} samples)", S::DIMS, T::DIMS, self.inputs.count())
     }
 }
 
