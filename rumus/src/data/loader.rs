@@ -40,7 +40,10 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
     /// A batch size of 0 is an error.
     pub fn new(dataset: &'a D, batch_size: usize, device: &Device) -> Result<Self> {
         if batch_size == 0 {
-            return Err(Error::invalid("DataLoader", "batch_size must be at least 1"));
+            return Err(Error::invalid(
+                "DataLoader",
+                "batch_size must be at least 1",
+            ));
         }
         Ok(DataLoader {
             dataset,
@@ -75,7 +78,12 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
     pub fn with_indices(mut self, indices: Vec<usize>) -> Result<Self> {
         let len = self.dataset.len();
         if let Some((position, &i)) = indices.iter().enumerate().find(|(_, &i)| i >= len) {
-            return Err(Error::IndexOutOfRange { op: "DataLoader::with_indices", index: i as i64, limit: len, position });
+            return Err(Error::IndexOutOfRange {
+                op: "DataLoader::with_indices",
+                index: i as i64,
+                limit: len,
+                position,
+            });
         }
         self.indices = indices;
         Ok(self)

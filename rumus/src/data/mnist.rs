@@ -21,16 +21,25 @@ pub const STD: f32 = 0.3081;
 /// [`load_or_fetch`].
 pub const DIR_ENV: &str = "RUMUS_MNIST_DIR";
 
-pub(crate) const FILES: [&str; 4] =
-    ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"];
+pub(crate) const FILES: [&str; 4] = [
+    "train-images-idx3-ubyte",
+    "train-labels-idx1-ubyte",
+    "t10k-images-idx3-ubyte",
+    "t10k-labels-idx1-ubyte",
+];
 
 /// `dir/name`, `dir/name.gz`, or the dotted spelling (`train-images.idx3-ubyte`) some mirrors use.
 pub(crate) fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
     let dotted = name.replacen("-idx", ".idx", 1);
-    [name.to_string(), format!("{name}.gz"), dotted.clone(), format!("{dotted}.gz")]
-        .iter()
-        .map(|n| dir.join(n))
-        .find(|p| p.is_file())
+    [
+        name.to_string(),
+        format!("{name}.gz"),
+        dotted.clone(),
+        format!("{dotted}.gz"),
+    ]
+    .iter()
+    .map(|n| dir.join(n))
+    .find(|p| p.is_file())
 }
 
 /// Reads one split from an images file and a labels file and normalises it.
@@ -38,19 +47,36 @@ pub(crate) fn load_split(images: &Path, labels: &Path, mean: f32, std: f32) -> R
     let img = read_idx(images)?;
     let lab = read_idx(labels)?;
     if img.dims.len() != 3 || img.dims[1] != 28 || img.dims[2] != 28 {
-        return Err(Error::format(images, format!("expected images of [n, 28, 28], found dimensions {:?}", img.dims)));
+        return Err(Error::format(
+            images,
+            format!(
+                "expected images of [n, 28, 28], found dimensions {:?}",
+                img.dims
+            ),
+        ));
     }
     if lab.dims.len() != 1 {
-        return Err(Error::format(labels, format!("expected labels of [n], found dimensions {:?}", lab.dims)));
+        return Err(Error::format(
+            labels,
+            format!("expected labels of [n], found dimensions {:?}", lab.dims),
+        ));
     }
     if img.dims[0] != lab.dims[0] {
         return Err(Error::format(
             labels,
-            format!("{} labels for the {} images of {}", lab.dims[0], img.dims[0], images.display()),
+            format!(
+                "{} labels for the {} images of {}",
+                lab.dims[0],
+                img.dims[0],
+                images.display()
+            ),
         ));
     }
     if let Some((i, &l)) = lab.data.iter().enumerate().find(|(_, &l)| l > 9) {
-        return Err(Error::format(labels, format!("label {l} at position {i} is not a digit 0..=9")));
+        return Err(Error::format(
+            labels,
+            format!("label {l} at position {i} is not a digit 0..=9"),
+        ));
     }
     let scale = 1.0 / (255.0 * std);
     let shift = mean / std;
@@ -61,7 +87,12 @@ pub(crate) fn load_split(images: &Path, labels: &Path, mean: f32, std: f32) -> R
 
 /// Loads `(train, test)` from the four files in `dir` (`name` or `name.gz` each);
 /// `not_found` says how to obtain them when one is missing.
-pub(crate) fn load_dir(dir: &Path, mean: f32, std: f32, not_found: &dyn Fn(&Path, &str) -> String) -> Result<(Mnist, Mnist)> {
+pub(crate) fn load_dir(
+    dir: &Path,
+    mean: f32,
+    std: f32,
+    not_found: &dyn Fn(&Path, &str) -> String,
+) -> Result<(Mnist, Mnist)> {
     let mut paths = Vec::new();
     for name in FILES {
         match find_file(dir, name) {

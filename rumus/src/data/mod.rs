@@ -5,8 +5,8 @@
 //! reject at compile time a dataset that does not fit the model.
 
 mod dataset;
-mod fetch;
 pub mod fashion_mnist;
+mod fetch;
 mod idx;
 mod in_memory;
 mod loader;

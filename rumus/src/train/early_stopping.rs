@@ -85,7 +85,9 @@ impl EarlyStopping {
     }
 
     fn improves(&self, value: f32, reference: Option<f32>) -> bool {
-        let Some(reference) = reference else { return true };
+        let Some(reference) = reference else {
+            return true;
+        };
         if self.mode.maximise(&self.monitor) {
             value - self.min_delta > reference
         } else {
@@ -104,7 +106,12 @@ impl Callback for EarlyStopping {
         Ok(())
     }
 
-    fn on_epoch_end(&mut self, epoch: usize, logs: &Logs, ctx: &mut TrainContext<'_>) -> Result<()> {
+    fn on_epoch_end(
+        &mut self,
+        epoch: usize,
+        logs: &Logs,
+        ctx: &mut TrainContext<'_>,
+    ) -> Result<()> {
         let current = logs.require("EarlyStopping", &self.monitor)?;
         if epoch < self.start_from_epoch {
             return Ok(());

@@ -31,11 +31,22 @@ impl Stats {
                 RawTensor::from_vec(v, &[width], device)
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(Stats { kind, top_k, sum: None, basis, seen: 0 })
+        Ok(Stats {
+            kind,
+            top_k,
+            sum: None,
+            basis,
+            seen: 0,
+        })
     }
 
     /// Adds a batch: its mean loss, the model outputs and the targets. No host read.
-    pub(crate) fn add(&mut self, loss: &RawTensor, outputs: &RawTensor, targets: &RawTensor) -> Result<()> {
+    pub(crate) fn add(
+        &mut self,
+        loss: &RawTensor,
+        outputs: &RawTensor,
+        targets: &RawTensor,
+    ) -> Result<()> {
         let _no_grad = crate::autograd::NoGradGuard::new();
         let n = outputs.shape().first().copied().unwrap_or(0);
         let mut parts = vec![loss.detach().mul_scalar(n as f32)?];
@@ -71,7 +82,9 @@ impl Stats {
     /// Reads the sums (one device → host transfer) as means: `loss`, `accuracy`, `top{k}_accuracy`.
     pub(crate) fn read(&self, prefix: &str) -> Result<Logs> {
         let mut logs = Logs::new();
-        let Some(sum) = &self.sum else { return Ok(logs) };
+        let Some(sum) = &self.sum else {
+            return Ok(logs);
+        };
         let values = sum.to_vec()?;
         let n = self.seen.max(1) as f32;
         logs.insert(format!("{prefix}loss"), values[0] / n);
@@ -88,19 +101,33 @@ impl Stats {
 /// For each row, how many logits are strictly larger than the target's logit (`[batch]`).
 /// The prediction is correct at top-k when that count is below k (ties count as correct).
 fn rank_of_target(logits: &RawTensor, targets: &RawTensor) -> Result<RawTensor> {
-    if logits.rank() != 2 || targets.dtype() != DType::U32 || targets.shape() != [logits.shape()[0]] {
+    if logits.rank() != 2 || targets.dtype() != DType::U32 || targets.shape() != [logits.shape()[0]]
+    {
         return Err(Error::shape(
             "accuracy",
-            format!("needs logits [batch, classes] and u32 targets [batch], got {:?} and {:?}", logits.shape(), targets.shape()),
+            format!(
+                "needs logits [batch, classes] and u32 targets [batch], got {:?} and {:?}",
+                logits.shape(),
+                targets.shape()
+            ),
         ));
     }
     let (rows, classes) = (logits.shape()[0], logits.shape()[1]);
     let x = logits.contiguous()?;
     let t = targets.contiguous()?;
-    let args = GatherArgs { outer: rows, len: classes, inner: 1, count: 1 };
-    let picked = x.device().backend().gather(x.storage(), t.storage(), &args)?;
+    let args = GatherArgs {
+        outer: rows,
+        len: classes,
+        inner: 1,
+        count: 1,
+    };
+    let picked = x
+        .device()
+        .backend()
+        .gather(x.storage(), t.storage(), &args)?;
     let picked = RawTensor::from_kernel(picked, &[rows, 1], x.device());
-    x.binary(crate::backend::BinaryOp::Gt, &picked)?.sum(&[1], false)
+    x.binary(crate::backend::BinaryOp::Gt, &picked)?
+        .sum(&[1], false)
 }
 
 /// Number of rows whose rank is below `k`, as a one-element tensor.

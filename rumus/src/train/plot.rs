@@ -10,17 +10,33 @@ fn plot_error(e: impl std::fmt::Display) -> Error {
 }
 
 /// One panel: every series named in `names` that the history has, against 1-based epochs.
-fn panel<DB: DrawingBackend>(area: &DrawingArea<DB, plotters::coord::Shift>, history: &History, title: &str, names: &[&str]) -> Result<()>
+fn panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    history: &History,
+    title: &str,
+    names: &[&str],
+) -> Result<()>
 where
     DB::ErrorType: 'static,
 {
     let series: Vec<(&str, Vec<(f32, f32)>)> = names
         .iter()
         .filter_map(|&n| history.get(n).map(|v| (n, v)))
-        .map(|(n, v)| (n, v.iter().enumerate().filter(|(_, y)| y.is_finite()).map(|(i, &y)| (i as f32 + 1.0, y)).collect()))
+        .map(|(n, v)| {
+            (
+                n,
+                v.iter()
+                    .enumerate()
+                    .filter(|(_, y)| y.is_finite())
+                    .map(|(i, &y)| (i as f32 + 1.0, y))
+                    .collect(),
+            )
+        })
         .collect();
     let ys = series.iter().flat_map(|(_, pts)| pts.iter().map(|p| p.1));
-    let (lo, hi) = ys.fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), y| (lo.min(y), hi.max(y)));
+    let (lo, hi) = ys.fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), y| {
+        (lo.min(y), hi.max(y))
+    });
     let (lo, hi) = if lo.is_finite() { (lo, hi) } else { (0.0, 1.0) };
     let pad = ((hi - lo) * 0.05).max(1e-3);
     let epochs = history.epochs().max(2) as f32;
@@ -31,14 +47,23 @@ where
         .y_label_area_size(52)
         .build_cartesian_2d(1f32..epochs, (lo - pad)..(hi + pad))
         .map_err(plot_error)?;
-    chart.configure_mesh().x_desc("epoch").draw().map_err(plot_error)?;
+    chart
+        .configure_mesh()
+        .x_desc("epoch")
+        .draw()
+        .map_err(plot_error)?;
     for (i, (name, points)) in series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         chart
-            .draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)))
+            .draw_series(LineSeries::new(
+                points.iter().copied(),
+                color.stroke_width(2),
+            ))
             .map_err(plot_error)?
             .label(*name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
     }
     if !series.is_empty() {
         chart

@@ -25,8 +25,16 @@ impl Callback for TerminateOnNaN {
         Ok(())
     }
 
-    fn on_metrics(&mut self, epoch: usize, step: usize, logs: &Logs, _ctx: &mut TrainContext<'_>) -> Result<()> {
-        let Some(loss) = logs.get("loss") else { return Ok(()) };
+    fn on_metrics(
+        &mut self,
+        epoch: usize,
+        step: usize,
+        logs: &Logs,
+        _ctx: &mut TrainContext<'_>,
+    ) -> Result<()> {
+        let Some(loss) = logs.get("loss") else {
+            return Ok(());
+        };
         if loss.is_finite() {
             return Ok(());
         }
