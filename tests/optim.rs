@@ -51,7 +51,7 @@ fn sgd_reference(
     steps: usize,
 ) -> Vec<f64> {
     let mut p = P0.to_vec();
-    let mut buf = vec![0.0; 3];
+    let mut buf = [0.0; 3];
     for t in 0..steps {
         for i in 0..3 {
             let mut g = grad(t)[i] + wd * p[i];
@@ -83,7 +83,7 @@ fn adam_reference(
     steps: usize,
 ) -> Vec<f64> {
     let mut p = P0.to_vec();
-    let (mut m, mut v) = (vec![0.0; 3], vec![0.0; 3]);
+    let (mut m, mut v) = ([0.0; 3], [0.0; 3]);
     for t in 0..steps {
         let step = (t + 1) as i32;
         for i in 0..3 {
@@ -112,7 +112,7 @@ fn rmsprop_reference(
     steps: usize,
 ) -> Vec<f64> {
     let mut p = P0.to_vec();
-    let (mut sq, mut buf) = (vec![0.0; 3], vec![0.0; 3]);
+    let (mut sq, mut buf) = ([0.0; 3], [0.0; 3]);
     for t in 0..steps {
         for i in 0..3 {
             let g = grad(t)[i] + wd * p[i];

@@ -58,8 +58,7 @@ pub(crate) fn fetch_mnist(dir: &Path, wanted: &[&str]) -> Result<()> {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let last = stderr
             .lines()
-            .filter(|l| !l.trim().is_empty())
-            .last()
+            .rfind(|l| !l.trim().is_empty())
             .unwrap_or("")
             .to_string();
         return Err(fail(

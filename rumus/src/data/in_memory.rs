@@ -229,7 +229,7 @@ impl<S: Shape, T: Shape> TensorDataset<S, T> {
     /// `inputs` and `targets` row-major, with the same number of samples.
     pub fn new(inputs: Vec<f32>, targets: Vec<f32>) -> Result<Self> {
         let per_target = T::sample_numel();
-        if per_target == 0 || targets.len() % per_target != 0 {
+        if per_target == 0 || !targets.len().is_multiple_of(per_target) {
             return Err(Error::Data(format!(
                 "TensorDataset::new: {} target values are not whole samples of shape {:?}",
                 targets.len(),

@@ -6,6 +6,9 @@ use crate::backend::OptimizerStep;
 use crate::nn::Param;
 use crate::{Error, Gradients, RawTensor, Result};
 
+/// One state buffer on the host: shape and row-major values.
+pub type HostBuffer = (Vec<usize>, Vec<f32>);
+
 /// A host copy of an optimizer's state, as written to and read from checkpoints
 /// (see [`crate::io::save_optimizer`]).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -18,7 +21,7 @@ pub struct OptimizerState {
     pub steps: BTreeMap<String, u64>,
     /// Buffers per parameter name, then per buffer name (`momentum_buffer`, `exp_avg` ...):
     /// shape and row-major values.
-    pub buffers: BTreeMap<String, BTreeMap<String, (Vec<usize>, Vec<f32>)>>,
+    pub buffers: BTreeMap<String, BTreeMap<String, HostBuffer>>,
 }
 
 /// One parameter's step count and state buffers on its device.
