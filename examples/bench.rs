@@ -37,7 +37,11 @@ fn time(warmup: usize, repeats: usize, mut f: impl FnMut() -> Result<()>) -> Res
 
 /// Forces pending device work to finish by reading one element back.
 fn sync(t: &RawTensor) -> Result<()> {
-    t.narrow(0, 0, 1)?.reshape(&[t.numel() / t.shape()[0]])?.narrow(0, 0, 1)?.to_vec().map(|_| ())
+    t.narrow(0, 0, 1)?
+        .reshape(&[t.numel() / t.shape()[0]])?
+        .narrow(0, 0, 1)?
+        .to_vec()
+        .map(|_| ())
 }
 
 fn bench_matmul(device: &Device, n: usize) -> Result<Record> {
@@ -64,20 +68,36 @@ fn bench_softmax(device: &Device, rows: usize, cols: usize) -> Result<Record> {
     // Forward reads x and writes y; backward reads y and g and writes dx (the mul/sum that seed
     // the backward are extra traffic, counted too: they read y, g and write the product).
     let bytes = (rows * cols * 4) as f64 * 8.0;
-    Ok(Record { name: format!("softmax fwd+bwd [{rows}, {cols}]"), median_s: secs, rate: bytes / secs / 1e9, unit: "GB/s" })
+    Ok(Record {
+        name: format!("softmax fwd+bwd [{rows}, {cols}]"),
+        median_s: secs,
+        rate: bytes / secs / 1e9,
+        unit: "GB/s",
+    })
 }
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
+    let value = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
     let device = match value("--device").as_deref() {
         Some("cpu") | None => Device::cpu(),
         Some(other) => {
-            return Err(rumus::Error::InvalidArgument { op: "bench", detail: format!("unknown device {other}") })
+            return Err(rumus::Error::InvalidArgument {
+                op: "bench",
+                detail: format!("unknown device {other}"),
+            })
         }
     };
     let only = value("--only");
-    let wanted = |name: &str| only.as_ref().is_none_or(|o| o.split(',').any(|w| w == name));
+    let wanted = |name: &str| {
+        only.as_ref()
+            .is_none_or(|o| o.split(',').any(|w| w == name))
+    };
 
     let mut records = Vec::new();
     if wanted("matmul") {
@@ -89,18 +109,35 @@ fn main() -> Result<()> {
         records.push(bench_softmax(&device, 65536, 1024)?);
     }
 
-    println!("rumus on {} ({} threads)", device.name(), rayon::current_num_threads());
+    println!(
+        "rumus on {} ({} threads)",
+        device.name(),
+        rayon::current_num_threads()
+    );
     println!("{:<36} {:>12} {:>14}", "workload", "median ms", "rate");
     for r in &records {
-        println!("{:<36} {:>12.3} {:>10.1} {}", r.name, r.median_s * 1e3, r.rate, r.unit);
+        println!(
+            "{:<36} {:>12.3} {:>10.1} {}",
+            r.name,
+            r.median_s * 1e3,
+            r.rate,
+            r.unit
+        );
     }
     if let Some(path) = value("--json") {
         let rows: Vec<String> = records
             .iter()
             .map(|r| format!("  {{\"name\": \"{}\", \"median_s\": {:.6}, \"rate\": {:.3}, \"unit\": \"{}\"}}", r.name, r.median_s, r.rate, r.unit))
             .collect();
-        let json = format!("{{\"framework\": \"rumus\", \"device\": \"{}\", \"results\": [\n{}\n]}}\n", device.name(), rows.join(",\n"));
-        std::fs::write(&path, json).map_err(|e| rumus::Error::Io { path: path.into(), source: e })?;
+        let json = format!(
+            "{{\"framework\": \"rumus\", \"device\": \"{}\", \"results\": [\n{}\n]}}\n",
+            device.name(),
+            rows.join(",\n")
+        );
+        std::fs::write(&path, json).map_err(|e| rumus::Error::Io {
+            path: path.into(),
+            source: e,
+        })?;
     }
     Ok(())
 }
