@@ -2,8 +2,10 @@
 //! (inputs + real-valued targets).
 //!
 //! The inputs live in one tensor; a batch is cut from it with the device's `index_select`
-//! kernel. On a GPU the whole input tensor is uploaded once (on first use) and every batch is
-//! gathered on the device, so only the batch's indices and targets cross the bus.
+//! kernel. On a GPU, inputs of up to [`DEVICE_RESIDENT_BYTES`] are uploaded once (on first use)
+//! and every batch is gathered there, so only the batch's indices and targets cross the bus;
+//! larger inputs are gathered on the host and the batch is uploaded (GPU bindings are often
+//! capped at 128 MiB).
 
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
@@ -11,6 +13,9 @@ use std::sync::{Arc, Mutex};
 use super::{Class, Dataset, Regression};
 use crate::backend::IndexArgs;
 use crate::{Device, Error, RawTensor, Result, Shape, Tensor};
+
+/// Largest input tensor kept resident on a non-CPU device.
+pub const DEVICE_RESIDENT_BYTES: usize = 96 << 20;
 
 /// Rows `[n, per]` of samples kept on the host, plus copies on devices already used.
 struct Rows {

@@ -15,6 +15,8 @@ pub(crate) struct Stats {
     sum: Option<RawTensor>,
     /// One-hot rows that place each per-batch scalar into `sum` without a concat op.
     basis: Vec<RawTensor>,
+    /// `k - 0.5` for top-1 and top-k, made once so a step uploads nothing.
+    limits: Vec<RawTensor>,
     seen: usize,
 }
 
@@ -31,11 +33,17 @@ impl Stats {
                 RawTensor::from_vec(v, &[width], device)
             })
             .collect::<Result<Vec<_>>>()?;
+        let limits = [Some(1), top_k]
+            .iter()
+            .flatten()
+            .map(|&k| RawTensor::full(k as f32 - 0.5, &[1], device))
+            .collect::<Result<Vec<_>>>()?;
         Ok(Stats {
             kind,
             top_k,
             sum: None,
             basis,
+            limits,
             seen: 0,
         })
     }
@@ -52,9 +60,8 @@ impl Stats {
         let mut parts = vec![loss.detach().mul_scalar(n as f32)?];
         if let TargetKind::Class { .. } = self.kind {
             let rank = rank_of_target(&outputs.detach(), targets)?;
-            parts.push(count_below(&rank, 1)?);
-            if let Some(k) = self.top_k {
-                parts.push(count_below(&rank, k)?);
+            for limit in &self.limits {
+                parts.push(count_below(&rank, limit)?);
             }
         }
         let mut row: Option<RawTensor> = None;
@@ -130,8 +137,7 @@ fn rank_of_target(logits: &RawTensor, targets: &RawTensor) -> Result<RawTensor> 
         .sum(&[1], false)
 }
 
-/// Number of rows whose rank is below `k`, as a one-element tensor.
-fn count_below(rank: &RawTensor, k: usize) -> Result<RawTensor> {
-    let limit = RawTensor::full(k as f32 - 0.5, &[1], rank.device())?;
+/// Number of rows whose rank is below `limit` (`k - 0.5`), as a one-element tensor.
+fn count_below(rank: &RawTensor, limit: &RawTensor) -> Result<RawTensor> {
     limit.binary(crate::backend::BinaryOp::Gt, rank)?.sum_all()
 }
