@@ -49,6 +49,7 @@ where
         .map_err(plot_error)?;
     chart
         .configure_mesh()
+        .light_line_style(WHITE)
         .x_desc("epoch")
         .draw()
         .map_err(plot_error)?;
@@ -68,6 +69,12 @@ where
     if !series.is_empty() {
         chart
             .configure_series_labels()
+            // Losses fall and accuracies rise: keep the legend off the curves' end.
+            .position(if title == "loss" {
+                SeriesLabelPosition::UpperRight
+            } else {
+                SeriesLabelPosition::LowerRight
+            })
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .draw()
