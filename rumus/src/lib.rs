@@ -9,6 +9,7 @@ pub mod backend;
 mod device;
 mod error;
 pub mod layout;
+pub mod loss;
 mod model;
 pub mod nn;
 mod ops;
@@ -21,6 +22,7 @@ pub use device::Device;
 pub use error::{Error, Result};
 pub use layout::Layout;
 pub use model::Model;
+pub use ops::RunningStats;
 pub use tensor::{RawTensor, Shape, Shape1, Shape2, Shape3, Shape4, Tensor, TensorId};
 
 /// The names most programs need.
