@@ -436,7 +436,7 @@ fn index_select_and_embedding() -> Result<()> {
     let e = tokens.embedding(&weight)?;
     assert_eq!(e.shape(), &[2, 2, 2]);
     assert_eq!(e.to_vec()?, vec![2.0, 2.1, 1.0, 1.1, 0.0, 0.1, 2.0, 2.1]);
-    grad_check(&[weight.clone()], GradCheck::default(), |i| tokens.embedding(&i[0]))?;
+    grad_check(std::slice::from_ref(&weight), GradCheck::default(), |i| tokens.embedding(&i[0]))?;
     let err = idx(&[0, 5], &[1, 2]).embedding(&weight).unwrap_err();
     assert_eq!(err.to_string(), "embedding: index 5 out of range for size 3 (at position 1)");
     assert!(matches!(t(&[0.0], &[1]).embedding(&weight), Err(Error::DType { .. })));
@@ -484,7 +484,7 @@ fn concat_and_stack_values_and_gradients() -> Result<()> {
         RawTensor::stack(&[&i[0], &i[1].transpose(0, 2)?.transpose(0, 2)?.sigmoid()?], 2)
     })?;
     // One tensor used twice collects both gradients.
-    grad_check(&[y.clone()], GradCheck::default(), |i| RawTensor::concat(&[&i[0], &i[0].exp()?], 0))?;
+    grad_check(std::slice::from_ref(&y), GradCheck::default(), |i| RawTensor::concat(&[&i[0], &i[0].exp()?], 0))?;
     let err = RawTensor::concat(&[&x, &z], 1).unwrap_err();
     assert_eq!(err.to_string(), "concat: shapes [[2, 3, 2], [2, 2, 3]] differ outside axis 1");
     assert!(RawTensor::stack(&[&x, &y], 0).is_err());

@@ -18,7 +18,7 @@ impl MultiHeadAttention {
     /// PyTorch's init: Xavier-uniform `in_proj_weight`, zero biases, default-`Linear`
     /// `out_proj.weight`.
     pub fn new(device: &Device, embed_dim: usize, num_heads: usize, seed: u64) -> Result<Self> {
-        if embed_dim == 0 || num_heads == 0 || embed_dim % num_heads != 0 {
+        if embed_dim == 0 || num_heads == 0 || !embed_dim.is_multiple_of(num_heads) {
             return Err(Error::invalid(
                 "MultiHeadAttention",
                 format!("embed_dim {embed_dim} must be a positive multiple of num_heads {num_heads}"),

@@ -61,7 +61,7 @@ impl Conv2d {
         if !positive {
             return Err(Error::invalid("Conv2d", format!("sizes in {cfg:?} must be positive")));
         }
-        if cfg.in_channels % cfg.groups != 0 || cfg.out_channels % cfg.groups != 0 {
+        if !cfg.in_channels.is_multiple_of(cfg.groups) || !cfg.out_channels.is_multiple_of(cfg.groups) {
             return Err(Error::invalid(
                 "Conv2d",
                 format!(

@@ -144,7 +144,7 @@ impl RawTensor {
         let channels = self.shape()[1];
         let (out_channels, group_channels, kh, kw) =
             (weight.shape()[0], weight.shape()[1], weight.shape()[2], weight.shape()[3]);
-        if channels % groups != 0 || out_channels % groups != 0 {
+        if !channels.is_multiple_of(groups) || !out_channels.is_multiple_of(groups) {
             return Err(Error::shape(
                 OP,
                 format!(
