@@ -608,3 +608,46 @@ fn nll_mse_and_bce_losses() -> Result<()> {
     assert_eq!(rumus::loss::nll_loss(&logits, &targets)?.item()?, logits.nll_loss(&targets)?.item()?);
     Ok(())
 }
+
+#[test]
+fn malformed_inputs_give_errors_not_panics() -> Result<()> {
+    let shapes: [&[usize]; 8] = [&[], &[0], &[3], &[2, 3], &[2, 3, 4], &[1, 2, 3, 4], &[0, 2, 3, 4], &[1, 1, 2, 3, 4]];
+    let tensors: Vec<RawTensor> = shapes.iter().map(|s| RawTensor::ones(s, &cpu()).unwrap()).collect();
+    let indices: Vec<RawTensor> =
+        shapes.iter().map(|s| RawTensor::from_indices(&vec![1; s.iter().product()], s, &cpu()).unwrap()).collect();
+    let mut failures = 0;
+    let mut count = |r: Result<RawTensor>| failures += r.is_err() as usize;
+    for x in &tensors {
+        for w in &tensors {
+            count(x.conv2d(w, None, (1, 1), (0, 0), (1, 1), 1));
+            count(x.conv2d(w, Some(w), (1, 1), (1, 1), (1, 1), 3));
+            count(RawTensor::concat(&[x, w], 0));
+            count(RawTensor::concat(&[x, w], -1));
+            count(RawTensor::stack(&[x, w], 1));
+            count(x.mse_loss(w));
+            count(x.bce_with_logits(w));
+            count(x.layer_norm(w.shape(), Some(w), None, 1e-5));
+            count(x.batch_norm(Some(w), Some(w), None, true, 1e-5));
+        }
+        for i in &indices {
+            count(x.index_select(0, i));
+            count(x.index_select(-1, i));
+            count(x.gather(0, i));
+            count(x.gather(-1, i));
+            count(x.cross_entropy(i, 0.1));
+            count(x.nll_loss(i));
+            count(i.embedding(x));
+            count(x.embedding(x));
+        }
+        count(x.max_pool2d((2, 2), (1, 1), (0, 0), (1, 1)));
+        count(x.max_pool2d((0, 2), (1, 1), (0, 0), (1, 1)));
+        count(x.avg_pool2d((2, 2), (2, 2), (1, 1)));
+        count(x.adaptive_avg_pool2d((2, 2)));
+        count(x.im2col((5, 5), (1, 1), (0, 0), (1, 1)));
+        count(x.dropout(0.5, true, 1));
+        count(x.dropout(f32::NAN, true, 1));
+        count(x.cross_entropy(x, 0.0));
+    }
+    assert!(failures > 0);
+    Ok(())
+}

@@ -69,6 +69,9 @@ impl RawTensor {
         const OP: &str = "index_select";
         self.check_f32(OP)?;
         check_index_tensor(OP, self, indices)?;
+        if self.rank() == 0 {
+            return Err(Error::shape(OP, "cannot index a rank-0 tensor"));
+        }
         let axis = resolve_axis(OP, axis, self.rank())?;
         if indices.rank() != 1 {
             return Err(Error::shape(
@@ -116,6 +119,9 @@ impl RawTensor {
         const OP: &str = "gather";
         self.check_f32(OP)?;
         check_index_tensor(OP, self, indices)?;
+        if self.rank() == 0 {
+            return Err(Error::shape(OP, "cannot gather from a rank-0 tensor"));
+        }
         let axis = resolve_axis(OP, axis, self.rank())?;
         let describe = || format!("input {:?} indices {:?}", self.shape(), indices.shape());
         if indices.rank() != self.rank() {
