@@ -651,3 +651,44 @@ fn malformed_inputs_give_errors_not_panics() -> Result<()> {
     assert!(failures > 0);
     Ok(())
 }
+
+#[test]
+fn broadcast_and_strided_inputs_through_every_remaining_op() -> Result<()> {
+    let check = GradCheck::default();
+    // Pooling of a transposed input and of a batch broadcast from one sample.
+    grad_check(&[randn(&[1, 2, 5, 4], 200)], check, |i| i[0].transpose(2, 3)?.avg_pool2d((2, 2), (1, 2), (1, 0)))?;
+    grad_check(&[randn(&[1, 2, 5, 4], 201)], check, |i| i[0].broadcast_to(&[3, 2, 5, 4])?.adaptive_avg_pool2d((2, 3)))?;
+    grad_check(&[distinct(&[1, 2, 4, 5], 202)], check, |i| {
+        i[0].broadcast_to(&[2, 2, 4, 5])?.max_pool2d((2, 2), (2, 2), (1, 1), (1, 1))
+    })?;
+    // Normalisation with a broadcast input and parameters taken from a strided view.
+    let wide = randn(&[4, 2], 203);
+    grad_check(&[randn(&[1, 3, 4], 204), wide.clone()], check, |i| {
+        i[0].broadcast_to(&[2, 3, 4])?.layer_norm(
+            &[4],
+            Some(&i[1].transpose(0, 1)?.narrow(0, 1, 2)?.reshape(&[4])?),
+            None,
+            1e-5,
+        )
+    })?;
+    grad_check(&[randn(&[3, 1, 2], 205), wide], check, |i| {
+        let w = i[1].narrow(1, 0, 1)?.reshape(&[4])?;
+        i[0].broadcast_to(&[3, 4, 2])?.batch_norm(Some(&w), None, None, true, 1e-5)
+    })?;
+    // Dropout and the elementwise losses on strided and broadcast operands.
+    grad_check(&[randn(&[3, 4], 206)], check, |i| i[0].transpose(0, 1)?.dropout(0.25, true, 9))?;
+    grad_check(&[randn(&[3, 4], 207), randn(&[4], 208)], check, |i| {
+        i[0].transpose(0, 1)?.mse_loss(&i[1].reshape(&[4, 1])?.broadcast_to(&[4, 3])?)
+    })?;
+    let probabilities = RawTensor::rand_uniform(&[3, 4], 0.0, 1.0, 209, &cpu())?;
+    grad_check(&[randn(&[1, 3], 210), probabilities], check, |i| {
+        i[0].broadcast_to(&[4, 3])?.bce_with_logits(&i[1].transpose(0, 1)?)
+    })?;
+    // Cross-entropy gradients at the awkward row lengths.
+    for classes in [1usize, 63, 64, 65] {
+        let targets: Vec<u32> = (0..2).map(|r| (r * 29) % classes as u32).collect();
+        let targets = idx(&targets, &[2]);
+        grad_check(&[randn(&[2, classes], 211 + classes as u64)], check, |i| i[0].cross_entropy(&targets, 0.1))?;
+    }
+    Ok(())
+}
