@@ -65,6 +65,7 @@ impl BackwardOp for GatherBackward {
 
 impl RawTensor {
     /// Picks the entries `indices` (u32, 1-D) along `axis`; the axis takes the index count.
+    /// An index out of range is [`Error::IndexOutOfRange`] on the CPU (see the module docs for GPUs).
     pub fn index_select(&self, axis: isize, indices: &RawTensor) -> Result<RawTensor> {
         const OP: &str = "index_select";
         self.check_f32(OP)?;
@@ -97,7 +98,7 @@ impl RawTensor {
     }
 
     /// Looks up rows of `weight` (`[num_embeddings, dim]`) for the u32 indices in `self` (any
-    /// shape); returns `self.shape() + [dim]`.
+    /// shape); returns `self.shape() + [dim]`. Indices are range-checked like `index_select`'s.
     pub fn embedding(&self, weight: &RawTensor) -> Result<RawTensor> {
         const OP: &str = "embedding";
         check_index_tensor(OP, weight, self)?;

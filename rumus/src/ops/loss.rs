@@ -84,7 +84,8 @@ fn check_pair(op: &'static str, pred: &RawTensor, target: &RawTensor) -> Result<
 impl RawTensor {
     /// Mean cross-entropy of logits `[n, c]` against u32 class targets `[n]`, with label
     /// smoothing `s` in `[0, 1)` (target distribution `(1-s)·onehot + s/c`). One fused kernel
-    /// computes log-softmax and the loss per row, stable for any logit magnitude.
+    /// computes log-softmax and the loss per row, stable for any logit magnitude. Targets are
+    /// range-checked on the CPU; GPU targets are checked when the batch is built on the host.
     pub fn cross_entropy(&self, targets: &RawTensor, label_smoothing: f32) -> Result<RawTensor> {
         const OP: &str = "cross_entropy";
         let (rows, classes) = check_class_targets(OP, self, targets)?;
