@@ -14,8 +14,8 @@ mod model;
 pub mod nn;
 mod ops;
 pub mod rng;
-pub mod testing;
 mod tensor;
+pub mod testing;
 
 pub use autograd::{no_grad, Gradients};
 pub use device::Device;
