@@ -8,6 +8,7 @@
 
 use std::time::Instant;
 
+use rumus::nn::{Conv2d, Conv2dConfig, Flatten, Linear, MaxPool2d, Module, Relu, Sequential};
 use rumus::{no_grad, Device, RawTensor, Result};
 
 /// One measured workload.
@@ -37,11 +38,7 @@ fn time(warmup: usize, repeats: usize, mut f: impl FnMut() -> Result<()>) -> Res
 
 /// Forces pending device work to finish by reading one element back.
 fn sync(t: &RawTensor) -> Result<()> {
-    t.narrow(0, 0, 1)?
-        .reshape(&[t.numel() / t.shape()[0]])?
-        .narrow(0, 0, 1)?
-        .to_vec()
-        .map(|_| ())
+    t.narrow(0, 0, 1)?.reshape(&[t.numel() / t.shape()[0]])?.narrow(0, 0, 1)?.to_vec().map(|_| ())
 }
 
 fn bench_matmul(device: &Device, n: usize) -> Result<Record> {
@@ -76,28 +73,64 @@ fn bench_softmax(device: &Device, rows: usize, cols: usize) -> Result<Record> {
     })
 }
 
+/// LeNet-5 as in examples/mnist.rs and bench/torch_bench.py (61,706 parameters).
+fn lenet(device: &Device) -> Result<Sequential> {
+    let conv = |cin, cout, pad| Conv2dConfig { padding: (pad, pad), ..Conv2dConfig::new(cin, cout, (5, 5)) };
+    let pool = || MaxPool2d::new((2, 2), (2, 2), (0, 0), (1, 1));
+    Ok(Sequential::new()
+        .with(Conv2d::new(device, conv(1, 6, 2), 1)?)
+        .with(Relu)
+        .with(pool())
+        .with(Conv2d::new(device, conv(6, 16, 0), 2)?)
+        .with(Relu)
+        .with(pool())
+        .with(Flatten::new())
+        .with(Linear::new(device, 400, 120, true, 3)?)
+        .with(Relu)
+        .with(Linear::new(device, 120, 84, true, 4)?)
+        .with(Relu)
+        .with(Linear::new(device, 84, 10, true, 5)?))
+}
+
+/// One training step (forward, cross-entropy, backward, SGD update) of LeNet-5 at `batch`.
+fn bench_lenet_step(device: &Device, batch: usize) -> Result<Record> {
+    let model = lenet(device)?;
+    let params = rumus::nn::named_params(&model);
+    let x = RawTensor::randn(&[batch, 1, 28, 28], 0.0, 1.0, 6, device)?;
+    let labels: Vec<u32> = (0..batch as u32).map(|i| i % 10).collect();
+    let y = RawTensor::from_indices(&labels, &[batch], device)?;
+    let secs = time(3, 30, || {
+        let loss = model.forward_raw(&x)?.cross_entropy(&y, 0.0)?;
+        let grads = loss.backward()?;
+        no_grad(|| {
+            for (_, p) in &params {
+                if let Some(g) = grads.get(p.tensor()) {
+                    p.assign(&p.tensor().sub(&g.mul_scalar(0.01)?)?)?;
+                }
+            }
+            Ok::<_, rumus::Error>(())
+        })?;
+        loss.item().map(|_| ())
+    })?;
+    Ok(Record {
+        name: format!("lenet train step b{batch}"),
+        median_s: secs,
+        rate: batch as f64 / secs,
+        unit: "samples/s",
+    })
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
+    let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
     let device = match value("--device").as_deref() {
         Some("cpu") | None => Device::cpu(),
         Some(other) => {
-            return Err(rumus::Error::InvalidArgument {
-                op: "bench",
-                detail: format!("unknown device {other}"),
-            })
+            return Err(rumus::Error::InvalidArgument { op: "bench", detail: format!("unknown device {other}") })
         }
     };
     let only = value("--only");
-    let wanted = |name: &str| {
-        only.as_ref()
-            .is_none_or(|o| o.split(',').any(|w| w == name))
-    };
+    let wanted = |name: &str| only.as_ref().is_none_or(|o| o.split(',').any(|w| w == name));
 
     let mut records = Vec::new();
     if wanted("matmul") {
@@ -108,36 +141,33 @@ fn main() -> Result<()> {
     if wanted("softmax") {
         records.push(bench_softmax(&device, 65536, 1024)?);
     }
+    if wanted("step") {
+        for batch in [64, 256] {
+            records.push(bench_lenet_step(&device, batch)?);
+        }
+    }
 
-    println!(
-        "rumus on {} ({} threads)",
-        device.name(),
-        rayon::current_num_threads()
-    );
+    println!("rumus on {} ({} threads)", device.name(), rayon::current_num_threads());
     println!("{:<36} {:>12} {:>14}", "workload", "median ms", "rate");
     for r in &records {
-        println!(
-            "{:<36} {:>12.3} {:>10.1} {}",
-            r.name,
-            r.median_s * 1e3,
-            r.rate,
-            r.unit
-        );
+        println!("{:<36} {:>12.3} {:>10.1} {}", r.name, r.median_s * 1e3, r.rate, r.unit);
     }
     if let Some(path) = value("--json") {
         let rows: Vec<String> = records
             .iter()
-            .map(|r| format!("  {{\"name\": \"{}\", \"median_s\": {:.6}, \"rate\": {:.3}, \"unit\": \"{}\"}}", r.name, r.median_s, r.rate, r.unit))
+            .map(|r| {
+                format!(
+                    "  {{\"name\": \"{}\", \"median_s\": {:.6}, \"rate\": {:.3}, \"unit\": \"{}\"}}",
+                    r.name, r.median_s, r.rate, r.unit
+                )
+            })
             .collect();
         let json = format!(
             "{{\"framework\": \"rumus\", \"device\": \"{}\", \"results\": [\n{}\n]}}\n",
             device.name(),
             rows.join(",\n")
         );
-        std::fs::write(&path, json).map_err(|e| rumus::Error::Io {
-            path: path.into(),
-            source: e,
-        })?;
+        std::fs::write(&path, json).map_err(|e| rumus::Error::Io { path: path.into(), source: e })?;
     }
     Ok(())
 }

@@ -62,30 +62,19 @@ fn setting(flag: &str, env: &str, default: &str) -> String {
 }
 
 fn main() -> Result<()> {
-    let epochs: usize = setting("--epochs", "RUMUS_EPOCHS", "10")
-        .parse()
-        .unwrap_or(10);
-    let batch_size: usize = setting("--batch-size", "RUMUS_BATCH_SIZE", "64")
-        .parse()
-        .unwrap_or(64);
+    let epochs: usize = setting("--epochs", "RUMUS_EPOCHS", "10").parse().unwrap_or(10);
+    let batch_size: usize = setting("--batch-size", "RUMUS_BATCH_SIZE", "64").parse().unwrap_or(64);
     let dir = setting("--data", "RUMUS_FASHION_DIR", fashion_mnist::DEBIAN_DIR);
     let device = Device::best();
     let (train, test) = fashion_mnist::load(&dir)?;
     let mut model = Mlp::new(&device, 7)?;
-    println!(
-        "{} on {device}: {} trainable parameters",
-        model.describe(),
-        rumus::nn::count_trainable(&model)
-    );
+    println!("{} on {device}: {} trainable parameters", model.describe(), rumus::nn::count_trainable(&model));
     let history = model.fit(
         &train,
         Fit::epochs(epochs)
             .batch_size(batch_size)
             .optimizer(AdamW::new(1e-3))
-            .schedule(CosineAnnealing {
-                t_max: epochs,
-                eta_min: 1e-5,
-            })
+            .schedule(CosineAnnealing { t_max: epochs, eta_min: 1e-5 })
             .validation(&test),
     )?;
     history.to_csv("fashion-history.csv")?;
@@ -96,11 +85,7 @@ fn main() -> Result<()> {
     let (x, y) = test.get_batch(&[0, 1, 2, 3, 4], &device)?;
     let predicted = model.predict(&x)?.argmax(-1)?.to_vec_u32()?;
     for (p, t) in predicted.iter().zip(y.to_vec_u32()?) {
-        println!(
-            "  predicted {:<12} true {}",
-            fashion_mnist::CLASSES[*p as usize],
-            fashion_mnist::CLASSES[t as usize]
-        );
+        println!("  predicted {:<12} true {}", fashion_mnist::CLASSES[*p as usize], fashion_mnist::CLASSES[t as usize]);
     }
     model.save("fashion.safetensors")
 }

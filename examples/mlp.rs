@@ -32,12 +32,9 @@ impl Module for Mlp {
     }
 
     fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param)) {
-        self.fc1
-            .visit_params(&rumus::nn::join_name(prefix, "fc1"), visitor);
-        self.fc2
-            .visit_params(&rumus::nn::join_name(prefix, "fc2"), visitor);
-        self.fc3
-            .visit_params(&rumus::nn::join_name(prefix, "fc3"), visitor);
+        self.fc1.visit_params(&rumus::nn::join_name(prefix, "fc1"), visitor);
+        self.fc2.visit_params(&rumus::nn::join_name(prefix, "fc2"), visitor);
+        self.fc3.visit_params(&rumus::nn::join_name(prefix, "fc3"), visitor);
     }
 
     fn describe(&self) -> String {
@@ -68,24 +65,11 @@ fn main() -> Result<()> {
     let device = Device::best();
     let (train, test) = rumus::data::mnist::load_or_fetch("data/mnist")?;
     let mut model = Mlp::new(&device, 42)?;
-    println!(
-        "{} on {device}: {} trainable parameters",
-        model.describe(),
-        rumus::nn::count_trainable(&model)
-    );
-    let history = model.fit(
-        &train,
-        Fit::epochs(epochs)
-            .batch_size(batch_size)
-            .optimizer(Adam::new(1e-3))
-            .validation(&test),
-    )?;
+    println!("{} on {device}: {} trainable parameters", model.describe(), rumus::nn::count_trainable(&model));
+    let history =
+        model.fit(&train, Fit::epochs(epochs).batch_size(batch_size).optimizer(Adam::new(1e-3)).validation(&test))?;
     history.to_csv("mlp-history.csv")?;
     let eval = model.evaluate(&test)?;
-    println!(
-        "test accuracy {:.2}% (error {:.2}%)",
-        100.0 * eval.accuracy,
-        100.0 * (1.0 - eval.accuracy)
-    );
+    println!("test accuracy {:.2}% (error {:.2}%)", 100.0 * eval.accuracy, 100.0 * (1.0 - eval.accuracy));
     model.save("mlp.safetensors")
 }

@@ -6,9 +6,7 @@ mod common;
 use std::path::Path;
 
 use common::{scratch, weights, LinReg};
-use rumus::io::{
-    load_module, load_optimizer, module_from_bytes, save_module, save_optimizer, write_atomic_with,
-};
+use rumus::io::{load_module, load_optimizer, module_from_bytes, save_module, save_optimizer, write_atomic_with};
 use rumus::nn::{named_params, Linear, Module, Relu, Sequential};
 use rumus::optim::Optimizer;
 use rumus::prelude::*;
@@ -29,25 +27,18 @@ fn input() -> RawTensor {
 
 /// A safetensors file holding `tensors` (name, dtype, shape, little-endian bytes).
 fn file_with(tensors: &[(&str, Dtype, Vec<usize>, Vec<u8>)]) -> Vec<u8> {
-    let views: Vec<(String, TensorView<'_>)> = tensors
-        .iter()
-        .map(|(n, d, s, b)| (n.to_string(), TensorView::new(*d, s.clone(), b).unwrap()))
-        .collect();
+    let views: Vec<(String, TensorView<'_>)> =
+        tensors.iter().map(|(n, d, s, b)| (n.to_string(), TensorView::new(*d, s.clone(), b).unwrap())).collect();
     safetensors::serialize(views, None).unwrap()
 }
 
 fn f32_bytes(n: usize) -> Vec<u8> {
-    (0..n)
-        .flat_map(|i| (i as f32 * 0.01).to_le_bytes())
-        .collect()
+    (0..n).flat_map(|i| (i as f32 * 0.01).to_le_bytes()).collect()
 }
 
 /// The model's own tensors as (name, F32, shape, bytes).
 fn model_tensors(m: &dyn Module) -> Vec<(String, Vec<usize>, Vec<u8>)> {
-    named_params(m)
-        .into_iter()
-        .map(|(n, p)| (n, p.shape().to_vec(), f32_bytes(p.tensor().numel())))
-        .collect()
+    named_params(m).into_iter().map(|(n, p)| (n, p.shape().to_vec(), f32_bytes(p.tensor().numel()))).collect()
 }
 
 fn checkpoint_detail(result: Result<()>) -> String {
@@ -64,19 +55,10 @@ fn save_then_load_gives_identical_outputs() -> Result<()> {
     let a = mlp(1);
     save_module(&a, &path)?;
     let b = mlp(100);
-    assert_ne!(
-        a.forward_raw(&input())?.to_vec()?,
-        b.forward_raw(&input())?.to_vec()?
-    );
+    assert_ne!(a.forward_raw(&input())?.to_vec()?, b.forward_raw(&input())?.to_vec()?);
     load_module(&b, &path)?;
-    assert_eq!(
-        a.forward_raw(&input())?.to_vec()?,
-        b.forward_raw(&input())?.to_vec()?
-    );
-    assert!(
-        !dir.join("mlp.safetensors.tmp").exists(),
-        "no temporary file is left behind"
-    );
+    assert_eq!(a.forward_raw(&input())?.to_vec()?, b.forward_raw(&input())?.to_vec()?);
+    assert!(!dir.join("mlp.safetensors.tmp").exists(), "no temporary file is left behind");
     // PyTorch's names and layouts: nn.Sequential indices, weight [out, in].
     let bytes = std::fs::read(&path).unwrap();
     let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
@@ -108,46 +90,26 @@ fn strict_load_lists_missing_unexpected_misshaped_and_wrong_dtype_keys() {
     for t in tensors.iter_mut().filter(|t| t.0 == "0.bias") {
         *t = ("0.bias".into(), vec![15], f32_bytes(15)); // mis-shaped
     }
-    let mut with_dtype: Vec<(&str, Dtype, Vec<usize>, Vec<u8>)> = tensors
-        .iter()
-        .map(|(n, s, b)| (n.as_str(), Dtype::F32, s.clone(), b.clone()))
-        .collect();
+    let mut with_dtype: Vec<(&str, Dtype, Vec<usize>, Vec<u8>)> =
+        tensors.iter().map(|(n, s, b)| (n.as_str(), Dtype::F32, s.clone(), b.clone())).collect();
     for t in with_dtype.iter_mut().filter(|t| t.0 == "2.weight") {
         *t = ("2.weight", Dtype::F64, vec![4, 16], vec![0; 4 * 16 * 8]); // wrong dtype
     }
-    let detail = checkpoint_detail(module_from_bytes(
-        &model,
-        &file_with(&with_dtype),
-        Path::new("bad.safetensors"),
-    ));
+    let detail = checkpoint_detail(module_from_bytes(&model, &file_with(&with_dtype), Path::new("bad.safetensors")));
     assert!(detail.contains("missing keys: 2.bias"), "{detail}");
     assert!(detail.contains("unexpected keys: extra.weight"), "{detail}");
-    assert!(
-        detail.contains("0.bias: shape [15] in file, [16] in model"),
-        "{detail}"
-    );
+    assert!(detail.contains("0.bias: shape [15] in file, [16] in model"), "{detail}");
     assert!(detail.contains("2.weight: dtype F64"), "{detail}");
-    assert_eq!(
-        weights(&model),
-        before,
-        "a failed load must not change the model"
-    );
+    assert_eq!(weights(&model), before, "a failed load must not change the model");
 }
 
 #[test]
 fn pytorch_num_batches_tracked_buffers_are_skipped() -> Result<()> {
     let model = mlp(1);
     let tensors = model_tensors(&model);
-    let mut all: Vec<(&str, Dtype, Vec<usize>, Vec<u8>)> = tensors
-        .iter()
-        .map(|(n, s, b)| (n.as_str(), Dtype::F32, s.clone(), b.clone()))
-        .collect();
-    all.push((
-        "1.num_batches_tracked",
-        Dtype::I64,
-        vec![],
-        7i64.to_le_bytes().to_vec(),
-    ));
+    let mut all: Vec<(&str, Dtype, Vec<usize>, Vec<u8>)> =
+        tensors.iter().map(|(n, s, b)| (n.as_str(), Dtype::F32, s.clone(), b.clone())).collect();
+    all.push(("1.num_batches_tracked", Dtype::I64, vec![], 7i64.to_le_bytes().to_vec()));
     module_from_bytes(&model, &file_with(&all), Path::new("torch.safetensors"))?;
     assert_eq!(model.layers().len(), 3);
     let w = weights(&model);
@@ -166,14 +128,8 @@ fn corrupt_and_truncated_checkpoints_are_errors_not_panics() -> Result<()> {
         ("empty", vec![]),
         ("truncated header", bytes[..6].to_vec()),
         ("truncated data", bytes[..bytes.len() - 10].to_vec()),
-        (
-            "garbage",
-            (0..500u32).map(|i| (i * 7919 % 251) as u8).collect(),
-        ),
-        (
-            "huge header length",
-            [u64::MAX.to_le_bytes().to_vec(), b"{}".to_vec()].concat(),
-        ),
+        ("garbage", (0..500u32).map(|i| (i * 7919 % 251) as u8).collect()),
+        ("huge header length", [u64::MAX.to_le_bytes().to_vec(), b"{}".to_vec()].concat()),
     ];
     for (what, data) in cases {
         std::fs::write(&path, data).unwrap();
@@ -181,10 +137,7 @@ fn corrupt_and_truncated_checkpoints_are_errors_not_panics() -> Result<()> {
         assert!(matches!(err, Error::Checkpoint { .. }), "{what}: {err}");
         assert!(err.to_string().contains("m.safetensors"), "{what}: {err}");
     }
-    assert!(matches!(
-        load_module(&model, dir.join("absent.safetensors")),
-        Err(Error::Io { .. })
-    ));
+    assert!(matches!(load_module(&model, dir.join("absent.safetensors")), Err(Error::Io { .. })));
     Ok(())
 }
 
@@ -205,10 +158,7 @@ fn a_failed_save_leaves_the_previous_file_intact() -> Result<()> {
     .unwrap_err();
     assert!(err.to_string().contains("disk full"), "{err}");
     assert_eq!(std::fs::read(&path).unwrap(), original);
-    assert!(
-        !dir.join("m.safetensors.tmp").exists(),
-        "the partial temporary file is removed"
-    );
+    assert!(!dir.join("m.safetensors.tmp").exists(), "the partial temporary file is removed");
 
     // The temporary file cannot be created: a directory sits where it would go.
     std::fs::create_dir(dir.join("m.safetensors.tmp")).unwrap();
@@ -225,17 +175,16 @@ fn optimizer_state_round_trips_so_training_resumes_identically() -> Result<()> {
     let dir = scratch("optimizer_state");
     let data = common::regression_data(64, 3)?;
     // Reference: one uninterrupted run of 4 manual Adam steps.
-    let run_steps =
-        |model: &LinReg, opt: &mut dyn Optimizer, steps: std::ops::Range<usize>| -> Result<()> {
-            let params = named_params(model);
-            for s in steps {
-                let idx: Vec<usize> = (s * 16..(s + 1) * 16).collect();
-                let (x, y) = data.get_batch(&idx, &Device::cpu())?;
-                let loss = Loss::Mse.compute(&model.forward_raw(x.raw())?, &y)?;
-                opt.step(&params, &loss.backward()?)?;
-            }
-            Ok(())
-        };
+    let run_steps = |model: &LinReg, opt: &mut dyn Optimizer, steps: std::ops::Range<usize>| -> Result<()> {
+        let params = named_params(model);
+        for s in steps {
+            let idx: Vec<usize> = (s * 16..(s + 1) * 16).collect();
+            let (x, y) = data.get_batch(&idx, &Device::cpu())?;
+            let loss = Loss::Mse.compute(&model.forward_raw(x.raw())?, &y)?;
+            opt.step(&params, &loss.backward()?)?;
+        }
+        Ok(())
+    };
     let full = LinReg::new(1)?;
     let mut opt = Adam::new(0.05);
     run_steps(&full, &mut opt, 0..4)?;
@@ -249,40 +198,23 @@ fn optimizer_state_round_trips_so_training_resumes_identically() -> Result<()> {
     let mut resumed = LinReg::new(50)?;
     resumed.load(dir.join("model.safetensors"))?;
     let mut opt2 = Adam::new(999.0);
-    load_optimizer(
-        &mut opt2,
-        &named_params(&resumed),
-        dir.join("adam.safetensors"),
-    )?;
+    load_optimizer(&mut opt2, &named_params(&resumed), dir.join("adam.safetensors"))?;
     assert_eq!(opt2.learning_rate(), 0.05);
     run_steps(&resumed, &mut opt2, 2..4)?;
     assert_eq!(weights(&resumed), weights(&full));
 
     // Loading into another optimizer kind, or for another model, is an error.
     let mut sgd = Sgd::new(0.1);
-    assert!(load_optimizer(
-        &mut sgd,
-        &named_params(&resumed),
-        dir.join("adam.safetensors")
-    )
-    .is_err());
+    assert!(load_optimizer(&mut sgd, &named_params(&resumed), dir.join("adam.safetensors")).is_err());
     let other = mlp(1);
-    assert!(load_optimizer(
-        &mut Adam::new(0.1),
-        &named_params(&other),
-        dir.join("adam.safetensors")
-    )
-    .is_err());
+    assert!(load_optimizer(&mut Adam::new(0.1), &named_params(&other), dir.join("adam.safetensors")).is_err());
     Ok(())
 }
 
 #[test]
 fn pytorch_weights_load_and_give_pytorchs_logits() -> Result<()> {
     let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let (weights_file, io_file) = (
-        here.join("torch_mlp.safetensors"),
-        here.join("torch_mlp_io.safetensors"),
-    );
+    let (weights_file, io_file) = (here.join("torch_mlp.safetensors"), here.join("torch_mlp_io.safetensors"));
     if !weights_file.exists() || !io_file.exists() {
         eprintln!(
             "\n*** SKIPPED pytorch_weights_load_and_give_pytorchs_logits: {} is absent. Generate it with \
@@ -297,24 +229,13 @@ fn pytorch_weights_load_and_give_pytorchs_logits() -> Result<()> {
     let io = safetensors::SafeTensors::deserialize(&bytes).unwrap();
     let read = |name: &str| -> (Vec<usize>, Vec<f32>) {
         let t = io.tensor(name).unwrap();
-        (
-            t.shape().to_vec(),
-            t.data()
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
-        )
+        (t.shape().to_vec(), t.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
     };
     let (x_shape, x) = read("input");
     let (_, expected) = read("logits");
-    let got = model
-        .forward_raw(&RawTensor::from_vec(x, &x_shape, &Device::cpu())?)?
-        .to_vec()?;
+    let got = model.forward_raw(&RawTensor::from_vec(x, &x_shape, &Device::cpu())?)?.to_vec()?;
     for (g, e) in got.iter().zip(&expected) {
-        assert!(
-            (g - e).abs() < 1e-5,
-            "rumus {got:?} vs PyTorch {expected:?}"
-        );
+        assert!((g - e).abs() < 1e-5, "rumus {got:?} vs PyTorch {expected:?}");
     }
     Ok(())
 }

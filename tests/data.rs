@@ -28,14 +28,8 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
 fn format_error(result: Result<impl std::fmt::Debug>, file: &str, needle: &str) {
     match result {
         Err(Error::Format { path, detail }) => {
-            assert!(
-                path.to_string_lossy().contains(file),
-                "error names {path:?}, expected {file}"
-            );
-            assert!(
-                detail.contains(needle),
-                "{detail:?} should mention {needle:?}"
-            );
+            assert!(path.to_string_lossy().contains(file), "error names {path:?}, expected {file}");
+            assert!(detail.contains(needle), "{detail:?} should mention {needle:?}");
         }
         other => panic!("expected a Format error naming {file}, got {other:?}"),
     }
@@ -56,27 +50,11 @@ fn broken_idx_files_are_format_errors_naming_the_file() {
     let p = Path::new("broken-idx3-ubyte");
     format_error(parse_idx(&[], p), "broken", "empty");
     format_error(parse_idx(&[0, 0], p), "broken", "too few");
-    format_error(
-        parse_idx(&[1, 2, 8, 1, 0, 0, 0, 1, 0], p),
-        "broken",
-        "magic",
-    );
-    format_error(
-        parse_idx(&[0, 0, 0x0d, 1, 0, 0, 0, 1, 0], p),
-        "broken",
-        "element type",
-    );
+    format_error(parse_idx(&[1, 2, 8, 1, 0, 0, 0, 1, 0], p), "broken", "magic");
+    format_error(parse_idx(&[0, 0, 0x0d, 1, 0, 0, 0, 1, 0], p), "broken", "element type");
     format_error(parse_idx(&[0, 0, 8, 3, 0, 0], p), "broken", "truncated");
-    format_error(
-        parse_idx(&idx_bytes(8, &[10, 28, 28], &[0; 100]), p),
-        "broken",
-        "truncated",
-    );
-    format_error(
-        parse_idx(&idx_bytes(8, &[2], &[1, 2, 3]), p),
-        "broken",
-        "trailing",
-    );
+    format_error(parse_idx(&idx_bytes(8, &[10, 28, 28], &[0; 100]), p), "broken", "truncated");
+    format_error(parse_idx(&idx_bytes(8, &[2], &[1, 2, 3]), p), "broken", "trailing");
     let gz = gzip(&idx_bytes(8, &[4], &[1, 2, 3, 4]));
     format_error(parse_idx(&gz[..gz.len() / 2], p), "broken", "gzip");
 }
@@ -87,11 +65,7 @@ fn fake_mnist(dir: &Path, images: u32, labels: u32) {
     let lab = idx_bytes(8, &[labels], &vec![3; labels as usize]);
     for split in ["train", "t10k"] {
         std::fs::write(dir.join(format!("{split}-images-idx3-ubyte")), &img).unwrap();
-        std::fs::write(
-            dir.join(format!("{split}-labels-idx1-ubyte.gz")),
-            gzip(&lab),
-        )
-        .unwrap();
+        std::fs::write(dir.join(format!("{split}-labels-idx1-ubyte.gz")), gzip(&lab)).unwrap();
     }
 }
 
@@ -109,40 +83,22 @@ fn mnist_loader_validates_counts_and_files() -> Result<()> {
 
     let dir = scratch("fake_mnist_mismatch");
     fake_mnist(&dir, 5, 4);
-    format_error(
-        mnist_mod::load(&dir).map(|_| ()),
-        "train-labels-idx1-ubyte.gz",
-        "4 labels for the 5 images",
-    );
+    format_error(mnist_mod::load(&dir).map(|_| ()), "train-labels-idx1-ubyte.gz", "4 labels for the 5 images");
 
     let dir = scratch("fake_mnist_truncated");
     fake_mnist(&dir, 5, 5);
     let path = dir.join("t10k-images-idx3-ubyte");
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
-    format_error(
-        mnist_mod::load(&dir).map(|_| ()),
-        "t10k-images-idx3-ubyte",
-        "truncated",
-    );
+    format_error(mnist_mod::load(&dir).map(|_| ()), "t10k-images-idx3-ubyte", "truncated");
     std::fs::write(&path, b"").unwrap();
-    format_error(
-        mnist_mod::load(&dir).map(|_| ()),
-        "t10k-images-idx3-ubyte",
-        "empty",
-    );
+    format_error(mnist_mod::load(&dir).map(|_| ()), "t10k-images-idx3-ubyte", "empty");
 
     let dir = scratch("fake_mnist_missing");
     let err = mnist_mod::load(&dir).unwrap_err().to_string();
-    assert!(
-        err.contains("train-images-idx3-ubyte") && err.contains("load_or_fetch"),
-        "{err}"
-    );
+    assert!(err.contains("train-images-idx3-ubyte") && err.contains("load_or_fetch"), "{err}");
     let err = fashion_mnist::load(&dir).unwrap_err().to_string();
-    assert!(
-        err.contains("apt-get install dataset-fashion-mnist"),
-        "{err}"
-    );
+    assert!(err.contains("apt-get install dataset-fashion-mnist"), "{err}");
     Ok(())
 }
 
@@ -157,11 +113,7 @@ fn real_mnist_has_the_published_counts_and_first_labels() -> Result<()> {
     let v = x.to_vec()?;
     let mean = v.iter().map(|&p| p as f64).sum::<f64>() / v.len() as f64;
     let var = v.iter().map(|&p| (p as f64 - mean).powi(2)).sum::<f64>() / v.len() as f64;
-    assert!(
-        mean.abs() < 0.02 && (var.sqrt() - 1.0).abs() < 0.02,
-        "mean {mean}, std {}",
-        var.sqrt()
-    );
+    assert!(mean.abs() < 0.02 && (var.sqrt() - 1.0).abs() < 0.02, "mean {mean}, std {}", var.sqrt());
     Ok(())
 }
 
@@ -184,64 +136,23 @@ fn real_fashion_mnist_from_the_debian_package() -> Result<()> {
 
 #[test]
 fn class_dataset_rejects_bad_labels_and_sizes() {
-    let err = ClassDataset::<Shape1<2>, 3>::new(vec![0.0; 8], vec![0, 2, 3, 1])
-        .err()
-        .unwrap();
-    assert!(
-        matches!(
-            err,
-            Error::IndexOutOfRange {
-                index: 3,
-                limit: 3,
-                position: 2,
-                ..
-            }
-        ),
-        "{err}"
-    );
-    let err = ClassDataset::<Shape1<2>, 3>::new(vec![0.0; 7], vec![0, 1, 2, 1])
-        .err()
-        .unwrap();
+    let err = ClassDataset::<Shape1<2>, 3>::new(vec![0.0; 8], vec![0, 2, 3, 1]).err().unwrap();
+    assert!(matches!(err, Error::IndexOutOfRange { index: 3, limit: 3, position: 2, .. }), "{err}");
+    let err = ClassDataset::<Shape1<2>, 3>::new(vec![0.0; 7], vec![0, 1, 2, 1]).err().unwrap();
     assert!(matches!(err, Error::Data(_)), "{err}");
-    let data =
-        ClassDataset::<Shape1<2>, 3>::new((0..8).map(|v| v as f32).collect(), vec![0, 1, 2, 1])
-            .unwrap();
+    let data = ClassDataset::<Shape1<2>, 3>::new((0..8).map(|v| v as f32).collect(), vec![0, 1, 2, 1]).unwrap();
     let err = data.get_batch(&[1, 4], &Device::cpu()).err().unwrap();
-    assert!(
-        matches!(
-            err,
-            Error::IndexOutOfRange {
-                index: 4,
-                position: 1,
-                ..
-            }
-        ),
-        "{err}"
-    );
+    assert!(matches!(err, Error::IndexOutOfRange { index: 4, position: 1, .. }), "{err}");
     let flat = data.reshape::<Shape2<1, 2>>().unwrap();
-    assert_eq!(
-        flat.get_batch(&[3], &Device::cpu())
-            .unwrap()
-            .0
-            .to_vec()
-            .unwrap(),
-        [6.0, 7.0]
-    );
+    assert_eq!(flat.get_batch(&[3], &Device::cpu()).unwrap().0.to_vec().unwrap(), [6.0, 7.0]);
     assert!(data.reshape::<Shape1<3>>().is_err());
 }
 
 fn toy(n: usize) -> ClassDataset<Shape1<1>, 10> {
-    ClassDataset::new(
-        (0..n).map(|v| v as f32).collect(),
-        (0..n as u32).map(|v| v % 10).collect(),
-    )
-    .unwrap()
+    ClassDataset::new((0..n).map(|v| v as f32).collect(), (0..n as u32).map(|v| v % 10).collect()).unwrap()
 }
 
-fn epoch_values(
-    loader: &DataLoader<'_, ClassDataset<Shape1<1>, 10>>,
-    epoch: usize,
-) -> Vec<Vec<f32>> {
+fn epoch_values(loader: &DataLoader<'_, ClassDataset<Shape1<1>, 10>>, epoch: usize) -> Vec<Vec<f32>> {
     let mut out = Vec::new();
     loader
         .for_each(epoch, |b| {
@@ -256,46 +167,22 @@ fn epoch_values(
 fn data_loader_batches_shuffles_by_seed_and_drops_the_last_batch() -> Result<()> {
     let data = toy(10);
     let cpu = Device::cpu();
-    assert!(matches!(
-        DataLoader::new(&data, 0, &cpu),
-        Err(Error::InvalidArgument { .. })
-    ));
+    assert!(matches!(DataLoader::new(&data, 0, &cpu), Err(Error::InvalidArgument { .. })));
 
     let plain = DataLoader::new(&data, 4, &cpu)?;
     assert_eq!(plain.len(), 3);
-    assert_eq!(
-        epoch_values(&plain, 0),
-        [
-            vec![0.0, 1.0, 2.0, 3.0],
-            vec![4.0, 5.0, 6.0, 7.0],
-            vec![8.0, 9.0]
-        ]
-    );
+    assert_eq!(epoch_values(&plain, 0), [vec![0.0, 1.0, 2.0, 3.0], vec![4.0, 5.0, 6.0, 7.0], vec![8.0, 9.0]]);
     let dropped = DataLoader::new(&data, 4, &cpu)?.drop_last(true);
     assert_eq!(dropped.len(), 2);
     assert_eq!(epoch_values(&dropped, 0).len(), 2);
 
     let shuffled = DataLoader::new(&data, 4, &cpu)?.shuffle(7);
     let e0 = epoch_values(&shuffled, 0);
-    assert_eq!(
-        e0,
-        epoch_values(
-            &DataLoader::new(&data, 4, &cpu)?.shuffle(7).prefetch(false),
-            0
-        )
-    );
-    assert_ne!(
-        e0,
-        epoch_values(&shuffled, 1),
-        "each epoch gets its own order"
-    );
+    assert_eq!(e0, epoch_values(&DataLoader::new(&data, 4, &cpu)?.shuffle(7).prefetch(false), 0));
+    assert_ne!(e0, epoch_values(&shuffled, 1), "each epoch gets its own order");
     let mut all: Vec<f32> = e0.concat();
     all.sort_by(f32::total_cmp);
-    assert_eq!(
-        all,
-        (0..10).map(|v| v as f32).collect::<Vec<_>>(),
-        "an epoch is a permutation"
-    );
+    assert_eq!(all, (0..10).map(|v| v as f32).collect::<Vec<_>>(), "an epoch is a permutation");
 
     // Targets follow their samples.
     for batch in shuffled.iter(3) {
@@ -309,18 +196,12 @@ fn data_loader_batches_shuffles_by_seed_and_drops_the_last_batch() -> Result<()>
     let mut seen = 0;
     DataLoader::new(&data, 2, &cpu)?.for_each(0, |_| {
         seen += 1;
-        Ok(if seen == 2 {
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
-        })
+        Ok(if seen == 2 { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
     })?;
     assert_eq!(seen, 2);
     let subset = DataLoader::new(&data, 3, &cpu)?.with_indices(vec![9, 8])?;
     assert_eq!(epoch_values(&subset, 0), [vec![9.0, 8.0]]);
-    assert!(DataLoader::new(&data, 3, &cpu)?
-        .with_indices(vec![10])
-        .is_err());
+    assert!(DataLoader::new(&data, 3, &cpu)?.with_indices(vec![10]).is_err());
     Ok(())
 }
 
@@ -333,11 +214,7 @@ fn errors_from_the_prefetch_thread_reach_the_caller() {
         fn len(&self) -> usize {
             4
         }
-        fn get_batch(
-            &self,
-            indices: &[usize],
-            _: &Device,
-        ) -> Result<(Tensor<Shape1<1>>, RawTensor)> {
+        fn get_batch(&self, indices: &[usize], _: &Device) -> Result<(Tensor<Shape1<1>>, RawTensor)> {
             Err(Error::Data(format!("cannot read samples {indices:?}")))
         }
     }
@@ -345,17 +222,13 @@ fn errors_from_the_prefetch_thread_reach_the_caller() {
         .unwrap()
         .for_each(0, |_| Ok(ControlFlow::Continue(())))
         .unwrap_err();
-    assert!(
-        err.to_string().contains("cannot read samples [0, 1]"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("cannot read samples [0, 1]"), "{err}");
 }
 
 #[test]
 fn regression_datasets_validate_and_batch() -> Result<()> {
     assert!(TensorDataset::<Shape1<2>, Shape1<1>>::new(vec![0.0; 5], vec![0.0; 3]).is_err());
-    let data =
-        TensorDataset::<Shape1<2>, Shape1<1>>::new(vec![1.0, 2.0, 3.0, 4.0], vec![10.0, 20.0])?;
+    let data = TensorDataset::<Shape1<2>, Shape1<1>>::new(vec![1.0, 2.0, 3.0, 4.0], vec![10.0, 20.0])?;
     let (x, y) = data.get_batch(&[1, 0], &Device::cpu())?;
     assert_eq!(x.to_vec()?, [3.0, 4.0, 1.0, 2.0]);
     assert_eq!(y.to_vec()?, [20.0, 10.0]);

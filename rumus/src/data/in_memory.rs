@@ -33,10 +33,7 @@ impl Rows {
             )));
         }
         let host = RawTensor::from_vec(data, &[count, per], &Device::cpu())?;
-        Ok(Arc::new(Rows {
-            host,
-            on_devices: Mutex::new(Vec::new()),
-        }))
+        Ok(Arc::new(Rows { host, on_devices: Mutex::new(Vec::new()) }))
     }
 
     fn count(&self) -> usize {
@@ -67,32 +64,16 @@ impl Rows {
                 if i < count {
                     Ok(i as u32)
                 } else {
-                    Err(Error::IndexOutOfRange {
-                        op,
-                        index: i as i64,
-                        limit: count,
-                        position,
-                    })
+                    Err(Error::IndexOutOfRange { op, index: i as i64, limit: count, position })
                 }
             })
             .collect::<Result<Vec<u32>>>()?;
         let rows = self.on(device)?;
         let per = rows.shape()[1];
         let idx = RawTensor::from_indices(&idx, &[idx.len()], device)?;
-        let args = IndexArgs {
-            outer: 1,
-            len: count,
-            inner: per,
-            count: indices.len(),
-        };
-        let storage = device
-            .backend()
-            .index_select(rows.storage(), idx.storage(), &args)?;
-        Ok(RawTensor::from_kernel(
-            storage,
-            &[indices.len(), per],
-            device,
-        ))
+        let args = IndexArgs { outer: 1, len: count, inner: per, count: indices.len() };
+        let storage = device.backend().index_select(rows.storage(), idx.storage(), &args)?;
+        Ok(RawTensor::from_kernel(storage, &[indices.len(), per], device))
     }
 }
 
@@ -105,22 +86,13 @@ pub struct ClassDataset<S: Shape, const N: usize> {
 
 impl<S: Shape, const N: usize> Clone for ClassDataset<S, N> {
     fn clone(&self) -> Self {
-        ClassDataset {
-            rows: self.rows.clone(),
-            labels: self.labels.clone(),
-            shape: PhantomData,
-        }
+        ClassDataset { rows: self.rows.clone(), labels: self.labels.clone(), shape: PhantomData }
     }
 }
 
 impl<S: Shape, const N: usize> std::fmt::Debug for ClassDataset<S, N> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "ClassDataset<{:?}, {N}>({} samples)",
-            S::DIMS,
-            self.labels.len()
-        )
+        write!(f, "ClassDataset<{:?}, {N}>({} samples)", S::DIMS, self.labels.len())
     }
 }
 
@@ -128,8 +100,7 @@ impl<S: Shape, const N: usize> ClassDataset<S, N> {
     /// `data` holds `labels.len()` samples of shape `S`, row-major. Every label must be below
     /// `N`; the first that is not is reported with its position.
     pub fn new(data: Vec<f32>, labels: Vec<u32>) -> Result<Self> {
-        if let Some((position, &label)) = labels.iter().enumerate().find(|(_, &l)| l as usize >= N)
-        {
+        if let Some((position, &label)) = labels.iter().enumerate().find(|(_, &l)| l as usize >= N) {
             return Err(Error::IndexOutOfRange {
                 op: "ClassDataset::new (label)",
                 index: label as i64,
@@ -138,11 +109,7 @@ impl<S: Shape, const N: usize> ClassDataset<S, N> {
             });
         }
         let rows = Rows::new("ClassDataset::new", data, labels.len(), S::sample_numel())?;
-        Ok(ClassDataset {
-            rows,
-            labels: Arc::new(labels),
-            shape: PhantomData,
-        })
+        Ok(ClassDataset { rows, labels: Arc::new(labels), shape: PhantomData })
     }
 
     /// The labels, in sample order.
@@ -156,28 +123,17 @@ impl<S: Shape, const N: usize> ClassDataset<S, N> {
         if S2::sample_numel() != S::sample_numel() {
             return Err(Error::shape(
                 "ClassDataset::reshape",
-                format!(
-                    "samples of shape {:?} cannot be viewed as {:?}",
-                    S::DIMS,
-                    S2::DIMS
-                ),
+                format!("samples of shape {:?} cannot be viewed as {:?}", S::DIMS, S2::DIMS),
             ));
         }
-        Ok(ClassDataset {
-            rows: self.rows.clone(),
-            labels: self.labels.clone(),
-            shape: PhantomData,
-        })
+        Ok(ClassDataset { rows: self.rows.clone(), labels: self.labels.clone(), shape: PhantomData })
     }
 
     /// The first `n` samples (all if fewer), as a new dataset.
     pub fn take(&self, n: usize) -> Result<Self> {
         let n = n.min(self.len());
         let indices: Vec<usize> = (0..n).collect();
-        let data = self
-            .rows
-            .select("ClassDataset::take", &indices, &Device::cpu())?
-            .to_vec()?;
+        let data = self.rows.select("ClassDataset::take", &indices, &Device::cpu())?.to_vec()?;
         Self::new(data, self.labels[..n].to_vec())
     }
 }
@@ -191,9 +147,7 @@ impl<S: Shape, const N: usize> Dataset for ClassDataset<S, N> {
     }
 
     fn get_batch(&self, indices: &[usize], device: &Device) -> Result<(Tensor<S>, RawTensor)> {
-        let rows = self
-            .rows
-            .select("ClassDataset::get_batch", indices, device)?;
+        let rows = self.rows.select("ClassDataset::get_batch", indices, device)?;
         let inputs = Tensor::from_raw(rows.reshape(&S::with_batch(indices.len()))?)?;
         let labels: Vec<u32> = indices.iter().map(|&i| self.labels[i]).collect();
         let targets = RawTensor::from_indices(&labels, &[labels.len()], device)?;
@@ -210,23 +164,13 @@ pub struct TensorDataset<S: Shape, T: Shape> {
 
 impl<S: Shape, T: Shape> Clone for TensorDataset<S, T> {
     fn clone(&self) -> Self {
-        TensorDataset {
-            inputs: self.inputs.clone(),
-            targets: self.targets.clone(),
-            shape: PhantomData,
-        }
+        TensorDataset { inputs: self.inputs.clone(), targets: self.targets.clone(), shape: PhantomData }
     }
 }
 
 impl<S: Shape, T: Shape> std::fmt::Debug for TensorDataset<S, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "TensorDataset<{:?}, {:?}>({} samples)",
-            S::DIMS,
-            T::DIMS,
-            self.inputs.count()
-        )
+        write!(f, "TensorDataset<{:?}, {:?}>({} samples)", S::DIMS, T::DIMS, self.inputs.count())
     }
 }
 
@@ -242,18 +186,9 @@ impl<S: Shape, T: Shape> TensorDataset<S, T> {
             )));
         }
         let count = targets.len() / per_target;
-        let inputs = Rows::new(
-            "TensorDataset::new (inputs)",
-            inputs,
-            count,
-            S::sample_numel(),
-        )?;
+        let inputs = Rows::new("TensorDataset::new (inputs)", inputs, count, S::sample_numel())?;
         let targets = Rows::new("TensorDataset::new (targets)", targets, count, per_target)?;
-        Ok(TensorDataset {
-            inputs,
-            targets,
-            shape: PhantomData,
-        })
+        Ok(TensorDataset { inputs, targets, shape: PhantomData })
     }
 }
 
@@ -267,14 +202,8 @@ impl<S: Shape, T: Shape> Dataset for TensorDataset<S, T> {
 
     fn get_batch(&self, indices: &[usize], device: &Device) -> Result<(Tensor<S>, RawTensor)> {
         let op = "TensorDataset::get_batch";
-        let inputs = self
-            .inputs
-            .select(op, indices, device)?
-            .reshape(&S::with_batch(indices.len()))?;
-        let targets = self
-            .targets
-            .select(op, indices, device)?
-            .reshape(&T::with_batch(indices.len()))?;
+        let inputs = self.inputs.select(op, indices, device)?.reshape(&S::with_batch(indices.len()))?;
+        let targets = self.targets.select(op, indices, device)?.reshape(&T::with_batch(indices.len()))?;
         Ok((Tensor::from_raw(inputs)?, targets))
     }
 }

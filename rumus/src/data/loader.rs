@@ -40,10 +40,7 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
     /// A batch size of 0 is an error.
     pub fn new(dataset: &'a D, batch_size: usize, device: &Device) -> Result<Self> {
         if batch_size == 0 {
-            return Err(Error::invalid(
-                "DataLoader",
-                "batch_size must be at least 1",
-            ));
+            return Err(Error::invalid("DataLoader", "batch_size must be at least 1"));
         }
         Ok(DataLoader {
             dataset,
@@ -137,11 +134,7 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
 
     /// Runs `f` on every batch of epoch `epoch` in order. With prefetch on, the next batch is
     /// assembled on a background thread meanwhile. `f` returning `Break` stops early.
-    pub fn for_each(
-        &self,
-        epoch: usize,
-        mut f: impl FnMut(Batch<D::Sample>) -> Result<ControlFlow<()>>,
-    ) -> Result<()> {
+    pub fn for_each(&self, epoch: usize, mut f: impl FnMut(Batch<D::Sample>) -> Result<ControlFlow<()>>) -> Result<()> {
         if !self.prefetch {
             for batch in self.iter(epoch) {
                 if f(batch?)?.is_break() {

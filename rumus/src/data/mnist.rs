@@ -21,25 +21,16 @@ pub const STD: f32 = 0.3081;
 /// [`load_or_fetch`].
 pub const DIR_ENV: &str = "RUMUS_MNIST_DIR";
 
-pub(crate) const FILES: [&str; 4] = [
-    "train-images-idx3-ubyte",
-    "train-labels-idx1-ubyte",
-    "t10k-images-idx3-ubyte",
-    "t10k-labels-idx1-ubyte",
-];
+pub(crate) const FILES: [&str; 4] =
+    ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"];
 
 /// `dir/name`, `dir/name.gz`, or the dotted spelling (`train-images.idx3-ubyte`) some mirrors use.
 pub(crate) fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
     let dotted = name.replacen("-idx", ".idx", 1);
-    [
-        name.to_string(),
-        format!("{name}.gz"),
-        dotted.clone(),
-        format!("{dotted}.gz"),
-    ]
-    .iter()
-    .map(|n| dir.join(n))
-    .find(|p| p.is_file())
+    [name.to_string(), format!("{name}.gz"), dotted.clone(), format!("{dotted}.gz")]
+        .iter()
+        .map(|n| dir.join(n))
+        .find(|p| p.is_file())
 }
 
 /// Reads one split from an images file and a labels file and normalises it.
@@ -47,36 +38,19 @@ pub(crate) fn load_split(images: &Path, labels: &Path, mean: f32, std: f32) -> R
     let img = read_idx(images)?;
     let lab = read_idx(labels)?;
     if img.dims.len() != 3 || img.dims[1] != 28 || img.dims[2] != 28 {
-        return Err(Error::format(
-            images,
-            format!(
-                "expected images of [n, 28, 28], found dimensions {:?}",
-                img.dims
-            ),
-        ));
+        return Err(Error::format(images, format!("expected images of [n, 28, 28], found dimensions {:?}", img.dims)));
     }
     if lab.dims.len() != 1 {
-        return Err(Error::format(
-            labels,
-            format!("expected labels of [n], found dimensions {:?}", lab.dims),
-        ));
+        return Err(Error::format(labels, format!("expected labels of [n], found dimensions {:?}", lab.dims)));
     }
     if img.dims[0] != lab.dims[0] {
         return Err(Error::format(
             labels,
-            format!(
-                "{} labels for the {} images of {}",
-                lab.dims[0],
-                img.dims[0],
-                images.display()
-            ),
+            format!("{} labels for the {} images of {}", lab.dims[0], img.dims[0], images.display()),
         ));
     }
     if let Some((i, &l)) = lab.data.iter().enumerate().find(|(_, &l)| l > 9) {
-        return Err(Error::format(
-            labels,
-            format!("label {l} at position {i} is not a digit 0..=9"),
-        ));
+        return Err(Error::format(labels, format!("label {l} at position {i} is not a digit 0..=9")));
     }
     let scale = 1.0 / (255.0 * std);
     let shift = mean / std;

@@ -10,10 +10,7 @@ use crate::{Error, Result};
 /// The temporary file used while replacing `path`: `<name>.tmp` in the same folder (a rename
 /// is only atomic within one file system).
 fn temp_path(path: &Path) -> PathBuf {
-    let mut name = path
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_default();
+    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
     name.push(".tmp");
     path.with_file_name(name)
 }
@@ -25,15 +22,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Replaces `path` with what `write` writes, atomically: if `write`, the flush or the rename
 /// fails, the temporary file is removed and `path` keeps its previous contents.
-pub fn write_atomic_with(
-    path: &Path,
-    write: impl FnOnce(&mut File) -> std::io::Result<()>,
-) -> Result<()> {
+pub fn write_atomic_with(path: &Path, write: impl FnOnce(&mut File) -> std::io::Result<()>) -> Result<()> {
     if path.file_name().is_none() {
-        return Err(Error::invalid(
-            "save",
-            format!("{} is not a file path", path.display()),
-        ));
+        return Err(Error::invalid("save", format!("{} is not a file path", path.display())));
     }
     let temp = temp_path(path);
     let result = (|| -> std::io::Result<()> {

@@ -16,11 +16,7 @@ pub fn module_to_bytes(module: &dyn Module) -> Result<Vec<u8>> {
     let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
     for (name, param) in named_params(module) {
         let values = param.to_vec()?;
-        tensors.push((
-            name,
-            param.shape().to_vec(),
-            bytemuck::cast_slice(&values).to_vec(),
-        ));
+        tensors.push((name, param.shape().to_vec(), bytemuck::cast_slice(&values).to_vec()));
     }
     let views = tensors
         .iter()
@@ -50,9 +46,7 @@ pub fn load_module(module: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
 
 fn f32_values(data: &[u8]) -> Vec<f32> {
     // safetensors data need not be 4-byte aligned in the buffer: decode bytewise.
-    data.chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
+    data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
 /// Loads safetensors `bytes` into `module`. Strict: every parameter and buffer must be present
@@ -68,8 +62,8 @@ pub fn module_from_bytes(module: &dyn Module, bytes: &[u8], path: &Path) -> Resu
     let params = named_params(module);
     let mut in_file: BTreeMap<String, safetensors::tensor::TensorView<'_>> = BTreeMap::new();
     for (name, view) in file.tensors() {
-        let skip = (name == NUM_BATCHES_TRACKED || name.ends_with(".num_batches_tracked"))
-            && view.dtype() == Dtype::I64;
+        let skip =
+            (name == NUM_BATCHES_TRACKED || name.ends_with(".num_batches_tracked")) && view.dtype() == Dtype::I64;
         if !skip {
             in_file.insert(name, view);
         }
@@ -82,18 +76,13 @@ pub fn module_from_bytes(module: &dyn Module, bytes: &[u8], path: &Path) -> Resu
             Some(view) if view.dtype() != Dtype::F32 => {
                 problems.push(format!("{name}: dtype {:?}, expected F32", view.dtype()))
             }
-            Some(view) if view.shape() != param.shape() => problems.push(format!(
-                "{name}: shape {:?} in file, {:?} in model",
-                view.shape(),
-                param.shape()
-            )),
+            Some(view) if view.shape() != param.shape() => {
+                problems.push(format!("{name}: shape {:?} in file, {:?} in model", view.shape(), param.shape()))
+            }
             Some(_) => {}
         }
     }
-    let unexpected: Vec<&String> = in_file
-        .keys()
-        .filter(|k| !params.iter().any(|(n, _)| n == *k))
-        .collect();
+    let unexpected: Vec<&String> = in_file.keys().filter(|k| !params.iter().any(|(n, _)| n == *k)).collect();
     if !missing.is_empty() || !unexpected.is_empty() || !problems.is_empty() {
         let mut parts = Vec::new();
         if !missing.is_empty() {
@@ -102,11 +91,7 @@ pub fn module_from_bytes(module: &dyn Module, bytes: &[u8], path: &Path) -> Resu
         if !unexpected.is_empty() {
             parts.push(format!(
                 "unexpected keys: {}",
-                unexpected
-                    .iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                unexpected.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
             ));
         }
         if !problems.is_empty() {
@@ -119,8 +104,7 @@ pub fn module_from_bytes(module: &dyn Module, bytes: &[u8], path: &Path) -> Resu
     }
     for (name, param) in &params {
         if let Some(view) = in_file.get(name) {
-            let value =
-                RawTensor::from_vec(f32_values(view.data()), view.shape(), &crate::Device::cpu())?;
+            let value = RawTensor::from_vec(f32_values(view.data()), view.shape(), &crate::Device::cpu())?;
             param.assign(&value)?;
         }
     }

@@ -29,25 +29,13 @@ impl AdamCore {
         }
     }
 
-    fn step(
-        &mut self,
-        op: &'static str,
-        decoupled: bool,
-        params: &[(String, Param)],
-        grads: &Gradients,
-    ) -> Result<()> {
+    fn step(&mut self, op: &'static str, decoupled: bool, params: &[(String, Param)], grads: &Gradients) -> Result<()> {
         check(op, "lr", self.lr, self.lr >= 0.0)?;
         check(op, "beta1", self.beta1, (0.0..1.0).contains(&self.beta1))?;
         check(op, "beta2", self.beta2, (0.0..1.0).contains(&self.beta2))?;
         check(op, "eps", self.eps, self.eps >= 0.0)?;
-        check(
-            op,
-            "weight_decay",
-            self.weight_decay,
-            self.weight_decay >= 0.0,
-        )?;
-        let (lr, beta1, beta2, eps, weight_decay) =
-            (self.lr, self.beta1, self.beta2, self.eps, self.weight_decay);
+        check(op, "weight_decay", self.weight_decay, self.weight_decay >= 0.0)?;
+        let (lr, beta1, beta2, eps, weight_decay) = (self.lr, self.beta1, self.beta2, self.eps, self.weight_decay);
         self.state.step(params, grads, |steps| OptimizerStep::Adam {
             lr,
             beta1,

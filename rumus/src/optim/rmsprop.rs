@@ -58,34 +58,13 @@ impl Optimizer for RmsProp {
 
     fn step(&mut self, params: &[(String, Param)], grads: &Gradients) -> Result<()> {
         check("RMSprop", "lr", self.lr, self.lr >= 0.0)?;
-        check(
-            "RMSprop",
-            "alpha",
-            self.alpha,
-            (0.0..=1.0).contains(&self.alpha),
-        )?;
+        check("RMSprop", "alpha", self.alpha, (0.0..=1.0).contains(&self.alpha))?;
         check("RMSprop", "eps", self.eps, self.eps >= 0.0)?;
-        check(
-            "RMSprop",
-            "weight_decay",
-            self.weight_decay,
-            self.weight_decay >= 0.0,
-        )?;
+        check("RMSprop", "weight_decay", self.weight_decay, self.weight_decay >= 0.0)?;
         check("RMSprop", "momentum", self.momentum, self.momentum >= 0.0)?;
-        let (lr, alpha, eps, weight_decay, momentum) = (
-            self.lr,
-            self.alpha,
-            self.eps,
-            self.weight_decay,
-            self.momentum,
-        );
-        self.state.step(params, grads, |_| OptimizerStep::RmsProp {
-            lr,
-            alpha,
-            eps,
-            weight_decay,
-            momentum,
-        })
+        let (lr, alpha, eps, weight_decay, momentum) =
+            (self.lr, self.alpha, self.eps, self.weight_decay, self.momentum);
+        self.state.step(params, grads, |_| OptimizerStep::RmsProp { lr, alpha, eps, weight_decay, momentum })
     }
 
     fn learning_rate(&self) -> f32 {

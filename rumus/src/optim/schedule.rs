@@ -39,10 +39,7 @@ pub struct StepLr {
 impl StepLr {
     pub fn new(step_size: usize, gamma: f32) -> Result<Self> {
         if step_size == 0 {
-            return Err(Error::invalid(
-                "StepLr",
-                "step_size must be at least 1 epoch",
-            ));
+            return Err(Error::invalid("StepLr", "step_size must be at least 1 epoch"));
         }
         Ok(StepLr { step_size, gamma })
     }
@@ -92,11 +89,7 @@ pub struct LinearWarmup {
 impl LinearWarmup {
     /// Warmup from `lr / warmup_steps`-ish (start factor 1/warmup_steps) to the base rate.
     pub fn new(warmup_steps: usize) -> Self {
-        LinearWarmup {
-            warmup_steps,
-            start_factor: 1.0 / warmup_steps.max(1) as f32,
-            then: None,
-        }
+        LinearWarmup { warmup_steps, start_factor: 1.0 / warmup_steps.max(1) as f32, then: None }
     }
 
     pub fn start_factor(mut self, start_factor: f32) -> Self {
@@ -139,12 +132,7 @@ pub struct OneCycle {
 impl OneCycle {
     /// PyTorch's defaults: `pct_start` 0.3, `div_factor` 25, `final_div_factor` 1e4.
     pub fn new(max_lr: f32) -> Self {
-        OneCycle {
-            max_lr,
-            pct_start: 0.3,
-            div_factor: 25.0,
-            final_div_factor: 1e4,
-        }
+        OneCycle { max_lr, pct_start: 0.3, div_factor: 25.0, final_div_factor: 1e4 }
     }
 
     pub fn pct_start(mut self, pct_start: f32) -> Self {
@@ -165,22 +153,10 @@ impl Schedule for OneCycle {
         let up_end = self.pct_start * at.total_steps as f32 - 1.0;
         let down_end = at.total_steps as f32 - 1.0;
         if step <= up_end {
-            anneal_cos(
-                initial,
-                self.max_lr,
-                if up_end > 0.0 { step / up_end } else { 1.0 },
-            )
+            anneal_cos(initial, self.max_lr, if up_end > 0.0 { step / up_end } else { 1.0 })
         } else {
             let span = down_end - up_end;
-            anneal_cos(
-                self.max_lr,
-                min,
-                if span > 0.0 {
-                    ((step - up_end) / span).min(1.0)
-                } else {
-                    1.0
-                },
-            )
+            anneal_cos(self.max_lr, min, if span > 0.0 { ((step - up_end) / span).min(1.0) } else { 1.0 })
         }
     }
 }

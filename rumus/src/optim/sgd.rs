@@ -58,17 +58,9 @@ impl Sgd {
         check("SGD", "lr", self.lr, self.lr >= 0.0)?;
         check("SGD", "momentum", self.momentum, self.momentum >= 0.0)?;
         check("SGD", "dampening", self.dampening, true)?;
-        check(
-            "SGD",
-            "weight_decay",
-            self.weight_decay,
-            self.weight_decay >= 0.0,
-        )?;
+        check("SGD", "weight_decay", self.weight_decay, self.weight_decay >= 0.0)?;
         if self.nesterov && (self.momentum <= 0.0 || self.dampening != 0.0) {
-            return Err(Error::invalid(
-                "SGD",
-                "Nesterov momentum requires a momentum and zero dampening",
-            ));
+            return Err(Error::invalid("SGD", "Nesterov momentum requires a momentum and zero dampening"));
         }
         Ok(())
     }
@@ -81,13 +73,8 @@ impl Optimizer for Sgd {
 
     fn step(&mut self, params: &[(String, Param)], grads: &Gradients) -> Result<()> {
         self.validate()?;
-        let (lr, momentum, dampening, weight_decay, nesterov) = (
-            self.lr,
-            self.momentum,
-            self.dampening,
-            self.weight_decay,
-            self.nesterov,
-        );
+        let (lr, momentum, dampening, weight_decay, nesterov) =
+            (self.lr, self.momentum, self.dampening, self.weight_decay, self.nesterov);
         self.state.step(params, grads, |steps| OptimizerStep::Sgd {
             lr,
             momentum,

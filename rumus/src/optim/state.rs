@@ -44,10 +44,7 @@ pub(crate) struct StateTable {
 
 impl StateTable {
     pub(crate) fn new(buffer_names: &'static [&'static str]) -> Self {
-        StateTable {
-            buffer_names,
-            slots: BTreeMap::new(),
-        }
+        StateTable { buffer_names, slots: BTreeMap::new() }
     }
 
     /// Runs the fused update for each trainable parameter with a gradient. `make_step` gets the
@@ -70,11 +67,7 @@ impl StateTable {
             if grad.shape() != value.shape() {
                 return Err(Error::shape(
                     "optimizer step",
-                    format!(
-                        "gradient of `{name}` has shape {:?}, parameter {:?}",
-                        grad.shape(),
-                        value.shape()
-                    ),
+                    format!("gradient of `{name}` has shape {:?}, parameter {:?}", grad.shape(), value.shape()),
                 ));
             }
             value.check_same_device("optimizer step", grad)?;
@@ -83,14 +76,8 @@ impl StateTable {
             let slot = match self.slots.get_mut(name) {
                 Some(slot) => slot,
                 None => {
-                    let buffers = self
-                        .buffer_names
-                        .iter()
-                        .map(|_| value.zeros_like())
-                        .collect::<Result<Vec<_>>>()?;
-                    self.slots
-                        .entry(name.clone())
-                        .or_insert(Slot { steps: 0, buffers })
+                    let buffers = self.buffer_names.iter().map(|_| value.zeros_like()).collect::<Result<Vec<_>>>()?;
+                    self.slots.entry(name.clone()).or_insert(Slot { steps: 0, buffers })
                 }
             };
             slot.steps += 1;
@@ -102,60 +89,32 @@ impl StateTable {
             } else {
                 state
             };
-            value.device().backend().optimizer_step(
-                &step,
-                value.storage(),
-                grad.storage(),
-                &state,
-                value.numel(),
-            )?;
+            value.device().backend().optimizer_step(&step, value.storage(), grad.storage(), &state, value.numel())?;
         }
         Ok(())
     }
 
     pub(crate) fn export(&self, optimizer: &str, learning_rate: f32) -> Result<OptimizerState> {
-        let mut state = OptimizerState {
-            optimizer: optimizer.to_string(),
-            learning_rate,
-            ..Default::default()
-        };
+        let mut state = OptimizerState { optimizer: optimizer.to_string(), learning_rate, ..Default::default() };
         for (name, slot) in &self.slots {
             state.steps.insert(name.clone(), slot.steps);
             let mut buffers = BTreeMap::new();
             for (buffer_name, buffer) in self.buffer_names.iter().zip(&slot.buffers) {
-                buffers.insert(
-                    buffer_name.to_string(),
-                    (buffer.shape().to_vec(), buffer.to_vec()?),
-                );
+                buffers.insert(buffer_name.to_string(), (buffer.shape().to_vec(), buffer.to_vec()?));
             }
             state.buffers.insert(name.clone(), buffers);
         }
         Ok(state)
     }
 
-    pub(crate) fn import(
-        &mut self,
-        optimizer: &str,
-        state: &OptimizerState,
-        params: &[(String, Param)],
-    ) -> Result<()> {
+    pub(crate) fn import(&mut self, optimizer: &str, state: &OptimizerState, params: &[(String, Param)]) -> Result<()> {
         let op = "optimizer load_state";
         if state.optimizer != optimizer {
-            return Err(Error::invalid(
-                op,
-                format!("state was saved by {}, not {optimizer}", state.optimizer),
-            ));
+            return Err(Error::invalid(op, format!("state was saved by {}, not {optimizer}", state.optimizer)));
         }
-        let unknown: Vec<&String> = state
-            .steps
-            .keys()
-            .filter(|name| !params.iter().any(|(n, _)| n == *name))
-            .collect();
+        let unknown: Vec<&String> = state.steps.keys().filter(|name| !params.iter().any(|(n, _)| n == *name)).collect();
         if !unknown.is_empty() {
-            return Err(Error::invalid(
-                op,
-                format!("state for parameters the model does not have: {unknown:?}"),
-            ));
+            return Err(Error::invalid(op, format!("state for parameters the model does not have: {unknown:?}")));
         }
         let mut slots = BTreeMap::new();
         for (name, param) in params {
@@ -166,25 +125,15 @@ impl StateTable {
             let mut buffers = Vec::new();
             for buffer_name in self.buffer_names {
                 let Some((shape, values)) = saved.and_then(|b| b.get(*buffer_name)) else {
-                    return Err(Error::invalid(
-                        op,
-                        format!("`{name}` has no `{buffer_name}` buffer"),
-                    ));
+                    return Err(Error::invalid(op, format!("`{name}` has no `{buffer_name}` buffer")));
                 };
                 if shape.as_slice() != param.shape() {
                     return Err(Error::shape(
                         "optimizer load_state",
-                        format!(
-                            "`{name}.{buffer_name}` has shape {shape:?}, the parameter {:?}",
-                            param.shape()
-                        ),
+                        format!("`{name}.{buffer_name}` has shape {shape:?}, the parameter {:?}", param.shape()),
                     ));
                 }
-                buffers.push(RawTensor::from_slice(
-                    values,
-                    shape,
-                    param.tensor().device(),
-                )?);
+                buffers.push(RawTensor::from_slice(values, shape, param.tensor().device())?);
             }
             slots.insert(name.clone(), Slot { steps, buffers });
         }
@@ -198,9 +147,6 @@ pub(crate) fn check(op: &'static str, name: &str, value: f32, ok: bool) -> Resul
     if ok && value.is_finite() {
         Ok(())
     } else {
-        Err(Error::invalid(
-            op,
-            format!("{name} = {value} is out of range"),
-        ))
+        Err(Error::invalid(op, format!("{name} = {value} is out of range")))
     }
 }

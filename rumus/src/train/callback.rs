@@ -66,23 +66,12 @@ pub trait Callback: Send {
     /// Called whenever the running training metrics were read from the device: every
     /// `progress_every` steps in progress-bar mode, and at the end of every epoch. `logs` hold
     /// the epoch's means so far.
-    fn on_metrics(
-        &mut self,
-        _epoch: usize,
-        _step: usize,
-        _logs: &Logs,
-        _ctx: &mut TrainContext<'_>,
-    ) -> Result<()> {
+    fn on_metrics(&mut self, _epoch: usize, _step: usize, _logs: &Logs, _ctx: &mut TrainContext<'_>) -> Result<()> {
         Ok(())
     }
 
     /// After the epoch's training and validation; `logs` hold `loss`, `accuracy`, `val_*`, `lr`.
-    fn on_epoch_end(
-        &mut self,
-        _epoch: usize,
-        _logs: &Logs,
-        _ctx: &mut TrainContext<'_>,
-    ) -> Result<()> {
+    fn on_epoch_end(&mut self, _epoch: usize, _logs: &Logs, _ctx: &mut TrainContext<'_>) -> Result<()> {
         Ok(())
     }
 

@@ -233,10 +233,7 @@ impl<V> Fit<V> {
         }
         if let Some(f) = self.validation_split {
             if !(f > 0.0 && f < 1.0) {
-                return Err(Error::invalid(
-                    "fit",
-                    format!("validation_split {f} must be in (0, 1)"),
-                ));
+                return Err(Error::invalid("fit", format!("validation_split {f} must be in (0, 1)")));
             }
         }
         if self.top_k == Some(0) {

@@ -106,12 +106,7 @@ impl Callback for EarlyStopping {
         Ok(())
     }
 
-    fn on_epoch_end(
-        &mut self,
-        epoch: usize,
-        logs: &Logs,
-        ctx: &mut TrainContext<'_>,
-    ) -> Result<()> {
+    fn on_epoch_end(&mut self, epoch: usize, logs: &Logs, ctx: &mut TrainContext<'_>) -> Result<()> {
         let current = logs.require("EarlyStopping", &self.monitor)?;
         if epoch < self.start_from_epoch {
             return Ok(());

@@ -22,11 +22,7 @@ pub struct EvalSettings {
 
 impl Default for EvalSettings {
     fn default() -> Self {
-        EvalSettings {
-            batch_size: 256,
-            loss: None,
-            top_k: None,
-        }
+        EvalSettings { batch_size: 256, loss: None, top_k: None }
     }
 }
 
@@ -45,10 +41,7 @@ pub struct Evaluation {
 
 /// The device of the model's first parameter (the CPU for a parameterless model).
 pub(crate) fn model_device(model: &dyn Module) -> Device {
-    named_params(model)
-        .first()
-        .map(|(_, p)| p.tensor().device().clone())
-        .unwrap_or_else(Device::cpu)
+    named_params(model).first().map(|(_, p)| p.tensor().device().clone()).unwrap_or_else(Device::cpu)
 }
 
 /// Evaluates on `data` (or the samples at `indices`), without switching modes.
@@ -82,9 +75,7 @@ pub(crate) fn evaluate_dataset<D: Dataset>(
     Ok(Evaluation {
         loss: logs.get("loss").unwrap_or(f32::NAN),
         accuracy: logs.get("accuracy").unwrap_or(f32::NAN),
-        top_k_accuracy: settings
-            .top_k
-            .and_then(|k| logs.get(&format!("top{k}_accuracy"))),
+        top_k_accuracy: settings.top_k.and_then(|k| logs.get(&format!("top{k}_accuracy"))),
         samples: stats.seen(),
     })
 }
@@ -99,11 +90,7 @@ where
 }
 
 /// [`evaluate`] with explicit settings.
-pub fn evaluate_with<M: Model, D: Dataset>(
-    model: &mut M,
-    data: &D,
-    settings: &EvalSettings,
-) -> Result<Evaluation>
+pub fn evaluate_with<M: Model, D: Dataset>(model: &mut M, data: &D, settings: &EvalSettings) -> Result<Evaluation>
 where
     D::Sample: SampleFor<M::Input>,
     D::Target: TargetFor<M::Output>,

@@ -48,10 +48,7 @@ where
 {
     cfg.check()?;
     if cfg.validation_split.is_some() && cfg.validation.present() {
-        return Err(Error::invalid(
-            "fit",
-            "give either validation data or validation_split, not both",
-        ));
+        return Err(Error::invalid("fit", "give either validation data or validation_split, not both"));
     }
     let kind = <D::Target as Target>::KIND;
     let loss = cfg.loss.unwrap_or(Loss::default_for(kind));
@@ -61,9 +58,7 @@ where
 
     // Keras holds out the last samples, before any shuffling.
     let n = train.len();
-    let n_val = cfg
-        .validation_split
-        .map_or(0, |f| ((n as f64) * f as f64).floor() as usize);
+    let n_val = cfg.validation_split.map_or(0, |f| ((n as f64) * f as f64).floor() as usize);
     let n_train = n - n_val;
     let mut loader = DataLoader::new(train, cfg.batch_size, &device)?
         .drop_last(cfg.drop_last)
@@ -81,20 +76,11 @@ where
         )));
     }
     if cfg.validation_split.is_some() && n_val == 0 {
-        return Err(Error::Data(format!(
-            "fit: validation_split leaves no validation sample out of {n}"
-        )));
+        return Err(Error::Data(format!("fit: validation_split leaves no validation sample out of {n}")));
     }
-    let eval_settings = EvalSettings {
-        batch_size: cfg.validation_batch_size,
-        loss: Some(loss),
-        top_k: cfg.top_k,
-    };
+    let eval_settings = EvalSettings { batch_size: cfg.validation_batch_size, loss: Some(loss), top_k: cfg.top_k };
 
-    let mut optimizer: Box<dyn Optimizer> = cfg
-        .optimizer
-        .take()
-        .unwrap_or_else(|| Box::new(Adam::new(1e-3)));
+    let mut optimizer: Box<dyn Optimizer> = cfg.optimizer.take().unwrap_or_else(|| Box::new(Adam::new(1e-3)));
     let base_lr = optimizer.learning_rate();
     let mut callbacks: Vec<Box<dyn Callback>> = std::mem::take(&mut cfg.callbacks);
     let mut history = History::new();
@@ -102,26 +88,11 @@ where
     let mut progress = Progress::new(cfg.verbosity, cfg.epochs);
     let epochs = cfg.epochs;
 
-    each_callback!(
-        callbacks,
-        model,
-        optimizer,
-        history,
-        stop,
-        epochs,
-        |cb, ctx| cb.on_train_begin(&mut ctx)
-    );
+    each_callback!(callbacks, model, optimizer, history, stop, epochs, |cb, ctx| cb.on_train_begin(&mut ctx));
     for epoch in 0..epochs {
         let started = Instant::now();
-        each_callback!(
-            callbacks,
-            model,
-            optimizer,
-            history,
-            stop,
-            epochs,
-            |cb, ctx| cb.on_epoch_begin(epoch, &mut ctx)
-        );
+        each_callback!(callbacks, model, optimizer, history, stop, epochs, |cb, ctx| cb
+            .on_epoch_begin(epoch, &mut ctx));
         model.set_training(true);
         progress.epoch_begin(epoch, steps);
         let mut stats = Stats::new(kind, cfg.top_k, &device)?;
@@ -148,15 +119,8 @@ where
             if progress.live() && step % cfg.progress_every == 0 && step < steps {
                 let logs = stats.read("")?;
                 progress.update(step, &logs);
-                each_callback!(
-                    callbacks,
-                    model,
-                    optimizer,
-                    history,
-                    stop,
-                    epochs,
-                    |cb, ctx| cb.on_metrics(epoch, step, &logs, &mut ctx)
-                );
+                each_callback!(callbacks, model, optimizer, history, stop, epochs, |cb, ctx| cb
+                    .on_metrics(epoch, step, &logs, &mut ctx));
             }
             Ok(ControlFlow::Continue(()))
         });
@@ -168,15 +132,8 @@ where
             }
         };
         if let Err(e) = (|| -> Result<()> {
-            each_callback!(
-                callbacks,
-                model,
-                optimizer,
-                history,
-                stop,
-                epochs,
-                |cb, ctx| cb.on_metrics(epoch, step, &logs, &mut ctx)
-            );
+            each_callback!(callbacks, model, optimizer, history, stop, epochs, |cb, ctx| cb
+                .on_metrics(epoch, step, &logs, &mut ctx));
             Ok(())
         })() {
             progress.abandon();
@@ -184,12 +141,7 @@ where
         }
         model.set_training(false);
         let validation = if n_val > 0 {
-            Some(evaluate_dataset(
-                &*model,
-                train,
-                Some((n_train..n).collect()),
-                &eval_settings,
-            )?)
+            Some(evaluate_dataset(&*model, train, Some((n_train..n).collect()), &eval_settings)?)
         } else {
             cfg.validation.evaluate_on(&*model, &eval_settings)?
         };
@@ -205,28 +157,13 @@ where
         logs.insert("lr", optimizer.learning_rate());
         progress.epoch_end(epoch, steps, &logs);
         history.push(&logs, started.elapsed().as_secs_f64());
-        each_callback!(
-            callbacks,
-            model,
-            optimizer,
-            history,
-            stop,
-            epochs,
-            |cb, ctx| cb.on_epoch_end(epoch, &logs, &mut ctx)
-        );
+        each_callback!(callbacks, model, optimizer, history, stop, epochs, |cb, ctx| cb
+            .on_epoch_end(epoch, &logs, &mut ctx));
         if stop.is_some() {
             break;
         }
     }
-    each_callback!(
-        callbacks,
-        model,
-        optimizer,
-        history,
-        stop,
-        epochs,
-        |cb, ctx| cb.on_train_end(&mut ctx)
-    );
+    each_callback!(callbacks, model, optimizer, history, stop, epochs, |cb, ctx| cb.on_train_end(&mut ctx));
     model.set_training(false);
     if let Some(reason) = &stop {
         if cfg.verbosity != super::Verbosity::Quiet {

@@ -49,10 +49,7 @@ impl History {
 
     /// The values of one metric, one per epoch.
     pub fn get(&self, name: &str) -> Option<&[f32]> {
-        self.metrics
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_slice())
+        self.metrics.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_slice())
     }
 
     /// The last epoch's value of `name`.
@@ -105,19 +102,15 @@ impl History {
     /// JSON: `{"epochs": n, "history": {"loss": [...], ...}, "epoch_seconds": [...]}`; NaN
     /// becomes `null`.
     pub fn to_json_string(&self) -> Result<String> {
-        let history: serde_json::Map<String, serde_json::Value> = self
-            .metrics
-            .iter()
-            .map(|(n, v)| (n.clone(), serde_json::json!(v)))
-            .collect();
+        let history: serde_json::Map<String, serde_json::Value> =
+            self.metrics.iter().map(|(n, v)| (n.clone(), serde_json::json!(v))).collect();
         let doc = serde_json::json!({
             "epochs": self.epochs(),
             "history": history,
             "epoch_seconds": self.epoch_seconds,
             "stop_reason": self.stop_reason,
         });
-        serde_json::to_string_pretty(&doc)
-            .map_err(|e| Error::invalid("History::to_json", e.to_string()))
+        serde_json::to_string_pretty(&doc).map_err(|e| Error::invalid("History::to_json", e.to_string()))
     }
 
     pub fn to_json(&self, path: impl AsRef<Path>) -> Result<()> {

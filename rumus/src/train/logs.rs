@@ -23,10 +23,7 @@ impl Logs {
     }
 
     pub fn get(&self, name: &str) -> Option<f32> {
-        self.entries
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|&(_, v)| v)
+        self.entries.iter().find(|(n, _)| n == name).map(|&(_, v)| v)
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
@@ -45,11 +42,7 @@ impl Logs {
                 format!(
                     "monitors `{name}`, but the logs have only {}{}",
                     self.names().collect::<Vec<_>>().join(", "),
-                    if name.starts_with("val_") {
-                        " (pass validation data to monitor val_ metrics)"
-                    } else {
-                        ""
-                    }
+                    if name.starts_with("val_") { " (pass validation data to monitor val_ metrics)" } else { "" }
                 ),
             )
         })

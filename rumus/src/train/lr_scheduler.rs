@@ -19,10 +19,7 @@ impl<F: FnMut(usize, f32) -> f32 + Send> Callback for LearningRateScheduler<F> {
     fn on_epoch_begin(&mut self, epoch: usize, ctx: &mut TrainContext<'_>) -> Result<()> {
         let lr = (self.schedule)(epoch, ctx.learning_rate());
         if !lr.is_finite() || lr < 0.0 {
-            return Err(crate::Error::invalid(
-                "LearningRateScheduler",
-                format!("epoch {epoch}: learning rate {lr}"),
-            ));
+            return Err(crate::Error::invalid("LearningRateScheduler", format!("epoch {epoch}: learning rate {lr}")));
         }
         ctx.set_learning_rate(lr);
         Ok(())

@@ -38,23 +38,11 @@ impl Stats {
             .flatten()
             .map(|&k| RawTensor::full(k as f32 - 0.5, &[1], device))
             .collect::<Result<Vec<_>>>()?;
-        Ok(Stats {
-            kind,
-            top_k,
-            sum: None,
-            basis,
-            limits,
-            seen: 0,
-        })
+        Ok(Stats { kind, top_k, sum: None, basis, limits, seen: 0 })
     }
 
     /// Adds a batch: its mean loss, the model outputs and the targets. No host read.
-    pub(crate) fn add(
-        &mut self,
-        loss: &RawTensor,
-        outputs: &RawTensor,
-        targets: &RawTensor,
-    ) -> Result<()> {
+    pub(crate) fn add(&mut self, loss: &RawTensor, outputs: &RawTensor, targets: &RawTensor) -> Result<()> {
         let _no_grad = crate::autograd::NoGradGuard::new();
         let n = outputs.shape().first().copied().unwrap_or(0);
         let mut parts = vec![loss.detach().mul_scalar(n as f32)?];
@@ -108,8 +96,7 @@ impl Stats {
 /// For each row, how many logits are strictly larger than the target's logit (`[batch]`).
 /// The prediction is correct at top-k when that count is below k (ties count as correct).
 fn rank_of_target(logits: &RawTensor, targets: &RawTensor) -> Result<RawTensor> {
-    if logits.rank() != 2 || targets.dtype() != DType::U32 || targets.shape() != [logits.shape()[0]]
-    {
+    if logits.rank() != 2 || targets.dtype() != DType::U32 || targets.shape() != [logits.shape()[0]] {
         return Err(Error::shape(
             "accuracy",
             format!(
@@ -122,19 +109,10 @@ fn rank_of_target(logits: &RawTensor, targets: &RawTensor) -> Result<RawTensor> 
     let (rows, classes) = (logits.shape()[0], logits.shape()[1]);
     let x = logits.contiguous()?;
     let t = targets.contiguous()?;
-    let args = GatherArgs {
-        outer: rows,
-        len: classes,
-        inner: 1,
-        count: 1,
-    };
-    let picked = x
-        .device()
-        .backend()
-        .gather(x.storage(), t.storage(), &args)?;
+    let args = GatherArgs { outer: rows, len: classes, inner: 1, count: 1 };
+    let picked = x.device().backend().gather(x.storage(), t.storage(), &args)?;
     let picked = RawTensor::from_kernel(picked, &[rows, 1], x.device());
-    x.binary(crate::backend::BinaryOp::Gt, &picked)?
-        .sum(&[1], false)
+    x.binary(crate::backend::BinaryOp::Gt, &picked)?.sum(&[1], false)
 }
 
 /// Number of rows whose rank is below `limit` (`k - 0.5`), as a one-element tensor.

@@ -60,41 +60,26 @@ impl ModelCheckpoint {
 
 /// Fills `{name}` / `{name:spec}` placeholders.
 fn fill_template(template: &str, epoch: usize, logs: &Logs) -> Result<String> {
-    let bad = |detail: String| {
-        Error::invalid(
-            "ModelCheckpoint",
-            format!("file name template {template:?}: {detail}"),
-        )
-    };
+    let bad = |detail: String| Error::invalid("ModelCheckpoint", format!("file name template {template:?}: {detail}"));
     let mut out = String::new();
     let mut rest = template;
     while let Some(open) = rest.find('{') {
         out.push_str(&rest[..open]);
-        let close = rest[open..]
-            .find('}')
-            .ok_or_else(|| bad("unclosed `{`".into()))?
-            + open;
+        let close = rest[open..].find('}').ok_or_else(|| bad("unclosed `{`".into()))? + open;
         let field = &rest[open + 1..close];
         let (name, spec) = field.split_once(':').unwrap_or((field, ""));
         let spec = spec.trim_end_matches(['d', 'f']);
         if name == "epoch" {
-            let width: usize = if spec.is_empty() {
-                0
-            } else {
-                spec.parse().map_err(|_| bad(format!("format `{spec}`")))?
-            };
+            let width: usize =
+                if spec.is_empty() { 0 } else { spec.parse().map_err(|_| bad(format!("format `{spec}`")))? };
             out.push_str(&format!("{:0width$}", epoch + 1));
         } else {
             let value = logs.get(name).ok_or_else(|| {
-                bad(format!(
-                    "no metric `{name}`; there are epoch, {}",
-                    logs.names().collect::<Vec<_>>().join(", ")
-                ))
+                bad(format!("no metric `{name}`; there are epoch, {}", logs.names().collect::<Vec<_>>().join(", ")))
             })?;
             match spec.strip_prefix('.') {
                 Some(p) => {
-                    let precision: usize =
-                        p.parse().map_err(|_| bad(format!("format `{spec}`")))?;
+                    let precision: usize = p.parse().map_err(|_| bad(format!("format `{spec}`")))?;
                     out.push_str(&format!("{value:.precision$}"));
                 }
                 None if spec.is_empty() => out.push_str(&value.to_string()),
@@ -113,12 +98,7 @@ impl Callback for ModelCheckpoint {
         Ok(())
     }
 
-    fn on_epoch_end(
-        &mut self,
-        epoch: usize,
-        logs: &Logs,
-        ctx: &mut TrainContext<'_>,
-    ) -> Result<()> {
+    fn on_epoch_end(&mut self, epoch: usize, logs: &Logs, ctx: &mut TrainContext<'_>) -> Result<()> {
         if self.save_best_only {
             let current = logs.require("ModelCheckpoint", &self.monitor)?;
             let better = match self.best {

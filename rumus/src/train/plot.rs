@@ -23,20 +23,11 @@ where
         .iter()
         .filter_map(|&n| history.get(n).map(|v| (n, v)))
         .map(|(n, v)| {
-            (
-                n,
-                v.iter()
-                    .enumerate()
-                    .filter(|(_, y)| y.is_finite())
-                    .map(|(i, &y)| (i as f32 + 1.0, y))
-                    .collect(),
-            )
+            (n, v.iter().enumerate().filter(|(_, y)| y.is_finite()).map(|(i, &y)| (i as f32 + 1.0, y)).collect())
         })
         .collect();
     let ys = series.iter().flat_map(|(_, pts)| pts.iter().map(|p| p.1));
-    let (lo, hi) = ys.fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), y| {
-        (lo.min(y), hi.max(y))
-    });
+    let (lo, hi) = ys.fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), y| (lo.min(y), hi.max(y)));
     let (lo, hi) = if lo.is_finite() { (lo, hi) } else { (0.0, 1.0) };
     let pad = ((hi - lo) * 0.05).max(1e-3);
     let epochs = history.epochs().max(2) as f32;
@@ -47,34 +38,20 @@ where
         .y_label_area_size(52)
         .build_cartesian_2d(1f32..epochs, (lo - pad)..(hi + pad))
         .map_err(plot_error)?;
-    chart
-        .configure_mesh()
-        .light_line_style(WHITE)
-        .x_desc("epoch")
-        .draw()
-        .map_err(plot_error)?;
+    chart.configure_mesh().light_line_style(WHITE).x_desc("epoch").draw().map_err(plot_error)?;
     for (i, (name, points)) in series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         chart
-            .draw_series(LineSeries::new(
-                points.iter().copied(),
-                color.stroke_width(2),
-            ))
+            .draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)))
             .map_err(plot_error)?
             .label(*name)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-            });
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
     }
     if !series.is_empty() {
         chart
             .configure_series_labels()
             // Losses fall and accuracies rise: keep the legend off the curves' end.
-            .position(if title == "loss" {
-                SeriesLabelPosition::UpperRight
-            } else {
-                SeriesLabelPosition::LowerRight
-            })
+            .position(if title == "loss" { SeriesLabelPosition::UpperRight } else { SeriesLabelPosition::LowerRight })
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .draw()

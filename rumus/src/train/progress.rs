@@ -28,18 +28,10 @@ impl Progress {
     pub(crate) fn new(verbosity: Verbosity, epochs: usize) -> Self {
         // Without a terminal a live bar would print nothing: fall back to one line per epoch.
         let verbosity = match verbosity {
-            Verbosity::ProgressBar if ProgressDrawTarget::stderr().is_hidden() => {
-                Verbosity::OneLinePerEpoch
-            }
+            Verbosity::ProgressBar if ProgressDrawTarget::stderr().is_hidden() => Verbosity::OneLinePerEpoch,
             v => v,
         };
-        Progress {
-            verbosity,
-            bar: None,
-            epochs,
-            steps: 0,
-            started: Instant::now(),
-        }
+        Progress { verbosity, bar: None, epochs, steps: 0, started: Instant::now() }
     }
 
     /// Whether intra-epoch updates are shown (and so worth a device read).
@@ -71,20 +63,12 @@ impl Progress {
         let eta = per_step * self.steps.saturating_sub(step) as u32;
         if let Some(bar) = &self.bar {
             bar.set_position(step as u64);
-            bar.set_message(format!(
-                "{} {}ms/step{logs}",
-                seconds(eta),
-                per_step.as_millis()
-            ));
+            bar.set_message(format!("{} {}ms/step{logs}", seconds(eta), per_step.as_millis()));
         }
     }
 
     pub(crate) fn epoch_end(&mut self, epoch: usize, steps: usize, logs: &Logs) {
-        let line = format!(
-            "{} {}ms/step{logs}",
-            seconds(self.started.elapsed()),
-            self.per_step(steps).as_millis()
-        );
+        let line = format!("{} {}ms/step{logs}", seconds(self.started.elapsed()), self.per_step(steps).as_millis());
         match self.verbosity {
             Verbosity::ProgressBar => {
                 if let Some(bar) = self.bar.take() {
@@ -92,11 +76,7 @@ impl Progress {
                     bar.finish_with_message(line);
                 }
             }
-            Verbosity::OneLinePerEpoch => eprintln!(
-                "Epoch {}/{} - {steps} steps - {line}",
-                epoch + 1,
-                self.epochs
-            ),
+            Verbosity::OneLinePerEpoch => eprintln!("Epoch {}/{} - {steps} steps - {line}", epoch + 1, self.epochs),
             Verbosity::Quiet => {}
         }
     }

@@ -19,12 +19,7 @@ impl WeightSnapshot {
                 let t = param.tensor();
                 let backend = t.device().backend();
                 let out = backend.full(t.numel(), 0.0)?;
-                backend.copy_strided(
-                    t.storage(),
-                    t.layout(),
-                    &out,
-                    &Layout::contiguous(t.shape()),
-                )?;
+                backend.copy_strided(t.storage(), t.layout(), &out, &Layout::contiguous(t.shape()))?;
                 let copy = RawTensor::from_kernel(out, t.shape(), t.device());
                 Ok((param, copy))
             })

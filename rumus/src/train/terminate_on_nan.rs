@@ -25,13 +25,7 @@ impl Callback for TerminateOnNaN {
         Ok(())
     }
 
-    fn on_metrics(
-        &mut self,
-        epoch: usize,
-        step: usize,
-        logs: &Logs,
-        _ctx: &mut TrainContext<'_>,
-    ) -> Result<()> {
+    fn on_metrics(&mut self, epoch: usize, step: usize, logs: &Logs, _ctx: &mut TrainContext<'_>) -> Result<()> {
         let Some(loss) = logs.get("loss") else {
             return Ok(());
         };
