@@ -211,20 +211,24 @@ fn optimizer_state_round_trips_so_training_resumes_identically() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn pytorch_weights_load_and_give_pytorchs_logits() -> Result<()> {
+/// Loads `<name>.safetensors` into `model` and checks its logits on `<name>_io.safetensors`'s
+/// input against PyTorch's. Skips loudly when the fixture has not been generated.
+fn check_torch_fixture(name: &str, model: &dyn Module) -> Result<()> {
     let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let (weights_file, io_file) = (here.join("torch_mlp.safetensors"), here.join("torch_mlp_io.safetensors"));
+    let (weights_file, io_file) =
+        (here.join(format!("{name}.safetensors")), here.join(format!("{name}_io.safetensors")));
     if !weights_file.exists() || !io_file.exists() {
-        eprintln!(
-            "\n*** SKIPPED pytorch_weights_load_and_give_pytorchs_logits: {} is absent. Generate it with \
-             `python3 tests/fixtures/make_torch_fixture.py` on a machine with PyTorch and commit both files. ***\n",
-            weights_file.display()
+        common::skip_loudly(
+            &format!("PyTorch interchange check {name}"),
+            &format!(
+                "{} is absent; generate it with `python3 tests/fixtures/make_torch_fixture.py` on a machine with \
+                 PyTorch and commit the files",
+                weights_file.display()
+            ),
         );
         return Ok(());
     }
-    let model = mlp(1);
-    load_module(&model, &weights_file)?;
+    load_module(model, &weights_file)?;
     let bytes = std::fs::read(&io_file).unwrap();
     let io = safetensors::SafeTensors::deserialize(&bytes).unwrap();
     let read = |name: &str| -> (Vec<usize>, Vec<f32>) {
@@ -234,8 +238,52 @@ fn pytorch_weights_load_and_give_pytorchs_logits() -> Result<()> {
     let (x_shape, x) = read("input");
     let (_, expected) = read("logits");
     let got = model.forward_raw(&RawTensor::from_vec(x, &x_shape, &Device::cpu())?)?.to_vec()?;
+    assert_eq!(got.len(), expected.len());
     for (g, e) in got.iter().zip(&expected) {
-        assert!((g - e).abs() < 1e-5, "rumus {got:?} vs PyTorch {expected:?}");
+        assert!((g - e).abs() < 1e-4 * e.abs().max(1.0), "{name}: rumus {got:?} vs PyTorch {expected:?}");
     }
+    Ok(())
+}
+
+#[test]
+fn pytorch_mlp_weights_give_pytorchs_logits() -> Result<()> {
+    check_torch_fixture("torch_mlp", &mlp(1))
+}
+
+#[test]
+fn pytorch_lenet_weights_give_pytorchs_logits() -> Result<()> {
+    check_torch_fixture("torch_lenet", &common::LeNet::new(1)?)
+}
+
+#[test]
+fn lenet_checkpoints_use_pytorchs_names_and_layouts() -> Result<()> {
+    let dir = scratch("lenet_names");
+    let model = common::LeNet::new(1)?;
+    model.save(dir.join("lenet.safetensors"))?;
+    let bytes = std::fs::read(dir.join("lenet.safetensors")).unwrap();
+    let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let mut names: Vec<(String, Vec<usize>)> =
+        file.tensors().into_iter().map(|(n, t)| (n, t.shape().to_vec())).collect();
+    names.sort();
+    let expected: Vec<(String, Vec<usize>)> = [
+        ("features.0.bias", vec![6]),
+        ("features.0.weight", vec![6, 1, 5, 5]),
+        ("features.3.bias", vec![16]),
+        ("features.3.weight", vec![16, 6, 5, 5]),
+        ("head.1.bias", vec![120]),
+        ("head.1.weight", vec![120, 400]),
+        ("head.3.bias", vec![84]),
+        ("head.3.weight", vec![84, 120]),
+        ("head.5.bias", vec![10]),
+        ("head.5.weight", vec![10, 84]),
+    ]
+    .into_iter()
+    .map(|(n, s)| (n.to_string(), s))
+    .collect();
+    assert_eq!(names, expected);
+    let x = RawTensor::randn(&[2, 1, 28, 28], 0.0, 1.0, 3, &Device::cpu())?;
+    let mut other = common::LeNet::new(77)?;
+    other.load(dir.join("lenet.safetensors"))?;
+    assert_eq!(model.forward_raw(&x)?.to_vec()?, other.forward_raw(&x)?.to_vec()?);
     Ok(())
 }

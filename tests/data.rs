@@ -120,10 +120,9 @@ fn real_mnist_has_the_published_counts_and_first_labels() -> Result<()> {
 #[test]
 fn real_fashion_mnist_from_the_debian_package() -> Result<()> {
     if !Path::new(fashion_mnist::DEBIAN_DIR).is_dir() {
-        eprintln!(
-            "\n*** SKIPPED real_fashion_mnist_from_the_debian_package: {} is absent; \
-             run `apt-get install -y dataset-fashion-mnist` ***\n",
-            fashion_mnist::DEBIAN_DIR
+        common::skip_loudly(
+            "real_fashion_mnist_from_the_debian_package",
+            &format!("{} is absent; run `apt-get install -y dataset-fashion-mnist`", fashion_mnist::DEBIAN_DIR),
         );
         return Ok(());
     }

@@ -98,3 +98,62 @@ pub fn scratch(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// LeNet-5 as in examples/mnist.rs: `features` (conv/relu/pool ×2) and `head` (flatten and three
+/// linear layers), PyTorch names `features.0.weight` ... `head.5.bias`.
+pub struct LeNet {
+    pub features: rumus::nn::Sequential,
+    pub head: rumus::nn::Sequential,
+}
+
+impl LeNet {
+    pub fn new(seed: u64) -> Result<Self> {
+        use rumus::nn::{Conv2d, Conv2dConfig, Flatten, MaxPool2d, Relu, Sequential};
+        let d = Device::cpu();
+        let pool = || MaxPool2d::new((2, 2), (2, 2), (0, 0), (1, 1));
+        let features = Sequential::new()
+            .with(Conv2d::new(&d, Conv2dConfig { padding: (2, 2), ..Conv2dConfig::new(1, 6, (5, 5)) }, seed)?)
+            .with(Relu)
+            .with(pool())
+            .with(Conv2d::new(&d, Conv2dConfig::new(6, 16, (5, 5)), seed + 1)?)
+            .with(Relu)
+            .with(pool());
+        let head = Sequential::new()
+            .with(Flatten::new())
+            .with(Linear::new(&d, 400, 120, true, seed + 2)?)
+            .with(Relu)
+            .with(Linear::new(&d, 120, 84, true, seed + 3)?)
+            .with(Relu)
+            .with(Linear::new(&d, 84, 10, true, seed + 4)?);
+        Ok(LeNet { features, head })
+    }
+}
+
+impl Module for LeNet {
+    fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
+        self.head.forward_raw(&self.features.forward_raw(x)?)
+    }
+    fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param)) {
+        self.features.visit_params(&join_name(prefix, "features"), visitor);
+        self.head.visit_params(&join_name(prefix, "head"), visitor);
+    }
+    fn set_training(&mut self, training: bool) {
+        self.features.set_training(training);
+        self.head.set_training(training);
+    }
+    fn describe(&self) -> String {
+        "LeNet".into()
+    }
+}
+
+impl Model for LeNet {
+    type Input = Shape3<1, 28, 28>;
+    type Output = Shape1<10>;
+}
+
+/// Reports a skipped test on the real stderr: `eprintln!` would be swallowed by the test
+/// harness's capture, and a skip must be seen.
+pub fn skip_loudly(test: &str, why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "\n********** SKIPPED {test}: {why} **********\n");
+}
