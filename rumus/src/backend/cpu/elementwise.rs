@@ -3,6 +3,7 @@
 use rayon::prelude::*;
 
 use super::parallel::PAR_THRESHOLD;
+use super::pool;
 use crate::backend::{BinaryOp, UnaryOp};
 use crate::Layout;
 
@@ -85,14 +86,15 @@ pub fn unary_derivative(op: UnaryOp, x: f32, y: f32) -> f32 {
     }
 }
 
-/// Maps `f` over `len` indices into a fresh vector; rayon's indexed collect writes each element
-/// once, skipping the zero-fill a `vec![0.0; len]` would cost.
+/// `[f(0), f(1), ...]` of length `len`, written once into a pooled buffer (no zero fill).
 fn map_indices(len: usize, f: impl Fn(usize) -> f32 + Sync + Send) -> Vec<f32> {
+    let mut out = pool::take(len);
     if len >= PAR_THRESHOLD {
-        (0..len).into_par_iter().with_min_len(4096).map(f).collect()
+        out.par_iter_mut().with_min_len(4096).enumerate().for_each(|(i, o)| *o = f(i));
     } else {
-        (0..len).map(f).collect()
+        out.iter_mut().enumerate().for_each(|(i, o)| *o = f(i));
     }
+    out
 }
 
 pub fn unary(op: UnaryOp, x: &[f32]) -> Vec<f32> {
@@ -143,7 +145,7 @@ pub fn binary(op: BinaryOp, lhs: &[f32], lhs_layout: &Layout, rhs: &[f32], rhs_l
     let last = *lhs_layout.shape().last().unwrap_or(&1);
     let (ls, rs) =
         (lhs_layout.strides().last().copied().unwrap_or(0), rhs_layout.strides().last().copied().unwrap_or(0));
-    let mut out = vec![0.0; len];
+    let mut out = pool::take(len);
     let kernel = |(row, o): (usize, &mut [f32])| {
         let (mut a, mut b) = (row_start(lhs_layout, row), row_start(rhs_layout, row));
         for o in o.iter_mut() {
