@@ -1,0 +1,66 @@
+// Sum / max / min over the middle axis of [outer, len, inner] (ReduceOp: 0 sum, 1 max, 2 min).
+// `reduce_rows` (inner == 1): one workgroup per row, any number of rows and any row length.
+// `reduce_cols` (inner > 1): one invocation per output, reading coalesced across `inner`.
+// Needs a reduction prelude (wg_sum, wg_max).
+
+struct Params {
+    outer: u32,
+    len: u32,
+    inner: u32,
+    op: u32,
+    identity: f32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+
+// As the CPU: NaN wins in max/min.
+fn combine(op: u32, acc: f32, v: f32) -> f32 {
+    switch op {
+        case 0u: { return acc + v; }
+        case 1u: { return select(acc, v, v > acc || v != v); }
+        default: { return select(acc, v, v < acc || v != v); }
+    }
+}
+
+@compute @workgroup_size(256)
+fn reduce_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+    let groups = nwg.x * nwg.y;
+    for (var row = wid.x + wid.y * nwg.x; row < p.outer; row += groups) {
+        let base = row * p.len;
+        var acc = p.identity;
+        for (var j = lid; j < p.len; j += 256u) {
+            acc = combine(p.op, acc, x[base + j]);
+        }
+        var r: f32;
+        if p.op == 0u {
+            r = wg_sum(acc, lid);
+        } else if p.op == 1u {
+            r = wg_max(acc, lid);
+        } else {
+            r = -wg_max(-acc, lid);
+        }
+        if lid == 0u {
+            out[row] = r;
+        }
+    }
+}
+
+@compute @workgroup_size(256)
+fn reduce_cols(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+    let i = (wid.x + wid.y * nwg.x) * 256u + lid;
+    if i >= p.outer * p.inner {
+        return;
+    }
+    let o = i / p.inner;
+    let k = i % p.inner;
+    let base = o * p.len * p.inner + k;
+    var acc = p.identity;
+    for (var j = 0u; j < p.len; j++) {
+        acc = combine(p.op, acc, x[base + j * p.inner]);
+    }
+    out[i] = acc;
+}
