@@ -6,6 +6,7 @@
 
 pub mod cpu;
 mod kernel_args;
+pub mod wgpu;
 mod storage;
 
 pub use kernel_args::*;

@@ -39,6 +39,8 @@ impl WgpuContext {
             power_preference: ::wgpu::PowerPreference::HighPerformance,
             force_fallback_adapter: false,
             compatible_surface: None,
+            // Real limits: bucketing only matters for untrusted (browser) content.
+            apply_limit_buckets: false,
         };
         let adapter = pollster::block_on(instance.request_adapter(&options))
             .map_err(|e| format!("{NO_ADAPTER_HELP} ({e})"))?;
