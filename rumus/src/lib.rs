@@ -9,6 +9,8 @@ pub mod backend;
 mod device;
 mod error;
 pub mod layout;
+mod model;
+pub mod nn;
 mod ops;
 pub mod rng;
 pub mod testing;
@@ -18,9 +20,11 @@ pub use autograd::{no_grad, Gradients};
 pub use device::Device;
 pub use error::{Error, Result};
 pub use layout::Layout;
+pub use model::Model;
 pub use tensor::{RawTensor, Shape, Shape1, Shape2, Shape3, Shape4, Tensor, TensorId};
 
 /// The names most programs need.
 pub mod prelude {
-    pub use crate::{no_grad, Device, Error, RawTensor, Result, Shape, Shape1, Shape2, Shape3, Shape4, Tensor};
+    pub use crate::nn::Module;
+    pub use crate::{no_grad, Device, Error, Model, RawTensor, Result, Shape, Shape1, Shape2, Shape3, Shape4, Tensor};
 }

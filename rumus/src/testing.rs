@@ -44,7 +44,7 @@ pub fn grad_check(
         };
         let base = input.contiguous()?.to_vec()?;
         for i in 0..base.len() {
-            let mut shifted = |delta: f32| -> Result<f64> {
+            let shifted = |delta: f32| -> Result<f64> {
                 let mut data = base.clone();
                 data[i] += delta;
                 let mut probe: Vec<RawTensor> = inputs.to_vec();

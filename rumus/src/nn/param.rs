@@ -1,0 +1,55 @@
+//! Parameters and buffers: named tensors a module owns and that optimizers or statistics update
+//! in place.
+
+use crate::{Error, RawTensor, Result};
+
+/// A trainable parameter (a leaf that requires grad) or a buffer (e.g. batch-norm running stats).
+/// Clones share the tensor; updates are visible through every clone.
+#[derive(Clone, Debug)]
+pub struct Param {
+    tensor: RawTensor,
+    trainable: bool,
+}
+
+impl Param {
+    /// A trainable parameter initialised with `value`.
+    pub fn new(value: RawTensor) -> Result<Self> {
+        Ok(Param { tensor: value.detach().contiguous()?.requires_grad_()?, trainable: true })
+    }
+
+    /// A non-trainable buffer initialised with `value`.
+    pub fn buffer(value: RawTensor) -> Result<Self> {
+        Ok(Param { tensor: value.detach().contiguous()?, trainable: false })
+    }
+
+    /// The tensor to compute with (a leaf; gradients are reported for it).
+    pub fn tensor(&self) -> &RawTensor {
+        &self.tensor
+    }
+
+    pub fn is_trainable(&self) -> bool {
+        self.trainable
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        self.tensor.shape()
+    }
+
+    /// Overwrites the values in place with `value` (same shape; any device — it is moved).
+    pub fn assign(&self, value: &RawTensor) -> Result<()> {
+        if value.shape() != self.shape() {
+            return Err(Error::shape(
+                "Param::assign",
+                format!("parameter has shape {:?}, value has shape {:?}", self.shape(), value.shape()),
+            ));
+        }
+        let value = value.to_device(self.tensor.device())?.contiguous()?;
+        let backend = self.tensor.device().backend();
+        backend.copy_strided(value.storage(), value.layout(), self.tensor.storage(), self.tensor.layout())
+    }
+
+    /// The current values on the host.
+    pub fn to_vec(&self) -> Result<Vec<f32>> {
+        self.tensor.to_vec()
+    }
+}
