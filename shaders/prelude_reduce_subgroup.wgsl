@@ -1,10 +1,12 @@
 // Workgroup-wide reductions with subgroup operations: one subgroupAdd/Max per subgroup, then the
 // per-subgroup partials combine through a few words of shared memory. Works for any subgroup
 // size (8 on lavapipe, 32 on NVIDIA). Same functions as prelude_reduce_shared.wgsl.
-// Call from uniform control flow with all 256 invocations of the workgroup.
+// Call from uniform control flow with all RED_WG invocations of the workgroup.
 
-const RED_WG: u32 = 256u;
-var<workgroup> red_scratch: array<f32, 256>;
+// 64 invocations per row: enough to saturate memory on long rows, few enough that short rows
+// and CPU emulations (lavapipe) don't pay for idle lanes and barriers.
+const RED_WG: u32 = 64u;
+var<workgroup> red_scratch: array<f32, 64>;
 
 // Subgroup size and this invocation's lane, without the subgroup builtins (so the function
 // signature matches the shared-memory variant). All invocations are active here.

@@ -1,14 +1,20 @@
 // Sum / max / min over the middle axis of [outer, len, inner] (ReduceOp: 0 sum, 1 max, 2 min).
-// `reduce_rows` (inner == 1): one workgroup per row, any number of rows and any row length.
-// `reduce_cols` (inner > 1): one invocation per output, reading coalesced across `inner`.
+// `reduce_rows` (inner == 1, long rows): one workgroup per (row, chunk), grid-stride over them,
+//   so any row count works. A long row is split into `chunks` pieces whose partials a second
+//   dispatch combines, so a single huge row still spreads over the whole GPU.
+// `reduce_cols` (inner > 1, or short rows): one invocation per output, reading coalesced across
+//   `inner`.
 // Needs a reduction prelude (wg_sum, wg_max).
 
 struct Params {
+    // rows to produce: outer * chunks for reduce_rows, outer for reduce_cols
     outer: u32,
     len: u32,
     inner: u32,
     op: u32,
     identity: f32,
+    chunks: u32,
+    chunk_len: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -24,14 +30,18 @@ fn combine(op: u32, acc: f32, v: f32) -> f32 {
     }
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(RED_WG)
 fn reduce_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                @builtin(local_invocation_index) lid: u32) {
     let groups = nwg.x * nwg.y;
     for (var row = wid.x + wid.y * nwg.x; row < p.outer; row += groups) {
-        let base = row * p.len;
+        let o = row / p.chunks;
+        let c = row % p.chunks;
+        let base = o * p.len;
+        let start = c * p.chunk_len;
+        let end = min(p.len, start + p.chunk_len);
         var acc = p.identity;
-        for (var j = lid; j < p.len; j += 256u) {
+        for (var j = start + lid; j < end; j += RED_WG) {
             acc = combine(p.op, acc, x[base + j]);
         }
         var r: f32;

@@ -1,6 +1,7 @@
 // Gradient of softmax / log-softmax over rows, from the forward output y and the incoming grad:
 // softmax: dx = y * (g - sum(g*y)); log-softmax: dx = g - exp(y) * sum(g).
-// Needs a reduction prelude (wg_sum).
+// `softmax_backward`: one workgroup per row (grid stride); `softmax_backward_short`: one
+// invocation per short row. Needs a reduction prelude (wg_sum).
 
 struct Params {
     rows: u32,
@@ -14,22 +15,44 @@ struct Params {
 @group(0) @binding(2) var<storage, read> g: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
-@compute @workgroup_size(256)
+fn term(i: u32) -> f32 {
+    return select(g[i] * y[i], g[i], p.log == 1u);
+}
+
+fn finish(i: u32, total: f32) -> f32 {
+    return select(y[i] * (g[i] - total), g[i] - exp(y[i]) * total, p.log == 1u);
+}
+
+@compute @workgroup_size(RED_WG)
 fn softmax_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                     @builtin(local_invocation_index) lid: u32) {
     let groups = nwg.x * nwg.y;
-    let log_form = p.log == 1u;
     for (var row = wid.x + wid.y * nwg.x; row < p.rows; row += groups) {
         let base = row * p.cols;
         var acc = 0.0;
-        for (var j = lid; j < p.cols; j += 256u) {
-            acc += select(g[base + j] * y[base + j], g[base + j], log_form);
+        for (var j = lid; j < p.cols; j += RED_WG) {
+            acc += term(base + j);
         }
         let total = wg_sum(acc, lid);
-        for (var j = lid; j < p.cols; j += 256u) {
-            let gv = g[base + j];
-            let yv = y[base + j];
-            out[base + j] = select(yv * (gv - total), gv - exp(yv) * total, log_form);
+        for (var j = lid; j < p.cols; j += RED_WG) {
+            out[base + j] = finish(base + j, total);
         }
+    }
+}
+
+@compute @workgroup_size(256)
+fn softmax_backward_short(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                          @builtin(local_invocation_index) lid: u32) {
+    let row = (wid.x + wid.y * nwg.x) * 256u + lid;
+    if row >= p.rows {
+        return;
+    }
+    let base = row * p.cols;
+    var total = 0.0;
+    for (var j = 0u; j < p.cols; j++) {
+        total += term(base + j);
+    }
+    for (var j = 0u; j < p.cols; j++) {
+        out[base + j] = finish(base + j, total);
     }
 }

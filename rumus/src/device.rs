@@ -56,7 +56,8 @@ impl Device {
         }
     }
 
-    pub(crate) fn backend(&self) -> &dyn Backend {
+    /// The kernels of this device, for custom ops and optimizers.
+    pub fn backend(&self) -> &dyn Backend {
         match self {
             Device::Cpu => &CPU,
             Device::Wgpu(backend) => &**backend,

@@ -92,6 +92,21 @@ impl WgpuContext {
         matches!(self.info.device_type, ::wgpu::DeviceType::DiscreteGpu | ::wgpu::DeviceType::IntegratedGpu)
     }
 
+    /// Whether reductions use subgroup operations on this adapter.
+    pub fn has_subgroups(&self) -> bool {
+        self.subgroups
+    }
+
+    /// Whether the device can write GPU timestamps (TIMESTAMP_QUERY).
+    pub fn has_timestamps(&self) -> bool {
+        self.timestamps
+    }
+
+    /// The limits the device was opened with (the adapter's own).
+    pub fn limits(&self) -> &::wgpu::Limits {
+        &self.limits
+    }
+
     /// Takes the pending uncaptured driver error, if any.
     pub(crate) fn take_error(&self) -> Result<()> {
         let mut slot = self.uncaptured.lock().unwrap_or_else(|p| p.into_inner());

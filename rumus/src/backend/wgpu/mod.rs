@@ -29,6 +29,13 @@ use Access::{Read as R, Write as W};
 const WG: usize = 256;
 /// Most axes a strided kernel walks (after merging axes that are contiguous in every operand).
 const MAX_RANK: usize = 8;
+/// Rows up to this long get one invocation each (softmax, cross-entropy, reductions); longer
+/// rows get a workgroup each.
+const SHORT_ROW: usize = 32;
+/// A reduction of few long rows splits them until about this many workgroups share the work...
+const SPREAD_GROUPS: usize = 1024;
+/// ...but never into chunks shorter than this.
+const MIN_CHUNK: usize = 4096;
 
 /// Kernels of one wgpu device. All handles share one backend (and so one device and pool).
 pub struct WgpuBackend {
@@ -52,6 +59,20 @@ impl WgpuBackend {
             })
             .clone()
             .map_err(|e| Error::Gpu(e.trim_start_matches("gpu: ").to_string()))
+    }
+
+    /// A second backend on the shared device whose reductions use workgroup shared memory even
+    /// where subgroups exist: the fallback path of adapters without SUBGROUP, testable anywhere.
+    pub fn with_shared_memory_reductions() -> Result<WgpuBackend> {
+        let ctx = WgpuContext::get()?;
+        let mut backend = WgpuBackend::new(ctx);
+        backend.pipelines = Pipelines::new(false);
+        Ok(backend)
+    }
+
+    /// True when this backend's reductions use subgroup operations.
+    pub fn uses_subgroups(&self) -> bool {
+        self.pipelines.subgroups()
     }
 
     fn new(ctx: Arc<WgpuContext>) -> Self {
@@ -108,12 +129,11 @@ impl WgpuBackend {
         Ok([x as u32, y as u32, 1])
     }
 
-    /// Workgroups for kernels that walk rows with a grid stride: one per row, capped.
+    /// Workgroups for kernels that walk rows with a grid stride: one per row up to one
+    /// dispatch dimension (65,535 workgroups keep any GPU busy); beyond, each takes several rows.
     fn groups_rows(&self, rows: usize) -> [u32; 3] {
         let max = self.ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize;
-        let x = rows.min(max);
-        let y = rows.div_ceil(x.max(1)).min(max);
-        [x as u32, y as u32, 1]
+        [rows.min(max) as u32, 1, 1]
     }
 
     fn run(&self, shader: &Shader, entry: &'static str, signature: &[Access], params: &[u32], buffers: &[Binding<'_>], groups: [u32; 3]) -> Result<()> {
@@ -466,13 +486,23 @@ impl Backend for WgpuBackend {
             ReduceOp::Max => (1, f32::NEG_INFINITY),
             ReduceOp::Min => (2, f32::INFINITY),
         };
-        let params = [dims.outer as u32, dims.len as u32, dims.inner as u32, code, identity.to_bits()];
-        if dims.inner == 1 {
-            self.run(&pipelines::REDUCE, "reduce_rows", &[R, W], &params, &[bind(x), bind(&out)], self.groups_rows(dims.outer))?;
-        } else {
+        if dims.inner > 1 || dims.len <= SHORT_ROW {
+            // One invocation per output: coalesced across `inner`, no idle lanes on short rows.
+            let params = [dims.outer as u32, dims.len as u32, dims.inner as u32, code, identity.to_bits(), 1, dims.len as u32];
             self.run(&pipelines::REDUCE, "reduce_cols", &[R, W], &params, &[bind(x), bind(&out)], self.groups_for(n, "reduce")?)?;
+            return Ok(self.output(out));
         }
-        Ok(self.output(out))
+        // Few long rows: split each into chunks so the whole GPU works, then reduce the partials.
+        let chunks = SPREAD_GROUPS.div_ceil(dims.outer).clamp(1, dims.len.div_ceil(MIN_CHUNK));
+        let chunk_len = dims.len.div_ceil(chunks);
+        let rows = dims.outer * chunks;
+        let target = if chunks == 1 { out.clone() } else { self.alloc(rows, DType::F32, "reduce")? };
+        let params = [rows as u32, dims.len as u32, 1, code, identity.to_bits(), chunks as u32, chunk_len as u32];
+        self.run(&pipelines::REDUCE, "reduce_rows", &[R, W], &params, &[bind(x), bind(&target)], self.groups_rows(rows))?;
+        if chunks == 1 {
+            return Ok(self.output(out));
+        }
+        self.reduce(op, &self.output(target), ReduceDims { outer: dims.outer, len: chunks, inner: 1 })
     }
 
     fn argmax(&self, x: &Storage, dims: ReduceDims) -> Result<Storage> {
@@ -517,7 +547,11 @@ impl Backend for WgpuBackend {
         check_len("softmax", x, rows * cols)?;
         let out = self.alloc(rows * cols, DType::F32, "softmax")?;
         let params = [rows as u32, cols as u32, log as u32, f32::NEG_INFINITY.to_bits()];
-        self.run(&pipelines::SOFTMAX, "softmax", &[R, W], &params, &[bind(x), bind(&out)], self.groups_rows(rows))?;
+        if cols <= SHORT_ROW {
+            self.run(&pipelines::SOFTMAX, "softmax_short", &[R, W], &params, &[bind(x), bind(&out)], self.groups_for(rows, "softmax")?)?;
+        } else {
+            self.run(&pipelines::SOFTMAX, "softmax", &[R, W], &params, &[bind(x), bind(&out)], self.groups_rows(rows))?;
+        }
         Ok(self.output(out))
     }
 
@@ -527,14 +561,12 @@ impl Backend for WgpuBackend {
         check_len("softmax_backward", g, rows * cols)?;
         let out = self.alloc(rows * cols, DType::F32, "softmax_backward")?;
         let params = [rows as u32, cols as u32, log as u32, 0];
-        self.run(
-            &pipelines::SOFTMAX_BACKWARD,
-            "softmax_backward",
-            &[R, R, W],
-            &params,
-            &[bind(y), bind(g), bind(&out)],
-            self.groups_rows(rows),
-        )?;
+        let (entry, groups) = if cols <= SHORT_ROW {
+            ("softmax_backward_short", self.groups_for(rows, "softmax_backward")?)
+        } else {
+            ("softmax_backward", self.groups_rows(rows))
+        };
+        self.run(&pipelines::SOFTMAX_BACKWARD, entry, &[R, R, W], &params, &[bind(y), bind(g), bind(&out)], groups)?;
         Ok(self.output(out))
     }
 
@@ -542,20 +574,18 @@ impl Backend for WgpuBackend {
         let (x, t) = (gpu(logits, DType::F32, "cross_entropy")?, gpu(targets, DType::U32, "cross_entropy")?);
         check_len("cross_entropy", x, args.rows * args.classes)?;
         check_len("cross_entropy", t, args.rows)?;
-        let out = self.alloc(args.rows, DType::F32, "cross_entropy")?;
         if args.classes == 0 {
             return Err(Error::invalid("cross_entropy", "zero classes"));
         }
+        let out = self.alloc(args.rows, DType::F32, "cross_entropy")?;
         let params = [args.rows as u32, args.classes as u32, args.smoothing.to_bits(), f32::NEG_INFINITY.to_bits()];
+        let (entry, groups) = if args.classes <= SHORT_ROW {
+            ("cross_entropy_short", self.groups_for(args.rows, "cross_entropy")?)
+        } else {
+            ("cross_entropy", self.groups_rows(args.rows))
+        };
         // The forward does not read per-row gradients; the logits fill that binding.
-        self.run(
-            &pipelines::CROSS_ENTROPY,
-            "cross_entropy",
-            &[R, R, R, W],
-            &params,
-            &[bind(x), bind(t), bind(x), bind(&out)],
-            self.groups_rows(args.rows),
-        )?;
+        self.run(&pipelines::CROSS_ENTROPY, entry, &[R, R, R, W], &params, &[bind(x), bind(t), bind(x), bind(&out)], groups)?;
         Ok(self.output(out))
     }
 
@@ -565,16 +595,17 @@ impl Backend for WgpuBackend {
         check_len(op, x, args.rows * args.classes)?;
         check_len(op, t, args.rows)?;
         check_len(op, g, args.rows)?;
+        if args.classes == 0 {
+            return Err(Error::invalid(op, "zero classes"));
+        }
         let out = self.alloc(args.rows * args.classes, DType::F32, op)?;
         let params = [args.rows as u32, args.classes as u32, args.smoothing.to_bits(), f32::NEG_INFINITY.to_bits()];
-        self.run(
-            &pipelines::CROSS_ENTROPY,
-            "cross_entropy_backward",
-            &[R, R, R, W],
-            &params,
-            &[bind(x), bind(t), bind(g), bind(&out)],
-            self.groups_rows(args.rows),
-        )?;
+        let (entry, groups) = if args.classes <= SHORT_ROW {
+            ("cross_entropy_backward_short", self.groups_for(args.rows, op)?)
+        } else {
+            ("cross_entropy_backward", self.groups_rows(args.rows))
+        };
+        self.run(&pipelines::CROSS_ENTROPY, entry, &[R, R, R, W], &params, &[bind(x), bind(t), bind(g), bind(&out)], groups)?;
         Ok(self.output(out))
     }
 

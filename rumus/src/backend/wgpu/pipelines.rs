@@ -75,6 +75,10 @@ impl Pipelines {
         Pipelines { cache: Mutex::new(Cache::default()), subgroups }
     }
 
+    pub fn subgroups(&self) -> bool {
+        self.subgroups
+    }
+
     /// The full WGSL text of `shader` as compiled on an adapter with or without subgroups.
     pub fn source(shader: &Shader, subgroups: bool) -> String {
         if shader.row_reduce {
