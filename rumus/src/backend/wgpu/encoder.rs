@@ -51,7 +51,11 @@ impl Recorder {
             mapped_at_creation: false,
         });
         Recorder {
-            pending: Mutex::new(Pending { encoder: None, params: vec![0; slot * MAX_PENDING], dispatches: 0 }),
+            pending: Mutex::new(Pending {
+                encoder: None,
+                params: vec![0; slot * MAX_PENDING],
+                dispatches: 0,
+            }),
             params_buffer,
             slot,
         }
@@ -63,14 +67,27 @@ impl Recorder {
 
     fn encoder<'a>(ctx: &WgpuContext, pending: &'a mut Pending) -> &'a mut ::wgpu::CommandEncoder {
         pending.encoder.get_or_insert_with(|| {
-            ctx.device.create_command_encoder(&::wgpu::CommandEncoderDescriptor { label: Some("rumus") })
+            ctx.device
+                .create_command_encoder(&::wgpu::CommandEncoderDescriptor {
+                    label: Some("rumus"),
+                })
         })
     }
 
     /// Records one dispatch of `kernel` over `groups` workgroups.
-    pub fn dispatch(&self, ctx: &WgpuContext, kernel: &Kernel, params: &[u8], buffers: &[Binding<'_>], groups: [u32; 3]) -> Result<()> {
+    pub fn dispatch(
+        &self,
+        ctx: &WgpuContext,
+        kernel: &Kernel,
+        params: &[u8],
+        buffers: &[Binding<'_>],
+        groups: [u32; 3],
+    ) -> Result<()> {
         if params.len() > PARAM_BYTES {
-            return Err(Error::Gpu(format!("kernel parameters of {} bytes exceed {PARAM_BYTES}", params.len())));
+            return Err(Error::Gpu(format!(
+                "kernel parameters of {} bytes exceed {PARAM_BYTES}",
+                params.len()
+            )));
         }
         if groups.contains(&0) {
             return Ok(());
@@ -109,7 +126,10 @@ impl Recorder {
         });
         let encoder = Self::encoder(ctx, &mut pending);
         {
-            let mut pass = encoder.begin_compute_pass(&::wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+            let mut pass = encoder.begin_compute_pass(&::wgpu::ComputePassDescriptor {
+                label: None,
+                timestamp_writes: None,
+            });
             pass.set_pipeline(&kernel.pipeline);
             pass.set_bind_group(0, &bind_group, &[]);
             pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
@@ -125,9 +145,15 @@ impl Recorder {
     }
 
     fn submit_locked(&self, ctx: &WgpuContext, pending: &mut Pending) -> Result<()> {
-        let Some(encoder) = pending.encoder.take() else { return Ok(()) };
+        let Some(encoder) = pending.encoder.take() else {
+            return Ok(());
+        };
         if pending.dispatches > 0 {
-            ctx.queue.write_buffer(&self.params_buffer, 0, &pending.params[..pending.dispatches * self.slot]);
+            ctx.queue.write_buffer(
+                &self.params_buffer,
+                0,
+                &pending.params[..pending.dispatches * self.slot],
+            );
         }
         pending.dispatches = 0;
         ctx.queue.submit([encoder.finish()]);
@@ -143,12 +169,20 @@ impl Recorder {
     /// Submits and waits until the GPU has finished all of it.
     pub fn synchronize(&self, ctx: &WgpuContext) -> Result<()> {
         self.submit(ctx)?;
-        ctx.device.poll(::wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))?;
+        ctx.device
+            .poll(::wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))?;
         ctx.take_error()
     }
 
     /// Copies `bytes` bytes at `offset` of `buffer` to the host (a counted transfer).
-    pub fn read(&self, ctx: &WgpuContext, buffer: &::wgpu::Buffer, offset: u64, bytes: u64) -> Result<Vec<u8>> {
+    pub fn read(
+        &self,
+        ctx: &WgpuContext,
+        buffer: &::wgpu::Buffer,
+        offset: u64,
+        bytes: u64,
+    ) -> Result<Vec<u8>> {
         TRANSFERS.fetch_add(1, Ordering::Relaxed);
         if bytes == 0 {
             return Ok(Vec::new());
@@ -159,13 +193,17 @@ impl Recorder {
             usage: ::wgpu::BufferUsages::MAP_READ | ::wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        self.record(ctx, |enc| enc.copy_buffer_to_buffer(buffer, offset, &staging, 0, bytes));
+        self.record(ctx, |enc| {
+            enc.copy_buffer_to_buffer(buffer, offset, &staging, 0, bytes)
+        });
         self.submit(ctx)?;
         let (tx, rx) = std::sync::mpsc::channel();
         staging.map_async(::wgpu::MapMode::Read, .., move |r| {
             let _ = tx.send(r);
         });
-        ctx.device.poll(::wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(format!("waiting for a readback: {e}")))?;
+        ctx.device
+            .poll(::wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu(format!("waiting for a readback: {e}")))?;
         ctx.take_error()?;
         match rx.recv() {
             Ok(Ok(())) => {}
@@ -173,7 +211,9 @@ impl Recorder {
             Err(_) => return Err(Error::Gpu("readback was never mapped".into())),
         }
         let data = {
-            let view = staging.get_mapped_range(..).map_err(|e| Error::Gpu(format!("reading back: {e}")))?;
+            let view = staging
+                .get_mapped_range(..)
+                .map_err(|e| Error::Gpu(format!("reading back: {e}")))?;
             view.to_vec()
         };
         staging.unmap();

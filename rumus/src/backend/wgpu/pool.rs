@@ -38,7 +38,9 @@ pub(crate) struct BufferPool {
 
 impl BufferPool {
     pub fn new() -> Self {
-        BufferPool { idle: Mutex::new(Idle::default()) }
+        BufferPool {
+            idle: Mutex::new(Idle::default()),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Idle> {
@@ -46,8 +48,16 @@ impl BufferPool {
     }
 
     /// A storage buffer of at least `bytes` bytes (contents undefined).
-    pub fn acquire(&self, device: &::wgpu::Device, limits: &::wgpu::Limits, bytes: u64, op: &str) -> Result<::wgpu::Buffer> {
-        let max_binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
+    pub fn acquire(
+        &self,
+        device: &::wgpu::Device,
+        limits: &::wgpu::Limits,
+        bytes: u64,
+        op: &str,
+    ) -> Result<::wgpu::Buffer> {
+        let max_binding = limits
+            .max_storage_buffer_binding_size
+            .min(limits.max_buffer_size);
         if bytes > max_binding {
             return Err(Error::Gpu(format!(
                 "{op}: a buffer of {bytes} bytes exceeds this adapter's largest storage binding \
@@ -80,7 +90,9 @@ impl BufferPool {
                 mapped_at_creation: false,
             });
             if pollster::block_on(retry.pop()).is_some() {
-                return Err(Error::Gpu(format!("{op}: out of GPU memory allocating {bytes} bytes ({e})")));
+                return Err(Error::Gpu(format!(
+                    "{op}: out of GPU memory allocating {bytes} bytes ({e})"
+                )));
             }
             return Ok(buffer);
         }
