@@ -196,13 +196,13 @@ fn ops_on_non_contiguous_views_match() {
     parity(&gpu, "transpose add", &[x.clone(), y.clone()], 1e-4, |t| {
         t[0].transpose(0, 1)?.add(&t[1])
     });
-    parity(&gpu, "narrow mul", &[x.clone()], 1e-4, |t| {
+    parity(&gpu, "narrow mul", std::slice::from_ref(&x), 1e-4, |t| {
         t[0].narrow(1, 3, 60)?.mul(&t[0].narrow(1, 0, 57)?)
     });
-    parity(&gpu, "narrow exp", &[x.clone()], 1e-4, |t| {
+    parity(&gpu, "narrow exp", std::slice::from_ref(&x), 1e-4, |t| {
         t[0].narrow(0, 1, 5)?.exp()
     });
-    parity(&gpu, "transpose sum", &[x.clone()], 1e-4, |t| {
+    parity(&gpu, "transpose sum", std::slice::from_ref(&x), 1e-4, |t| {
         t[0].transpose(0, 1)?.sum(&[1], false)
     });
     parity(
@@ -239,28 +239,28 @@ fn reductions_match() {
             parity(
                 &gpu,
                 &format!("sum{shape:?} axis {axis}"),
-                &[x.clone()],
+                std::slice::from_ref(&x),
                 1e-4,
                 |t| t[0].sum(&[axis], false),
             );
             parity(
                 &gpu,
                 &format!("mean{shape:?} axis {axis}"),
-                &[x.clone()],
+                std::slice::from_ref(&x),
                 1e-4,
                 |t| t[0].mean(&[axis], true),
             );
             parity(
                 &gpu,
                 &format!("max{shape:?} axis {axis}"),
-                &[x.clone()],
+                std::slice::from_ref(&x),
                 1e-5,
                 |t| t[0].max(&[axis], false),
             );
             parity(
                 &gpu,
                 &format!("min{shape:?} axis {axis}"),
-                &[x.clone()],
+                std::slice::from_ref(&x),
                 1e-5,
                 |t| t[0].min(&[axis], false),
             );
@@ -292,7 +292,7 @@ fn reductions_over_more_than_65535_rows_match() {
         parity(
             &gpu,
             &format!("sum 70000x{cols}"),
-            &[x.clone()],
+            std::slice::from_ref(&x),
             1e-4,
             |t| t[0].sum(&[1], false),
         );
@@ -302,9 +302,13 @@ fn reductions_over_more_than_65535_rows_match() {
     }
     // One long row: split into chunks whose partials a second pass combines.
     let x = input(&[3, 50_001], 14);
-    parity(&gpu, "sum 3 long rows", &[x.clone()], 1e-4, |t| {
-        t[0].sum(&[1], false)
-    });
+    parity(
+        &gpu,
+        "sum 3 long rows",
+        std::slice::from_ref(&x),
+        1e-4,
+        |t| t[0].sum(&[1], false),
+    );
     parity(&gpu, "min 3 long rows", &[x], 1e-5, |t| {
         t[0].min(&[1], false)
     });
@@ -360,7 +364,7 @@ fn softmax_family_matches() {
         parity(
             &gpu,
             &format!("softmax cols {cols}"),
-            &[x.clone()],
+            std::slice::from_ref(&x),
             1e-4,
             |t| t[0].softmax(-1),
         );
@@ -391,7 +395,7 @@ fn softmax_over_more_than_65535_rows_matches() {
         parity(
             &gpu,
             &format!("softmax 70000x{cols}"),
-            &[x.clone()],
+            std::slice::from_ref(&x),
             1e-4,
             |t| t[0].softmax(-1),
         );
@@ -627,8 +631,7 @@ fn reduce_and_softmax_kernels_match_on_both_reduction_paths() {
 fn geom(
     batch: usize,
     channels: usize,
-    h: usize,
-    w: usize,
+    (h, w): (usize, usize),
     k: usize,
     stride: usize,
     pad: usize,
@@ -657,11 +660,11 @@ fn geom(
 #[test]
 fn convolution_and_pooling_kernels_match() {
     let geoms = [
-        geom(1, 1, 1, 1, 1, 1, 0, 1),
-        geom(2, 3, 9, 8, 3, 1, 1, 1),
-        geom(2, 2, 10, 11, 3, 2, 1, 2),
-        geom(1, 4, 8, 8, 2, 2, 0, 1),
-        geom(3, 2, 7, 9, 5, 1, 2, 1),
+        geom(1, 1, (1, 1), 1, 1, 0, 1),
+        geom(2, 3, (9, 8), 3, 1, 1, 1),
+        geom(2, 2, (10, 11), 3, 2, 1, 2),
+        geom(1, 4, (8, 8), 2, 2, 0, 1),
+        geom(3, 2, (7, 9), 5, 1, 2, 1),
     ];
     for g in geoms {
         let x = data(g.batch * g.channels * g.in_h * g.in_w, 71);
@@ -694,7 +697,7 @@ fn convolution_and_pooling_kernels_match() {
         let g = ConvGeom {
             out_h: oh,
             out_w: ow,
-            ..geom(2, 3, h, w, 1, 1, 0, 1)
+            ..geom(2, 3, (h, w), 1, 1, 0, 1)
         };
         let x = data(2 * 3 * h * w, 74);
         let grad = data(2 * 3 * oh * ow, 75);
