@@ -64,7 +64,12 @@ fn bench_softmax(device: &Device, rows: usize, cols: usize) -> Result<Record> {
     // Forward reads x and writes y; backward reads y and g and writes dx (the mul/sum that seed
     // the backward are extra traffic, counted too: they read y, g and write the product).
     let bytes = (rows * cols * 4) as f64 * 8.0;
-    Ok(Record { name: format!("softmax fwd+bwd [{rows}, {cols}]"), median_s: secs, rate: bytes / secs / 1e9, unit: "GB/s" })
+    Ok(Record {
+        name: format!("softmax fwd+bwd [{rows}, {cols}]"),
+        median_s: secs,
+        rate: bytes / secs / 1e9,
+        unit: "GB/s",
+    })
 }
 
 fn main() -> Result<()> {
@@ -97,9 +102,18 @@ fn main() -> Result<()> {
     if let Some(path) = value("--json") {
         let rows: Vec<String> = records
             .iter()
-            .map(|r| format!("  {{\"name\": \"{}\", \"median_s\": {:.6}, \"rate\": {:.3}, \"unit\": \"{}\"}}", r.name, r.median_s, r.rate, r.unit))
+            .map(|r| {
+                format!(
+                    "  {{\"name\": \"{}\", \"median_s\": {:.6}, \"rate\": {:.3}, \"unit\": \"{}\"}}",
+                    r.name, r.median_s, r.rate, r.unit
+                )
+            })
             .collect();
-        let json = format!("{{\"framework\": \"rumus\", \"device\": \"{}\", \"results\": [\n{}\n]}}\n", device.name(), rows.join(",\n"));
+        let json = format!(
+            "{{\"framework\": \"rumus\", \"device\": \"{}\", \"results\": [\n{}\n]}}\n",
+            device.name(),
+            rows.join(",\n")
+        );
         std::fs::write(&path, json).map_err(|e| rumus::Error::Io { path: path.into(), source: e })?;
     }
     Ok(())

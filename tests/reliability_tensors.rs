@@ -34,7 +34,10 @@ fn constructors_reject_wrong_element_counts_and_negative_indices() {
 fn shape_errors_name_the_op_and_both_shapes() {
     let a = RawTensor::zeros(&[32, 784], &cpu()).unwrap();
     let b = RawTensor::zeros(&[128, 10], &cpu()).unwrap();
-    assert_eq!(a.matmul(&b).unwrap_err().to_string(), "matmul: lhs [32, 784] rhs [128, 10]: inner dims 784 and 128 differ");
+    assert_eq!(
+        a.matmul(&b).unwrap_err().to_string(),
+        "matmul: lhs [32, 784] rhs [128, 10]: inner dims 784 and 128 differ"
+    );
     let err = a.add(&b).unwrap_err();
     assert!(matches!(err, Error::Shape { op: "add", .. }), "{err}");
     assert!(matches!(a.reshape(&[7, 7]), Err(Error::Shape { op: "reshape", .. })));

@@ -9,18 +9,20 @@ pub mod backend;
 mod device;
 mod error;
 pub mod layout;
+pub mod loss;
 mod model;
 pub mod nn;
 mod ops;
 pub mod rng;
-pub mod testing;
 mod tensor;
+pub mod testing;
 
 pub use autograd::{no_grad, Gradients};
 pub use device::Device;
 pub use error::{Error, Result};
 pub use layout::Layout;
 pub use model::Model;
+pub use ops::RunningStats;
 pub use tensor::{RawTensor, Shape, Shape1, Shape2, Shape3, Shape4, Tensor, TensorId};
 
 /// The names most programs need.
