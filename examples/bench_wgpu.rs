@@ -29,12 +29,7 @@ fn random(b: &WgpuBackend, len: usize, seed: u64) -> Result<Storage> {
 }
 
 /// Median seconds of `repeats` timed runs of `work`, after `warmup` untimed ones.
-fn time(
-    b: &WgpuBackend,
-    warmup: usize,
-    repeats: usize,
-    work: &dyn Fn() -> Result<()>,
-) -> Result<f64> {
+fn time(b: &WgpuBackend, warmup: usize, repeats: usize, work: &dyn Fn() -> Result<()>) -> Result<f64> {
     for _ in 0..warmup {
         work()?;
     }
@@ -89,15 +84,9 @@ fn bench_softmax(b: &WgpuBackend, rows: usize, cols: usize, repeats: usize) -> R
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
-    let out_path = args
-        .iter()
-        .find(|a| !a.starts_with("--"))
-        .cloned()
-        .unwrap_or_else(|| "bench_wgpu.json".into());
+    let out_path = args.iter().find(|a| !a.starts_with("--")).cloned().unwrap_or_else(|| "bench_wgpu.json".into());
     let Device::Wgpu(b) = Device::wgpu()? else {
-        return Err(rumus::Error::Gpu(
-            "Device::wgpu returned another device".into(),
-        ));
+        return Err(rumus::Error::Gpu("Device::wgpu returned another device".into()));
     };
     let ctx = b.context();
     println!(
@@ -106,26 +95,17 @@ fn main() -> Result<()> {
         ctx.has_subgroups(),
         ctx.has_timestamps()
     );
-    let (sizes, (rows, cols), repeats) = if quick {
-        (vec![128, 256], (4096, 1024), 3)
-    } else {
-        (vec![1024, 4096], (65536, 1024), 10)
-    };
+    let (sizes, (rows, cols), repeats) =
+        if quick { (vec![128, 256], (4096, 1024), 3) } else { (vec![1024, 4096], (65536, 1024), 10) };
     let mut rows_out = Vec::new();
     for size in sizes {
         rows_out.push(bench_matmul(&b, size, repeats)?);
     }
     rows_out.push(bench_softmax(&b, rows, cols, repeats)?);
 
-    println!(
-        "{:<18} {:>16} {:>12} {:>14}",
-        "kernel", "shape", "median ms", "rate"
-    );
+    println!("{:<18} {:>16} {:>12} {:>14}", "kernel", "shape", "median ms", "rate");
     for r in &rows_out {
-        println!(
-            "{:<18} {:>16} {:>12.3} {:>9.2} {}",
-            r.name, r.shape, r.median_ms, r.rate, r.unit
-        );
+        println!("{:<18} {:>16} {:>12.3} {:>9.2} {}", r.name, r.shape, r.median_ms, r.rate, r.unit);
     }
     let entries: Vec<String> = rows_out
         .iter()
@@ -143,8 +123,7 @@ fn main() -> Result<()> {
         ctx.has_timestamps(),
         entries.join(",\n")
     );
-    std::fs::write(&out_path, json)
-        .map_err(|e| rumus::Error::Gpu(format!("writing {out_path}: {e}")))?;
+    std::fs::write(&out_path, json).map_err(|e| rumus::Error::Gpu(format!("writing {out_path}: {e}")))?;
     println!("wrote {out_path}");
     Ok(())
 }

@@ -21,9 +21,7 @@ fn validate(name: &str, source: &str, caps: Capabilities) -> Result<usize, Strin
 #[test]
 fn every_shader_parses_and_validates() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
-    let read = |name: &str| {
-        std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
-    };
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
     let subgroup_prelude = read(PRELUDE_SUBGROUP);
     let shared_prelude = read(PRELUDE_SHARED);
     let no_subgroups = Capabilities::all()
@@ -38,44 +36,29 @@ fn every_shader_parses_and_validates() {
         .filter(|n| n.ends_with(".wgsl"))
         .collect();
     names.sort();
-    assert!(
-        names.len() >= 18,
-        "expected every kernel family in shaders/, found {names:?}"
-    );
+    assert!(names.len() >= 18, "expected every kernel family in shaders/, found {names:?}");
 
     let mut failures = Vec::new();
     let mut checked = 0;
     for name in &names {
         let source = read(name);
         if name.starts_with("prelude_") {
-            let caps = if name == PRELUDE_SHARED {
-                no_subgroups
-            } else {
-                Capabilities::all()
-            };
+            let caps = if name == PRELUDE_SHARED { no_subgroups } else { Capabilities::all() };
             if let Err(e) = validate(name, &source, caps) {
                 failures.push(e);
             }
             checked += 1;
             continue;
         }
-        let variants: Vec<(String, String, Capabilities)> =
-            if source.contains("wg_sum(") || source.contains("wg_max(") {
-                vec![
-                    (
-                        format!("{name} + subgroup prelude"),
-                        format!("{subgroup_prelude}\n{source}"),
-                        Capabilities::all(),
-                    ),
-                    (
-                        format!("{name} + shared prelude"),
-                        format!("{shared_prelude}\n{source}"),
-                        no_subgroups,
-                    ),
-                ]
-            } else {
-                vec![(name.clone(), source.clone(), no_subgroups)]
-            };
+        let variants: Vec<(String, String, Capabilities)> = if source.contains("wg_sum(") || source.contains("wg_max(")
+        {
+            vec![
+                (format!("{name} + subgroup prelude"), format!("{subgroup_prelude}\n{source}"), Capabilities::all()),
+                (format!("{name} + shared prelude"), format!("{shared_prelude}\n{source}"), no_subgroups),
+            ]
+        } else {
+            vec![(name.clone(), source.clone(), no_subgroups)]
+        };
         for (label, text, caps) in variants {
             match validate(&label, &text, caps) {
                 Ok(0) => failures.push(format!("{label}: no entry point")),
@@ -85,10 +68,5 @@ fn every_shader_parses_and_validates() {
             checked += 1;
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {checked} shader checks failed:\n{}",
-        failures.len(),
-        failures.join("\n\n")
-    );
+    assert!(failures.is_empty(), "{} of {checked} shader checks failed:\n{}", failures.len(), failures.join("\n\n"));
 }

@@ -37,20 +37,10 @@ fn positive(len: usize, seed: u64) -> Vec<f32> {
 }
 
 fn assert_close(what: &str, got: &[f32], want: &[f32], tol: f32) {
-    assert_eq!(
-        got.len(),
-        want.len(),
-        "{what}: length {} vs {}",
-        got.len(),
-        want.len()
-    );
+    assert_eq!(got.len(), want.len(), "{what}: length {} vs {}", got.len(), want.len());
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         let ok = (g - w).abs() <= tol * w.abs().max(1.0) || (g.is_nan() && w.is_nan()) || g == w;
-        assert!(
-            ok,
-            "{what}: element {i} of {}: wgpu {g}, cpu {w}",
-            got.len()
-        );
+        assert!(ok, "{what}: element {i} of {}: wgpu {g}, cpu {w}", got.len());
     }
 }
 
@@ -62,17 +52,11 @@ struct Input {
 }
 
 fn input(shape: &[usize], seed: u64) -> Input {
-    Input {
-        data: data(shape.iter().product(), seed),
-        shape: shape.to_vec(),
-    }
+    Input { data: data(shape.iter().product(), seed), shape: shape.to_vec() }
 }
 
 fn input_positive(shape: &[usize], seed: u64) -> Input {
-    Input {
-        data: positive(shape.iter().product(), seed),
-        shape: shape.to_vec(),
-    }
+    Input { data: positive(shape.iter().product(), seed), shape: shape.to_vec() }
 }
 
 /// Forward values and gradients of every input, on one device.
@@ -101,15 +85,8 @@ fn run_on(
 }
 
 /// Runs `f` on both devices and compares the forward and every input gradient.
-fn parity(
-    gpu: &Device,
-    name: &str,
-    inputs: &[Input],
-    tol: f32,
-    f: impl Fn(&[RawTensor]) -> Result<RawTensor>,
-) {
-    let (cf, cg) =
-        run_on(&Device::cpu(), inputs, &f).unwrap_or_else(|e| panic!("{name} on cpu: {e}"));
+fn parity(gpu: &Device, name: &str, inputs: &[Input], tol: f32, f: impl Fn(&[RawTensor]) -> Result<RawTensor>) {
+    let (cf, cg) = run_on(&Device::cpu(), inputs, &f).unwrap_or_else(|e| panic!("{name} on cpu: {e}"));
     let (gf, gg) = run_on(gpu, inputs, &f).unwrap_or_else(|e| panic!("{name} on wgpu: {e}"));
     assert_close(&format!("{name} forward"), &gf, &cf, tol);
     for (k, (g, c)) in gg.iter().zip(&cg).enumerate() {
@@ -144,11 +121,7 @@ fn unary_ops_match() {
     ];
     for len in [1usize, 63, 64, 65, 1000] {
         for (name, op, pos) in ops {
-            let x = if pos {
-                input_positive(&[len], len as u64)
-            } else {
-                input(&[len], len as u64)
-            };
+            let x = if pos { input_positive(&[len], len as u64) } else { input(&[len], len as u64) };
             parity(&gpu, &format!("{name}[{len}]"), &[x], 1e-4, |t| op(&t[0]));
         }
     }
@@ -166,24 +139,13 @@ fn binary_ops_broadcast_and_match() {
         ("maximum", |a, b| a.maximum(b)),
         ("minimum", |a, b| a.minimum(b)),
     ];
-    let shapes: [(&[usize], &[usize]); 5] = [
-        (&[1], &[1]),
-        (&[63], &[63]),
-        (&[2, 1, 65], &[64, 1]),
-        (&[65, 3], &[3]),
-        (&[4, 64], &[4, 1]),
-    ];
+    let shapes: [(&[usize], &[usize]); 5] =
+        [(&[1], &[1]), (&[63], &[63]), (&[2, 1, 65], &[64, 1]), (&[65, 3], &[3]), (&[4, 64], &[4, 1])];
     for (sa, sb) in shapes {
         for (name, op) in ops {
             let a = input(sa, 1);
-            let b = if name == "div" {
-                input_positive(sb, 2)
-            } else {
-                input(sb, 2)
-            };
-            parity(&gpu, &format!("{name}{sa:?}{sb:?}"), &[a, b], 1e-4, |t| {
-                op(&t[0], &t[1])
-            });
+            let b = if name == "div" { input_positive(sb, 2) } else { input(sb, 2) };
+            parity(&gpu, &format!("{name}{sa:?}{sb:?}"), &[a, b], 1e-4, |t| op(&t[0], &t[1]));
         }
     }
 }
@@ -193,95 +155,43 @@ fn ops_on_non_contiguous_views_match() {
     let Some(gpu) = wgpu_device() else { return };
     let x = input(&[6, 65], 3);
     let y = input(&[65, 6], 4);
-    parity(&gpu, "transpose add", &[x.clone(), y.clone()], 1e-4, |t| {
-        t[0].transpose(0, 1)?.add(&t[1])
+    parity(&gpu, "transpose add", &[x.clone(), y.clone()], 1e-4, |t| t[0].transpose(0, 1)?.add(&t[1]));
+    parity(&gpu, "narrow mul", std::slice::from_ref(&x), 1e-4, |t| t[0].narrow(1, 3, 60)?.mul(&t[0].narrow(1, 0, 57)?));
+    parity(&gpu, "narrow exp", std::slice::from_ref(&x), 1e-4, |t| t[0].narrow(0, 1, 5)?.exp());
+    parity(&gpu, "transpose sum", std::slice::from_ref(&x), 1e-4, |t| t[0].transpose(0, 1)?.sum(&[1], false));
+    parity(&gpu, "permute3 contiguous", &[input(&[3, 4, 5], 5)], 1e-4, |t| {
+        t[0].permute(&[2, 0, 1])?.contiguous()?.relu()
     });
-    parity(&gpu, "narrow mul", std::slice::from_ref(&x), 1e-4, |t| {
-        t[0].narrow(1, 3, 60)?.mul(&t[0].narrow(1, 0, 57)?)
+    parity(&gpu, "broadcast_to", &[input(&[1, 5], 6)], 1e-4, |t| t[0].broadcast_to(&[4, 5])?.mul_scalar(2.0));
+    parity(&gpu, "rank 7 view", &[input(&[2, 3, 2, 3, 2, 3, 2], 7)], 1e-4, |t| {
+        t[0].permute(&[6, 5, 4, 3, 2, 1, 0])?.add_scalar(1.0)
     });
-    parity(&gpu, "narrow exp", std::slice::from_ref(&x), 1e-4, |t| {
-        t[0].narrow(0, 1, 5)?.exp()
-    });
-    parity(&gpu, "transpose sum", std::slice::from_ref(&x), 1e-4, |t| {
-        t[0].transpose(0, 1)?.sum(&[1], false)
-    });
-    parity(
-        &gpu,
-        "permute3 contiguous",
-        &[input(&[3, 4, 5], 5)],
-        1e-4,
-        |t| t[0].permute(&[2, 0, 1])?.contiguous()?.relu(),
-    );
-    parity(&gpu, "broadcast_to", &[input(&[1, 5], 6)], 1e-4, |t| {
-        t[0].broadcast_to(&[4, 5])?.mul_scalar(2.0)
-    });
-    parity(
-        &gpu,
-        "rank 7 view",
-        &[input(&[2, 3, 2, 3, 2, 3, 2], 7)],
-        1e-4,
-        |t| t[0].permute(&[6, 5, 4, 3, 2, 1, 0])?.add_scalar(1.0),
-    );
 }
 
 #[test]
 fn reductions_match() {
     let Some(gpu) = wgpu_device() else { return };
-    for shape in [
-        &[1usize, 1][..],
-        &[63, 64],
-        &[65, 3],
-        &[3, 65],
-        &[2, 300, 5],
-    ] {
+    for shape in [&[1usize, 1][..], &[63, 64], &[65, 3], &[3, 65], &[2, 300, 5]] {
         for axis in 0..shape.len() as isize {
             let x = input(shape, 11);
-            parity(
-                &gpu,
-                &format!("sum{shape:?} axis {axis}"),
-                std::slice::from_ref(&x),
-                1e-4,
-                |t| t[0].sum(&[axis], false),
-            );
-            parity(
-                &gpu,
-                &format!("mean{shape:?} axis {axis}"),
-                std::slice::from_ref(&x),
-                1e-4,
-                |t| t[0].mean(&[axis], true),
-            );
-            parity(
-                &gpu,
-                &format!("max{shape:?} axis {axis}"),
-                std::slice::from_ref(&x),
-                1e-5,
-                |t| t[0].max(&[axis], false),
-            );
-            parity(
-                &gpu,
-                &format!("min{shape:?} axis {axis}"),
-                std::slice::from_ref(&x),
-                1e-5,
-                |t| t[0].min(&[axis], false),
-            );
-            let c = RawTensor::from_slice(&x.data, shape, &Device::cpu())
-                .unwrap()
-                .argmax(axis)
-                .unwrap();
-            let g = RawTensor::from_slice(&x.data, shape, &gpu)
-                .unwrap()
-                .argmax(axis)
-                .unwrap();
-            assert_eq!(
-                g.to_vec_u32().unwrap(),
-                c.to_vec_u32().unwrap(),
-                "argmax{shape:?} axis {axis}"
-            );
+            parity(&gpu, &format!("sum{shape:?} axis {axis}"), std::slice::from_ref(&x), 1e-4, |t| {
+                t[0].sum(&[axis], false)
+            });
+            parity(&gpu, &format!("mean{shape:?} axis {axis}"), std::slice::from_ref(&x), 1e-4, |t| {
+                t[0].mean(&[axis], true)
+            });
+            parity(&gpu, &format!("max{shape:?} axis {axis}"), std::slice::from_ref(&x), 1e-5, |t| {
+                t[0].max(&[axis], false)
+            });
+            parity(&gpu, &format!("min{shape:?} axis {axis}"), std::slice::from_ref(&x), 1e-5, |t| {
+                t[0].min(&[axis], false)
+            });
+            let c = RawTensor::from_slice(&x.data, shape, &Device::cpu()).unwrap().argmax(axis).unwrap();
+            let g = RawTensor::from_slice(&x.data, shape, &gpu).unwrap().argmax(axis).unwrap();
+            assert_eq!(g.to_vec_u32().unwrap(), c.to_vec_u32().unwrap(), "argmax{shape:?} axis {axis}");
         }
     }
-    parity(&gpu, "sum_all 100k", &[input(&[100_003], 12)], 1e-4, |t| {
-        t[0].sum_all()
-    });
+    parity(&gpu, "sum_all 100k", &[input(&[100_003], 12)], 1e-4, |t| t[0].sum_all());
 }
 
 #[test]
@@ -289,71 +199,35 @@ fn reductions_over_more_than_65535_rows_match() {
     let Some(gpu) = wgpu_device() else { return };
     for cols in [3, 33] {
         let x = input(&[70_000, cols], 13);
-        parity(
-            &gpu,
-            &format!("sum 70000x{cols}"),
-            std::slice::from_ref(&x),
-            1e-4,
-            |t| t[0].sum(&[1], false),
-        );
-        parity(&gpu, &format!("max 70000x{cols}"), &[x], 1e-5, |t| {
-            t[0].max(&[1], false)
-        });
+        parity(&gpu, &format!("sum 70000x{cols}"), std::slice::from_ref(&x), 1e-4, |t| t[0].sum(&[1], false));
+        parity(&gpu, &format!("max 70000x{cols}"), &[x], 1e-5, |t| t[0].max(&[1], false));
     }
     // One long row: split into chunks whose partials a second pass combines.
     let x = input(&[3, 50_001], 14);
-    parity(
-        &gpu,
-        "sum 3 long rows",
-        std::slice::from_ref(&x),
-        1e-4,
-        |t| t[0].sum(&[1], false),
-    );
-    parity(&gpu, "min 3 long rows", &[x], 1e-5, |t| {
-        t[0].min(&[1], false)
-    });
+    parity(&gpu, "sum 3 long rows", std::slice::from_ref(&x), 1e-4, |t| t[0].sum(&[1], false));
+    parity(&gpu, "min 3 long rows", &[x], 1e-5, |t| t[0].min(&[1], false));
 }
 
 #[test]
 fn matmul_matches() {
     let Some(gpu) = wgpu_device() else { return };
-    for (m, k, n) in [
-        (1, 1, 1),
-        (63, 64, 65),
-        (65, 63, 64),
-        (64, 65, 1),
-        (1, 130, 70),
-    ] {
+    for (m, k, n) in [(1, 1, 1), (63, 64, 65), (65, 63, 64), (64, 65, 1), (1, 130, 70)] {
         let a = input(&[m, k], 21);
         let b = input(&[k, n], 22);
-        parity(
-            &gpu,
-            &format!("matmul {m}x{k}x{n}"),
-            &[a.clone(), b.clone()],
-            1e-4,
-            |t| t[0].matmul(&t[1]),
-        );
+        parity(&gpu, &format!("matmul {m}x{k}x{n}"), &[a.clone(), b.clone()], 1e-4, |t| t[0].matmul(&t[1]));
     }
     // Transposed operands (strided views, no copies) and batch broadcasting.
     let a = input(&[65, 33], 23);
     let b = input(&[17, 65], 24);
-    parity(&gpu, "matmul aT bT", &[a, b], 1e-4, |t| {
-        t[0].transpose(0, 1)?.matmul(&t[1].transpose(0, 1)?)
-    });
+    parity(&gpu, "matmul aT bT", &[a, b], 1e-4, |t| t[0].transpose(0, 1)?.matmul(&t[1].transpose(0, 1)?));
     let a = input(&[3, 2, 9, 65], 25);
     let b = input(&[65, 7], 26);
-    parity(&gpu, "batched broadcast matmul", &[a, b], 1e-4, |t| {
-        t[0].matmul(&t[1])
-    });
+    parity(&gpu, "batched broadcast matmul", &[a, b], 1e-4, |t| t[0].matmul(&t[1]));
     let a = input(&[4, 10, 12], 27);
     let b = input(&[4, 10, 6], 28);
-    parity(&gpu, "batched aT b", &[a, b], 1e-4, |t| {
-        t[0].transpose(1, 2)?.matmul(&t[1])
-    });
+    parity(&gpu, "batched aT b", &[a, b], 1e-4, |t| t[0].transpose(1, 2)?.matmul(&t[1]));
     let (a, b) = (input(&[5, 12], 29), input(&[12, 6], 30));
-    parity(&gpu, "narrowed matmul", &[a, b], 1e-4, |t| {
-        t[0].narrow(1, 2, 9)?.matmul(&t[1].narrow(0, 1, 8)?)
-    });
+    parity(&gpu, "narrowed matmul", &[a, b], 1e-4, |t| t[0].narrow(1, 2, 9)?.matmul(&t[1].narrow(0, 1, 8)?));
 }
 
 #[test]
@@ -361,28 +235,13 @@ fn softmax_family_matches() {
     let Some(gpu) = wgpu_device() else { return };
     for cols in [1usize, 63, 64, 65, 600] {
         let x = input(&[3, cols], cols as u64);
-        parity(
-            &gpu,
-            &format!("softmax cols {cols}"),
-            std::slice::from_ref(&x),
-            1e-4,
-            |t| t[0].softmax(-1),
-        );
-        parity(&gpu, &format!("log_softmax cols {cols}"), &[x], 1e-4, |t| {
-            t[0].log_softmax(-1)
-        });
+        parity(&gpu, &format!("softmax cols {cols}"), std::slice::from_ref(&x), 1e-4, |t| t[0].softmax(-1));
+        parity(&gpu, &format!("log_softmax cols {cols}"), &[x], 1e-4, |t| t[0].log_softmax(-1));
     }
-    parity(&gpu, "softmax axis 0", &[input(&[65, 4], 31)], 1e-4, |t| {
-        t[0].softmax(0)
-    });
+    parity(&gpu, "softmax axis 0", &[input(&[65, 4], 31)], 1e-4, |t| t[0].softmax(0));
     // Large logits stay exact relative to the max.
-    let big = Input {
-        data: data(64, 32).iter().map(|v| v * 5e3).collect(),
-        shape: vec![2, 32],
-    };
-    parity(&gpu, "log_softmax large logits", &[big], 1e-4, |t| {
-        t[0].log_softmax(-1)
-    });
+    let big = Input { data: data(64, 32).iter().map(|v| v * 5e3).collect(), shape: vec![2, 32] };
+    parity(&gpu, "log_softmax large logits", &[big], 1e-4, |t| t[0].log_softmax(-1));
 }
 
 #[test]
@@ -392,20 +251,8 @@ fn softmax_over_more_than_65535_rows_matches() {
     // workgroups in one dispatch dimension).
     for cols in [5, 33] {
         let x = input(&[70_000, cols], 33);
-        parity(
-            &gpu,
-            &format!("softmax 70000x{cols}"),
-            std::slice::from_ref(&x),
-            1e-4,
-            |t| t[0].softmax(-1),
-        );
-        parity(
-            &gpu,
-            &format!("log_softmax 70000x{cols}"),
-            &[x],
-            1e-4,
-            |t| t[0].log_softmax(-1),
-        );
+        parity(&gpu, &format!("softmax 70000x{cols}"), std::slice::from_ref(&x), 1e-4, |t| t[0].softmax(-1));
+        parity(&gpu, &format!("log_softmax 70000x{cols}"), &[x], 1e-4, |t| t[0].log_softmax(-1));
     }
 }
 
@@ -449,19 +296,14 @@ fn kernel_parity(name: &str, tol: f32, f: impl Fn(&dyn Backend) -> Result<Vec<St
     };
     let shared = WgpuBackend::with_shared_memory_reductions().unwrap();
     let cpu = CpuBackend;
-    let want: Vec<Out> = f(&cpu)
-        .unwrap_or_else(|e| panic!("{name} on cpu: {e}"))
-        .iter()
-        .map(|s| read(&cpu, s))
-        .collect();
+    let want: Vec<Out> =
+        f(&cpu).unwrap_or_else(|e| panic!("{name} on cpu: {e}")).iter().map(|s| read(&cpu, s)).collect();
     for (variant, backend) in [("subgroups", &*gpu), ("shared memory", &shared)] {
         let got = f(backend).unwrap_or_else(|e| panic!("{name} on wgpu ({variant}): {e}"));
         assert_eq!(got.len(), want.len());
         for (k, (g, w)) in got.iter().zip(&want).enumerate() {
             match (read(backend, g), w) {
-                (Out::F(g), Out::F(w)) => {
-                    assert_close(&format!("{name} output {k} ({variant})"), &g, w, tol)
-                }
+                (Out::F(g), Out::F(w)) => assert_close(&format!("{name} output {k} ({variant})"), &g, w, tol),
                 (Out::U(g), Out::U(w)) => assert_eq!(&g, w, "{name} output {k} ({variant})"),
                 (g, w) => panic!("{name} output {k}: dtype differs: {g:?} vs {w:?}"),
             }
@@ -471,21 +313,12 @@ fn kernel_parity(name: &str, tol: f32, f: impl Fn(&dyn Backend) -> Result<Vec<St
 
 #[test]
 fn memory_kernels_match() {
-    kernel_parity("full", 0.0, |b| {
-        Ok(vec![b.full(65, 2.5)?, b.full(1, 0.0)?, b.full(0, 1.0)?])
-    });
-    kernel_parity("from/to", 0.0, |b| {
-        Ok(vec![
-            b.from_f32(&data(63, 1))?,
-            b.from_u32(&[7, 0, u32::MAX])?,
-        ])
-    });
+    kernel_parity("full", 0.0, |b| Ok(vec![b.full(65, 2.5)?, b.full(1, 0.0)?, b.full(0, 1.0)?]));
+    kernel_parity("from/to", 0.0, |b| Ok(vec![b.from_f32(&data(63, 1))?, b.from_u32(&[7, 0, u32::MAX])?]));
     kernel_parity("copy into a sub-view", 0.0, |b| {
         let src = b.from_f32(&data(12, 2))?;
         let dst = b.full(40, -1.0)?;
-        let dst_view = Layout::contiguous(&[5, 8])
-            .narrow(1, 2, 6)?
-            .narrow(0, 1, 4)?;
+        let dst_view = Layout::contiguous(&[5, 8]).narrow(1, 2, 6)?.narrow(0, 1, 4)?;
         let src_view = Layout::contiguous(&[4, 3]).permute(&[1, 0])?;
         b.copy_strided(&src, &src_view, &dst, &dst_view)?;
         Ok(vec![dst])
@@ -498,9 +331,7 @@ fn memory_kernels_match() {
     });
     kernel_parity("strided readback", 0.0, |b| {
         let s = b.from_f32(&data(30, 4))?;
-        let view = Layout::contiguous(&[5, 6])
-            .permute(&[1, 0])?
-            .narrow(0, 1, 4)?;
+        let view = Layout::contiguous(&[5, 6]).permute(&[1, 0])?.narrow(0, 1, 4)?;
         let host = b.to_f32(&s, &view)?;
         Ok(vec![b.from_f32(&host)?])
     });
@@ -513,93 +344,39 @@ fn random_streams_match_bit_for_bit() {
     };
     let cpu = CpuBackend;
     let layout = Layout::contiguous(&[100_000]);
-    let u = |b: &dyn Backend| {
-        b.to_f32(
-            &b.random(RandomKind::Uniform, 100_000, 1234).unwrap(),
-            &layout,
-        )
-        .unwrap()
-    };
+    let u = |b: &dyn Backend| b.to_f32(&b.random(RandomKind::Uniform, 100_000, 1234).unwrap(), &layout).unwrap();
     assert_eq!(u(&*gpu), u(&cpu), "uniform stream must be identical");
-    kernel_parity("normal", 1e-5, |b| {
-        Ok(vec![b.random(RandomKind::Normal, 10_000, 77)?])
-    });
+    kernel_parity("normal", 1e-5, |b| Ok(vec![b.random(RandomKind::Normal, 10_000, 77)?]));
 }
 
 #[test]
 fn cross_entropy_kernels_match() {
-    for (rows, classes, smoothing) in [
-        (1usize, 1usize, 0.0f32),
-        (63, 10, 0.0),
-        (65, 64, 0.1),
-        (70_000, 3, 0.0),
-        (70_000, 33, 0.1),
-        (4, 300, 0.2),
-    ] {
+    for (rows, classes, smoothing) in
+        [(1usize, 1usize, 0.0f32), (63, 10, 0.0), (65, 64, 0.1), (70_000, 3, 0.0), (70_000, 33, 0.1), (4, 300, 0.2)]
+    {
         let logits = data(rows * classes, 51);
-        let targets: Vec<u32> = (0..rows as u32)
-            .map(|r| (r * 7 + 3) % classes as u32)
-            .collect();
+        let targets: Vec<u32> = (0..rows as u32).map(|r| (r * 7 + 3) % classes as u32).collect();
         let grad_rows = positive(rows, 52);
-        let args = CrossEntropyArgs {
-            rows,
-            classes,
-            smoothing,
-        };
-        kernel_parity(
-            &format!("cross_entropy {rows}x{classes} s={smoothing}"),
-            1e-4,
-            |b| {
-                let x = b.from_f32(&logits)?;
-                let t = b.from_u32(&targets)?;
-                let g = b.from_f32(&grad_rows)?;
-                Ok(vec![
-                    b.cross_entropy(&x, &t, &args)?,
-                    b.cross_entropy_backward(&x, &t, &g, &args)?,
-                ])
-            },
-        );
+        let args = CrossEntropyArgs { rows, classes, smoothing };
+        kernel_parity(&format!("cross_entropy {rows}x{classes} s={smoothing}"), 1e-4, |b| {
+            let x = b.from_f32(&logits)?;
+            let t = b.from_u32(&targets)?;
+            let g = b.from_f32(&grad_rows)?;
+            Ok(vec![b.cross_entropy(&x, &t, &args)?, b.cross_entropy_backward(&x, &t, &g, &args)?])
+        });
     }
 }
 
 #[test]
 fn reduce_and_softmax_kernels_match_on_both_reduction_paths() {
     for dims in [
-        ReduceDims {
-            outer: 1,
-            len: 1,
-            inner: 1,
-        },
-        ReduceDims {
-            outer: 3,
-            len: 1000,
-            inner: 1,
-        },
-        ReduceDims {
-            outer: 70_000,
-            len: 2,
-            inner: 1,
-        },
-        ReduceDims {
-            outer: 70_000,
-            len: 33,
-            inner: 1,
-        },
-        ReduceDims {
-            outer: 2,
-            len: 100_000,
-            inner: 1,
-        },
-        ReduceDims {
-            outer: 2,
-            len: 65,
-            inner: 63,
-        },
-        ReduceDims {
-            outer: 4,
-            len: 0,
-            inner: 1,
-        },
+        ReduceDims { outer: 1, len: 1, inner: 1 },
+        ReduceDims { outer: 3, len: 1000, inner: 1 },
+        ReduceDims { outer: 70_000, len: 2, inner: 1 },
+        ReduceDims { outer: 70_000, len: 33, inner: 1 },
+        ReduceDims { outer: 2, len: 100_000, inner: 1 },
+        ReduceDims { outer: 2, len: 65, inner: 63 },
+        ReduceDims { outer: 4, len: 0, inner: 1 },
     ] {
         let x = data(dims.outer * dims.len * dims.inner, 61);
         kernel_parity(&format!("reduce {dims:?}"), 1e-4, |b| {
@@ -668,10 +445,7 @@ fn convolution_and_pooling_kernels_match() {
     ];
     for g in geoms {
         let x = data(g.batch * g.channels * g.in_h * g.in_w, 71);
-        let cols = data(
-            g.batch * g.channels * g.kernel_h * g.kernel_w * g.out_h * g.out_w,
-            72,
-        );
+        let cols = data(g.batch * g.channels * g.kernel_h * g.kernel_w * g.out_h * g.out_w, 72);
         let pooled_grad = data(g.batch * g.channels * g.out_h * g.out_w, 73);
         kernel_parity(&format!("conv/pool {g:?}"), 1e-4, |b| {
             let xs = b.from_f32(&x)?;
@@ -688,73 +462,37 @@ fn convolution_and_pooling_kernels_match() {
             ])
         });
     }
-    for (h, w, oh, ow) in [
-        (7usize, 9usize, 3usize, 4usize),
-        (5, 5, 1, 1),
-        (4, 6, 4, 6),
-        (3, 3, 5, 2),
-    ] {
-        let g = ConvGeom {
-            out_h: oh,
-            out_w: ow,
-            ..geom(2, 3, (h, w), 1, 1, 0, 1)
-        };
+    for (h, w, oh, ow) in [(7usize, 9usize, 3usize, 4usize), (5, 5, 1, 1), (4, 6, 4, 6), (3, 3, 5, 2)] {
+        let g = ConvGeom { out_h: oh, out_w: ow, ..geom(2, 3, (h, w), 1, 1, 0, 1) };
         let x = data(2 * 3 * h * w, 74);
         let grad = data(2 * 3 * oh * ow, 75);
-        kernel_parity(
-            &format!("adaptive_avg_pool {h}x{w} -> {oh}x{ow}"),
-            1e-4,
-            |b| {
-                Ok(vec![
-                    b.adaptive_avg_pool2d(&b.from_f32(&x)?, &g)?,
-                    b.adaptive_avg_pool2d_backward(&b.from_f32(&grad)?, &g)?,
-                ])
-            },
-        );
+        kernel_parity(&format!("adaptive_avg_pool {h}x{w} -> {oh}x{ow}"), 1e-4, |b| {
+            Ok(vec![
+                b.adaptive_avg_pool2d(&b.from_f32(&x)?, &g)?,
+                b.adaptive_avg_pool2d_backward(&b.from_f32(&grad)?, &g)?,
+            ])
+        });
     }
 }
 
 #[test]
 fn indexing_kernels_match() {
-    for (outer, len, inner, count) in [
-        (1usize, 1usize, 1usize, 1usize),
-        (2, 10, 3, 7),
-        (3, 65, 64, 100),
-        (1, 5, 63, 65),
-    ] {
+    for (outer, len, inner, count) in
+        [(1usize, 1usize, 1usize, 1usize), (2, 10, 3, 7), (3, 65, 64, 100), (1, 5, 63, 65)]
+    {
         let x = data(outer * len * inner, 81);
-        let idx: Vec<u32> = (0..count as u32)
-            .map(|j| (j * 13 + 1) % len as u32)
-            .collect();
+        let idx: Vec<u32> = (0..count as u32).map(|j| (j * 13 + 1) % len as u32).collect();
         let grad = data(outer * count * inner, 82);
-        let args = IndexArgs {
-            outer,
-            len,
-            inner,
-            count,
-        };
+        let args = IndexArgs { outer, len, inner, count };
         kernel_parity(&format!("index {args:?}"), 1e-4, |b| {
             let i = b.from_u32(&idx)?;
-            Ok(vec![
-                b.index_select(&b.from_f32(&x)?, &i, &args)?,
-                b.index_add(&b.from_f32(&grad)?, &i, &args)?,
-            ])
+            Ok(vec![b.index_select(&b.from_f32(&x)?, &i, &args)?, b.index_add(&b.from_f32(&grad)?, &i, &args)?])
         });
-        let gidx: Vec<u32> = (0..(outer * count * inner) as u32)
-            .map(|j| (j * 7 + 5) % len as u32)
-            .collect();
-        let gargs = GatherArgs {
-            outer,
-            len,
-            inner,
-            count,
-        };
+        let gidx: Vec<u32> = (0..(outer * count * inner) as u32).map(|j| (j * 7 + 5) % len as u32).collect();
+        let gargs = GatherArgs { outer, len, inner, count };
         kernel_parity(&format!("gather {gargs:?}"), 1e-4, |b| {
             let i = b.from_u32(&gidx)?;
-            Ok(vec![
-                b.gather(&b.from_f32(&x)?, &i, &gargs)?,
-                b.scatter_add(&b.from_f32(&grad)?, &i, &gargs)?,
-            ])
+            Ok(vec![b.gather(&b.from_f32(&x)?, &i, &gargs)?, b.scatter_add(&b.from_f32(&grad)?, &i, &gargs)?])
         });
     }
 }
@@ -813,29 +551,12 @@ fn optimizer_kernels_match() {
             decoupled: false,
             step: 3,
         },
-        OptimizerStep::RmsProp {
-            lr: 1e-2,
-            alpha: 0.99,
-            eps: 1e-8,
-            weight_decay: 0.0,
-            momentum: 0.0,
-        },
-        OptimizerStep::RmsProp {
-            lr: 1e-2,
-            alpha: 0.9,
-            eps: 1e-8,
-            weight_decay: 0.1,
-            momentum: 0.5,
-        },
+        OptimizerStep::RmsProp { lr: 1e-2, alpha: 0.99, eps: 1e-8, weight_decay: 0.0, momentum: 0.0 },
+        OptimizerStep::RmsProp { lr: 1e-2, alpha: 0.9, eps: 1e-8, weight_decay: 0.1, momentum: 0.5 },
     ];
     for len in [1usize, 65, 1000] {
         for step in steps {
-            let (p, g, s0, s1) = (
-                data(len, 91),
-                data(len, 92),
-                data(len, 93),
-                positive(len, 94),
-            );
+            let (p, g, s0, s1) = (data(len, 91), data(len, 92), data(len, 93), positive(len, 94));
             kernel_parity(&format!("{step:?} len {len}"), 1e-5, |b| {
                 let (ps, gs) = (b.from_f32(&p)?, b.from_f32(&g)?);
                 let (a, c) = (b.from_f32(&s0)?, b.from_f32(&s1)?);
@@ -859,9 +580,7 @@ fn device_handles_share_one_context_and_errors_are_clean() {
     let b = RawTensor::ones(&[3], &Device::cpu()).unwrap();
     assert!(a.add(&b).is_err());
     // A tensor beyond the largest storage binding is a clean Gpu error.
-    let Device::Wgpu(backend) = &gpu else {
-        unreachable!()
-    };
+    let Device::Wgpu(backend) = &gpu else { unreachable!() };
     let too_big = (backend.context().limits().max_storage_buffer_binding_size / 4 + 1024) as usize;
     match backend.full(too_big, 1.0) {
         Err(rumus::Error::Gpu(msg)) => assert!(msg.contains("exceeds"), "{msg}"),
@@ -869,13 +588,5 @@ fn device_handles_share_one_context_and_errors_are_clean() {
     }
     // Moving between devices round-trips.
     let x = RawTensor::from_vec(data(10, 5), &[2, 5], &Device::cpu()).unwrap();
-    assert_eq!(
-        x.to_device(&gpu)
-            .unwrap()
-            .to_device(&Device::cpu())
-            .unwrap()
-            .to_vec()
-            .unwrap(),
-        x.to_vec().unwrap()
-    );
+    assert_eq!(x.to_device(&gpu).unwrap().to_device(&Device::cpu()).unwrap().to_vec().unwrap(), x.to_vec().unwrap());
 }

@@ -40,17 +40,10 @@ fn setup(device: &Device) -> Result<Setup> {
     let params = named_params(&model);
     let state = params
         .iter()
-        .map(|(_, p)| {
-            Ok([
-                RawTensor::zeros(p.shape(), device)?,
-                RawTensor::zeros(p.shape(), device)?,
-            ])
-        })
+        .map(|(_, p)| Ok([RawTensor::zeros(p.shape(), device)?, RawTensor::zeros(p.shape(), device)?]))
         .collect::<Result<Vec<_>>>()?;
     let mut rng = rumus::rng::Rng::new(5);
-    let xs: Vec<f32> = (0..BATCH * FEATURES)
-        .map(|_| rng.uniform() * 2.0 - 1.0)
-        .collect();
+    let xs: Vec<f32> = (0..BATCH * FEATURES).map(|_| rng.uniform() * 2.0 - 1.0).collect();
     let mut onehot = vec![0.0; BATCH * CLASSES];
     for r in 0..BATCH {
         onehot[r * CLASSES + rng.below(CLASSES)] = 1.0;
@@ -67,11 +60,7 @@ fn setup(device: &Device) -> Result<Setup> {
 /// Forward, mean negative log-likelihood, backward and one Adam step; returns the loss tensor.
 fn step(s: &Setup, t: u32) -> Result<RawTensor> {
     let logits = s.model.forward_raw(&s.x)?;
-    let loss = logits
-        .log_softmax(-1)?
-        .mul(&s.onehot)?
-        .sum_all()?
-        .mul_scalar(-1.0 / BATCH as f32)?;
+    let loss = logits.log_softmax(-1)?.mul(&s.onehot)?.sum_all()?.mul_scalar(-1.0 / BATCH as f32)?;
     let grads = loss.backward()?;
     let adam = OptimizerStep::Adam {
         lr: 1e-2,
@@ -83,9 +72,7 @@ fn step(s: &Setup, t: u32) -> Result<RawTensor> {
         step: t,
     };
     for ((name, p), [m, v]) in s.params.iter().zip(&s.state) {
-        let g = grads
-            .get(p.tensor())
-            .ok_or_else(|| rumus::Error::Autograd(format!("no gradient for {name}")))?;
+        let g = grads.get(p.tensor()).ok_or_else(|| rumus::Error::Autograd(format!("no gradient for {name}")))?;
         let g = g.contiguous()?;
         let backend = p.tensor().device().backend();
         backend.optimizer_step(
@@ -110,39 +97,19 @@ fn training_step_makes_no_hidden_transfers_and_matches_cpu() -> Result<()> {
     let before = transfer_count();
     let loss = step(&on_gpu, 1)?;
     let loss2 = step(&on_gpu, 2)?;
-    assert_eq!(
-        transfer_count(),
-        before,
-        "a training step read data back to the host"
-    );
+    assert_eq!(transfer_count(), before, "a training step read data back to the host");
     let first = loss.item()?;
-    assert_eq!(
-        transfer_count(),
-        before + 1,
-        "reading the loss is exactly one transfer"
-    );
+    assert_eq!(transfer_count(), before + 1, "reading the loss is exactly one transfer");
 
     let cpu_first = step(&on_cpu, 1)?.item()?;
     let cpu_second = step(&on_cpu, 2)?.item()?;
-    assert!(
-        (first - cpu_first).abs() < 1e-4,
-        "loss: wgpu {first}, cpu {cpu_first}"
-    );
+    assert!((first - cpu_first).abs() < 1e-4, "loss: wgpu {first}, cpu {cpu_first}");
     let second = loss2.item()?;
-    assert!(
-        (second - cpu_second).abs() < 1e-4,
-        "second loss: wgpu {second}, cpu {cpu_second}"
-    );
-    assert!(
-        second < first,
-        "the optimizer step should lower the loss: {first} -> {second}"
-    );
+    assert!((second - cpu_second).abs() < 1e-4, "second loss: wgpu {second}, cpu {cpu_second}");
+    assert!(second < first, "the optimizer step should lower the loss: {first} -> {second}");
     for ((name, g), (_, c)) in on_gpu.params.iter().zip(&on_cpu.params) {
         for (i, (a, b)) in g.to_vec()?.iter().zip(c.to_vec()?).enumerate() {
-            assert!(
-                (a - b).abs() < 1e-4,
-                "{name}[{i}] after two steps: wgpu {a}, cpu {b}"
-            );
+            assert!((a - b).abs() < 1e-4, "{name}[{i}] after two steps: wgpu {a}, cpu {b}");
         }
     }
     Ok(())

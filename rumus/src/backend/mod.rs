@@ -6,8 +6,8 @@
 
 pub mod cpu;
 mod kernel_args;
-pub mod wgpu;
 mod storage;
+pub mod wgpu;
 
 pub use kernel_args::*;
 pub use storage::{DType, Storage};

@@ -20,8 +20,7 @@ pub struct WgpuContext {
 
 static CONTEXT: OnceLock<std::result::Result<Arc<WgpuContext>, String>> = OnceLock::new();
 
-const NO_ADAPTER_HELP: &str =
-    "no wgpu adapter found. Install a Vulkan driver for your GPU, or Mesa's \
+const NO_ADAPTER_HELP: &str = "no wgpu adapter found. Install a Vulkan driver for your GPU, or Mesa's \
      lavapipe CPU emulation for testing (`apt-get install mesa-vulkan-drivers libvulkan1`), or use \
      Device::cpu()";
 
@@ -29,10 +28,7 @@ impl WgpuContext {
     /// The shared context, created on the first call. Every later call returns the same one (or
     /// the same error).
     pub fn get() -> Result<Arc<WgpuContext>> {
-        CONTEXT
-            .get_or_init(|| Self::create().map(Arc::new))
-            .clone()
-            .map_err(Error::Gpu)
+        CONTEXT.get_or_init(|| Self::create().map(Arc::new)).clone().map_err(Error::Gpu)
     }
 
     fn create() -> std::result::Result<WgpuContext, String> {
@@ -46,8 +42,8 @@ impl WgpuContext {
             // Real limits: bucketing only matters for untrusted (browser) content.
             apply_limit_buckets: false,
         };
-        let adapter = pollster::block_on(instance.request_adapter(&options))
-            .map_err(|e| format!("{NO_ADAPTER_HELP} ({e})"))?;
+        let adapter =
+            pollster::block_on(instance.request_adapter(&options)).map_err(|e| format!("{NO_ADAPTER_HELP} ({e})"))?;
         let info = adapter.get_info();
         let available = adapter.features();
         // Ask only for what the kernels use. Never SHADER_F16: no kernel needs it, and adapters
@@ -64,13 +60,8 @@ impl WgpuContext {
             memory_hints: ::wgpu::MemoryHints::Performance,
             trace: ::wgpu::Trace::Off,
         };
-        let (device, queue) =
-            pollster::block_on(adapter.request_device(&device_desc)).map_err(|e| {
-                format!(
-                    "cannot open the wgpu device on adapter {:?}: {e}",
-                    info.name
-                )
-            })?;
+        let (device, queue) = pollster::block_on(adapter.request_device(&device_desc))
+            .map_err(|e| format!("cannot open the wgpu device on adapter {:?}: {e}", info.name))?;
         let uncaptured = Arc::new(Mutex::new(None::<String>));
         let sink = uncaptured.clone();
         // The default handler panics; keep the first message and report it as an error instead.
@@ -98,10 +89,7 @@ impl WgpuContext {
 
     /// True when the adapter is a real GPU (not a CPU emulation such as lavapipe).
     pub fn is_hardware(&self) -> bool {
-        matches!(
-            self.info.device_type,
-            ::wgpu::DeviceType::DiscreteGpu | ::wgpu::DeviceType::IntegratedGpu
-        )
+        matches!(self.info.device_type, ::wgpu::DeviceType::DiscreteGpu | ::wgpu::DeviceType::IntegratedGpu)
     }
 
     /// Whether reductions use subgroup operations on this adapter.

@@ -51,11 +51,7 @@ impl Recorder {
             mapped_at_creation: false,
         });
         Recorder {
-            pending: Mutex::new(Pending {
-                encoder: None,
-                params: vec![0; slot * MAX_PENDING],
-                dispatches: 0,
-            }),
+            pending: Mutex::new(Pending { encoder: None, params: vec![0; slot * MAX_PENDING], dispatches: 0 }),
             params_buffer,
             slot,
         }
@@ -67,10 +63,7 @@ impl Recorder {
 
     fn encoder<'a>(ctx: &WgpuContext, pending: &'a mut Pending) -> &'a mut ::wgpu::CommandEncoder {
         pending.encoder.get_or_insert_with(|| {
-            ctx.device
-                .create_command_encoder(&::wgpu::CommandEncoderDescriptor {
-                    label: Some("rumus"),
-                })
+            ctx.device.create_command_encoder(&::wgpu::CommandEncoderDescriptor { label: Some("rumus") })
         })
     }
 
@@ -84,10 +77,7 @@ impl Recorder {
         groups: [u32; 3],
     ) -> Result<()> {
         if params.len() > PARAM_BYTES {
-            return Err(Error::Gpu(format!(
-                "kernel parameters of {} bytes exceed {PARAM_BYTES}",
-                params.len()
-            )));
+            return Err(Error::Gpu(format!("kernel parameters of {} bytes exceed {PARAM_BYTES}", params.len())));
         }
         if groups.contains(&0) {
             return Ok(());
@@ -126,10 +116,8 @@ impl Recorder {
         });
         let encoder = Self::encoder(ctx, &mut pending);
         {
-            let mut pass = encoder.begin_compute_pass(&::wgpu::ComputePassDescriptor {
-                label: None,
-                timestamp_writes: None,
-            });
+            let mut pass =
+                encoder.begin_compute_pass(&::wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
             pass.set_pipeline(&kernel.pipeline);
             pass.set_bind_group(0, &bind_group, &[]);
             pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
@@ -149,11 +137,7 @@ impl Recorder {
             return Ok(());
         };
         if pending.dispatches > 0 {
-            ctx.queue.write_buffer(
-                &self.params_buffer,
-                0,
-                &pending.params[..pending.dispatches * self.slot],
-            );
+            ctx.queue.write_buffer(&self.params_buffer, 0, &pending.params[..pending.dispatches * self.slot]);
         }
         pending.dispatches = 0;
         ctx.queue.submit([encoder.finish()]);
@@ -176,13 +160,7 @@ impl Recorder {
     }
 
     /// Copies `bytes` bytes at `offset` of `buffer` to the host (a counted transfer).
-    pub fn read(
-        &self,
-        ctx: &WgpuContext,
-        buffer: &::wgpu::Buffer,
-        offset: u64,
-        bytes: u64,
-    ) -> Result<Vec<u8>> {
+    pub fn read(&self, ctx: &WgpuContext, buffer: &::wgpu::Buffer, offset: u64, bytes: u64) -> Result<Vec<u8>> {
         TRANSFERS.fetch_add(1, Ordering::Relaxed);
         if bytes == 0 {
             return Ok(Vec::new());
@@ -193,9 +171,7 @@ impl Recorder {
             usage: ::wgpu::BufferUsages::MAP_READ | ::wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        self.record(ctx, |enc| {
-            enc.copy_buffer_to_buffer(buffer, offset, &staging, 0, bytes)
-        });
+        self.record(ctx, |enc| enc.copy_buffer_to_buffer(buffer, offset, &staging, 0, bytes));
         self.submit(ctx)?;
         let (tx, rx) = std::sync::mpsc::channel();
         staging.map_async(::wgpu::MapMode::Read, .., move |r| {
@@ -211,9 +187,7 @@ impl Recorder {
             Err(_) => return Err(Error::Gpu("readback was never mapped".into())),
         }
         let data = {
-            let view = staging
-                .get_mapped_range(..)
-                .map_err(|e| Error::Gpu(format!("reading back: {e}")))?;
+            let view = staging.get_mapped_range(..).map_err(|e| Error::Gpu(format!("reading back: {e}")))?;
             view.to_vec()
         };
         staging.unmap();

@@ -111,14 +111,11 @@ impl WgpuBackend {
             self.synchronize()?;
             return Ok(start.elapsed().as_secs_f64());
         }
-        let queries = self
-            .ctx
-            .device
-            .create_query_set(&::wgpu::QuerySetDescriptor {
-                label: Some("rumus timer"),
-                ty: ::wgpu::QueryType::Timestamp,
-                count: 2,
-            });
+        let queries = self.ctx.device.create_query_set(&::wgpu::QuerySetDescriptor {
+            label: Some("rumus timer"),
+            ty: ::wgpu::QueryType::Timestamp,
+            count: 2,
+        });
         let resolved = self.ctx.device.create_buffer(&::wgpu::BufferDescriptor {
             label: Some("rumus timer"),
             size: 16,
@@ -141,16 +138,11 @@ impl WgpuBackend {
         mark(Some(0), None);
         work()?;
         mark(None, Some(1));
-        self.recorder.record(&self.ctx, |enc| {
-            enc.resolve_query_set(&queries, 0..2, &resolved, 0)
-        });
+        self.recorder.record(&self.ctx, |enc| enc.resolve_query_set(&queries, 0..2, &resolved, 0));
         let bytes = self.recorder.read(&self.ctx, &resolved, 0, 16)?;
         let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&bytes);
         let &[start, end] = ticks.as_slice() else {
-            return Err(Error::Gpu(format!(
-                "timer read {} timestamps, expected 2",
-                ticks.len()
-            )));
+            return Err(Error::Gpu(format!("timer read {} timestamps, expected 2", ticks.len())));
         };
         let period_ns = self.ctx.queue.get_timestamp_period() as f64;
         Ok(end.saturating_sub(start) as f64 * period_ns * 1e-9)
@@ -165,15 +157,8 @@ impl WgpuBackend {
 
     fn alloc(&self, len: usize, dtype: DType, op: &str) -> Result<Arc<WgpuStorage>> {
         let bytes = (len as u64 * 4).max(4);
-        let buffer = self
-            .pool
-            .acquire(&self.ctx.device, &self.ctx.limits, bytes, op)?;
-        Ok(Arc::new(WgpuStorage::new(
-            buffer,
-            len,
-            dtype,
-            self.pool.clone(),
-        )))
+        let buffer = self.pool.acquire(&self.ctx.device, &self.ctx.limits, bytes, op)?;
+        Ok(Arc::new(WgpuStorage::new(buffer, len, dtype, self.pool.clone())))
     }
 
     /// Workgroups covering `threads` invocations of a 256-wide kernel, split over x and y so no
@@ -187,9 +172,7 @@ impl WgpuBackend {
         let x = groups.min(max);
         let y = groups.div_ceil(x.max(1));
         if y > max {
-            return Err(Error::Gpu(format!(
-                "{op}: {groups} workgroups exceed the adapter's dispatch limit"
-            )));
+            return Err(Error::Gpu(format!("{op}: {groups} workgroups exceed the adapter's dispatch limit")));
         }
         Ok([x as u32, y as u32, 1])
     }
@@ -210,11 +193,8 @@ impl WgpuBackend {
         buffers: &[Binding<'_>],
         groups: [u32; 3],
     ) -> Result<()> {
-        let kernel = self
-            .pipelines
-            .get(&self.ctx.device, shader, entry, signature)?;
-        self.recorder
-            .dispatch(&self.ctx, &kernel, cast_slice(params), buffers, groups)
+        let kernel = self.pipelines.get(&self.ctx.device, shader, entry, signature)?;
+        self.recorder.dispatch(&self.ctx, &kernel, cast_slice(params), buffers, groups)
     }
 
     fn output(&self, storage: Arc<WgpuStorage>) -> Storage {
@@ -238,20 +218,12 @@ impl WgpuBackend {
                 .copy_from_slice(bytes);
             staging.unmap();
             let size = bytes.len() as u64;
-            self.recorder.record(&self.ctx, |enc| {
-                enc.copy_buffer_to_buffer(&staging, 0, out.buffer(), 0, size)
-            });
+            self.recorder.record(&self.ctx, |enc| enc.copy_buffer_to_buffer(&staging, 0, out.buffer(), 0, size));
         }
         Ok(self.output(out))
     }
 
-    fn read_words(
-        &self,
-        src: &Storage,
-        layout: &Layout,
-        dtype: DType,
-        op: &'static str,
-    ) -> Result<Vec<u8>> {
+    fn read_words(&self, src: &Storage, layout: &Layout, dtype: DType, op: &'static str) -> Result<Vec<u8>> {
         let s = gpu(src, dtype, op)?;
         let n = layout.numel();
         if n == 0 {
@@ -259,12 +231,7 @@ impl WgpuBackend {
         }
         if layout.is_contiguous() {
             check_extent(op, layout, s.len())?;
-            return self.recorder.read(
-                &self.ctx,
-                s.buffer(),
-                layout.offset() as u64 * 4,
-                n as u64 * 4,
-            );
+            return self.recorder.read(&self.ctx, s.buffer(), layout.offset() as u64 * 4, n as u64 * 4);
         }
         let tmp = self.alloc(n, dtype, op)?;
         self.copy_kernel(s, layout, &tmp, &Layout::contiguous(layout.shape()), op)?;
@@ -286,12 +253,7 @@ impl WgpuBackend {
         check_extent(op, sl, src.len())?;
         check_extent(op, dl, dst.len())?;
         let (shape, strides) = coalesce(sl.shape(), &[sl.strides(), dl.strides()], op)?;
-        let mut params = vec![
-            n as u32,
-            shape.len() as u32,
-            sl.offset() as u32,
-            dl.offset() as u32,
-        ];
+        let mut params = vec![n as u32, shape.len() as u32, sl.offset() as u32, dl.offset() as u32];
         params.extend(padded(&shape, 1));
         params.extend(padded(&strides[0], 0));
         params.extend(padded(&strides[1], 0));
@@ -309,9 +271,7 @@ impl WgpuBackend {
         let out = self.alloc(len, dtype, op)?;
         if len > 0 {
             let size = len as u64 * 4;
-            self.recorder.record(&self.ctx, |enc| {
-                enc.clear_buffer(out.buffer(), 0, Some(size))
-            });
+            self.recorder.record(&self.ctx, |enc| enc.clear_buffer(out.buffer(), 0, Some(size)));
         }
         Ok(out)
     }
@@ -338,22 +298,13 @@ impl WgpuBackend {
         ]
     }
 
-    fn pool_forward(
-        &self,
-        x: &Storage,
-        geom: &ConvGeom,
-        adaptive: bool,
-        op: &'static str,
-    ) -> Result<Storage> {
+    fn pool_forward(&self, x: &Storage, geom: &ConvGeom, adaptive: bool, op: &'static str) -> Result<Storage> {
         let x = gpu(x, DType::F32, op)?;
         let n = geom.batch * geom.channels * geom.out_h * geom.out_w;
         check_len(op, x, geom.batch * geom.channels * geom.in_h * geom.in_w)?;
         let out = self.alloc(n, DType::F32, op)?;
         let params = Self::geom_params(geom, n, adaptive);
-        let dummy = Binding {
-            buffer: &self.dummy,
-            bytes: 4,
-        };
+        let dummy = Binding { buffer: &self.dummy, bytes: 4 };
         self.run(
             &pipelines::POOL,
             "avg_pool2d",
@@ -365,26 +316,13 @@ impl WgpuBackend {
         Ok(self.output(out))
     }
 
-    fn pool_backward(
-        &self,
-        grad: &Storage,
-        geom: &ConvGeom,
-        adaptive: bool,
-        op: &'static str,
-    ) -> Result<Storage> {
+    fn pool_backward(&self, grad: &Storage, geom: &ConvGeom, adaptive: bool, op: &'static str) -> Result<Storage> {
         let grad = gpu(grad, DType::F32, op)?;
-        check_len(
-            op,
-            grad,
-            geom.batch * geom.channels * geom.out_h * geom.out_w,
-        )?;
+        check_len(op, grad, geom.batch * geom.channels * geom.out_h * geom.out_w)?;
         let n = geom.batch * geom.channels * geom.in_h * geom.in_w;
         let out = self.alloc(n, DType::F32, op)?;
         let params = Self::geom_params(geom, n, adaptive);
-        let dummy = Binding {
-            buffer: &self.dummy,
-            bytes: 4,
-        };
+        let dummy = Binding { buffer: &self.dummy, bytes: 4 };
         self.run(
             &pipelines::POOL,
             "avg_pool2d_backward",
@@ -403,35 +341,18 @@ impl WgpuBackend {
 fn gpu<'a>(s: &'a Storage, dtype: DType, op: &'static str) -> Result<&'a WgpuStorage> {
     match s {
         Storage::Wgpu(w) if w.dtype() == dtype => Ok(w),
-        Storage::Wgpu(w) => Err(Error::DType {
-            op,
-            expected: dtype.name(),
-            got: w.dtype().name(),
-        }),
-        Storage::Cpu(_) => Err(Error::DeviceMismatch {
-            op,
-            lhs: "cpu".into(),
-            rhs: "wgpu".into(),
-        }),
+        Storage::Wgpu(w) => Err(Error::DType { op, expected: dtype.name(), got: w.dtype().name() }),
+        Storage::Cpu(_) => Err(Error::DeviceMismatch { op, lhs: "cpu".into(), rhs: "wgpu".into() }),
     }
 }
 
 fn bind(s: &WgpuStorage) -> Binding<'_> {
-    Binding {
-        buffer: s.buffer(),
-        bytes: s.bytes(),
-    }
+    Binding { buffer: s.buffer(), bytes: s.bytes() }
 }
 
 fn check_len(op: &'static str, s: &WgpuStorage, needed: usize) -> Result<()> {
     if s.len() < needed {
-        return Err(Error::invalid(
-            op,
-            format!(
-                "storage holds {} elements, the kernel needs {needed}",
-                s.len()
-            ),
-        ));
+        return Err(Error::invalid(op, format!("storage holds {} elements, the kernel needs {needed}", s.len())));
     }
     Ok(())
 }
@@ -442,19 +363,11 @@ fn check_extent(op: &'static str, layout: &Layout, len: usize) -> Result<()> {
         return Ok(());
     }
     let last = layout.offset()
-        + layout
-            .shape()
-            .iter()
-            .zip(layout.strides())
-            .map(|(&d, &s)| d.saturating_sub(1) * s)
-            .sum::<usize>();
+        + layout.shape().iter().zip(layout.strides()).map(|(&d, &s)| d.saturating_sub(1) * s).sum::<usize>();
     if last >= len {
         return Err(Error::invalid(
             op,
-            format!(
-                "view {:?} reaches element {last} of a storage of {len}",
-                layout.shape()
-            ),
+            format!("view {:?} reaches element {last} of a storage of {len}", layout.shape()),
         ));
     }
     Ok(())
@@ -462,11 +375,7 @@ fn check_extent(op: &'static str, layout: &Layout, len: usize) -> Result<()> {
 
 /// Drops size-1 axes and merges neighbours that are contiguous in every operand, so common views
 /// need few axes. Errors if more than `MAX_RANK` axes remain.
-fn coalesce(
-    shape: &[usize],
-    strides: &[&[usize]],
-    op: &'static str,
-) -> Result<(Vec<usize>, Vec<Vec<usize>>)> {
+fn coalesce(shape: &[usize], strides: &[&[usize]], op: &'static str) -> Result<(Vec<usize>, Vec<Vec<usize>>)> {
     let mut out_shape: Vec<usize> = Vec::new();
     let mut out_strides: Vec<Vec<usize>> = vec![Vec::new(); strides.len()];
     for axis in 0..shape.len() {
@@ -474,10 +383,7 @@ fn coalesce(
             continue;
         }
         let mergeable = !out_shape.is_empty()
-            && strides
-                .iter()
-                .enumerate()
-                .all(|(k, s)| out_strides[k].last() == Some(&(s[axis] * shape[axis])));
+            && strides.iter().enumerate().all(|(k, s)| out_strides[k].last() == Some(&(s[axis] * shape[axis])));
         if mergeable {
             if let Some(last) = out_shape.last_mut() {
                 *last *= shape[axis];
@@ -503,7 +409,10 @@ fn coalesce(
     if out_shape.len() > MAX_RANK {
         return Err(Error::invalid(
             op,
-            format!("the wgpu backend walks at most {MAX_RANK} non-mergeable axes, this view of {shape:?} needs {}", out_shape.len()),
+            format!(
+                "the wgpu backend walks at most {MAX_RANK} non-mergeable axes, this view of {shape:?} needs {}",
+                out_shape.len()
+            ),
         ));
     }
     Ok((out_shape, out_strides))
@@ -552,35 +461,18 @@ impl Backend for WgpuBackend {
         }
         let out = self.alloc(len, DType::F32, "full")?;
         let params = [len as u32, value.to_bits()];
-        self.run(
-            &pipelines::FILL,
-            "fill",
-            &[W],
-            &params,
-            &[bind(&out)],
-            self.groups_for(len, "full")?,
-        )?;
+        self.run(&pipelines::FILL, "fill", &[W], &params, &[bind(&out)], self.groups_for(len, "full")?)?;
         Ok(self.output(out))
     }
 
-    fn copy_strided(
-        &self,
-        src: &Storage,
-        src_layout: &Layout,
-        dst: &Storage,
-        dst_layout: &Layout,
-    ) -> Result<()> {
+    fn copy_strided(&self, src: &Storage, src_layout: &Layout, dst: &Storage, dst_layout: &Layout) -> Result<()> {
         let dtype = dst.dtype();
         let s = gpu(src, dtype, "copy")?;
         let d = gpu(dst, dtype, "copy")?;
         if src_layout.shape() != dst_layout.shape() {
             return Err(Error::shape(
                 "copy",
-                format!(
-                    "source {:?} and destination {:?} differ",
-                    src_layout.shape(),
-                    dst_layout.shape()
-                ),
+                format!("source {:?} and destination {:?} differ", src_layout.shape(), dst_layout.shape()),
             ));
         }
         if src.same_memory(dst) {
@@ -600,14 +492,7 @@ impl Backend for WgpuBackend {
             RandomKind::Normal => "random_normal",
         };
         let params = [len as u32, rng::seed_key(seed)];
-        self.run(
-            &pipelines::RANDOM,
-            entry,
-            &[W],
-            &params,
-            &[bind(&out)],
-            self.groups_for(len, "random")?,
-        )?;
+        self.run(&pipelines::RANDOM, entry, &[W], &params, &[bind(&out)], self.groups_for(len, "random")?)?;
         Ok(self.output(out))
     }
 
@@ -616,14 +501,7 @@ impl Backend for WgpuBackend {
         check_len(op.name(), x, len)?;
         let out = self.alloc(len, DType::F32, op.name())?;
         let [s0, s1] = op.scalars();
-        let params = [
-            len as u32,
-            op.code(),
-            s0.to_bits(),
-            s1.to_bits(),
-            f32::INFINITY.to_bits(),
-            f32::NAN.to_bits(),
-        ];
+        let params = [len as u32, op.code(), s0.to_bits(), s1.to_bits(), f32::INFINITY.to_bits(), f32::NAN.to_bits()];
         self.run(
             &pipelines::UNARY,
             "unary",
@@ -635,33 +513,15 @@ impl Backend for WgpuBackend {
         Ok(self.output(out))
     }
 
-    fn unary_backward(
-        &self,
-        op: UnaryOp,
-        x: &Storage,
-        y: &Storage,
-        grad: &Storage,
-        len: usize,
-    ) -> Result<Storage> {
+    fn unary_backward(&self, op: UnaryOp, x: &Storage, y: &Storage, grad: &Storage, len: usize) -> Result<Storage> {
         let name = op.name();
-        let (x, y, g) = (
-            gpu(x, DType::F32, name)?,
-            gpu(y, DType::F32, name)?,
-            gpu(grad, DType::F32, name)?,
-        );
+        let (x, y, g) = (gpu(x, DType::F32, name)?, gpu(y, DType::F32, name)?, gpu(grad, DType::F32, name)?);
         for s in [x, y, g] {
             check_len(name, s, len)?;
         }
         let out = self.alloc(len, DType::F32, name)?;
         let [s0, s1] = op.scalars();
-        let params = [
-            len as u32,
-            op.code(),
-            s0.to_bits(),
-            s1.to_bits(),
-            f32::INFINITY.to_bits(),
-            f32::NAN.to_bits(),
-        ];
+        let params = [len as u32, op.code(), s0.to_bits(), s1.to_bits(), f32::INFINITY.to_bits(), f32::NAN.to_bits()];
         self.run(
             &pipelines::UNARY_BACKWARD,
             "unary_backward",
@@ -686,11 +546,7 @@ impl Backend for WgpuBackend {
         if lhs_layout.shape() != rhs_layout.shape() {
             return Err(Error::shape(
                 name,
-                format!(
-                    "lhs {:?} rhs {:?} were not broadcast",
-                    lhs_layout.shape(),
-                    rhs_layout.shape()
-                ),
+                format!("lhs {:?} rhs {:?} were not broadcast", lhs_layout.shape(), rhs_layout.shape()),
             ));
         }
         check_extent(name, lhs_layout, l.len())?;
@@ -704,11 +560,7 @@ impl Backend for WgpuBackend {
         let (shape, strides) = if contiguous {
             (vec![n], vec![vec![1], vec![1]])
         } else {
-            coalesce(
-                lhs_layout.shape(),
-                &[lhs_layout.strides(), rhs_layout.strides()],
-                name,
-            )?
+            coalesce(lhs_layout.shape(), &[lhs_layout.strides(), rhs_layout.strides()], name)?
         };
         let mut params = vec![
             n as u32,
@@ -749,15 +601,8 @@ impl Backend for WgpuBackend {
         };
         if dims.inner > 1 || dims.len <= SHORT_ROW {
             // One invocation per output: coalesced across `inner`, no idle lanes on short rows.
-            let params = [
-                dims.outer as u32,
-                dims.len as u32,
-                dims.inner as u32,
-                code,
-                identity.to_bits(),
-                1,
-                dims.len as u32,
-            ];
+            let params =
+                [dims.outer as u32, dims.len as u32, dims.inner as u32, code, identity.to_bits(), 1, dims.len as u32];
             self.run(
                 &pipelines::REDUCE,
                 "reduce_cols",
@@ -769,25 +614,11 @@ impl Backend for WgpuBackend {
             return Ok(self.output(out));
         }
         // Few long rows: split each into chunks so the whole GPU works, then reduce the partials.
-        let chunks = SPREAD_GROUPS
-            .div_ceil(dims.outer)
-            .clamp(1, dims.len.div_ceil(MIN_CHUNK));
+        let chunks = SPREAD_GROUPS.div_ceil(dims.outer).clamp(1, dims.len.div_ceil(MIN_CHUNK));
         let chunk_len = dims.len.div_ceil(chunks);
         let rows = dims.outer * chunks;
-        let target = if chunks == 1 {
-            out.clone()
-        } else {
-            self.alloc(rows, DType::F32, "reduce")?
-        };
-        let params = [
-            rows as u32,
-            dims.len as u32,
-            1,
-            code,
-            identity.to_bits(),
-            chunks as u32,
-            chunk_len as u32,
-        ];
+        let target = if chunks == 1 { out.clone() } else { self.alloc(rows, DType::F32, "reduce")? };
+        let params = [rows as u32, dims.len as u32, 1, code, identity.to_bits(), chunks as u32, chunk_len as u32];
         self.run(
             &pipelines::REDUCE,
             "reduce_rows",
@@ -799,15 +630,7 @@ impl Backend for WgpuBackend {
         if chunks == 1 {
             return Ok(self.output(out));
         }
-        self.reduce(
-            op,
-            &self.output(target),
-            ReduceDims {
-                outer: dims.outer,
-                len: chunks,
-                inner: 1,
-            },
-        )
+        self.reduce(op, &self.output(target), ReduceDims { outer: dims.outer, len: chunks, inner: 1 })
     }
 
     fn argmax(&self, x: &Storage, dims: ReduceDims) -> Result<Storage> {
@@ -815,12 +638,7 @@ impl Backend for WgpuBackend {
         check_len("argmax", x, dims.outer * dims.len * dims.inner)?;
         let n = dims.outer * dims.inner;
         let out = self.alloc(n, DType::U32, "argmax")?;
-        let params = [
-            dims.outer as u32,
-            dims.len as u32,
-            dims.inner as u32,
-            f32::NEG_INFINITY.to_bits(),
-        ];
+        let params = [dims.outer as u32, dims.len as u32, dims.inner as u32, f32::NEG_INFINITY.to_bits()];
         self.run(
             &pipelines::ARGMAX,
             "argmax",
@@ -833,10 +651,7 @@ impl Backend for WgpuBackend {
     }
 
     fn matmul(&self, lhs: &Storage, rhs: &Storage, args: &MatmulArgs) -> Result<Storage> {
-        let (l, r) = (
-            gpu(lhs, DType::F32, "matmul")?,
-            gpu(rhs, DType::F32, "matmul")?,
-        );
+        let (l, r) = (gpu(lhs, DType::F32, "matmul")?, gpu(rhs, DType::F32, "matmul")?);
         let n_out = args.batch * args.m * args.n;
         let out = self.alloc(n_out, DType::F32, "matmul")?;
         if n_out == 0 {
@@ -844,16 +659,10 @@ impl Backend for WgpuBackend {
         }
         if args.k > 0 {
             if matrix_extent(&args.lhs, args.m, args.k, args.batch) >= l.len() {
-                return Err(Error::invalid(
-                    "matmul",
-                    "lhs layout reaches past its storage",
-                ));
+                return Err(Error::invalid("matmul", "lhs layout reaches past its storage"));
             }
             if matrix_extent(&args.rhs, args.k, args.n, args.batch) >= r.len() {
-                return Err(Error::invalid(
-                    "matmul",
-                    "rhs layout reaches past its storage",
-                ));
+                return Err(Error::invalid("matmul", "rhs layout reaches past its storage"));
             }
         }
         let (a, b) = (&args.lhs, &args.rhs);
@@ -873,19 +682,9 @@ impl Backend for WgpuBackend {
         ]
         .map(|v| v as u32);
         let max = self.ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize;
-        let groups = [
-            args.n.div_ceil(64).min(max) as u32,
-            args.m.div_ceil(64).min(max) as u32,
-            args.batch.min(max) as u32,
-        ];
-        self.run(
-            &pipelines::MATMUL,
-            "matmul",
-            &[R, R, W],
-            &params,
-            &[bind(l), bind(r), bind(&out)],
-            groups,
-        )?;
+        let groups =
+            [args.n.div_ceil(64).min(max) as u32, args.m.div_ceil(64).min(max) as u32, args.batch.min(max) as u32];
+        self.run(&pipelines::MATMUL, "matmul", &[R, R, W], &params, &[bind(l), bind(r), bind(&out)], groups)?;
         Ok(self.output(out))
     }
 
@@ -893,12 +692,7 @@ impl Backend for WgpuBackend {
         let x = gpu(x, DType::F32, "softmax")?;
         check_len("softmax", x, rows * cols)?;
         let out = self.alloc(rows * cols, DType::F32, "softmax")?;
-        let params = [
-            rows as u32,
-            cols as u32,
-            log as u32,
-            f32::NEG_INFINITY.to_bits(),
-        ];
+        let params = [rows as u32, cols as u32, log as u32, f32::NEG_INFINITY.to_bits()];
         if cols <= SHORT_ROW {
             self.run(
                 &pipelines::SOFTMAX,
@@ -909,80 +703,37 @@ impl Backend for WgpuBackend {
                 self.groups_for(rows, "softmax")?,
             )?;
         } else {
-            self.run(
-                &pipelines::SOFTMAX,
-                "softmax",
-                &[R, W],
-                &params,
-                &[bind(x), bind(&out)],
-                self.groups_rows(rows),
-            )?;
+            self.run(&pipelines::SOFTMAX, "softmax", &[R, W], &params, &[bind(x), bind(&out)], self.groups_rows(rows))?;
         }
         Ok(self.output(out))
     }
 
-    fn softmax_backward(
-        &self,
-        y: &Storage,
-        grad: &Storage,
-        rows: usize,
-        cols: usize,
-        log: bool,
-    ) -> Result<Storage> {
-        let (y, g) = (
-            gpu(y, DType::F32, "softmax_backward")?,
-            gpu(grad, DType::F32, "softmax_backward")?,
-        );
+    fn softmax_backward(&self, y: &Storage, grad: &Storage, rows: usize, cols: usize, log: bool) -> Result<Storage> {
+        let (y, g) = (gpu(y, DType::F32, "softmax_backward")?, gpu(grad, DType::F32, "softmax_backward")?);
         check_len("softmax_backward", y, rows * cols)?;
         check_len("softmax_backward", g, rows * cols)?;
         let out = self.alloc(rows * cols, DType::F32, "softmax_backward")?;
         let params = [rows as u32, cols as u32, log as u32, 0];
         let (entry, groups) = if cols <= SHORT_ROW {
-            (
-                "softmax_backward_short",
-                self.groups_for(rows, "softmax_backward")?,
-            )
+            ("softmax_backward_short", self.groups_for(rows, "softmax_backward")?)
         } else {
             ("softmax_backward", self.groups_rows(rows))
         };
-        self.run(
-            &pipelines::SOFTMAX_BACKWARD,
-            entry,
-            &[R, R, W],
-            &params,
-            &[bind(y), bind(g), bind(&out)],
-            groups,
-        )?;
+        self.run(&pipelines::SOFTMAX_BACKWARD, entry, &[R, R, W], &params, &[bind(y), bind(g), bind(&out)], groups)?;
         Ok(self.output(out))
     }
 
-    fn cross_entropy(
-        &self,
-        logits: &Storage,
-        targets: &Storage,
-        args: &CrossEntropyArgs,
-    ) -> Result<Storage> {
-        let (x, t) = (
-            gpu(logits, DType::F32, "cross_entropy")?,
-            gpu(targets, DType::U32, "cross_entropy")?,
-        );
+    fn cross_entropy(&self, logits: &Storage, targets: &Storage, args: &CrossEntropyArgs) -> Result<Storage> {
+        let (x, t) = (gpu(logits, DType::F32, "cross_entropy")?, gpu(targets, DType::U32, "cross_entropy")?);
         check_len("cross_entropy", x, args.rows * args.classes)?;
         check_len("cross_entropy", t, args.rows)?;
         if args.classes == 0 {
             return Err(Error::invalid("cross_entropy", "zero classes"));
         }
         let out = self.alloc(args.rows, DType::F32, "cross_entropy")?;
-        let params = [
-            args.rows as u32,
-            args.classes as u32,
-            args.smoothing.to_bits(),
-            f32::NEG_INFINITY.to_bits(),
-        ];
+        let params = [args.rows as u32, args.classes as u32, args.smoothing.to_bits(), f32::NEG_INFINITY.to_bits()];
         let (entry, groups) = if args.classes <= SHORT_ROW {
-            (
-                "cross_entropy_short",
-                self.groups_for(args.rows, "cross_entropy")?,
-            )
+            ("cross_entropy_short", self.groups_for(args.rows, "cross_entropy")?)
         } else {
             ("cross_entropy", self.groups_rows(args.rows))
         };
@@ -1006,11 +757,7 @@ impl Backend for WgpuBackend {
         args: &CrossEntropyArgs,
     ) -> Result<Storage> {
         let op = "cross_entropy";
-        let (x, t, g) = (
-            gpu(logits, DType::F32, op)?,
-            gpu(targets, DType::U32, op)?,
-            gpu(grad_rows, DType::F32, op)?,
-        );
+        let (x, t, g) = (gpu(logits, DType::F32, op)?, gpu(targets, DType::U32, op)?, gpu(grad_rows, DType::F32, op)?);
         check_len(op, x, args.rows * args.classes)?;
         check_len(op, t, args.rows)?;
         check_len(op, g, args.rows)?;
@@ -1018,17 +765,9 @@ impl Backend for WgpuBackend {
             return Err(Error::invalid(op, "zero classes"));
         }
         let out = self.alloc(args.rows * args.classes, DType::F32, op)?;
-        let params = [
-            args.rows as u32,
-            args.classes as u32,
-            args.smoothing.to_bits(),
-            f32::NEG_INFINITY.to_bits(),
-        ];
+        let params = [args.rows as u32, args.classes as u32, args.smoothing.to_bits(), f32::NEG_INFINITY.to_bits()];
         let (entry, groups) = if args.classes <= SHORT_ROW {
-            (
-                "cross_entropy_backward_short",
-                self.groups_for(args.rows, op)?,
-            )
+            ("cross_entropy_backward_short", self.groups_for(args.rows, op)?)
         } else {
             ("cross_entropy_backward", self.groups_rows(args.rows))
         };
@@ -1045,13 +784,8 @@ impl Backend for WgpuBackend {
 
     fn im2col(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage> {
         let x = gpu(x, DType::F32, "conv2d")?;
-        check_len(
-            "conv2d",
-            x,
-            geom.batch * geom.channels * geom.in_h * geom.in_w,
-        )?;
-        let n =
-            geom.batch * geom.channels * geom.kernel_h * geom.kernel_w * geom.out_h * geom.out_w;
+        check_len("conv2d", x, geom.batch * geom.channels * geom.in_h * geom.in_w)?;
+        let n = geom.batch * geom.channels * geom.kernel_h * geom.kernel_w * geom.out_h * geom.out_w;
         let out = self.alloc(n, DType::F32, "conv2d")?;
         let params = Self::geom_params(geom, n, false);
         self.run(
@@ -1067,11 +801,7 @@ impl Backend for WgpuBackend {
 
     fn col2im(&self, cols: &Storage, geom: &ConvGeom) -> Result<Storage> {
         let c = gpu(cols, DType::F32, "conv2d")?;
-        check_len(
-            "conv2d",
-            c,
-            geom.batch * geom.channels * geom.kernel_h * geom.kernel_w * geom.out_h * geom.out_w,
-        )?;
+        check_len("conv2d", c, geom.batch * geom.channels * geom.kernel_h * geom.kernel_w * geom.out_h * geom.out_w)?;
         let n = geom.batch * geom.channels * geom.in_h * geom.in_w;
         let out = self.alloc(n, DType::F32, "conv2d")?;
         let params = Self::geom_params(geom, n, false);
@@ -1105,12 +835,7 @@ impl Backend for WgpuBackend {
         Ok((self.output(out), self.output(arg)))
     }
 
-    fn max_pool2d_backward(
-        &self,
-        grad: &Storage,
-        argmax: &Storage,
-        geom: &ConvGeom,
-    ) -> Result<Storage> {
+    fn max_pool2d_backward(&self, grad: &Storage, argmax: &Storage, geom: &ConvGeom) -> Result<Storage> {
         let op = "max_pool2d";
         let (g, a) = (gpu(grad, DType::F32, op)?, gpu(argmax, DType::U32, op)?);
         let pooled = geom.batch * geom.channels * geom.out_h * geom.out_w;
@@ -1234,10 +959,7 @@ impl Backend for WgpuBackend {
         let (p, g) = (gpu(param, DType::F32, op)?, gpu(grad, DType::F32, op)?);
         check_len(op, p, len)?;
         check_len(op, g, len)?;
-        let states = state
-            .iter()
-            .map(|s| gpu(s, DType::F32, op))
-            .collect::<Result<Vec<_>>>()?;
+        let states = state.iter().map(|s| gpu(s, DType::F32, op)).collect::<Result<Vec<_>>>()?;
         for s in &states {
             check_len(op, s, len)?;
         }
@@ -1245,10 +967,7 @@ impl Backend for WgpuBackend {
             if states.len() < k {
                 return Err(Error::invalid(
                     op,
-                    format!(
-                        "this optimizer needs {k} state buffers, got {}",
-                        states.len()
-                    ),
+                    format!("this optimizer needs {k} state buffers, got {}", states.len()),
                 ));
             }
             Ok(())
@@ -1256,26 +975,10 @@ impl Backend for WgpuBackend {
         let groups = self.groups_for(len, op)?;
         let word = |v: f32| v.to_bits();
         match *step {
-            OptimizerStep::Sgd {
-                lr,
-                momentum,
-                dampening,
-                weight_decay,
-                nesterov,
-                first_step,
-            } => {
+            OptimizerStep::Sgd { lr, momentum, dampening, weight_decay, nesterov, first_step } => {
                 let flags = nesterov as u32 | (first_step as u32) << 1;
-                let params = [
-                    len as u32,
-                    flags,
-                    word(lr),
-                    word(weight_decay),
-                    word(momentum),
-                    word(dampening),
-                    0,
-                    0,
-                    0,
-                ];
+                let params =
+                    [len as u32, flags, word(lr), word(weight_decay), word(momentum), word(dampening), 0, 0, 0];
                 if momentum != 0.0 {
                     need(1)?;
                     self.run(
@@ -1287,25 +990,10 @@ impl Backend for WgpuBackend {
                         groups,
                     )
                 } else {
-                    self.run(
-                        &pipelines::OPTIMIZER,
-                        "sgd",
-                        &[W, R],
-                        &params,
-                        &[bind(p), bind(g)],
-                        groups,
-                    )
+                    self.run(&pipelines::OPTIMIZER, "sgd", &[W, R], &params, &[bind(p), bind(g)], groups)
                 }
             }
-            OptimizerStep::Adam {
-                lr,
-                beta1,
-                beta2,
-                eps,
-                weight_decay,
-                decoupled,
-                step,
-            } => {
+            OptimizerStep::Adam { lr, beta1, beta2, eps, weight_decay, decoupled, step } => {
                 need(2)?;
                 let bias1 = 1.0 - beta1.powi(step as i32);
                 let bias2 = 1.0 - beta2.powi(step as i32);
@@ -1330,25 +1018,10 @@ impl Backend for WgpuBackend {
                     groups,
                 )
             }
-            OptimizerStep::RmsProp {
-                lr,
-                alpha,
-                eps,
-                weight_decay,
-                momentum,
-            } => {
+            OptimizerStep::RmsProp { lr, alpha, eps, weight_decay, momentum } => {
                 need(2)?;
-                let params = [
-                    len as u32,
-                    0,
-                    word(lr),
-                    word(weight_decay),
-                    word(alpha),
-                    word(momentum),
-                    word(eps),
-                    0,
-                    0,
-                ];
+                let params =
+                    [len as u32, 0, word(lr), word(weight_decay), word(alpha), word(momentum), word(eps), 0, 0];
                 self.run(
                     &pipelines::OPTIMIZER,
                     "rmsprop",

@@ -18,25 +18,15 @@ pub(crate) struct Shader {
 
 macro_rules! shader {
     ($name:literal) => {
-        Shader {
-            name: $name,
-            source: include_str!(concat!("../../../../shaders/", $name, ".wgsl")),
-            row_reduce: false,
-        }
+        Shader { name: $name, source: include_str!(concat!("../../../../shaders/", $name, ".wgsl")), row_reduce: false }
     };
     ($name:literal, row_reduce) => {
-        Shader {
-            name: $name,
-            source: include_str!(concat!("../../../../shaders/", $name, ".wgsl")),
-            row_reduce: true,
-        }
+        Shader { name: $name, source: include_str!(concat!("../../../../shaders/", $name, ".wgsl")), row_reduce: true }
     };
 }
 
-pub(crate) const PRELUDE_SUBGROUP: &str =
-    include_str!("../../../../shaders/prelude_reduce_subgroup.wgsl");
-pub(crate) const PRELUDE_SHARED: &str =
-    include_str!("../../../../shaders/prelude_reduce_shared.wgsl");
+pub(crate) const PRELUDE_SUBGROUP: &str = include_str!("../../../../shaders/prelude_reduce_subgroup.wgsl");
+pub(crate) const PRELUDE_SHARED: &str = include_str!("../../../../shaders/prelude_reduce_shared.wgsl");
 
 pub(crate) const FILL: Shader = shader!("fill");
 pub(crate) const COPY_STRIDED: Shader = shader!("copy_strided");
@@ -82,10 +72,7 @@ pub(crate) struct Pipelines {
 
 impl Pipelines {
     pub fn new(subgroups: bool) -> Self {
-        Pipelines {
-            cache: Mutex::new(Cache::default()),
-            subgroups,
-        }
+        Pipelines { cache: Mutex::new(Cache::default()), subgroups }
     }
 
     pub fn subgroups(&self) -> bool {
@@ -95,11 +82,7 @@ impl Pipelines {
     /// The full WGSL text of `shader` as compiled on an adapter with or without subgroups.
     pub fn source(shader: &Shader, subgroups: bool) -> String {
         if shader.row_reduce {
-            let prelude = if subgroups {
-                PRELUDE_SUBGROUP
-            } else {
-                PRELUDE_SHARED
-            };
+            let prelude = if subgroups { PRELUDE_SUBGROUP } else { PRELUDE_SHARED };
             format!("{prelude}\n{}", shader.source)
         } else {
             shader.source.to_string()
@@ -143,9 +126,7 @@ impl Pipelines {
                     binding: i as u32 + 1,
                     visibility: ::wgpu::ShaderStages::COMPUTE,
                     ty: ::wgpu::BindingType::Buffer {
-                        ty: ::wgpu::BufferBindingType::Storage {
-                            read_only: *access == Access::Read,
-                        },
+                        ty: ::wgpu::BufferBindingType::Storage { read_only: *access == Access::Read },
                         has_dynamic_offset: false,
                         min_binding_size: None,
                     },
@@ -161,17 +142,10 @@ impl Pipelines {
                 bind_group_layouts: &[Some(&bgl)],
                 immediate_size: 0,
             });
-            cache
-                .layouts
-                .insert(signature.to_vec(), (Arc::new(bgl), layout));
+            cache.layouts.insert(signature.to_vec(), (Arc::new(bgl), layout));
         }
-        let (Some(module), Some((bgl, layout))) =
-            (cache.modules.get(shader.name), cache.layouts.get(signature))
-        else {
-            return Err(Error::Gpu(format!(
-                "{}: pipeline cache lost an entry",
-                shader.name
-            )));
+        let (Some(module), Some((bgl, layout))) = (cache.modules.get(shader.name), cache.layouts.get(signature)) else {
+            return Err(Error::Gpu(format!("{}: pipeline cache lost an entry", shader.name)));
         };
         let pipeline = device.create_compute_pipeline(&::wgpu::ComputePipelineDescriptor {
             label: Some(entry),
@@ -181,16 +155,10 @@ impl Pipelines {
             compilation_options: ::wgpu::PipelineCompilationOptions::default(),
             cache: None,
         });
-        let kernel = Arc::new(Kernel {
-            pipeline,
-            layout: bgl.clone(),
-        });
+        let kernel = Arc::new(Kernel { pipeline, layout: bgl.clone() });
         if let Some(e) = pollster::block_on(scope.pop()) {
             cache.modules.remove(shader.name);
-            return Err(Error::Gpu(format!(
-                "compiling {}.wgsl entry {entry}: {e}",
-                shader.name
-            )));
+            return Err(Error::Gpu(format!("compiling {}.wgsl entry {entry}: {e}", shader.name)));
         }
         cache.kernels.insert((shader.name, entry), kernel.clone());
         Ok(kernel)

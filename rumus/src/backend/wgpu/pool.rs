@@ -12,9 +12,8 @@ const IDLE_BOUND: u64 = 1 << 30;
 /// Smallest class, in bytes.
 const MIN_CLASS: u64 = 256;
 
-pub(crate) const STORAGE_USAGE: ::wgpu::BufferUsages = ::wgpu::BufferUsages::STORAGE
-    .union(::wgpu::BufferUsages::COPY_SRC)
-    .union(::wgpu::BufferUsages::COPY_DST);
+pub(crate) const STORAGE_USAGE: ::wgpu::BufferUsages =
+    ::wgpu::BufferUsages::STORAGE.union(::wgpu::BufferUsages::COPY_SRC).union(::wgpu::BufferUsages::COPY_DST);
 
 /// Rounds `bytes` up to a class: powers of two split in quarter steps, so at most 25% is wasted.
 pub(crate) fn size_class(bytes: u64) -> u64 {
@@ -38,9 +37,7 @@ pub(crate) struct BufferPool {
 
 impl BufferPool {
     pub fn new() -> Self {
-        BufferPool {
-            idle: Mutex::new(Idle::default()),
-        }
+        BufferPool { idle: Mutex::new(Idle::default()) }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Idle> {
@@ -55,9 +52,7 @@ impl BufferPool {
         bytes: u64,
         op: &str,
     ) -> Result<::wgpu::Buffer> {
-        let max_binding = limits
-            .max_storage_buffer_binding_size
-            .min(limits.max_buffer_size);
+        let max_binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
         if bytes > max_binding {
             return Err(Error::Gpu(format!(
                 "{op}: a buffer of {bytes} bytes exceeds this adapter's largest storage binding \
@@ -90,9 +85,7 @@ impl BufferPool {
                 mapped_at_creation: false,
             });
             if pollster::block_on(retry.pop()).is_some() {
-                return Err(Error::Gpu(format!(
-                    "{op}: out of GPU memory allocating {bytes} bytes ({e})"
-                )));
+                return Err(Error::Gpu(format!("{op}: out of GPU memory allocating {bytes} bytes ({e})")));
             }
             return Ok(buffer);
         }

@@ -15,18 +15,8 @@ pub struct WgpuStorage {
 }
 
 impl WgpuStorage {
-    pub(crate) fn new(
-        buffer: ::wgpu::Buffer,
-        len: usize,
-        dtype: DType,
-        pool: Arc<BufferPool>,
-    ) -> Self {
-        WgpuStorage {
-            buffer: Some(buffer),
-            len,
-            dtype,
-            pool,
-        }
+    pub(crate) fn new(buffer: ::wgpu::Buffer, len: usize, dtype: DType, pool: Arc<BufferPool>) -> Self {
+        WgpuStorage { buffer: Some(buffer), len, dtype, pool }
     }
 
     /// The buffer. Present for the whole life of the storage (taken only in `drop`).
