@@ -29,7 +29,7 @@ struct Setup {
     params: Vec<(String, Param)>,
     state: Vec<[RawTensor; 2]>,
     x: RawTensor,
-    onehot: RawTensor,
+    targets: RawTensor,
 }
 
 fn setup(device: &Device) -> Result<Setup> {
@@ -44,23 +44,20 @@ fn setup(device: &Device) -> Result<Setup> {
         .collect::<Result<Vec<_>>>()?;
     let mut rng = rumus::rng::Rng::new(5);
     let xs: Vec<f32> = (0..BATCH * FEATURES).map(|_| rng.uniform() * 2.0 - 1.0).collect();
-    let mut onehot = vec![0.0; BATCH * CLASSES];
-    for r in 0..BATCH {
-        onehot[r * CLASSES + rng.below(CLASSES)] = 1.0;
-    }
+    let targets: Vec<u32> = (0..BATCH).map(|_| rng.below(CLASSES) as u32).collect();
     Ok(Setup {
         model,
         params,
         state,
         x: RawTensor::from_vec(xs, &[BATCH, FEATURES], device)?,
-        onehot: RawTensor::from_vec(onehot, &[BATCH, CLASSES], device)?,
+        targets: RawTensor::from_indices(&targets, &[BATCH], device)?,
     })
 }
 
-/// Forward, mean negative log-likelihood, backward and one Adam step; returns the loss tensor.
+/// Forward, cross-entropy, backward and one Adam step; returns the loss tensor.
 fn step(s: &Setup, t: u32) -> Result<RawTensor> {
     let logits = s.model.forward_raw(&s.x)?;
-    let loss = logits.log_softmax(-1)?.mul(&s.onehot)?.sum_all()?.mul_scalar(-1.0 / BATCH as f32)?;
+    let loss = logits.cross_entropy(&s.targets, 0.0)?;
     let grads = loss.backward()?;
     let adam = OptimizerStep::Adam {
         lr: 1e-2,
