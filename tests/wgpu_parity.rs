@@ -211,7 +211,8 @@ fn reductions_over_more_than_65535_rows_match() {
 #[test]
 fn matmul_matches() {
     let Some(gpu) = wgpu_device() else { return };
-    for (m, k, n) in [(1, 1, 1), (63, 64, 65), (65, 63, 64), (64, 65, 1), (1, 130, 70)] {
+    for (m, k, n) in [(1, 1, 1), (63, 64, 65), (65, 63, 64), (64, 65, 1), (1, 130, 70), (128, 16, 128), (130, 33, 257)]
+    {
         let a = input(&[m, k], 21);
         let b = input(&[k, n], 22);
         parity(&gpu, &format!("matmul {m}x{k}x{n}"), &[a.clone(), b.clone()], 1e-4, |t| t[0].matmul(&t[1]));
@@ -223,6 +224,12 @@ fn matmul_matches() {
     let a = input(&[3, 2, 9, 65], 25);
     let b = input(&[65, 7], 26);
     parity(&gpu, "batched broadcast matmul", &[a, b], 1e-4, |t| t[0].matmul(&t[1]));
+    let a = input(&[200, 129], 31);
+    let b = input(&[140, 200], 32);
+    parity(&gpu, "large-tile matmul aT bT", &[a, b], 1e-4, |t| t[0].transpose(0, 1)?.matmul(&t[1].transpose(0, 1)?));
+    let a = input(&[2, 129, 20], 33);
+    let b = input(&[20, 131], 34);
+    parity(&gpu, "large-tile batched broadcast", &[a, b], 1e-4, |t| t[0].matmul(&t[1]));
     let a = input(&[4, 10, 12], 27);
     let b = input(&[4, 10, 6], 28);
     parity(&gpu, "batched aT b", &[a, b], 1e-4, |t| t[0].transpose(1, 2)?.matmul(&t[1]));
