@@ -1,11 +1,15 @@
 // Batched matmul out[b] = lhs[b] (m×k) @ rhs[b] (k×n) with arbitrary element strides, so
 // transposed and batch-broadcast operands need no copy. Output is contiguous [batch, m, n].
 //
-// `matmul` (small and medium products) — tiling: a 256-invocation workgroup computes a 64×64 output tile; each invocation holds a 4×4
-// block in registers (rows ty+16i, cols tx+16j, so shared-memory reads are conflict-free and
-// output writes coalesce). K advances in slices of 16 staged through shared memory. Tile loads
-// pick the thread mapping that makes global reads contiguous for row-major or transposed operands.
-// Workgroup ids walk tiles and batches with grid strides, so no dimension limit applies.
+// Two tile sizes share one scheme: `matmul` computes a 64×64 tile per workgroup (4×4 per
+// invocation) for small and medium products; `matmul_large` a 128×128 tile (8×8 per invocation,
+// four 4×4 blocks 64 apart) for big ones. A 16×16 workgroup stages K in slices of 16 through
+// shared memory; each invocation reads its rows and columns as vec4s, so one k step is a few
+// vec4 loads feeding 4 (or 16) vec4 FMAs. Shared rows are padded by one vec4 so the transposing
+// stores of row-major lhs tiles spread over the banks. Tile loads pick the thread mapping that
+// makes global reads contiguous for row-major or transposed operands. Register blocks are
+// written out with constant indices (no loops over them) so they stay in registers.
+// Workgroup ids walk tiles and batches with grid strides, so no dispatch dimension limit applies.
 
 struct Params {
     batch: u32,
@@ -27,222 +31,212 @@ struct Params {
 @group(0) @binding(2) var<storage, read> rhs: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
-const TILE: u32 = 64u;
 const BK: u32 = 16u;
 
-// a_tile[kk * TILE + r], b_tile[kk * TILE + c]
-var<workgroup> a_tile: array<f32, 1024>;
-var<workgroup> b_tile: array<f32, 1024>;
+// Element (r, gk) of batch entry `base` of lhs, zero outside the matrix.
+fn lhs_at(base: u32, r: u32, gk: u32) -> f32 {
+    if r < p.m && gk < p.k {
+        return lhs[base + r * p.lhs_row + gk * p.lhs_col];
+    }
+    return 0.0;
+}
+
+fn rhs_at(base: u32, gk: u32, c: u32) -> f32 {
+    if c < p.n && gk < p.k {
+        return rhs[base + gk * p.rhs_row + c * p.rhs_col];
+    }
+    return 0.0;
+}
+
+// Writes 4 consecutive outputs of row r from column c0, skipping those outside the matrix.
+fn store4(base: u32, r: u32, c0: u32, v: vec4<f32>) {
+    if r >= p.m {
+        return;
+    }
+    let at = base + r * p.n + c0;
+    if c0 + 3u < p.n {
+        out[at] = v.x;
+        out[at + 1u] = v.y;
+        out[at + 2u] = v.z;
+        out[at + 3u] = v.w;
+    } else {
+        for (var j = 0u; j < 4u; j++) {
+            if c0 + j < p.n {
+                out[at + j] = v[j];
+            }
+        }
+    }
+}
+
+// ----- matmul: 64×64 tile, 4×4 per invocation -----
+
+const STILE: u32 = 64u;
+const SROW: u32 = 17u;
+
+var<workgroup> sa: array<vec4<f32>, 272>;
+var<workgroup> sb: array<vec4<f32>, 272>;
 
 @compute @workgroup_size(16, 16)
 fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-          @builtin(local_invocation_id) local: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+        @builtin(local_invocation_id) local: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let tx = local.x;
     let ty = local.y;
-    let tiles_n = (p.n + TILE - 1u) / TILE;
-    let tiles_m = (p.m + TILE - 1u) / TILE;
+    let tiles_n = (p.n + STILE - 1u) / STILE;
+    let tiles_m = (p.m + STILE - 1u) / STILE;
     // lhs: k fastest when its columns are contiguous, rows fastest otherwise (transposed).
     let lhs_k_fast = p.lhs_col == 1u;
     let rhs_n_fast = p.rhs_col == 1u || p.rhs_row != 1u;
     for (var b = wid.z; b < p.batch; b += nwg.z) {
         let lhs_base = p.lhs_offset + b * p.lhs_batch;
         let rhs_base = p.rhs_offset + b * p.rhs_batch;
+        let out_base = b * p.m * p.n;
         for (var tm = wid.y; tm < tiles_m; tm += nwg.y) {
             for (var tn = wid.x; tn < tiles_n; tn += nwg.x) {
-                let row0 = tm * TILE;
-                let col0 = tn * TILE;
-                var acc: array<array<f32, 4>, 4>;
-                for (var i = 0u; i < 4u; i++) {
-                    for (var j = 0u; j < 4u; j++) {
-                        acc[i][j] = 0.0;
-                    }
-                }
+                let row0 = tm * STILE;
+                let col0 = tn * STILE;
+                var acc0 = vec4<f32>(0.0);
+                var acc1 = vec4<f32>(0.0);
+                var acc2 = vec4<f32>(0.0);
+                var acc3 = vec4<f32>(0.0);
                 for (var k0 = 0u; k0 < p.k; k0 += BK) {
                     for (var t = 0u; t < 4u; t++) {
                         let idx = lid + t * 256u;
-                        var r: u32;
-                        var kk: u32;
+                        var r = idx % STILE;
+                        var kk = idx / STILE;
                         if lhs_k_fast {
                             r = idx / BK;
                             kk = idx % BK;
-                        } else {
-                            r = idx % TILE;
-                            kk = idx / TILE;
                         }
-                        let gr = row0 + r;
-                        let gk = k0 + kk;
-                        var v = 0.0;
-                        if gr < p.m && gk < p.k {
-                            v = lhs[lhs_base + gr * p.lhs_row + gk * p.lhs_col];
-                        }
-                        a_tile[kk * TILE + r] = v;
-                    }
-                    for (var t = 0u; t < 4u; t++) {
-                        let idx = lid + t * 256u;
-                        var c: u32;
-                        var kk: u32;
-                        if rhs_n_fast {
-                            c = idx % TILE;
-                            kk = idx / TILE;
-                        } else {
+                        sa[kk * SROW + r / 4u][r % 4u] = lhs_at(lhs_base, row0 + r, k0 + kk);
+                        var c = idx % STILE;
+                        var kc = idx / STILE;
+                        if !rhs_n_fast {
                             c = idx / BK;
-                            kk = idx % BK;
+                            kc = idx % BK;
                         }
-                        let gc = col0 + c;
-                        let gk = k0 + kk;
-                        var v = 0.0;
-                        if gc < p.n && gk < p.k {
-                            v = rhs[rhs_base + gk * p.rhs_row + gc * p.rhs_col];
-                        }
-                        b_tile[kk * TILE + c] = v;
+                        sb[kc * SROW + c / 4u][c % 4u] = rhs_at(rhs_base, k0 + kc, col0 + c);
                     }
                     workgroupBarrier();
                     for (var kk = 0u; kk < BK; kk++) {
-                        var a: array<f32, 4>;
-                        var bv: array<f32, 4>;
-                        for (var i = 0u; i < 4u; i++) {
-                            a[i] = a_tile[kk * TILE + ty + 16u * i];
-                            bv[i] = b_tile[kk * TILE + tx + 16u * i];
-                        }
-                        for (var i = 0u; i < 4u; i++) {
-                            for (var j = 0u; j < 4u; j++) {
-                                acc[i][j] = fma(a[i], bv[j], acc[i][j]);
-                            }
-                        }
+                        let a0 = sa[kk * SROW + 0u + ty];
+                        let b0 = sb[kk * SROW + 0u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.y), b0, acc1);
+                        acc2 = fma(vec4<f32>(a0.z), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.w), b0, acc3);
                     }
                     workgroupBarrier();
                 }
-                let out_base = b * p.m * p.n;
-                for (var i = 0u; i < 4u; i++) {
-                    let r = row0 + ty + 16u * i;
-                    for (var j = 0u; j < 4u; j++) {
-                        let c = col0 + tx + 16u * j;
-                        if r < p.m && c < p.n {
-                            out[out_base + r * p.n + c] = acc[i][j];
-                        }
-                    }
-                }
+                store4(out_base, row0 + 0u + ty * 4u, col0 + 0u + tx * 4u, acc0);
+                store4(out_base, row0 + 1u + ty * 4u, col0 + 0u + tx * 4u, acc1);
+                store4(out_base, row0 + 2u + ty * 4u, col0 + 0u + tx * 4u, acc2);
+                store4(out_base, row0 + 3u + ty * 4u, col0 + 0u + tx * 4u, acc3);
             }
         }
     }
 }
 
-// ----- large tiles: 128×128 per workgroup, 8×8 per invocation -----
-// For big products. Each invocation owns rows {ty*4+i, 64+ty*4+i} and columns {tx*4+j, 64+tx*4+j}
-// (i, j < 4), read from shared memory as vec4s, so one k step is 4 vec4 loads for 16 vec4 FMAs.
-// Shared rows are padded by one vec4 so the transposing stores of row-major lhs tiles spread
-// over the banks.
+// ----- matmul_large: 128×128 tile, 8×8 per invocation -----
 
-const L_TILE: u32 = 128u;
-const L_BK: u32 = 16u;
-// vec4s per shared row (32 + 1 of padding)
-const L_ROW: u32 = 33u;
+const LTILE: u32 = 128u;
+const LROW: u32 = 33u;
 
 var<workgroup> la: array<vec4<f32>, 528>;
 var<workgroup> lb: array<vec4<f32>, 528>;
 
 @compute @workgroup_size(16, 16)
 fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                @builtin(local_invocation_id) local: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+        @builtin(local_invocation_id) local: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let tx = local.x;
     let ty = local.y;
-    let tiles_n = (p.n + L_TILE - 1u) / L_TILE;
-    let tiles_m = (p.m + L_TILE - 1u) / L_TILE;
+    let tiles_n = (p.n + LTILE - 1u) / LTILE;
+    let tiles_m = (p.m + LTILE - 1u) / LTILE;
+    // lhs: k fastest when its columns are contiguous, rows fastest otherwise (transposed).
     let lhs_k_fast = p.lhs_col == 1u;
     let rhs_n_fast = p.rhs_col == 1u || p.rhs_row != 1u;
     for (var b = wid.z; b < p.batch; b += nwg.z) {
         let lhs_base = p.lhs_offset + b * p.lhs_batch;
         let rhs_base = p.rhs_offset + b * p.rhs_batch;
+        let out_base = b * p.m * p.n;
         for (var tm = wid.y; tm < tiles_m; tm += nwg.y) {
             for (var tn = wid.x; tn < tiles_n; tn += nwg.x) {
-                let row0 = tm * L_TILE;
-                let col0 = tn * L_TILE;
-                var acc: array<vec4<f32>, 16>;
-                for (var i = 0u; i < 16u; i++) {
-                    acc[i] = vec4<f32>(0.0);
-                }
-                for (var k0 = 0u; k0 < p.k; k0 += L_BK) {
+                let row0 = tm * LTILE;
+                let col0 = tn * LTILE;
+                var acc0 = vec4<f32>(0.0);
+                var acc1 = vec4<f32>(0.0);
+                var acc2 = vec4<f32>(0.0);
+                var acc3 = vec4<f32>(0.0);
+                var acc4 = vec4<f32>(0.0);
+                var acc5 = vec4<f32>(0.0);
+                var acc6 = vec4<f32>(0.0);
+                var acc7 = vec4<f32>(0.0);
+                var acc8 = vec4<f32>(0.0);
+                var acc9 = vec4<f32>(0.0);
+                var acc10 = vec4<f32>(0.0);
+                var acc11 = vec4<f32>(0.0);
+                var acc12 = vec4<f32>(0.0);
+                var acc13 = vec4<f32>(0.0);
+                var acc14 = vec4<f32>(0.0);
+                var acc15 = vec4<f32>(0.0);
+                for (var k0 = 0u; k0 < p.k; k0 += BK) {
                     for (var t = 0u; t < 8u; t++) {
                         let idx = lid + t * 256u;
-                        var r: u32;
-                        var kk: u32;
+                        var r = idx % LTILE;
+                        var kk = idx / LTILE;
                         if lhs_k_fast {
-                            r = idx / L_BK;
-                            kk = idx % L_BK;
-                        } else {
-                            r = idx % L_TILE;
-                            kk = idx / L_TILE;
+                            r = idx / BK;
+                            kk = idx % BK;
                         }
-                        let gr = row0 + r;
-                        let gk = k0 + kk;
-                        var v = 0.0;
-                        if gr < p.m && gk < p.k {
-                            v = lhs[lhs_base + gr * p.lhs_row + gk * p.lhs_col];
+                        la[kk * LROW + r / 4u][r % 4u] = lhs_at(lhs_base, row0 + r, k0 + kk);
+                        var c = idx % LTILE;
+                        var kc = idx / LTILE;
+                        if !rhs_n_fast {
+                            c = idx / BK;
+                            kc = idx % BK;
                         }
-                        la[kk * L_ROW + r / 4u][r % 4u] = v;
-                    }
-                    for (var t = 0u; t < 8u; t++) {
-                        let idx = lid + t * 256u;
-                        var c: u32;
-                        var kk: u32;
-                        if rhs_n_fast {
-                            c = idx % L_TILE;
-                            kk = idx / L_TILE;
-                        } else {
-                            c = idx / L_BK;
-                            kk = idx % L_BK;
-                        }
-                        let gc = col0 + c;
-                        let gk = k0 + kk;
-                        var v = 0.0;
-                        if gc < p.n && gk < p.k {
-                            v = rhs[rhs_base + gk * p.rhs_row + gc * p.rhs_col];
-                        }
-                        lb[kk * L_ROW + c / 4u][c % 4u] = v;
+                        lb[kc * LROW + c / 4u][c % 4u] = rhs_at(rhs_base, k0 + kc, col0 + c);
                     }
                     workgroupBarrier();
-                    for (var kk = 0u; kk < L_BK; kk++) {
-                        let a0 = la[kk * L_ROW + ty];
-                        let a1 = la[kk * L_ROW + 16u + ty];
-                        let b0 = lb[kk * L_ROW + tx];
-                        let b1 = lb[kk * L_ROW + 16u + tx];
-                        acc[0] = fma(vec4<f32>(a0.x), b0, acc[0]);
-                        acc[1] = fma(vec4<f32>(a0.x), b1, acc[1]);
-                        acc[8] = fma(vec4<f32>(a1.x), b0, acc[8]);
-                        acc[9] = fma(vec4<f32>(a1.x), b1, acc[9]);
-                        acc[2] = fma(vec4<f32>(a0.y), b0, acc[2]);
-                        acc[3] = fma(vec4<f32>(a0.y), b1, acc[3]);
-                        acc[10] = fma(vec4<f32>(a1.y), b0, acc[10]);
-                        acc[11] = fma(vec4<f32>(a1.y), b1, acc[11]);
-                        acc[4] = fma(vec4<f32>(a0.z), b0, acc[4]);
-                        acc[5] = fma(vec4<f32>(a0.z), b1, acc[5]);
-                        acc[12] = fma(vec4<f32>(a1.z), b0, acc[12]);
-                        acc[13] = fma(vec4<f32>(a1.z), b1, acc[13]);
-                        acc[6] = fma(vec4<f32>(a0.w), b0, acc[6]);
-                        acc[7] = fma(vec4<f32>(a0.w), b1, acc[7]);
-                        acc[14] = fma(vec4<f32>(a1.w), b0, acc[14]);
-                        acc[15] = fma(vec4<f32>(a1.w), b1, acc[15]);
+                    for (var kk = 0u; kk < BK; kk++) {
+                        let a0 = la[kk * LROW + 0u + ty];
+                        let a1 = la[kk * LROW + 16u + ty];
+                        let b0 = lb[kk * LROW + 0u + tx];
+                        let b1 = lb[kk * LROW + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     workgroupBarrier();
                 }
-                let out_base = b * p.m * p.n;
-                for (var half_r = 0u; half_r < 2u; half_r++) {
-                    for (var i = 0u; i < 4u; i++) {
-                        let r = row0 + half_r * 64u + ty * 4u + i;
-                        if r >= p.m {
-                            continue;
-                        }
-                        for (var half_c = 0u; half_c < 2u; half_c++) {
-                            let v = acc[half_r * 8u + i * 2u + half_c];
-                            let c0 = col0 + half_c * 64u + tx * 4u;
-                            for (var j = 0u; j < 4u; j++) {
-                                if c0 + j < p.n {
-                                    out[out_base + r * p.n + c0 + j] = v[j];
-                                }
-                            }
-                        }
-                    }
-                }
+                store4(out_base, row0 + 0u + ty * 4u, col0 + 0u + tx * 4u, acc0);
+                store4(out_base, row0 + 0u + ty * 4u, col0 + 64u + tx * 4u, acc1);
+                store4(out_base, row0 + 1u + ty * 4u, col0 + 0u + tx * 4u, acc2);
+                store4(out_base, row0 + 1u + ty * 4u, col0 + 64u + tx * 4u, acc3);
+                store4(out_base, row0 + 2u + ty * 4u, col0 + 0u + tx * 4u, acc4);
+                store4(out_base, row0 + 2u + ty * 4u, col0 + 64u + tx * 4u, acc5);
+                store4(out_base, row0 + 3u + ty * 4u, col0 + 0u + tx * 4u, acc6);
+                store4(out_base, row0 + 3u + ty * 4u, col0 + 64u + tx * 4u, acc7);
+                store4(out_base, row0 + 64u + ty * 4u, col0 + 0u + tx * 4u, acc8);
+                store4(out_base, row0 + 64u + ty * 4u, col0 + 64u + tx * 4u, acc9);
+                store4(out_base, row0 + 65u + ty * 4u, col0 + 0u + tx * 4u, acc10);
+                store4(out_base, row0 + 65u + ty * 4u, col0 + 64u + tx * 4u, acc11);
+                store4(out_base, row0 + 66u + ty * 4u, col0 + 0u + tx * 4u, acc12);
+                store4(out_base, row0 + 66u + ty * 4u, col0 + 64u + tx * 4u, acc13);
+                store4(out_base, row0 + 67u + ty * 4u, col0 + 0u + tx * 4u, acc14);
+                store4(out_base, row0 + 67u + ty * 4u, col0 + 64u + tx * 4u, acc15);
             }
         }
     }
