@@ -32,18 +32,23 @@ fn grad_at(row: u32, j: u32, m: f32, inv_sum: f32) -> f32 {
     return grad_rows[row] * (exp(x[row * p.classes + j] - m) * inv_sum - q);
 }
 
-// The row's max and sum(exp(x - max)), identical in every invocation of the workgroup.
+// The row's max and sum(exp(x - max)) in one read of the row (a running (max, sum) pair per
+// invocation, combined across the workgroup), identical in every invocation.
 fn wg_max_sum(base: u32, lid: u32) -> vec2<f32> {
     var m = p.neg_inf;
-    for (var j = lid; j < p.classes; j += RED_WG) {
-        m = max(m, x[base + j]);
-    }
-    m = wg_max(m, lid);
     var s = 0.0;
     for (var j = lid; j < p.classes; j += RED_WG) {
-        s += exp(x[base + j] - m);
+        let v = x[base + j];
+        if v > m {
+            s = s * exp(m - v) + 1.0;
+            m = v;
+        } else if v != p.neg_inf {
+            s += exp(v - m);
+        }
     }
-    return vec2<f32>(m, wg_sum(s, lid));
+    let row_max = wg_max(m, lid);
+    let scaled = select(s * exp(m - row_max), 0.0, m == p.neg_inf);
+    return vec2<f32>(row_max, wg_sum(scaled, lid));
 }
 
 fn row_id(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {

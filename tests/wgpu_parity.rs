@@ -246,6 +246,16 @@ fn softmax_family_matches() {
         parity(&gpu, &format!("log_softmax cols {cols}"), &[x], 1e-4, |t| t[0].log_softmax(-1));
     }
     parity(&gpu, "softmax axis 0", &[input(&[65, 4], 31)], 1e-4, |t| t[0].softmax(0));
+    // Masked rows (leading -inf, as in causal attention) on both the short and workgroup paths.
+    for cols in [5usize, 65, 600] {
+        let mut x = input(&[3, cols], 35);
+        for r in 0..3 {
+            for j in 0..(cols / 2 + r) {
+                x.data[r * cols + j] = f32::NEG_INFINITY;
+            }
+        }
+        parity(&gpu, &format!("masked softmax cols {cols}"), std::slice::from_ref(&x), 1e-4, |t| t[0].softmax(-1));
+    }
     // Large logits stay exact relative to the max.
     let big = Input { data: data(64, 32).iter().map(|v| v * 5e3).collect(), shape: vec![2, 32] };
     parity(&gpu, "log_softmax large logits", &[big], 1e-4, |t| t[0].log_softmax(-1));
