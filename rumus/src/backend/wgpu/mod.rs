@@ -1040,7 +1040,50 @@ impl Backend for WgpuBackend {
 
 #[cfg(test)]
 mod tests {
-    use super::coalesce;
+    use super::*;
+
+    /// The shared backend, or `None` with a loud message (a failure under RUMUS_REQUIRE_WGPU=1).
+    fn backend() -> Option<Arc<WgpuBackend>> {
+        match WgpuBackend::shared() {
+            Ok(b) => Some(b),
+            Err(e) if std::env::var("RUMUS_REQUIRE_WGPU").as_deref() == Ok("1") => panic!("no wgpu adapter: {e}"),
+            Err(e) => {
+                eprintln!("SKIPPED: no wgpu adapter ({e})");
+                None
+            }
+        }
+    }
+
+    #[test]
+    fn freed_buffers_are_reused_from_the_pool() {
+        let Some(b) = backend() else { return };
+        let len = 123_457;
+        let first = b.full(len, 1.0).unwrap();
+        let Storage::Wgpu(s) = &first else { panic!("not a wgpu storage") };
+        let class = s.buffer().size();
+        let idle_before = b.pooled_bytes();
+        drop(first);
+        assert_eq!(b.pooled_bytes(), idle_before + class, "a dropped tensor's buffer goes to the pool");
+        let second = b.full(len - 1000, 2.0).unwrap();
+        assert_eq!(b.pooled_bytes(), idle_before, "an allocation of the same class takes it back");
+        assert_eq!(second.len(), len - 1000);
+        let data = b.to_f32(&second, &Layout::contiguous(&[len - 1000])).unwrap();
+        assert!(data.iter().all(|&v| v == 2.0));
+    }
+
+    #[test]
+    fn best_never_picks_a_cpu_emulation() {
+        let Some(b) = backend() else { return };
+        if std::env::var("RUMUS_DEVICE").is_err() {
+            let best = crate::Device::best();
+            assert_eq!(
+                best.is_wgpu(),
+                b.context().is_hardware(),
+                "best() picked {best} on {}",
+                b.context().adapter_name()
+            );
+        }
+    }
 
     #[test]
     fn coalesce_merges_contiguous_axes_and_drops_unit_axes() {
