@@ -2,6 +2,7 @@
 //! every `MAX_PENDING` dispatches. Per-dispatch parameters go into a host arena that is written
 //! to one reusable uniform buffer right before each submit, so no dispatch allocates a buffer.
 
+use std::collections::VecDeque;
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -13,6 +14,11 @@ use crate::{Error, Result};
 /// Dispatches recorded before a submit. Large enough to amortise submit cost, small enough that
 /// the GPU starts working while the host is still recording.
 const MAX_PENDING: usize = 256;
+/// Submissions the host may run ahead of the GPU before it waits for the oldest, so a loop
+/// that never reads back cannot queue unbounded work (and memory).
+const MAX_IN_FLIGHT: usize = 4;
+/// Upload bytes staged in the pending encoder before it is submitted, bounding staging memory.
+const MAX_PENDING_UPLOAD: u64 = 64 << 20;
 /// Bytes of one parameter slot; every kernel's `Params` struct fits.
 pub(crate) const PARAM_BYTES: usize = 256;
 
@@ -27,6 +33,8 @@ struct Pending {
     encoder: Option<::wgpu::CommandEncoder>,
     params: Vec<u8>,
     dispatches: usize,
+    upload_bytes: u64,
+    in_flight: VecDeque<::wgpu::SubmissionIndex>,
 }
 
 pub(crate) struct Recorder {
@@ -51,7 +59,13 @@ impl Recorder {
             mapped_at_creation: false,
         });
         Recorder {
-            pending: Mutex::new(Pending { encoder: None, params: vec![0; slot * MAX_PENDING], dispatches: 0 }),
+            pending: Mutex::new(Pending {
+                encoder: None,
+                params: vec![0; slot * MAX_PENDING],
+                dispatches: 0,
+                upload_bytes: 0,
+                in_flight: VecDeque::new(),
+            }),
             params_buffer,
             slot,
         }
@@ -133,15 +147,33 @@ impl Recorder {
     }
 
     fn submit_locked(&self, ctx: &WgpuContext, pending: &mut Pending) -> Result<()> {
-        let Some(encoder) = pending.encoder.take() else {
-            return Ok(());
-        };
+        let Some(encoder) = pending.encoder.take() else { return Ok(()) };
         if pending.dispatches > 0 {
             ctx.queue.write_buffer(&self.params_buffer, 0, &pending.params[..pending.dispatches * self.slot]);
         }
         pending.dispatches = 0;
-        ctx.queue.submit([encoder.finish()]);
+        pending.upload_bytes = 0;
+        let index = ctx.queue.submit([encoder.finish()]);
+        pending.in_flight.push_back(index);
+        let wait = if pending.in_flight.len() > MAX_IN_FLIGHT { pending.in_flight.pop_front() } else { None };
+        // Non-blocking unless the host is too far ahead; either way finished work is reclaimed.
+        let poll = match wait {
+            Some(index) => ::wgpu::PollType::Wait { submission_index: Some(index), timeout: None },
+            None => ::wgpu::PollType::Poll,
+        };
+        ctx.device.poll(poll).map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))?;
         ctx.take_error()
+    }
+
+    /// Records the copy of an upload; submits once staged uploads grow large.
+    pub fn upload(&self, ctx: &WgpuContext, staging: &::wgpu::Buffer, dst: &::wgpu::Buffer, bytes: u64) -> Result<()> {
+        let mut pending = self.lock();
+        Self::encoder(ctx, &mut pending).copy_buffer_to_buffer(staging, 0, dst, 0, bytes);
+        pending.upload_bytes += bytes;
+        if pending.upload_bytes > MAX_PENDING_UPLOAD {
+            self.submit_locked(ctx, &mut pending)?;
+        }
+        Ok(())
     }
 
     /// Submits everything recorded so far.

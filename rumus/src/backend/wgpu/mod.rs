@@ -217,8 +217,7 @@ impl WgpuBackend {
                 .map_err(|e| Error::Gpu(format!("{op}: mapping an upload buffer: {e}")))?
                 .copy_from_slice(bytes);
             staging.unmap();
-            let size = bytes.len() as u64;
-            self.recorder.record(&self.ctx, |enc| enc.copy_buffer_to_buffer(&staging, 0, out.buffer(), 0, size));
+            self.recorder.upload(&self.ctx, &staging, out.buffer(), bytes.len() as u64)?;
         }
         Ok(self.output(out))
     }
