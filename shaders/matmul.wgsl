@@ -1,6 +1,7 @@
 // Batched matmul out[b] = lhs[b] (m×k) @ rhs[b] (k×n) with arbitrary element strides, so
 // transposed and batch-broadcast operands need no copy. Output is contiguous [batch, m, n].
 //
+// `matmul_small` (below) gives each output its own invocation, for products with a short side.
 // Two tile sizes share one scheme: `matmul` computes a 64×64 tile per workgroup (4×4 per
 // invocation) for small and medium products; `matmul_large` a 128×128 tile (8×8 per invocation,
 // four 4×4 blocks 64 apart) for big ones. A 16×16 workgroup stages K in slices of 16 through
@@ -240,4 +241,28 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
             }
         }
     }
+}
+
+// ----- matmul_small: one invocation per output -----
+// For products with a side under 16, where a tile would mostly idle (classifier heads,
+// per-head attention on tiny shapes, many tiny batched products). Any batch size works: the
+// outputs are numbered linearly over a 2-D dispatch.
+
+@compute @workgroup_size(256)
+fn matmul_small(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                @builtin(local_invocation_index) lid: u32) {
+    let i = (wid.x + wid.y * nwg.x) * 256u + lid;
+    if i >= p.batch * p.m * p.n {
+        return;
+    }
+    let c = i % p.n;
+    let r = (i / p.n) % p.m;
+    let b = i / (p.m * p.n);
+    let a0 = p.lhs_offset + b * p.lhs_batch + r * p.lhs_row;
+    let b0 = p.rhs_offset + b * p.rhs_batch + c * p.rhs_col;
+    var acc = 0.0;
+    for (var kk = 0u; kk < p.k; kk++) {
+        acc = fma(lhs[a0 + kk * p.lhs_col], rhs[b0 + kk * p.rhs_row], acc);
+    }
+    out[i] = acc;
 }

@@ -230,6 +230,13 @@ fn matmul_matches() {
     let a = input(&[2, 129, 20], 33);
     let b = input(&[20, 131], 34);
     parity(&gpu, "large-tile batched broadcast", &[a, b], 1e-4, |t| t[0].matmul(&t[1]));
+    let a = input(&[3, 20, 17], 37);
+    let b = input(&[3, 40, 17], 38);
+    parity(&gpu, "batched tiles a bT", &[a, b], 1e-4, |t| t[0].matmul(&t[1].transpose(1, 2)?));
+    // More batch entries than one dispatch dimension holds.
+    let a = input(&[70_000, 1, 2], 35);
+    let b = input(&[70_000, 2, 1], 36);
+    parity(&gpu, "batch 70000 matmul", &[a, b], 1e-4, |t| t[0].matmul(&t[1]));
     let a = input(&[4, 10, 12], 27);
     let b = input(&[4, 10, 6], 28);
     parity(&gpu, "batched aT b", &[a, b], 1e-4, |t| t[0].transpose(1, 2)?.matmul(&t[1]));

@@ -680,12 +680,21 @@ impl Backend for WgpuBackend {
             b.col_stride,
         ]
         .map(|v| v as u32);
-        // Big products take 128×128 tiles (8×8 per invocation); smaller ones 64×64 (4×4), which
-        // keep more workgroups busy when a side is short.
-        let (entry, tile) = if args.m >= 128 && args.n >= 128 { ("matmul_large", 128) } else { ("matmul", 64) };
         let max = self.ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize;
-        let groups =
-            [args.n.div_ceil(tile).min(max) as u32, args.m.div_ceil(tile).min(max) as u32, args.batch.min(max) as u32];
+        // A short side would leave most of a tile idle: one invocation per output instead.
+        // Big products take 128×128 tiles (8×8 per invocation); the rest 64×64 (4×4), which keep
+        // more workgroups busy.
+        let (entry, groups) = if args.m < 16 || args.n < 16 {
+            ("matmul_small", self.groups_for(n_out, "matmul")?)
+        } else {
+            let tile = if args.m >= 128 && args.n >= 128 { 128 } else { 64 };
+            let groups = [
+                args.n.div_ceil(tile).min(max) as u32,
+                args.m.div_ceil(tile).min(max) as u32,
+                args.batch.min(max) as u32,
+            ];
+            (if tile == 128 { "matmul_large" } else { "matmul" }, groups)
+        };
         self.run(&pipelines::MATMUL, entry, &[R, R, W], &params, &[bind(l), bind(r), bind(&out)], groups)?;
         Ok(self.output(out))
     }
