@@ -79,8 +79,8 @@ pub fn reduce(op: ReduceOp, x: &[f32], dims: ReduceDims) -> Vec<f32> {
         out.par_chunks_mut(cols).enumerate().for_each(|(c, o)| {
             o.fill(identity(op));
             for row in x.chunks_exact(dims.inner) {
-                for (k, o) in o.iter_mut().enumerate() {
-                    *o = combine(op, *o, row[c * cols + k]);
+                for (o, &v) in o.iter_mut().zip(&row[c * cols..]) {
+                    *o = combine(op, *o, v);
                 }
             }
         });
