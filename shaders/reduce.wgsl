@@ -3,11 +3,11 @@
 //   so any row count works. A long row is split into `chunks` pieces whose partials a second
 //   dispatch combines, so a single huge row still spreads over the whole GPU.
 // `reduce_cols` (inner > 1, or short rows): one invocation per output, reading coalesced across
-//   `inner`.
+//   `inner`; with few outputs the reduced axis is split into chunks the same way.
 // Needs a reduction prelude (wg_sum, wg_max).
 
 struct Params {
-    // rows to produce: outer * chunks for reduce_rows, outer for reduce_cols
+    // reduce_rows: rows to produce (outer * chunks); reduce_cols: outer
     outer: u32,
     len: u32,
     inner: u32,
@@ -61,15 +61,18 @@ fn reduce_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
 @compute @workgroup_size(256)
 fn reduce_cols(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                @builtin(local_invocation_index) lid: u32) {
+    // Output [outer, chunks, inner]: chunk c of the reduced axis for each kept element.
     let i = (wid.x + wid.y * nwg.x) * 256u + lid;
-    if i >= p.outer * p.inner {
+    if i >= p.outer * p.chunks * p.inner {
         return;
     }
-    let o = i / p.inner;
     let k = i % p.inner;
+    let c = (i / p.inner) % p.chunks;
+    let o = i / (p.inner * p.chunks);
     let base = o * p.len * p.inner + k;
+    let end = min(p.len, (c + 1u) * p.chunk_len);
     var acc = p.identity;
-    for (var j = 0u; j < p.len; j++) {
+    for (var j = c * p.chunk_len; j < end; j++) {
         acc = combine(p.op, acc, x[base + j * p.inner]);
     }
     out[i] = acc;

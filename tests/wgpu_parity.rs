@@ -399,6 +399,9 @@ fn reduce_and_softmax_kernels_match_on_both_reduction_paths() {
         ReduceDims { outer: 70_000, len: 2, inner: 1 },
         ReduceDims { outer: 3_000, len: 33, inner: 1 },
         ReduceDims { outer: 2, len: 100_000, inner: 1 },
+        // Few outputs over a long axis: chunked column reduction plus a second pass.
+        ReduceDims { outer: 1, len: 20_000, inner: 7 },
+        ReduceDims { outer: 2, len: 5_000, inner: 33 },
         ReduceDims { outer: 2, len: 65, inner: 63 },
         ReduceDims { outer: 4, len: 0, inner: 1 },
     ] {

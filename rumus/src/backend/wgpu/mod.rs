@@ -36,6 +36,10 @@ const SHORT_ROW: usize = 32;
 const SPREAD_GROUPS: usize = 1024;
 /// ...but never into chunks shorter than this.
 const MIN_CHUNK: usize = 4096;
+/// A column reduction with few outputs splits the reduced axis until about this many
+/// invocations share the work, in chunks of at least `MIN_COL_CHUNK`.
+const SPREAD_THREADS: usize = 65_536;
+const MIN_COL_CHUNK: usize = 64;
 
 /// Kernels of one wgpu device. All handles share one backend (and so one device and pool).
 pub struct WgpuBackend {
@@ -589,9 +593,8 @@ impl Backend for WgpuBackend {
         let x = gpu(x, DType::F32, "reduce")?;
         check_len("reduce", x, dims.outer * dims.len * dims.inner)?;
         let n = dims.outer * dims.inner;
-        let out = self.alloc(n, DType::F32, "reduce")?;
         if n == 0 {
-            return Ok(self.output(out));
+            return Ok(self.output(self.alloc(0, DType::F32, "reduce")?));
         }
         let (code, identity) = match op {
             ReduceOp::Sum => (0u32, 0.0f32),
@@ -599,24 +602,33 @@ impl Backend for WgpuBackend {
             ReduceOp::Min => (2, f32::INFINITY),
         };
         if dims.inner > 1 || dims.len <= SHORT_ROW {
-            // One invocation per output: coalesced across `inner`, no idle lanes on short rows.
-            let params =
-                [dims.outer as u32, dims.len as u32, dims.inner as u32, code, identity.to_bits(), 1, dims.len as u32];
-            self.run(
-                &pipelines::REDUCE,
-                "reduce_cols",
-                &[R, W],
-                &params,
-                &[bind(x), bind(&out)],
-                self.groups_for(n, "reduce")?,
-            )?;
-            return Ok(self.output(out));
+            // One invocation per output, coalesced across `inner`; with few outputs the reduced
+            // axis is split into chunks (partials reduced by a second pass) so the GPU fills up.
+            let chunks = SPREAD_THREADS.div_ceil(n).clamp(1, dims.len.div_ceil(MIN_COL_CHUNK).max(1));
+            let chunk_len = dims.len.div_ceil(chunks).max(1);
+            let target = self.alloc(n * chunks, DType::F32, "reduce")?;
+            let params = [
+                dims.outer as u32,
+                dims.len as u32,
+                dims.inner as u32,
+                code,
+                identity.to_bits(),
+                chunks as u32,
+                chunk_len as u32,
+            ];
+            let groups = self.groups_for(n * chunks, "reduce")?;
+            self.run(&pipelines::REDUCE, "reduce_cols", &[R, W], &params, &[bind(x), bind(&target)], groups)?;
+            if chunks == 1 {
+                return Ok(self.output(target));
+            }
+            let partial = ReduceDims { outer: dims.outer, len: chunks, inner: dims.inner };
+            return self.reduce(op, &self.output(target), partial);
         }
         // Few long rows: split each into chunks so the whole GPU works, then reduce the partials.
         let chunks = SPREAD_GROUPS.div_ceil(dims.outer).clamp(1, dims.len.div_ceil(MIN_CHUNK));
         let chunk_len = dims.len.div_ceil(chunks);
         let rows = dims.outer * chunks;
-        let target = if chunks == 1 { out.clone() } else { self.alloc(rows, DType::F32, "reduce")? };
+        let target = self.alloc(rows, DType::F32, "reduce")?;
         let params = [rows as u32, dims.len as u32, 1, code, identity.to_bits(), chunks as u32, chunk_len as u32];
         self.run(
             &pipelines::REDUCE,
@@ -627,7 +639,7 @@ impl Backend for WgpuBackend {
             self.groups_rows(rows),
         )?;
         if chunks == 1 {
-            return Ok(self.output(out));
+            return Ok(self.output(target));
         }
         self.reduce(op, &self.output(target), ReduceDims { outer: dims.outer, len: chunks, inner: 1 })
     }
