@@ -6,6 +6,8 @@
 //! Without an adapter the tests print a loud SKIPPED line, unless `RUMUS_REQUIRE_WGPU=1` (CI),
 //! where a missing adapter fails them.
 
+use std::io::Write;
+
 use rumus::backend::cpu::CpuBackend;
 use rumus::backend::wgpu::WgpuBackend;
 use rumus::backend::*;
@@ -20,7 +22,15 @@ fn wgpu_device() -> Option<Device> {
             if std::env::var("RUMUS_REQUIRE_WGPU").as_deref() == Ok("1") {
                 panic!("RUMUS_REQUIRE_WGPU=1 but no wgpu adapter: {e}");
             }
-            eprintln!("\n**********\nSKIPPED: no wgpu adapter ({e})\n**********\n");
+            // Straight to stderr: the test harness captures eprintln! of passing tests.
+            let _ = writeln!(
+                std::io::stderr(),
+                "
+**********
+SKIPPED: no wgpu adapter ({e})
+**********
+"
+            );
             None
         }
     }

@@ -1068,7 +1068,10 @@ mod tests {
             Ok(b) => Some(b),
             Err(e) if std::env::var("RUMUS_REQUIRE_WGPU").as_deref() == Ok("1") => panic!("no wgpu adapter: {e}"),
             Err(e) => {
-                eprintln!("SKIPPED: no wgpu adapter ({e})");
+                let _ = std::io::Write::write_all(
+                    &mut std::io::stderr(),
+                    format!("SKIPPED: no wgpu adapter ({e})\n").as_bytes(),
+                );
                 None
             }
         }
