@@ -6,35 +6,11 @@
 //! Without an adapter the tests print a loud SKIPPED line, unless `RUMUS_REQUIRE_WGPU=1` (CI),
 //! where a missing adapter fails them.
 
-use std::io::Write;
-
 use rumus::backend::cpu::CpuBackend;
 use rumus::backend::wgpu::WgpuBackend;
 use rumus::backend::*;
+use rumus::testing::wgpu_or_skip;
 use rumus::{Device, Layout, RawTensor, Result};
-
-/// The wgpu device, or `None` (with a loud message) when there is no adapter and CI does not
-/// require one.
-fn wgpu_device() -> Option<Device> {
-    match Device::wgpu() {
-        Ok(device) => Some(device),
-        Err(e) => {
-            if std::env::var("RUMUS_REQUIRE_WGPU").as_deref() == Ok("1") {
-                panic!("RUMUS_REQUIRE_WGPU=1 but no wgpu adapter: {e}");
-            }
-            // Straight to stderr: the test harness captures eprintln! of passing tests.
-            let _ = writeln!(
-                std::io::stderr(),
-                "
-**********
-SKIPPED: no wgpu adapter ({e})
-**********
-"
-            );
-            None
-        }
-    }
-}
 
 /// Deterministic pseudo-random data (CPU generator), so both devices get identical inputs.
 fn data(len: usize, seed: u64) -> Vec<f32> {
@@ -108,7 +84,7 @@ fn parity(gpu: &Device, name: &str, inputs: &[Input], tol: f32, f: impl Fn(&[Raw
 
 #[test]
 fn unary_ops_match() {
-    let Some(gpu) = wgpu_device() else { return };
+    let Some(gpu) = wgpu_or_skip() else { return };
     type Op = fn(&RawTensor) -> Result<RawTensor>;
     let ops: [(&str, Op, bool); 17] = [
         ("neg", |x| x.neg(), false),
@@ -139,7 +115,7 @@ fn unary_ops_match() {
 
 #[test]
 fn binary_ops_broadcast_and_match() {
-    let Some(gpu) = wgpu_device() else { return };
+    let Some(gpu) = wgpu_or_skip() else { return };
     type Op = fn(&RawTensor, &RawTensor) -> Result<RawTensor>;
     let ops: [(&str, Op); 6] = [
         ("add", |a, b| a.add(b)),
@@ -162,7 +138,7 @@ fn binary_ops_broadcast_and_match() {
 
 #[test]
 fn ops_on_non_contiguous_views_match() {
-    let Some(gpu) = wgpu_device() else { return };
+    let Some(gpu) = wgpu_or_skip() else { return };
     let x = input(&[6, 65], 3);
     let y = input(&[65, 6], 4);
     parity(&gpu, "transpose add", &[x.clone(), y.clone()], 1e-4, |t| t[0].transpose(0, 1)?.add(&t[1]));
@@ -180,7 +156,7 @@ fn ops_on_non_contiguous_views_match() {
 
 #[test]
 fn reductions_match() {
-    let Some(gpu) = wgpu_device() else { return };
+    let Some(gpu) = wgpu_or_skip() else { return };
     for shape in [&[1usize, 1][..], &[63, 64], &[65, 3], &[3, 65], &[2, 300, 5]] {
         for axis in 0..shape.len() as isize {
             let x = input(shape, 11);
@@ -206,7 +182,7 @@ fn reductions_match() {
 
 #[test]
 fn reductions_over_more_than_65535_rows_match() {
-    let Some(gpu) = wgpu_device() else { return };
+    let Some(gpu) = wgpu_or_skip() else { return };
     for cols in [3, 33] {
         let x = input(&[70_000, cols], 13);
         parity(&gpu, &format!("sum 70000x{cols}"), std::slice::from_ref(&x), 1e-4, |t| t[0].sum(&[1], false));
@@ -220,7 +196,7 @@ fn reductions_over_more_than_65535_rows_match() {
 
 #[test]
 fn matmul_matches() {
-    let Some(gpu) = wgpu_device() else { return };
+    let Some(gpu) = wgpu_or_skip() else { return };
     for (m, k, n) in [(1, 1, 1), (63, 64, 65), (65, 63, 64), (64, 65, 1), (1, 130, 70), (128, 16, 128), (130, 33, 257)]
     {
         let a = input(&[m, k], 21);
@@ -256,7 +232,7 @@ fn matmul_matches() {
 
 #[test]
 fn softmax_family_matches() {
-    let Some(gpu) = wgpu_device() else { return };
+    let Some(gpu) = wgpu_or_skip() else { return };
     for cols in [1usize, 63, 64, 65, 600] {
         let x = input(&[3, cols], cols as u64);
         parity(&gpu, &format!("softmax cols {cols}"), std::slice::from_ref(&x), 1e-4, |t| t[0].softmax(-1));
@@ -280,7 +256,7 @@ fn softmax_family_matches() {
 
 #[test]
 fn softmax_over_more_than_65535_rows_matches() {
-    let Some(gpu) = wgpu_device() else { return };
+    let Some(gpu) = wgpu_or_skip() else { return };
     // Short rows (one invocation each) and long rows (a workgroup each, more rows than
     // workgroups in one dispatch dimension).
     for cols in [5, 33] {
@@ -292,7 +268,7 @@ fn softmax_over_more_than_65535_rows_matches() {
 
 #[test]
 fn elementwise_over_4194240_elements_matches() {
-    let Some(gpu) = wgpu_device() else { return };
+    let Some(gpu) = wgpu_or_skip() else { return };
     let n = 4_200_000;
     let a = data(n, 41);
     let b = data(n, 42);
@@ -325,7 +301,7 @@ fn read(b: &dyn Backend, s: &Storage) -> Out {
 /// Runs `f` with the CPU backend and with every wgpu backend variant (subgroup and shared-memory
 /// reductions) and compares all returned storages.
 fn kernel_parity(name: &str, tol: f32, f: impl Fn(&dyn Backend) -> Result<Vec<Storage>>) {
-    let Some(Device::Wgpu(gpu)) = wgpu_device() else {
+    let Some(Device::Wgpu(gpu)) = wgpu_or_skip() else {
         return;
     };
     let shared = WgpuBackend::with_shared_memory_reductions().unwrap();
@@ -373,7 +349,7 @@ fn memory_kernels_match() {
 
 #[test]
 fn random_streams_match_bit_for_bit() {
-    let Some(Device::Wgpu(gpu)) = wgpu_device() else {
+    let Some(Device::Wgpu(gpu)) = wgpu_or_skip() else {
         return;
     };
     let cpu = CpuBackend;
@@ -608,7 +584,7 @@ fn optimizer_kernels_match() {
 
 #[test]
 fn device_handles_share_one_context_and_errors_are_clean() {
-    let Some(gpu) = wgpu_device() else { return };
+    let Some(gpu) = wgpu_or_skip() else { return };
     let again = Device::wgpu().unwrap();
     assert!(gpu.same(&again));
     assert!(!gpu.same(&Device::cpu()));
@@ -637,7 +613,7 @@ fn indices(values: &[u32], shape: &[usize], like: &RawTensor) -> Result<RawTenso
 
 #[test]
 fn convolution_and_pooling_ops_match() {
-    let Some(gpu) = wgpu_device() else { return };
+    let Some(gpu) = wgpu_or_skip() else { return };
     let (x, w, b) = (input(&[2, 3, 9, 8], 101), input(&[4, 3, 3, 3], 102), input(&[4], 103));
     parity(&gpu, "conv2d pad 1", &[x.clone(), w, b], 1e-4, |t| {
         t[0].conv2d(&t[1], Some(&t[2]), (1, 1), (1, 1), (1, 1), 1)
@@ -661,7 +637,7 @@ fn convolution_and_pooling_ops_match() {
 
 #[test]
 fn normalisation_and_dropout_ops_match() {
-    let Some(gpu) = wgpu_device() else { return };
+    let Some(gpu) = wgpu_or_skip() else { return };
     let (x, w, b) = (input(&[4, 3, 5, 5], 111), input(&[3], 112), input(&[3], 113));
     parity(&gpu, "batch_norm training", &[x.clone(), w.clone(), b.clone()], 1e-4, |t| {
         t[0].batch_norm(Some(&t[1]), Some(&t[2]), None, true, 1e-5)
@@ -688,7 +664,7 @@ fn normalisation_and_dropout_ops_match() {
 
 #[test]
 fn indexing_ops_match() {
-    let Some(gpu) = wgpu_device() else { return };
+    let Some(gpu) = wgpu_or_skip() else { return };
     let x = input(&[7, 65], 121);
     let rows: Vec<u32> = vec![3, 0, 6, 3, 1];
     parity(&gpu, "index_select axis 0", std::slice::from_ref(&x), 1e-5, |t| {
@@ -708,7 +684,7 @@ fn indexing_ops_match() {
 
 #[test]
 fn loss_ops_match() {
-    let Some(gpu) = wgpu_device() else { return };
+    let Some(gpu) = wgpu_or_skip() else { return };
     for (rows, classes, smoothing) in [(1usize, 1usize, 0.0f32), (63, 10, 0.1), (64, 65, 0.0), (5, 300, 0.2)] {
         let logits = input(&[rows, classes], rows as u64);
         let targets: Vec<u32> = (0..rows as u32).map(|r| (r * 5 + 1) % classes as u32).collect();
@@ -733,7 +709,7 @@ fn loss_ops_match() {
 
 #[test]
 fn join_ops_match() {
-    let Some(gpu) = wgpu_device() else { return };
+    let Some(gpu) = wgpu_or_skip() else { return };
     let (a, b) = (input(&[3, 5], 141), input(&[3, 2], 142));
     parity(&gpu, "concat axis 1", &[a.clone(), b], 1e-6, |t| RawTensor::concat(&[&t[0], &t[1]], 1));
     let c = input(&[5, 3], 143);

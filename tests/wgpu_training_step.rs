@@ -2,33 +2,11 @@
 //! every parameter — makes no device → host transfer until the loss is read, and lands on the
 //! same parameters as the CPU. In its own test binary: the transfer counter is process-wide.
 
-use std::io::Write;
-
 use rumus::backend::wgpu::transfer_count;
 use rumus::backend::OptimizerStep;
 use rumus::nn::{named_params, Linear, Module, Param, Sequential};
+use rumus::testing::wgpu_or_skip;
 use rumus::{Device, RawTensor, Result};
-
-fn wgpu_device() -> Option<Device> {
-    match Device::wgpu() {
-        Ok(device) => Some(device),
-        Err(e) => {
-            if std::env::var("RUMUS_REQUIRE_WGPU").as_deref() == Ok("1") {
-                panic!("RUMUS_REQUIRE_WGPU=1 but no wgpu adapter: {e}");
-            }
-            // Straight to stderr: the test harness captures eprintln! of passing tests.
-            let _ = writeln!(
-                std::io::stderr(),
-                "
-**********
-SKIPPED: no wgpu adapter ({e})
-**********
-"
-            );
-            None
-        }
-    }
-}
 
 const BATCH: usize = 32;
 const FEATURES: usize = 20;
@@ -95,7 +73,7 @@ fn step(s: &Setup, t: u32) -> Result<RawTensor> {
 
 #[test]
 fn training_step_makes_no_hidden_transfers_and_matches_cpu() -> Result<()> {
-    let Some(gpu) = wgpu_device() else {
+    let Some(gpu) = wgpu_or_skip() else {
         return Ok(());
     };
     let on_gpu = setup(&gpu)?;

@@ -1062,18 +1062,10 @@ impl Backend for WgpuBackend {
 mod tests {
     use super::*;
 
-    /// The shared backend, or `None` with a loud message (a failure under RUMUS_REQUIRE_WGPU=1).
     fn backend() -> Option<Arc<WgpuBackend>> {
-        match WgpuBackend::shared() {
-            Ok(b) => Some(b),
-            Err(e) if std::env::var("RUMUS_REQUIRE_WGPU").as_deref() == Ok("1") => panic!("no wgpu adapter: {e}"),
-            Err(e) => {
-                let _ = std::io::Write::write_all(
-                    &mut std::io::stderr(),
-                    format!("SKIPPED: no wgpu adapter ({e})\n").as_bytes(),
-                );
-                None
-            }
+        match crate::testing::wgpu_or_skip()? {
+            crate::Device::Wgpu(b) => Some(b),
+            crate::Device::Cpu => None,
         }
     }
 
