@@ -1,10 +1,12 @@
 //! A full training step on wgpu tensors — forward, loss, backward, a fused optimizer kernel on
 //! every parameter — makes no device → host transfer until the loss is read, and lands on the
-//! same parameters as the CPU. In its own test binary: the transfer counter is process-wide.
+//! same parameters as the CPU, both with the kernel called directly and through `optim::Adam`.
+//! In its own test binary: the transfer counter is process-wide.
 
 use rumus::backend::wgpu::transfer_count;
 use rumus::backend::OptimizerStep;
 use rumus::nn::{named_params, Linear, Module, Param, Sequential};
+use rumus::optim::{Adam, Optimizer};
 use rumus::testing::wgpu_or_skip;
 use rumus::{Device, RawTensor, Result};
 
@@ -96,6 +98,24 @@ fn training_step_makes_no_hidden_transfers_and_matches_cpu() -> Result<()> {
         for (i, (a, b)) in g.to_vec()?.iter().zip(c.to_vec()?).enumerate() {
             assert!((a - b).abs() < 1e-4, "{name}[{i}] after two steps: wgpu {a}, cpu {b}");
         }
+    }
+
+    // The same through the library optimizer (state created lazily on the parameter's device).
+    let (lib_gpu, lib_cpu) = (setup(&gpu)?, setup(&Device::cpu())?);
+    let (mut opt_gpu, mut opt_cpu) = (Adam::new(1e-2), Adam::new(1e-2));
+    let before = transfer_count();
+    let mut losses = Vec::new();
+    for _ in 0..3 {
+        let loss = lib_gpu.model.forward_raw(&lib_gpu.x)?.cross_entropy(&lib_gpu.targets, 0.0)?;
+        opt_gpu.step(&lib_gpu.params, &loss.backward()?)?;
+        losses.push(loss);
+    }
+    assert_eq!(transfer_count(), before, "Adam steps read data back to the host");
+    for loss in &losses {
+        let cpu_loss = lib_cpu.model.forward_raw(&lib_cpu.x)?.cross_entropy(&lib_cpu.targets, 0.0)?;
+        opt_cpu.step(&lib_cpu.params, &cpu_loss.backward()?)?;
+        let (g, c) = (loss.item()?, cpu_loss.item()?);
+        assert!((g - c).abs() < 1e-4, "library Adam loss: wgpu {g}, cpu {c}");
     }
     Ok(())
 }
