@@ -305,6 +305,7 @@ fn kernel_parity(name: &str, tol: f32, f: impl Fn(&dyn Backend) -> Result<Vec<St
         return;
     };
     let shared = WgpuBackend::with_shared_memory_reductions().unwrap();
+    assert!(!shared.uses_subgroups(), "the fallback variant must not use subgroups");
     let cpu = CpuBackend;
     let want: Vec<Out> =
         f(&cpu).unwrap_or_else(|e| panic!("{name} on cpu: {e}")).iter().map(|s| read(&cpu, s)).collect();
