@@ -28,6 +28,11 @@ struct Params {
 // max_pool2d: argmax output; max_pool2d_backward: argmax input.
 @group(0) @binding(3) var<storage, read_write> arg: array<u32>;
 
+// NaN test on the bits: drivers may compile `v != v` under fast-math rules and fold it to false.
+fn is_nan(v: f32) -> bool {
+    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
+}
+
 fn linear(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
     return (wid.x + wid.y * nwg.x) * 256u + lid;
 }
@@ -58,7 +63,7 @@ fn max_pool2d(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
             }
             let at = u32(ii) * p.in_w + u32(ij);
             let v = src[base + at];
-            if v > best || best_at == 0xffffffffu || v != v {
+            if v > best || best_at == 0xffffffffu || is_nan(v) {
                 best = v;
                 best_at = at;
             }

@@ -15,6 +15,8 @@ struct Params {
     identity: f32,
     chunks: u32,
     chunk_len: u32,
+    // Passed in because WGSL constant expressions cannot be NaN.
+    nan: f32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -22,11 +24,16 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 
 // As the CPU: NaN wins in max/min.
+// NaN test on the bits: drivers may compile `v != v` under fast-math rules and fold it to false.
+fn is_nan(v: f32) -> bool {
+    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
+}
+
 fn combine(op: u32, acc: f32, v: f32) -> f32 {
     switch op {
         case 0u: { return acc + v; }
-        case 1u: { return select(acc, v, v > acc || v != v); }
-        default: { return select(acc, v, v < acc || v != v); }
+        case 1u: { return select(acc, v, v > acc || is_nan(v)); }
+        default: { return select(acc, v, v < acc || is_nan(v)); }
     }
 }
 
@@ -47,10 +54,15 @@ fn reduce_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         var r: f32;
         if p.op == 0u {
             r = wg_sum(acc, lid);
-        } else if p.op == 1u {
-            r = wg_max(acc, lid);
         } else {
-            r = -wg_max(-acc, lid);
+            // Hardware max/min may drop NaN; the CPU's rule is that NaN wins, so count them.
+            let nans = wg_sum(select(0.0, 1.0, is_nan(acc)), lid);
+            if p.op == 1u {
+                r = wg_max(acc, lid);
+            } else {
+                r = -wg_max(-acc, lid);
+            }
+            r = select(r, p.nan, nans > 0.0);
         }
         if lid == 0u {
             out[row] = r;

@@ -404,6 +404,15 @@ fn reduce_and_softmax_kernels_match_on_both_reduction_paths() {
             Ok(out)
         });
     }
+    // NaN wins in max/min, on the workgroup path too (hardware max may drop it).
+    let mut with_nan = data(3 * 1000, 64);
+    with_nan[1000 + 517] = f32::NAN;
+    for dims in [ReduceDims { outer: 3, len: 1000, inner: 1 }, ReduceDims { outer: 3, len: 10, inner: 100 }] {
+        kernel_parity(&format!("max/min/argmax with a NaN {dims:?}"), 1e-5, |b| {
+            let s = b.from_f32(&with_nan)?;
+            Ok(vec![b.reduce(ReduceOp::Max, &s, dims)?, b.reduce(ReduceOp::Min, &s, dims)?, b.argmax(&s, dims)?])
+        });
+    }
     for (rows, cols) in [(1usize, 1usize), (5, 257), (70_000, 2), (3_000, 33)] {
         let x = data(rows * cols, 62);
         let g = data(rows * cols, 63);

@@ -615,6 +615,7 @@ impl Backend for WgpuBackend {
                 identity.to_bits(),
                 chunks as u32,
                 chunk_len as u32,
+                f32::NAN.to_bits(),
             ];
             let groups = self.groups_for(n * chunks, "reduce")?;
             self.run(&pipelines::REDUCE, "reduce_cols", &[R, W], &params, &[bind(x), bind(&target)], groups)?;
@@ -629,7 +630,16 @@ impl Backend for WgpuBackend {
         let chunk_len = dims.len.div_ceil(chunks);
         let rows = dims.outer * chunks;
         let target = self.alloc(rows, DType::F32, "reduce")?;
-        let params = [rows as u32, dims.len as u32, 1, code, identity.to_bits(), chunks as u32, chunk_len as u32];
+        let params = [
+            rows as u32,
+            dims.len as u32,
+            1,
+            code,
+            identity.to_bits(),
+            chunks as u32,
+            chunk_len as u32,
+            f32::NAN.to_bits(),
+        ];
         self.run(
             &pipelines::REDUCE,
             "reduce_rows",
