@@ -23,12 +23,12 @@ struct Params {
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 
-// As the CPU: NaN wins in max/min.
 // NaN test on the bits: drivers may compile `v != v` under fast-math rules and fold it to false.
 fn is_nan(v: f32) -> bool {
     return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
 }
 
+// As the CPU: NaN wins in max/min.
 fn combine(op: u32, acc: f32, v: f32) -> f32 {
     switch op {
         case 0u: { return acc + v; }
