@@ -146,8 +146,12 @@ fn bench_lenet_epoch(device: &Device, batch: usize) -> Result<[Record; 2]> {
     };
     let first = epoch()?;
     let steady = epoch()?;
-    let record = |name: String, secs: f64| Record { name, median_s: secs, rate: SAMPLES as f64 / secs, unit: "samples/s" };
-    Ok([record(format!("lenet mnist epoch b{batch} (first)"), first), record(format!("lenet mnist epoch b{batch}"), steady)])
+    let record =
+        |name: String, secs: f64| Record { name, median_s: secs, rate: SAMPLES as f64 / secs, unit: "samples/s" };
+    Ok([
+        record(format!("lenet mnist epoch b{batch} (first)"), first),
+        record(format!("lenet mnist epoch b{batch}"), steady),
+    ])
 }
 
 fn main() -> Result<()> {
@@ -155,6 +159,7 @@ fn main() -> Result<()> {
     let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
     let device = match value("--device").as_deref() {
         Some("cpu") | None => Device::cpu(),
+        Some("wgpu") => Device::wgpu()?,
         Some(other) => {
             return Err(rumus::Error::InvalidArgument { op: "bench", detail: format!("unknown device {other}") })
         }
@@ -164,7 +169,8 @@ fn main() -> Result<()> {
 
     let mut records = Vec::new();
     if wanted("matmul") {
-        for n in [256, 512, 1024] {
+        let sizes: &[usize] = if device.is_cpu() { &[256, 512, 1024] } else { &[1024, 4096] };
+        for &n in sizes {
             records.push(bench_matmul(&device, n)?);
         }
     }
