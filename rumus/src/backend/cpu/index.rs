@@ -7,12 +7,11 @@ use crate::backend::{GatherArgs, IndexArgs};
 pub fn index_select(x: &[f32], idx: &[u32], a: &IndexArgs) -> Vec<f32> {
     // The index storage may be longer than the view (a leading slice of a larger tensor).
     let idx = &idx[..a.count];
-    let mut out = Vec::with_capacity(a.outer * a.count * a.inner);
-    for o in 0..a.outer {
-        for &i in idx {
-            let start = (o * a.len + i as usize) * a.inner;
-            out.extend_from_slice(&x[start..start + a.inner]);
-        }
+    // Every row is overwritten, so a pooled buffer needs no clearing.
+    let mut out = pool::take(a.outer * a.count * a.inner);
+    let picks = (0..a.outer).flat_map(|o| idx.iter().map(move |&i| o * a.len + i as usize));
+    for (row, src) in out.chunks_exact_mut(a.inner.max(1)).zip(picks) {
+        row.copy_from_slice(&x[src * a.inner..(src + 1) * a.inner]);
     }
     out
 }

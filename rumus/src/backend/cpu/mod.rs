@@ -1,6 +1,7 @@
 //! The CPU backend: `gemm` for matmul, rayon across cores for everything large.
 
 mod conv;
+mod denormals;
 mod elementwise;
 mod index;
 mod matmul;
@@ -25,6 +26,7 @@ pub struct CpuBackend;
 /// Borrows the f32 elements of a CPU storage for the duration of `$body`.
 macro_rules! read_f32 {
     ($storage:expr, $op:expr, |$name:ident| $body:expr) => {{
+        denormals::ensure_flushed();
         let guard = host($storage, $op)?.read();
         let $name = guard.as_f32($op)?;
         $body
@@ -45,7 +47,9 @@ impl Backend for CpuBackend {
     }
 
     fn from_f32(&self, data: &[f32]) -> Result<Storage> {
-        Ok(f32_storage(data.to_vec()))
+        let mut values = pool::take(data.len());
+        values.copy_from_slice(data);
+        Ok(f32_storage(values))
     }
 
     fn from_u32(&self, data: &[u32]) -> Result<Storage> {
@@ -104,7 +108,9 @@ impl Backend for CpuBackend {
             RandomKind::Uniform => rng::uniform,
             RandomKind::Normal => rng::normal,
         };
-        Ok(f32_storage((0..len as u32).map(|i| sample(key, i)).collect()))
+        let mut values = pool::take(len);
+        values.iter_mut().enumerate().for_each(|(i, v)| *v = sample(key, i as u32));
+        Ok(f32_storage(values))
     }
 
     fn unary(&self, op: UnaryOp, x: &Storage, len: usize) -> Result<Storage> {
@@ -237,6 +243,7 @@ impl Backend for CpuBackend {
         state: &[&Storage],
         len: usize,
     ) -> Result<()> {
+        denormals::ensure_flushed();
         let grad_guard = host(grad, "optimizer")?.read();
         let grad = grad_guard.as_f32("optimizer")?;
         let mut state_guards =
