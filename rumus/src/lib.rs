@@ -9,6 +9,9 @@ pub mod backend;
 mod device;
 mod error;
 pub mod layout;
+#[doc(hidden)]
+#[path = "macro_support.rs"]
+pub mod __private;
 mod model;
 pub mod nn;
 mod ops;
@@ -21,10 +24,14 @@ pub use device::Device;
 pub use error::{Error, Result};
 pub use layout::Layout;
 pub use model::Model;
+pub use rumus_macros::{layers, model};
+#[doc(hidden)]
+pub use rumus_macros::__model_resume;
 pub use tensor::{RawTensor, Shape, Shape1, Shape2, Shape3, Shape4, Tensor, TensorId};
 
 /// The names most programs need.
 pub mod prelude {
     pub use crate::nn::Module;
+    pub use crate::{layers, model};
     pub use crate::{no_grad, Device, Error, Model, RawTensor, Result, Shape, Shape1, Shape2, Shape3, Shape4, Tensor};
 }
