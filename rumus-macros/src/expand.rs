@@ -321,3 +321,33 @@ pub fn check(attr: TokenStream, item: TokenStream, known: &HashMap<String, Neste
     let fields = model::parse_fields(&parsed)?;
     model::plan(&parsed, &args, &fields, known)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LENET: &str = "pub struct LeNet { features: layers![Conv2d(6, kernel = 5, padding = 2), Relu, MaxPool2d(2), Conv2d(16, kernel = 5), Relu, MaxPool2d(2)], head: layers![Flatten, Linear(120), Relu, Linear(84), Relu, Linear(10)] }";
+
+    #[test]
+    fn lenet_plan_counts_61706_params() {
+        let plan = check("input = [1, 28, 28]".parse().unwrap(), LENET.parse().unwrap(), &HashMap::new()).unwrap();
+        assert_eq!(plan.trainable, 61_706);
+        assert_eq!(plan.output, vec![10]);
+        assert_eq!(plan.fields[0].output, vec![16, 5, 5]);
+    }
+
+    /// Not an assertion on time (timings do not belong in tests); run with `--nocapture` to see it.
+    #[test]
+    fn expansion_time_of_lenet() {
+        let (attr, item): (TokenStream, TokenStream) = ("input = [1, 28, 28]".parse().unwrap(), LENET.parse().unwrap());
+        let runs = 200;
+        let start = std::time::Instant::now();
+        let mut len = 0;
+        for _ in 0..runs {
+            len += model(attr.clone(), item.clone()).to_string().len();
+        }
+        let per = start.elapsed() / runs;
+        println!("expanding LeNet-5 (parse + infer + generate + stringify): {per:?} per expansion ({} bytes)", len / runs as usize);
+        assert!(len > 0);
+    }
+}

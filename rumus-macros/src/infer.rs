@@ -41,6 +41,15 @@ impl Producer {
         }
     }
 
+    /// `Flatten produces 256 elements (from [16, 4, 4])`, `the model input is [10] (10 elements)`.
+    fn got_elements(&self) -> String {
+        let n = numel(&self.shape);
+        match (&self.from, self.shape.len()) {
+            (Some(_), 1) => self.phrase(&format!("{n} elements")),
+            _ => format!("{} ({n} elements)", self.got()),
+        }
+    }
+
     fn phrase(&self, shown: &str) -> String {
         let from = match &self.from {
             Some(f) => format!(" (from {})", fmt_shape(f)),
@@ -99,6 +108,15 @@ pub fn infer_list(layers: &[LayerCall], input: Producer, ctx: &mut Ctx) -> Resul
     Ok((outs, prod))
 }
 
+/// `1 channel`, `6 channels`.
+fn count(n: usize, unit: &str) -> String {
+    if n == 1 {
+        format!("{n} {unit}")
+    } else {
+        format!("{n} {unit}s")
+    }
+}
+
 fn err(tokens: impl quote::ToTokens, msg: String) -> Error {
     Error::new_spanned(tokens, msg)
 }
@@ -115,8 +133,8 @@ fn simple(call: &LayerCall, shape: &Shape, type_name: &'static str, ctor: TokenS
 pub fn infer_layer(call: &LayerCall, prod: &Producer, ctx: &mut Ctx) -> Result<LayerOut> {
     let name = call.name.to_string();
     let Some(spec) = spec::find(&name) else {
-        let hint = match did_you_mean(&name, spec::LAYERS.iter().map(|l| l.name)) {
-            Some(s) => format!("did you mean `{s}`?"),
+        let hint = match did_you_mean(&name, spec::LAYERS.iter().map(|l| l.name)).and_then(spec::find) {
+            Some(s) => format!("did you mean `{}`? ({}: {})", s.name, s.name, s.rule),
             None => {
                 let all: Vec<&str> = spec::LAYERS.iter().map(|l| l.name).collect();
                 format!("the built-in layers are {}", all.join(", "))
@@ -215,7 +233,7 @@ fn linear(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Result
 }
 
 /// Checks an image input `[C, H, W]` and returns it.
-fn image<'a>(call: &LayerCall, prod: &'a Producer) -> Result<(usize, usize, usize)> {
+fn image(call: &LayerCall, prod: &Producer) -> Result<(usize, usize, usize)> {
     match prod.shape.as_slice() {
         [c, h, w] => Ok((*c, *h, *w)),
         s => {
@@ -252,8 +270,9 @@ fn spatial(
         return Err(err(
             call,
             format!(
-                "{call} needs an input {axis} of at least {span} ({kernel_desc}), but {} ({axis} {input}, padded to {padded}); the output {axis} would be {out}\nhint: add padding, use a smaller kernel, or downsample less before this layer",
+                "{call} needs an input {axis} of at least {span} ({kernel_desc}), but {} ({axis} {input}{padded}); the output {axis} would be {out}\nhint: add padding, use a smaller kernel, or downsample less before this layer",
                 prod.got(),
+                padded = if pad > 0 { format!(", padded to {padded}") } else { String::new() },
             ),
         ));
     }
@@ -270,8 +289,9 @@ fn conv2d(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Result
             return Err(err(
                 call,
                 format!(
-                    "{call} expects {want} input channels, but {} ({c} channels)\nhint: write `Conv2d({out}, ...)` to infer the input channels",
-                    prod.got()
+                    "{call} expects {want} input channels, but {} ({})\nhint: write `Conv2d({out}, ...)` to infer the input channels",
+                    prod.got(),
+                    count(c, "channel")
                 ),
             ));
         }
@@ -285,7 +305,7 @@ fn conv2d(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Result
     if c % groups != 0 {
         return Err(err(
             groups_tokens,
-            format!("{call} needs input channels divisible by groups = {groups}, but {} ({c} channels)\nhint: choose groups dividing {c}", prod.got()),
+            format!("{call} needs input channels divisible by groups = {groups}, but {} ({})\nhint: choose groups dividing {c}", prod.got(), count(c, "channel")),
         ));
     }
     if out % groups != 0 {
@@ -424,7 +444,7 @@ fn reshape(call: &LayerCall, b: &Bound, prod: &Producer) -> Result<LayerOut> {
         if !infer_ok {
             return Err(err(
                 call,
-                format!("{call} cannot split {have} elements into a multiple of {known}: {}\nhint: the known sizes must divide {have}", prod.got()),
+                format!("{call} needs a multiple of {known} elements, but {}\nhint: the known sizes must divide {have}", prod.got_elements()),
             ));
         }
         dims.iter().map(|d| if *d == -1 { (have / known) as usize } else { *d as usize }).collect()
@@ -436,8 +456,8 @@ fn reshape(call: &LayerCall, b: &Bound, prod: &Producer) -> Result<LayerOut> {
         return Err(err(
             call,
             format!(
-                "{call} needs {want} elements, but {} ({have} elements)\nhint: the target shape must hold exactly {have} elements",
-                prod.got()
+                "{call} needs {want} elements, but {}\nhint: the target shape must hold exactly {have} elements",
+                prod.got_elements()
             ),
         ));
     }
@@ -470,8 +490,10 @@ fn batch_norm(call: &LayerCall, b: &Bound, prod: &Producer) -> Result<LayerOut> 
             return Err(err(
                 call,
                 format!(
-                    "{call} expects {want} channels, but {} ({c} channels)\nhint: write `{}` to infer the channels, or `{}({c})`",
+                    "{call} expects {}, but {} ({})\nhint: write `{}` to infer the channels, or `{}({c})`",
+                    count(want, "channel"),
                     prod.got(),
+                    count(c, "channel"),
                     call.name,
                     call.name
                 ),
@@ -559,7 +581,7 @@ fn softmax(call: &LayerCall, b: &Bound, prod: &Producer, name: &'static str) -> 
     if axis >= rank || axis < -rank {
         return Err(err(
             b.tokens_or("axis", &call.tokens),
-            format!("{call}: axis {axis} is out of range for {} (per-sample rank {rank}; the batch axis is not counted)\nhint: use an axis in {}..{rank}", prod.got(), -rank),
+            format!("{call}: axis {axis} is out of range, because {} (rank {rank}; the batch axis is not counted)\nhint: use an axis in {}..{rank}", prod.got(), -rank),
         ));
     }
     let a = axis as isize;
@@ -570,8 +592,9 @@ fn softmax(call: &LayerCall, b: &Bound, prod: &Producer, name: &'static str) -> 
 fn residual(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Result<LayerOut> {
     let inner = b.layers();
     let input = Producer::input(format!("the input of {}", call.name), prod.shape.clone());
-    let (outs, last) = infer_list(inner, input, ctx)?;
+    let (outs, mut last) = infer_list(inner, input, ctx)?;
     if last.shape != prod.shape {
+        last.what = format!("its last layer {}", last.what);
         return Err(err(
             call,
             format!(
@@ -636,7 +659,7 @@ mod tests {
     }
 
     fn message(src: &str, input: &[usize]) -> String {
-        run(src, input).err().expect("expected an error").to_string()
+        run(src, input).expect_err("expected an error").to_string()
     }
 
     #[test]

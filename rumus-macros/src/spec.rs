@@ -507,3 +507,16 @@ pub fn fmt_shape(s: &[usize]) -> String {
     let parts: Vec<String> = s.iter().map(|d| d.to_string()).collect();
     format!("[{}]", parts.join(", "))
 }
+
+#[cfg(test)]
+mod tests {
+    /// docs/DSL.md documents every layer with the rule this table states.
+    #[test]
+    fn docs_state_every_layer_and_rule() {
+        let docs = include_str!("../../docs/DSL.md");
+        for l in super::LAYERS {
+            assert!(docs.contains(&format!("`{}`", l.name)), "docs/DSL.md does not mention {}", l.name);
+            assert!(docs.contains(l.rule), "docs/DSL.md does not state the rule of {}: {}", l.name, l.rule);
+        }
+    }
+}
