@@ -70,10 +70,12 @@ impl Error {
         Error::InvalidArgument { op, detail: detail.into() }
     }
 
+    #[allow(dead_code)] // used by data and io loaders
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io { path: path.into(), source }
     }
 
+    #[allow(dead_code)] // used by data and io loaders
     pub(crate) fn format(path: impl Into<PathBuf>, detail: impl Into<String>) -> Self {
         Error::Format { path: path.into(), detail: detail.into() }
     }

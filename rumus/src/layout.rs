@@ -110,10 +110,7 @@ impl Layout {
             if dim == target {
                 strides[i] = self.strides[i - lead];
             } else if dim != 1 {
-                return Err(Error::shape(
-                    "broadcast",
-                    format!("cannot broadcast {:?} to {:?}", self.shape, shape),
-                ));
+                return Err(Error::shape("broadcast", format!("cannot broadcast {:?} to {:?}", self.shape, shape)));
             }
         }
         Ok(Layout { shape: shape.to_vec(), strides, offset: self.offset })

@@ -9,24 +9,20 @@ pub mod backend;
 mod device;
 mod error;
 pub mod layout;
-#[doc(hidden)]
-#[path = "macro_support.rs"]
-pub mod __private;
+pub mod loss;
 mod model;
 pub mod nn;
 mod ops;
 pub mod rng;
-pub mod testing;
 mod tensor;
+pub mod testing;
 
 pub use autograd::{no_grad, Gradients};
 pub use device::Device;
 pub use error::{Error, Result};
 pub use layout::Layout;
 pub use model::Model;
-pub use rumus_macros::{layers, model};
-#[doc(hidden)]
-pub use rumus_macros::__model_resume;
+pub use ops::RunningStats;
 pub use tensor::{RawTensor, Shape, Shape1, Shape2, Shape3, Shape4, Tensor, TensorId};
 
 /// The names most programs need.
@@ -35,3 +31,11 @@ pub mod prelude {
     pub use crate::{layers, model};
     pub use crate::{no_grad, Device, Error, Model, RawTensor, Result, Shape, Shape1, Shape2, Shape3, Shape4, Tensor};
 }
+
+// `#[model]` / `layers!`, and the items the code they generate refers to (`::rumus::__private`).
+pub use rumus_macros::{layers, model};
+#[doc(hidden)]
+pub use rumus_macros::__model_resume;
+#[doc(hidden)]
+#[path = "macro_support.rs"]
+pub mod __private;

@@ -20,7 +20,10 @@ pub trait Backend: Send + Sync {
     fn name(&self) -> String;
 
     // ----- memory -----
+    // `from_*` builds device storage from host data; the backend is the factory, hence `&self`.
+    #[allow(clippy::wrong_self_convention)]
     fn from_f32(&self, data: &[f32]) -> Result<Storage>;
+    #[allow(clippy::wrong_self_convention)]
     fn from_u32(&self, data: &[u32]) -> Result<Storage>;
     /// Reads `layout`'s elements (in row-major order) back to the host.
     fn to_f32(&self, src: &Storage, layout: &Layout) -> Result<Vec<f32>>;
@@ -38,7 +41,14 @@ pub trait Backend: Send + Sync {
     /// `grad * d op(x)/dx`, given the input `x` and output `y` of the forward.
     fn unary_backward(&self, op: UnaryOp, x: &Storage, y: &Storage, grad: &Storage, len: usize) -> Result<Storage>;
     /// Elementwise `lhs op rhs`; both layouts already broadcast to the output shape.
-    fn binary(&self, op: BinaryOp, lhs: &Storage, lhs_layout: &Layout, rhs: &Storage, rhs_layout: &Layout) -> Result<Storage>;
+    fn binary(
+        &self,
+        op: BinaryOp,
+        lhs: &Storage,
+        lhs_layout: &Layout,
+        rhs: &Storage,
+        rhs_layout: &Layout,
+    ) -> Result<Storage>;
 
     // ----- reductions -----
     /// Reduces the middle axis of `x` viewed as `[outer, len, inner]`.
@@ -57,7 +67,13 @@ pub trait Backend: Send + Sync {
     /// Per-row cross-entropy of logits against u32 class targets, with label smoothing.
     fn cross_entropy(&self, logits: &Storage, targets: &Storage, args: &CrossEntropyArgs) -> Result<Storage>;
     /// Gradient w.r.t. the logits, given the per-row incoming gradient.
-    fn cross_entropy_backward(&self, logits: &Storage, targets: &Storage, grad_rows: &Storage, args: &CrossEntropyArgs) -> Result<Storage>;
+    fn cross_entropy_backward(
+        &self,
+        logits: &Storage,
+        targets: &Storage,
+        grad_rows: &Storage,
+        args: &CrossEntropyArgs,
+    ) -> Result<Storage>;
 
     // ----- convolution and pooling (NCHW) -----
     /// `[n, c, h, w]` → columns `[n, c*kh*kw, oh*ow]`.
@@ -86,5 +102,12 @@ pub trait Backend: Send + Sync {
 
     // ----- optimizers (in place) -----
     /// One fused update of a parameter and its state buffers.
-    fn optimizer_step(&self, step: &OptimizerStep, param: &Storage, grad: &Storage, state: &[&Storage], len: usize) -> Result<()>;
+    fn optimizer_step(
+        &self,
+        step: &OptimizerStep,
+        param: &Storage,
+        grad: &Storage,
+        state: &[&Storage],
+        len: usize,
+    ) -> Result<()>;
 }

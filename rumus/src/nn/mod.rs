@@ -4,14 +4,32 @@
 //! The `#[model]` macro instantiates these with the shapes it inferred at compile time.
 
 mod activation;
+mod attention;
+mod batch_norm;
+mod conv;
+mod dropout;
+mod embedding;
 pub mod init;
+mod layer_norm;
 mod linear;
 mod module;
 mod param;
+mod pool;
+mod reshape;
+mod residual;
 mod sequential;
 
 pub use activation::{Gelu, GeluTanh, LeakyRelu, LogSoftmax, Relu, Sigmoid, Silu, Softmax, Tanh};
+pub use attention::MultiHeadAttention;
+pub use batch_norm::{BatchNorm1d, BatchNorm2d};
+pub use conv::{Conv2d, Conv2dConfig};
+pub use dropout::Dropout;
+pub use embedding::Embedding;
+pub use layer_norm::LayerNorm;
 pub use linear::Linear;
 pub use module::{count_trainable, join_name, named_params, Module};
 pub use param::Param;
+pub use pool::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
+pub use reshape::{Flatten, Reshape};
+pub use residual::Residual;
 pub use sequential::Sequential;

@@ -52,12 +52,8 @@ fn matrix_view(t: &RawTensor, batch_rank: usize) -> Result<(RawTensor, MatrixLay
     let rank = t.rank();
     let s = t.layout().strides();
     let batch_stride = if uniform { batch_stride.unwrap_or(0) } else { shape[rank - 2] * shape[rank - 1] };
-    let layout = MatrixLayout {
-        offset: t.layout().offset(),
-        batch_stride,
-        row_stride: s[rank - 2],
-        col_stride: s[rank - 1],
-    };
+    let layout =
+        MatrixLayout { offset: t.layout().offset(), batch_stride, row_stride: s[rank - 2], col_stride: s[rank - 1] };
     Ok((t, layout))
 }
 

@@ -9,11 +9,7 @@ use crate::{Error, Result};
 
 /// `[outer, len, inner]` around `axis` of `shape`.
 fn dims_around(shape: &[usize], axis: usize) -> ReduceDims {
-    ReduceDims {
-        outer: shape[..axis].iter().product(),
-        len: shape[axis],
-        inner: shape[axis + 1..].iter().product(),
-    }
+    ReduceDims { outer: shape[..axis].iter().product(), len: shape[axis], inner: shape[axis + 1..].iter().product() }
 }
 
 struct SumBackward;
@@ -56,7 +52,10 @@ impl RawTensor {
             ReduceOp::Min => "min",
         };
         if op != ReduceOp::Sum && self.shape()[axis] == 0 {
-            return Err(Error::shape(name, format!("cannot take the {name} of an empty axis {axis} of {:?}", self.shape())));
+            return Err(Error::shape(
+                name,
+                format!("cannot take the {name} of an empty axis {axis} of {:?}", self.shape()),
+            ));
         }
         let x = self.contiguous()?;
         let storage = x.device().backend().reduce(op, x.storage(), dims_around(x.shape(), axis))?;
@@ -70,10 +69,7 @@ impl RawTensor {
     }
 
     fn reduce_axes(&self, op: ReduceOp, axes: &[isize], keepdim: bool) -> Result<RawTensor> {
-        let mut resolved = axes
-            .iter()
-            .map(|&a| resolve_axis("reduce", a, self.rank()))
-            .collect::<Result<Vec<_>>>()?;
+        let mut resolved = axes.iter().map(|&a| resolve_axis("reduce", a, self.rank())).collect::<Result<Vec<_>>>()?;
         resolved.sort_unstable();
         resolved.dedup();
         let mut out = self.clone();

@@ -98,11 +98,7 @@ impl RawTensor {
             return Ok(self.clone());
         }
         let source = if self.layout().is_contiguous() { self.clone() } else { self.contiguous()? };
-        let layout = Layout::new(
-            shape.to_vec(),
-            crate::layout::contiguous_strides(shape),
-            source.layout().offset(),
-        );
+        let layout = Layout::new(shape.to_vec(), crate::layout::contiguous_strides(shape), source.layout().offset());
         Ok(source.with_layout(layout, || Box::new(ReshapeBackward)))
     }
 
@@ -113,7 +109,7 @@ impl RawTensor {
         let bad = || Error::shape("reshape", format!("cannot reshape {:?} into {:?}", self.shape(), shape));
         let resolved: Vec<usize> = match unknown {
             0 => shape.iter().map(|&d| d as usize).collect(),
-            1 if known > 0 && self.numel() % known == 0 => {
+            1 if known > 0 && self.numel().is_multiple_of(known) => {
                 shape.iter().map(|&d| if d < 0 { self.numel() / known } else { d as usize }).collect()
             }
             _ => return Err(bad()),

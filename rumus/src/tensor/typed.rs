@@ -47,7 +47,7 @@ impl<S: Shape> Tensor<S> {
     /// A batch from row-major data; `data.len()` must be a multiple of the sample size.
     pub fn from_vec(data: Vec<f32>, device: &Device) -> Result<Self> {
         let per = S::sample_numel();
-        if per == 0 || data.len() % per != 0 {
+        if per == 0 || !data.len().is_multiple_of(per) {
             return Err(Error::shape(
                 "Tensor::from_vec",
                 format!("{} values are not a whole number of samples of shape {:?}", data.len(), S::DIMS),

@@ -103,16 +103,18 @@ pub fn unary(op: UnaryOp, x: &[f32]) -> Vec<f32> {
 
 pub fn unary_backward(op: UnaryOp, x: &[f32], y: &[f32], grad: &[f32]) -> Vec<f32> {
     let mut out = vec![0.0; grad.len()];
-    let kernel = |(o, ((x, y), g)): (&mut [f32], ((&[f32], &[f32]), &[f32]))| {
-        for i in 0..o.len() {
-            o[i] = g[i] * unary_derivative(op, x[i], y[i]);
+    // Chunk `start` of the output: each thread reads the same range of x, y and grad.
+    let kernel = |start: usize, o: &mut [f32]| {
+        for (i, o) in o.iter_mut().enumerate() {
+            let at = start + i;
+            *o = grad[at] * unary_derivative(op, x[at], y[at]);
         }
     };
     if grad.len() >= PAR_THRESHOLD {
         let c = chunk_len(grad.len());
-        out.par_chunks_mut(c).zip(x.par_chunks(c).zip(y.par_chunks(c)).zip(grad.par_chunks(c))).for_each(kernel);
+        out.par_chunks_mut(c).enumerate().for_each(|(k, o)| kernel(k * c, o));
     } else {
-        kernel((&mut out, ((x, y), grad)));
+        kernel(0, &mut out);
     }
     out
 }
@@ -167,10 +169,8 @@ pub fn binary(op: BinaryOp, lhs: &[f32], lhs_layout: &Layout, rhs: &[f32], rhs_l
         return out;
     }
     let last = *lhs_layout.shape().last().unwrap_or(&1);
-    let (ls, rs) = (
-        lhs_layout.strides().last().copied().unwrap_or(0),
-        rhs_layout.strides().last().copied().unwrap_or(0),
-    );
+    let (ls, rs) =
+        (lhs_layout.strides().last().copied().unwrap_or(0), rhs_layout.strides().last().copied().unwrap_or(0));
     let kernel = |(row, o): (usize, &mut [f32])| {
         let (mut a, mut b) = (row_start(lhs_layout, row), row_start(rhs_layout, row));
         for o in o.iter_mut() {
@@ -198,10 +198,8 @@ pub fn copy_strided<T: Copy + Send + Sync>(src: &[T], src_layout: &Layout, dst: 
         return;
     }
     let last = *src_layout.shape().last().unwrap_or(&1);
-    let (ss, ds) = (
-        src_layout.strides().last().copied().unwrap_or(0),
-        dst_layout.strides().last().copied().unwrap_or(0),
-    );
+    let (ss, ds) =
+        (src_layout.strides().last().copied().unwrap_or(0), dst_layout.strides().last().copied().unwrap_or(0));
     for row in 0..len / last.max(1) {
         let (mut s, mut d) = (row_start(src_layout, row), row_start(dst_layout, row));
         for _ in 0..last {

@@ -4,6 +4,8 @@
 use crate::backend::{GatherArgs, IndexArgs};
 
 pub fn index_select(x: &[f32], idx: &[u32], a: &IndexArgs) -> Vec<f32> {
+    // The index storage may be longer than the view (a leading slice of a larger tensor).
+    let idx = &idx[..a.count];
     let mut out = Vec::with_capacity(a.outer * a.count * a.inner);
     for o in 0..a.outer {
         for &i in idx {
@@ -15,6 +17,7 @@ pub fn index_select(x: &[f32], idx: &[u32], a: &IndexArgs) -> Vec<f32> {
 }
 
 pub fn index_add(grad: &[f32], idx: &[u32], a: &IndexArgs) -> Vec<f32> {
+    let idx = &idx[..a.count];
     let mut out = vec![0.0; a.outer * a.len * a.inner];
     for o in 0..a.outer {
         for (j, &i) in idx.iter().enumerate() {

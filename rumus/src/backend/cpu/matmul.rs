@@ -14,7 +14,15 @@ const SPLIT_PRODUCT_FLOPS: usize = 1 << 21;
 /// # Safety
 /// `lhs`/`rhs` with their layouts must address only elements inside the slices; `gemm` reads
 /// exactly the `m×k` and `k×n` elements the strides describe and writes `dst` in full.
-unsafe fn gemm_one(dst: &mut [f32], lhs: *const f32, l: &MatrixLayout, rhs: *const f32, r: &MatrixLayout, args: &MatmulArgs, threads: usize) {
+unsafe fn gemm_one(
+    dst: &mut [f32],
+    lhs: *const f32,
+    l: &MatrixLayout,
+    rhs: *const f32,
+    r: &MatrixLayout,
+    args: &MatmulArgs,
+    threads: usize,
+) {
     let parallelism = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
     gemm::gemm(
         args.m,

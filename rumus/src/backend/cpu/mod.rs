@@ -10,8 +10,8 @@ mod reduce;
 mod softmax;
 mod storage;
 
-pub use storage::{CpuData, CpuStorage};
 pub(crate) use storage::{f32_storage, host, u32_storage};
+pub use storage::{CpuData, CpuStorage};
 
 use crate::backend::*;
 use crate::{rng, Error, Layout, Result};
@@ -82,8 +82,12 @@ impl Backend for CpuBackend {
         let src_guard = host(src, "copy")?.read();
         let mut dst_guard = host(dst, "copy")?.write();
         match (&*src_guard, &mut *dst_guard) {
-            (CpuData::F32(s), CpuData::F32(d)) => elementwise::copy_strided(s, src_layout, d.as_mut_slice(), dst_layout),
-            (CpuData::U32(s), CpuData::U32(d)) => elementwise::copy_strided(s, src_layout, d.as_mut_slice(), dst_layout),
+            (CpuData::F32(s), CpuData::F32(d)) => {
+                elementwise::copy_strided(s, src_layout, d.as_mut_slice(), dst_layout)
+            }
+            (CpuData::U32(s), CpuData::U32(d)) => {
+                elementwise::copy_strided(s, src_layout, d.as_mut_slice(), dst_layout)
+            }
             (s, _) => {
                 let got = if matches!(s, CpuData::F32(_)) { "f32" } else { "u32" };
                 return Err(Error::DType { op: "copy", expected: dst.dtype().name(), got });
@@ -111,7 +115,14 @@ impl Backend for CpuBackend {
         })))
     }
 
-    fn binary(&self, op: BinaryOp, lhs: &Storage, lhs_layout: &Layout, rhs: &Storage, rhs_layout: &Layout) -> Result<Storage> {
+    fn binary(
+        &self,
+        op: BinaryOp,
+        lhs: &Storage,
+        lhs_layout: &Layout,
+        rhs: &Storage,
+        rhs_layout: &Layout,
+    ) -> Result<Storage> {
         read_f32!(lhs, op.name(), |l| read_f32!(rhs, op.name(), |r| {
             Ok(f32_storage(elementwise::binary(op, l, lhs_layout, r, rhs_layout)))
         }))
@@ -145,7 +156,13 @@ impl Backend for CpuBackend {
         }))
     }
 
-    fn cross_entropy_backward(&self, logits: &Storage, targets: &Storage, grad_rows: &Storage, args: &CrossEntropyArgs) -> Result<Storage> {
+    fn cross_entropy_backward(
+        &self,
+        logits: &Storage,
+        targets: &Storage,
+        grad_rows: &Storage,
+        args: &CrossEntropyArgs,
+    ) -> Result<Storage> {
         read_f32!(logits, "cross_entropy", |x| read_u32!(targets, "cross_entropy", |t| read_f32!(
             grad_rows,
             "cross_entropy",
@@ -210,10 +227,18 @@ impl Backend for CpuBackend {
         read_f32!(grad, "gather", |g| read_u32!(idx, "gather", |i| Ok(f32_storage(index::scatter_add(g, i, args)))))
     }
 
-    fn optimizer_step(&self, step: &OptimizerStep, param: &Storage, grad: &Storage, state: &[&Storage], len: usize) -> Result<()> {
+    fn optimizer_step(
+        &self,
+        step: &OptimizerStep,
+        param: &Storage,
+        grad: &Storage,
+        state: &[&Storage],
+        len: usize,
+    ) -> Result<()> {
         let grad_guard = host(grad, "optimizer")?.read();
         let grad = grad_guard.as_f32("optimizer")?;
-        let mut state_guards = state.iter().map(|s| host(s, "optimizer").map(|s| s.write())).collect::<Result<Vec<_>>>()?;
+        let mut state_guards =
+            state.iter().map(|s| host(s, "optimizer").map(|s| s.write())).collect::<Result<Vec<_>>>()?;
         let mut state_slices = state_guards
             .iter_mut()
             .map(|g| g.as_f32_mut("optimizer").map(|s| &mut s[..len]))

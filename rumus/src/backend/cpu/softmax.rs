@@ -8,14 +8,15 @@ fn row_max(row: &[f32]) -> f32 {
     row.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x))
 }
 
-/// `log(sum(exp(row)))`, stable for large values; `-inf` for a row of `-inf`.
-pub fn log_sum_exp(row: &[f32]) -> f32 {
+/// The row's maximum and `sum(exp(x - max))`. Working relative to the maximum keeps every
+/// exponent ≤ 0 (no overflow) and avoids adding `ln(sum)` to a large maximum, which would lose
+/// the low bits at logits around 1e4.
+pub fn max_and_sum_exp(row: &[f32]) -> (f32, f32) {
     let max = row_max(row);
     if max == f32::NEG_INFINITY {
-        return max;
+        return (max, 0.0);
     }
-    let sum: f32 = row.iter().map(|&x| (x - max).exp()).sum();
-    max + sum.ln()
+    (max, row.iter().map(|&x| (x - max).exp()).sum())
 }
 
 pub fn softmax(x: &[f32], cols: usize, log: bool) -> Vec<f32> {
@@ -24,9 +25,10 @@ pub fn softmax(x: &[f32], cols: usize, log: bool) -> Vec<f32> {
         return out;
     }
     out.par_chunks_mut(cols).zip(x.par_chunks(cols)).for_each(|(o, row)| {
-        let lse = log_sum_exp(row);
+        let (max, sum) = max_and_sum_exp(row);
+        let (log_sum, inv_sum) = (sum.ln(), 1.0 / sum);
         for (o, &v) in o.iter_mut().zip(row) {
-            *o = if log { v - lse } else { (v - lse).exp() };
+            *o = if log { (v - max) - log_sum } else { (v - max).exp() * inv_sum };
         }
     });
     out
@@ -61,11 +63,12 @@ pub fn cross_entropy(logits: &[f32], targets: &[u32], args: &CrossEntropyArgs) -
     let mut out = vec![0.0; args.rows];
     out.par_iter_mut().enumerate().for_each(|(r, o)| {
         let row = &logits[r * c..(r + 1) * c];
-        let lse = log_sum_exp(row);
+        let (max, sum) = max_and_sum_exp(row);
+        let log_sum = sum.ln();
         let target = targets[r] as usize;
-        let nll = lse - row[target];
+        let nll = (max - row[target]) + log_sum;
         *o = if s > 0.0 {
-            let mean_nll = lse - row.iter().sum::<f32>() / c as f32;
+            let mean_nll = (max - row.iter().sum::<f32>() / c as f32) + log_sum;
             (1.0 - s) * nll + s * mean_nll
         } else {
             nll
@@ -81,12 +84,13 @@ pub fn cross_entropy_backward(logits: &[f32], targets: &[u32], grad_rows: &[f32]
     let mut out = vec![0.0; args.rows * c];
     out.par_chunks_mut(c.max(1)).enumerate().for_each(|(r, o)| {
         let row = &logits[r * c..(r + 1) * c];
-        let lse = log_sum_exp(row);
+        let (max, sum) = max_and_sum_exp(row);
+        let inv_sum = 1.0 / sum;
         let g = grad_rows[r];
         let target = targets[r] as usize;
         for (j, o) in o.iter_mut().enumerate() {
             let q = s / c as f32 + if j == target { 1.0 - s } else { 0.0 };
-            *o = g * ((row[j] - lse).exp() - q);
+            *o = g * ((row[j] - max).exp() * inv_sum - q);
         }
     });
     out

@@ -1,0 +1,120 @@
+//! The rumus benchmark suite: times the workloads that decide training speed on the chosen
+//! device and prints a table (and JSON with `--json PATH`). Its PyTorch/numpy twin is
+//! `bench/torch_bench.py`; run both in the same session and compare ratios (BENCHMARKS.md).
+//!
+//! ```text
+//! cargo run --release --example bench -- [--device cpu|wgpu] [--only matmul,softmax] [--json out.json]
+//! ```
+
+use std::time::Instant;
+
+use rumus::{no_grad, Device, RawTensor, Result};
+
+/// One measured workload.
+struct Record {
+    name: String,
+    median_s: f64,
+    /// Throughput in the record's unit (GFLOP/s or GB/s).
+    rate: f64,
+    unit: &'static str,
+}
+
+/// Median wall time of `f` over `repeats` runs after `warmup` runs. `f` must end with a sync
+/// (a host read) so GPU work is included.
+fn time(warmup: usize, repeats: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    for _ in 0..warmup {
+        f()?;
+    }
+    let mut times = Vec::with_capacity(repeats);
+    for _ in 0..repeats {
+        let start = Instant::now();
+        f()?;
+        times.push(start.elapsed().as_secs_f64());
+    }
+    times.sort_by(|a, b| a.total_cmp(b));
+    Ok(times[times.len() / 2])
+}
+
+/// Forces pending device work to finish by reading one element back.
+fn sync(t: &RawTensor) -> Result<()> {
+    t.narrow(0, 0, 1)?.reshape(&[t.numel() / t.shape()[0]])?.narrow(0, 0, 1)?.to_vec().map(|_| ())
+}
+
+fn bench_matmul(device: &Device, n: usize) -> Result<Record> {
+    let a = RawTensor::randn(&[n, n], 0.0, 1.0, 1, device)?;
+    let b = RawTensor::randn(&[n, n], 0.0, 1.0, 2, device)?;
+    let repeats = if n >= 2048 { 5 } else { 20 };
+    let secs = time(2, repeats, || no_grad(|| sync(&a.matmul(&b)?)))?;
+    Ok(Record {
+        name: format!("matmul {n}x{n}x{n}"),
+        median_s: secs,
+        rate: 2.0 * (n as f64).powi(3) / secs / 1e9,
+        unit: "GFLOP/s",
+    })
+}
+
+fn bench_softmax(device: &Device, rows: usize, cols: usize) -> Result<Record> {
+    let x = RawTensor::randn(&[rows, cols], 0.0, 1.0, 3, device)?.requires_grad_()?;
+    let g = RawTensor::randn(&[rows, cols], 0.0, 1.0, 4, device)?;
+    let secs = time(2, 10, || {
+        let y = x.softmax(-1)?;
+        let grads = y.mul(&g)?.sum_all()?.backward()?;
+        grads.get(&x).map(sync).unwrap_or(Ok(()))
+    })?;
+    // Forward reads x and writes y; backward reads y and g and writes dx (the mul/sum that seed
+    // the backward are extra traffic, counted too: they read y, g and write the product).
+    let bytes = (rows * cols * 4) as f64 * 8.0;
+    Ok(Record {
+        name: format!("softmax fwd+bwd [{rows}, {cols}]"),
+        median_s: secs,
+        rate: bytes / secs / 1e9,
+        unit: "GB/s",
+    })
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
+    let device = match value("--device").as_deref() {
+        Some("cpu") | None => Device::cpu(),
+        Some(other) => {
+            return Err(rumus::Error::InvalidArgument { op: "bench", detail: format!("unknown device {other}") })
+        }
+    };
+    let only = value("--only");
+    let wanted = |name: &str| only.as_ref().is_none_or(|o| o.split(',').any(|w| w == name));
+
+    let mut records = Vec::new();
+    if wanted("matmul") {
+        for n in [256, 512, 1024] {
+            records.push(bench_matmul(&device, n)?);
+        }
+    }
+    if wanted("softmax") {
+        records.push(bench_softmax(&device, 65536, 1024)?);
+    }
+
+    println!("rumus on {} ({} threads)", device.name(), rayon::current_num_threads());
+    println!("{:<36} {:>12} {:>14}", "workload", "median ms", "rate");
+    for r in &records {
+        println!("{:<36} {:>12.3} {:>10.1} {}", r.name, r.median_s * 1e3, r.rate, r.unit);
+    }
+    if let Some(path) = value("--json") {
+        let rows: Vec<String> = records
+            .iter()
+            .map(|r| {
+                format!(
+                    "  {{\"name\": \"{}\", \"median_s\": {:.6}, \"rate\": {:.3}, \"unit\": \"{}\"}}",
+                    r.name, r.median_s, r.rate, r.unit
+                )
+            })
+            .collect();
+        let json = format!(
+            "{{\"framework\": \"rumus\", \"device\": \"{}\", \"results\": [\n{}\n]}}\n",
+            device.name(),
+            rows.join(",\n")
+        );
+        std::fs::write(&path, json).map_err(|e| rumus::Error::Io { path: path.into(), source: e })?;
+    }
+    Ok(())
+}

@@ -1,0 +1,99 @@
+//! Pooling layers over NCHW input.
+
+use super::conv::pair;
+use super::{Module, Param};
+use crate::{RawTensor, Result};
+
+/// Max pooling. Arguments are checked when the layer runs (the macro checks them at compile
+/// time for declared models).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MaxPool2d {
+    pub kernel: (usize, usize),
+    pub stride: (usize, usize),
+    pub padding: (usize, usize),
+    pub dilation: (usize, usize),
+}
+
+impl MaxPool2d {
+    pub fn new(
+        kernel: (usize, usize),
+        stride: (usize, usize),
+        padding: (usize, usize),
+        dilation: (usize, usize),
+    ) -> Self {
+        MaxPool2d { kernel, stride, padding, dilation }
+    }
+}
+
+impl Module for MaxPool2d {
+    fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
+        x.max_pool2d(self.kernel, self.stride, self.padding, self.dilation)
+    }
+    fn visit_params(&self, _: &str, _: &mut dyn FnMut(&str, &Param)) {}
+    fn describe(&self) -> String {
+        let mut s = format!("MaxPool2d(kernel = {}", pair(self.kernel));
+        if self.stride != self.kernel {
+            s += &format!(", stride = {}", pair(self.stride));
+        }
+        if self.padding != (0, 0) {
+            s += &format!(", padding = {}", pair(self.padding));
+        }
+        if self.dilation != (1, 1) {
+            s += &format!(", dilation = {}", pair(self.dilation));
+        }
+        s + ")"
+    }
+}
+
+/// Average pooling; padding counts in the divisor (PyTorch's default `count_include_pad`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AvgPool2d {
+    pub kernel: (usize, usize),
+    pub stride: (usize, usize),
+    pub padding: (usize, usize),
+}
+
+impl AvgPool2d {
+    pub fn new(kernel: (usize, usize), stride: (usize, usize), padding: (usize, usize)) -> Self {
+        AvgPool2d { kernel, stride, padding }
+    }
+}
+
+impl Module for AvgPool2d {
+    fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
+        x.avg_pool2d(self.kernel, self.stride, self.padding)
+    }
+    fn visit_params(&self, _: &str, _: &mut dyn FnMut(&str, &Param)) {}
+    fn describe(&self) -> String {
+        let mut s = format!("AvgPool2d(kernel = {}", pair(self.kernel));
+        if self.stride != self.kernel {
+            s += &format!(", stride = {}", pair(self.stride));
+        }
+        if self.padding != (0, 0) {
+            s += &format!(", padding = {}", pair(self.padding));
+        }
+        s + ")"
+    }
+}
+
+/// Average pooling to a fixed output size, whatever the input size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AdaptiveAvgPool2d {
+    pub output: (usize, usize),
+}
+
+impl AdaptiveAvgPool2d {
+    pub fn new(output: (usize, usize)) -> Self {
+        AdaptiveAvgPool2d { output }
+    }
+}
+
+impl Module for AdaptiveAvgPool2d {
+    fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
+        x.adaptive_avg_pool2d(self.output)
+    }
+    fn visit_params(&self, _: &str, _: &mut dyn FnMut(&str, &Param)) {}
+    fn describe(&self) -> String {
+        format!("AdaptiveAvgPool2d({})", pair(self.output))
+    }
+}

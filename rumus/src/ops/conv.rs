@@ -1,0 +1,194 @@
+//! 2-D convolution over NCHW input, as im2col followed by one batched matmul.
+//!
+//! `im2col` is its own differentiable op (its backward is `col2im`), so conv2d's backward comes
+//! from composition: the matmul's backward yields `dW = Σ_batch grad @ colsᵀ` and
+//! `dcols = Wᵀ @ grad`, which `col2im` folds back into `dX`.
+
+use crate::autograd::BackwardOp;
+use crate::backend::ConvGeom;
+use crate::tensor::RawTensor;
+use crate::{Error, Result};
+
+/// Hyper-parameters of a 2-D sliding window, `(height, width)` each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Window {
+    pub kernel: (usize, usize),
+    pub stride: (usize, usize),
+    pub padding: (usize, usize),
+    pub dilation: (usize, usize),
+}
+
+impl Window {
+    /// The geometry of this window over `x` (`[n, c, h, w]`), or a shape error naming `op`.
+    pub(crate) fn geometry(&self, op: &'static str, x: &RawTensor) -> Result<ConvGeom> {
+        if x.rank() != 4 {
+            return Err(Error::shape(
+                op,
+                format!("input {:?}: expected rank 4 [batch, channels, height, width]", x.shape()),
+            ));
+        }
+        let (kh, kw) = self.kernel;
+        let (sh, sw) = self.stride;
+        let (dh, dw) = self.dilation;
+        if kh == 0 || kw == 0 || sh == 0 || sw == 0 || dh == 0 || dw == 0 {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "kernel {:?}, stride {:?} and dilation {:?} must all be positive",
+                    self.kernel, self.stride, self.dilation
+                ),
+            ));
+        }
+        let (n, c, h, w) = (x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3]);
+        let (ph, pw) = self.padding;
+        let out_h = ConvGeom::out_extent(h, kh, sh, ph, dh);
+        let out_w = ConvGeom::out_extent(w, kw, sw, pw, dw);
+        let (Some(out_h), Some(out_w)) = (out_h, out_w) else {
+            return Err(Error::shape(
+                op,
+                format!(
+                    "input {:?}: kernel {:?} with dilation {:?} does not fit the padded input {}x{} (padding {:?})",
+                    x.shape(),
+                    self.kernel,
+                    self.dilation,
+                    h + 2 * ph,
+                    w + 2 * pw,
+                    self.padding
+                ),
+            ));
+        };
+        Ok(ConvGeom {
+            batch: n,
+            channels: c,
+            in_h: h,
+            in_w: w,
+            kernel_h: kh,
+            kernel_w: kw,
+            stride_h: sh,
+            stride_w: sw,
+            pad_h: ph,
+            pad_w: pw,
+            dilation_h: dh,
+            dilation_w: dw,
+            out_h,
+            out_w,
+        })
+    }
+}
+
+struct Im2colBackward {
+    geom: ConvGeom,
+}
+
+impl BackwardOp for Im2colBackward {
+    fn name(&self) -> &'static str {
+        "im2col"
+    }
+    fn backward(&self, inputs: &[RawTensor], grad: &RawTensor) -> Result<Vec<Option<RawTensor>>> {
+        let grad = grad.contiguous()?;
+        let storage = grad.device().backend().col2im(grad.storage(), &self.geom)?;
+        Ok(vec![Some(RawTensor::from_kernel(storage, inputs[0].shape(), grad.device()))])
+    }
+}
+
+impl RawTensor {
+    /// Unfolds sliding windows of an NCHW tensor into columns `[n, c·kh·kw, oh·ow]` (PyTorch's
+    /// `unfold`). Rows are ordered channel-major, then kernel row, then kernel column.
+    pub fn im2col(
+        &self,
+        kernel: (usize, usize),
+        stride: (usize, usize),
+        padding: (usize, usize),
+        dilation: (usize, usize),
+    ) -> Result<RawTensor> {
+        self.check_f32("im2col")?;
+        let geom = Window { kernel, stride, padding, dilation }.geometry("im2col", self)?;
+        self.im2col_geom(geom)
+    }
+
+    fn im2col_geom(&self, geom: ConvGeom) -> Result<RawTensor> {
+        let x = self.contiguous()?;
+        let storage = x.device().backend().im2col(x.storage(), &geom)?;
+        let shape = [geom.batch, geom.channels * geom.kernel_h * geom.kernel_w, geom.out_h * geom.out_w];
+        Ok(RawTensor::from_op_contiguous(storage, &shape, x.device(), &[&x], || Box::new(Im2colBackward { geom })))
+    }
+
+    /// 2-D convolution (cross-correlation, like PyTorch) of `self` `[n, c, h, w]` with `weight`
+    /// `[o, c/groups, kh, kw]` and an optional `bias` `[o]`; returns `[n, o, oh, ow]`.
+    pub fn conv2d(
+        &self,
+        weight: &RawTensor,
+        bias: Option<&RawTensor>,
+        stride: (usize, usize),
+        padding: (usize, usize),
+        dilation: (usize, usize),
+        groups: usize,
+    ) -> Result<RawTensor> {
+        const OP: &str = "conv2d";
+        self.check_f32(OP)?;
+        weight.check_f32(OP)?;
+        self.check_same_device(OP, weight)?;
+        let describe = || format!("input {:?} weight {:?}", self.shape(), weight.shape());
+        if self.rank() != 4 || weight.rank() != 4 {
+            return Err(Error::shape(
+                OP,
+                format!(
+                    "{}: expected input [batch, channels, height, width] and weight [out, in/groups, kh, kw]",
+                    describe()
+                ),
+            ));
+        }
+        if groups == 0 {
+            return Err(Error::invalid(OP, "groups must be at least 1"));
+        }
+        let channels = self.shape()[1];
+        let (out_channels, group_channels, kh, kw) =
+            (weight.shape()[0], weight.shape()[1], weight.shape()[2], weight.shape()[3]);
+        if !channels.is_multiple_of(groups) || !out_channels.is_multiple_of(groups) {
+            return Err(Error::shape(
+                OP,
+                format!(
+                    "{}: input channels {channels} and output channels {out_channels} must both be divisible by groups {groups}",
+                    describe()
+                ),
+            ));
+        }
+        if channels / groups != group_channels {
+            return Err(Error::shape(
+                OP,
+                format!(
+                    "{}: input has {channels} channels but weight expects {} (groups {groups})",
+                    describe(),
+                    group_channels * groups
+                ),
+            ));
+        }
+        if let Some(b) = bias {
+            b.check_f32(OP)?;
+            self.check_same_device(OP, b)?;
+            if b.shape() != [out_channels] {
+                return Err(Error::shape(OP, format!("{}: bias {:?} must be [{out_channels}]", describe(), b.shape())));
+            }
+        }
+        let geom = Window { kernel: (kh, kw), stride, padding, dilation }.geometry(OP, self)?;
+        let (n, spatial, taps) = (geom.batch, geom.out_h * geom.out_w, kh * kw);
+        let cols = self.im2col_geom(geom)?;
+        let out = if groups == 1 {
+            // [o, c·kh·kw] broadcast against [n, c·kh·kw, oh·ow]: one batched matmul.
+            let w = weight.reshape(&[out_channels, channels * taps])?;
+            w.matmul(&cols)?
+        } else {
+            // Rows of `cols` are channel-major, so group g owns a contiguous block of rows:
+            // [n, g, c/g·kh·kw, oh·ow] against [g, o/g, c/g·kh·kw], still one batched matmul.
+            let per_group = group_channels * taps;
+            let cols = cols.reshape(&[n, groups, per_group, spatial])?;
+            let w = weight.reshape(&[groups, out_channels / groups, per_group])?;
+            w.matmul(&cols)?.reshape(&[n, out_channels, spatial])?
+        };
+        let out = match bias {
+            Some(b) => out.add(&b.reshape(&[out_channels, 1])?)?,
+            None => out,
+        };
+        out.reshape(&[n, out_channels, geom.out_h, geom.out_w])
+    }
+}

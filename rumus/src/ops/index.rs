@@ -1,0 +1,161 @@
+//! Indexing with u32 index tensors: `index_select` (and `embedding` on top of it) with an
+//! `index_add` backward, and `gather` with a `scatter_add` backward.
+//!
+//! Indices are range-checked here for CPU tensors. Reading GPU indices back to check them would
+//! be a hidden round trip, so on a GPU the check happens where the indices are made: at data
+//! loading (targets and token ids are validated when a batch is built on the host).
+
+use crate::autograd::BackwardOp;
+use crate::backend::{DType, GatherArgs, IndexArgs};
+use crate::layout::resolve_axis;
+use crate::tensor::RawTensor;
+use crate::{Error, Result};
+
+/// Fails unless `indices` is a u32 tensor on `x`'s device.
+pub(crate) fn check_index_tensor(op: &'static str, x: &RawTensor, indices: &RawTensor) -> Result<()> {
+    if indices.dtype() != DType::U32 {
+        return Err(Error::DType { op, expected: "u32", got: indices.dtype().name() });
+    }
+    x.check_same_device(op, indices)
+}
+
+/// Fails with the first index `>= limit` (CPU tensors only; see the module docs).
+pub(crate) fn check_index_range(op: &'static str, indices: &RawTensor, limit: usize) -> Result<()> {
+    if !indices.device().is_cpu() {
+        return Ok(());
+    }
+    let values = indices.to_vec_u32()?;
+    match values.iter().position(|&v| v as usize >= limit) {
+        Some(position) => Err(Error::IndexOutOfRange { op, index: values[position] as i64, limit, position }),
+        None => Ok(()),
+    }
+}
+
+struct IndexSelectBackward {
+    indices: RawTensor,
+    args: IndexArgs,
+}
+
+impl BackwardOp for IndexSelectBackward {
+    fn name(&self) -> &'static str {
+        "index_select"
+    }
+    fn backward(&self, inputs: &[RawTensor], grad: &RawTensor) -> Result<Vec<Option<RawTensor>>> {
+        let grad = grad.contiguous()?;
+        let storage = grad.device().backend().index_add(grad.storage(), self.indices.storage(), &self.args)?;
+        Ok(vec![Some(RawTensor::from_kernel(storage, inputs[0].shape(), grad.device()))])
+    }
+}
+
+struct GatherBackward {
+    indices: RawTensor,
+    args: GatherArgs,
+}
+
+impl BackwardOp for GatherBackward {
+    fn name(&self) -> &'static str {
+        "gather"
+    }
+    fn backward(&self, inputs: &[RawTensor], grad: &RawTensor) -> Result<Vec<Option<RawTensor>>> {
+        let grad = grad.contiguous()?;
+        let storage = grad.device().backend().scatter_add(grad.storage(), self.indices.storage(), &self.args)?;
+        Ok(vec![Some(RawTensor::from_kernel(storage, inputs[0].shape(), grad.device()))])
+    }
+}
+
+impl RawTensor {
+    /// Picks the entries `indices` (u32, 1-D) along `axis`; the axis takes the index count.
+    /// An index out of range is [`Error::IndexOutOfRange`] on the CPU (see the module docs for GPUs).
+    pub fn index_select(&self, axis: isize, indices: &RawTensor) -> Result<RawTensor> {
+        const OP: &str = "index_select";
+        self.check_f32(OP)?;
+        check_index_tensor(OP, self, indices)?;
+        if self.rank() == 0 {
+            return Err(Error::shape(OP, "cannot index a rank-0 tensor"));
+        }
+        let axis = resolve_axis(OP, axis, self.rank())?;
+        if indices.rank() != 1 {
+            return Err(Error::shape(
+                OP,
+                format!("input {:?} indices {:?}: indices must be 1-D", self.shape(), indices.shape()),
+            ));
+        }
+        let len = self.shape()[axis];
+        check_index_range(OP, indices, len)?;
+        let args = IndexArgs {
+            outer: self.shape()[..axis].iter().product(),
+            len,
+            inner: self.shape()[axis + 1..].iter().product(),
+            count: indices.numel(),
+        };
+        let (x, indices) = (self.contiguous()?, indices.contiguous()?);
+        let storage = x.device().backend().index_select(x.storage(), indices.storage(), &args)?;
+        let mut shape = x.shape().to_vec();
+        shape[axis] = args.count;
+        Ok(RawTensor::from_op_contiguous(storage, &shape, x.device(), &[&x], || {
+            Box::new(IndexSelectBackward { indices, args })
+        }))
+    }
+
+    /// Looks up rows of `weight` (`[num_embeddings, dim]`) for the u32 indices in `self` (any
+    /// shape); returns `self.shape() + [dim]`. Indices are range-checked like `index_select`'s.
+    pub fn embedding(&self, weight: &RawTensor) -> Result<RawTensor> {
+        const OP: &str = "embedding";
+        check_index_tensor(OP, weight, self)?;
+        if weight.rank() != 2 {
+            return Err(Error::shape(OP, format!("weight {:?}: expected [num_embeddings, dim]", weight.shape())));
+        }
+        let flat = self.reshape(&[self.numel()])?;
+        check_index_range(OP, &flat, weight.shape()[0])?;
+        let rows = weight.index_select(0, &flat)?;
+        let mut shape = self.shape().to_vec();
+        shape.push(weight.shape()[1]);
+        rows.reshape(&shape)
+    }
+
+    /// `torch.gather`: `out[..., j, ...] = self[..., indices[..., j, ...], ...]` along `axis`.
+    /// `indices` (u32) has `self`'s rank; along the other axes it may be shorter than `self`
+    /// (only the leading part of `self` is read). The output has the shape of `indices`.
+    pub fn gather(&self, axis: isize, indices: &RawTensor) -> Result<RawTensor> {
+        const OP: &str = "gather";
+        self.check_f32(OP)?;
+        check_index_tensor(OP, self, indices)?;
+        if self.rank() == 0 {
+            return Err(Error::shape(OP, "cannot gather from a rank-0 tensor"));
+        }
+        let axis = resolve_axis(OP, axis, self.rank())?;
+        let describe = || format!("input {:?} indices {:?}", self.shape(), indices.shape());
+        if indices.rank() != self.rank() {
+            return Err(Error::shape(OP, format!("{}: indices need the input's rank {}", describe(), self.rank())));
+        }
+        let mut x = self.clone();
+        for (d, (&have, &want)) in self.shape().iter().zip(indices.shape()).enumerate() {
+            if d == axis {
+                continue;
+            }
+            if want > have {
+                return Err(Error::shape(
+                    OP,
+                    format!("{}: indices are longer than the input on axis {d} ({want} > {have})", describe()),
+                ));
+            }
+            if want < have {
+                x = x.narrow(d as isize, 0, want)?;
+            }
+        }
+        let len = x.shape()[axis];
+        check_index_range(OP, indices, len)?;
+        let args = GatherArgs {
+            outer: indices.shape()[..axis].iter().product(),
+            len,
+            inner: indices.shape()[axis + 1..].iter().product(),
+            count: indices.shape()[axis],
+        };
+        let (x, indices) = (x.contiguous()?, indices.contiguous()?);
+        let storage = x.device().backend().gather(x.storage(), indices.storage(), &args)?;
+        let shape = indices.shape().to_vec();
+        Ok(RawTensor::from_op_contiguous(storage, &shape, x.device(), &[&x], || {
+            Box::new(GatherBackward { indices, args })
+        }))
+    }
+}

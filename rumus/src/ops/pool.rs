@@ -1,0 +1,152 @@
+//! 2-D pooling over NCHW input: max, average (padding counted, PyTorch's default) and adaptive
+//! average. Each forward calls one kernel; each backward calls its adjoint kernel.
+
+use super::conv::Window;
+use crate::autograd::BackwardOp;
+use crate::backend::{ConvGeom, Storage};
+use crate::tensor::RawTensor;
+use crate::{Error, Result};
+
+struct MaxPoolBackward {
+    /// Flat per-plane input index of each output's maximum.
+    argmax: Storage,
+    geom: ConvGeom,
+}
+
+impl BackwardOp for MaxPoolBackward {
+    fn name(&self) -> &'static str {
+        "max_pool2d"
+    }
+    fn backward(&self, inputs: &[RawTensor], grad: &RawTensor) -> Result<Vec<Option<RawTensor>>> {
+        let grad = grad.contiguous()?;
+        let storage = grad.device().backend().max_pool2d_backward(grad.storage(), &self.argmax, &self.geom)?;
+        Ok(vec![Some(RawTensor::from_kernel(storage, inputs[0].shape(), grad.device()))])
+    }
+}
+
+struct AvgPoolBackward {
+    geom: ConvGeom,
+    adaptive: bool,
+}
+
+impl BackwardOp for AvgPoolBackward {
+    fn name(&self) -> &'static str {
+        if self.adaptive {
+            "adaptive_avg_pool2d"
+        } else {
+            "avg_pool2d"
+        }
+    }
+    fn backward(&self, inputs: &[RawTensor], grad: &RawTensor) -> Result<Vec<Option<RawTensor>>> {
+        let grad = grad.contiguous()?;
+        let backend = grad.device().backend();
+        let storage = if self.adaptive {
+            backend.adaptive_avg_pool2d_backward(grad.storage(), &self.geom)?
+        } else {
+            backend.avg_pool2d_backward(grad.storage(), &self.geom)?
+        };
+        Ok(vec![Some(RawTensor::from_kernel(storage, inputs[0].shape(), grad.device()))])
+    }
+}
+
+/// PyTorch rejects padding over half the kernel: such a window could see only padding.
+fn check_padding(op: &'static str, window: &Window) -> Result<()> {
+    let (kh, kw) = window.kernel;
+    let (ph, pw) = window.padding;
+    if ph > kh / 2 || pw > kw / 2 {
+        return Err(Error::invalid(
+            op,
+            format!("padding {:?} must be at most half the kernel {:?}", window.padding, window.kernel),
+        ));
+    }
+    Ok(())
+}
+
+fn pooled_shape(geom: &ConvGeom) -> [usize; 4] {
+    [geom.batch, geom.channels, geom.out_h, geom.out_w]
+}
+
+impl RawTensor {
+    /// Max pooling of `[n, c, h, w]`; padded positions never win.
+    pub fn max_pool2d(
+        &self,
+        kernel: (usize, usize),
+        stride: (usize, usize),
+        padding: (usize, usize),
+        dilation: (usize, usize),
+    ) -> Result<RawTensor> {
+        const OP: &str = "max_pool2d";
+        self.check_f32(OP)?;
+        let window = Window { kernel, stride, padding, dilation };
+        let geom = window.geometry(OP, self)?;
+        check_padding(OP, &window)?;
+        let x = self.contiguous()?;
+        let (values, argmax) = x.device().backend().max_pool2d(x.storage(), &geom)?;
+        Ok(RawTensor::from_op_contiguous(values, &pooled_shape(&geom), x.device(), &[&x], || {
+            Box::new(MaxPoolBackward { argmax, geom })
+        }))
+    }
+
+    /// Average pooling of `[n, c, h, w]`; padding counts as zeros in the divisor
+    /// (`count_include_pad=True`, PyTorch's default).
+    pub fn avg_pool2d(
+        &self,
+        kernel: (usize, usize),
+        stride: (usize, usize),
+        padding: (usize, usize),
+    ) -> Result<RawTensor> {
+        const OP: &str = "avg_pool2d";
+        self.check_f32(OP)?;
+        let window = Window { kernel, stride, padding, dilation: (1, 1) };
+        let geom = window.geometry(OP, self)?;
+        check_padding(OP, &window)?;
+        let x = self.contiguous()?;
+        let storage = x.device().backend().avg_pool2d(x.storage(), &geom)?;
+        Ok(RawTensor::from_op_contiguous(storage, &pooled_shape(&geom), x.device(), &[&x], || {
+            Box::new(AvgPoolBackward { geom, adaptive: false })
+        }))
+    }
+
+    /// Average pooling of `[n, c, h, w]` to a fixed `[n, c, oh, ow]`, with PyTorch's windows
+    /// `[floor(i·h/oh), ceil((i+1)·h/oh))`.
+    pub fn adaptive_avg_pool2d(&self, output: (usize, usize)) -> Result<RawTensor> {
+        const OP: &str = "adaptive_avg_pool2d";
+        self.check_f32(OP)?;
+        if self.rank() != 4 {
+            return Err(Error::shape(
+                OP,
+                format!("input {:?}: expected rank 4 [batch, channels, height, width]", self.shape()),
+            ));
+        }
+        let (n, c, h, w) = (self.shape()[0], self.shape()[1], self.shape()[2], self.shape()[3]);
+        let (out_h, out_w) = output;
+        if out_h == 0 || out_w == 0 || h == 0 || w == 0 {
+            return Err(Error::shape(
+                OP,
+                format!("input {:?} output {output:?}: all spatial sizes must be positive", self.shape()),
+            ));
+        }
+        // Kernel fields hold the largest window (informational: the kernels compute each window).
+        let geom = ConvGeom {
+            batch: n,
+            channels: c,
+            in_h: h,
+            in_w: w,
+            kernel_h: h.div_ceil(out_h) + 1,
+            kernel_w: w.div_ceil(out_w) + 1,
+            stride_h: 1,
+            stride_w: 1,
+            pad_h: 0,
+            pad_w: 0,
+            dilation_h: 1,
+            dilation_w: 1,
+            out_h,
+            out_w,
+        };
+        let x = self.contiguous()?;
+        let storage = x.device().backend().adaptive_avg_pool2d(x.storage(), &geom)?;
+        Ok(RawTensor::from_op_contiguous(storage, &pooled_shape(&geom), x.device(), &[&x], || {
+            Box::new(AvgPoolBackward { geom, adaptive: true })
+        }))
+    }
+}
