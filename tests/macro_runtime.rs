@@ -9,7 +9,8 @@ use rumus::prelude::*;
 
 #[model(input = [1, 28, 28])]
 pub struct LeNet {
-    features: layers![Conv2d(6, kernel = 5, padding = 2), Relu, MaxPool2d(2), Conv2d(16, kernel = 5), Relu, MaxPool2d(2)],
+    features:
+        layers![Conv2d(6, kernel = 5, padding = 2), Relu, MaxPool2d(2), Conv2d(16, kernel = 5), Relu, MaxPool2d(2)],
     head: layers![Flatten, Linear(120), Relu, Linear(84), Relu, Linear(10)],
 }
 
@@ -129,7 +130,9 @@ fn summary_counts_equal_real_parameter_counts() -> Result<()> {
 #[test]
 fn parameter_names_are_pytorch_style() -> Result<()> {
     let device = Device::cpu();
-    let names = |m: &dyn Module| rumus::nn::named_params(m).into_iter().map(|(n, p)| (n, p.shape().to_vec())).collect::<Vec<_>>();
+    let names = |m: &dyn Module| {
+        rumus::nn::named_params(m).into_iter().map(|(n, p)| (n, p.shape().to_vec())).collect::<Vec<_>>()
+    };
     let lenet = LeNet::new(&device, 0)?;
     let want: Vec<(String, Vec<usize>)> = [
         ("features.0.weight", vec![6, 1, 5, 5]),
@@ -154,7 +157,16 @@ fn parameter_names_are_pytorch_style() -> Result<()> {
     let got: Vec<String> = normed.named_parameters().into_iter().map(|(n, _)| n).collect();
     assert_eq!(
         got,
-        ["body.0.weight", "body.0.bias", "body.1.weight", "body.1.bias", "body.1.running_mean", "body.1.running_var", "body.3.weight", "body.3.bias"]
+        [
+            "body.0.weight",
+            "body.0.bias",
+            "body.1.weight",
+            "body.1.bias",
+            "body.1.running_mean",
+            "body.1.running_var",
+            "body.3.weight",
+            "body.3.bias"
+        ]
     );
     Ok(())
 }
@@ -223,5 +235,21 @@ fn untyped_input_of_the_wrong_shape_is_an_error() -> Result<()> {
     assert_eq!((LeNet::INPUT, LeNet::OUTPUT), (&[1, 28, 28][..], &[10][..]));
     assert_eq!(<LeNet as Model>::Input::DIMS, &[1, 28, 28]);
     assert_eq!(model.describe(), "LeNet");
+    Ok(())
+}
+
+#[test]
+fn models_can_be_declared_inside_functions() -> Result<()> {
+    #[model(input = [3])]
+    struct Local {
+        body: layers![Linear(2)],
+    }
+    #[model(input = [3])]
+    struct LocalOuter {
+        inner: Local,
+        head: layers![Linear(1)],
+    }
+    let m = LocalOuter::new(&Device::cpu(), 0)?;
+    assert_eq!(m.forward(&Tensor::<Shape1<3>>::zeros(1, &Device::cpu())?)?.shape(), &[1, 1]);
     Ok(())
 }

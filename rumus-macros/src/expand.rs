@@ -68,7 +68,12 @@ fn expand(attr: TokenStream, known: TokenStream, item: TokenStream) -> TokenStre
     }
 }
 
-fn expand_struct(item: &syn::ItemStruct, attr: TokenStream, known: TokenStream, raw: &TokenStream) -> Result<TokenStream> {
+fn expand_struct(
+    item: &syn::ItemStruct,
+    attr: TokenStream,
+    known: TokenStream,
+    raw: &TokenStream,
+) -> Result<TokenStream> {
     let args = model::parse_args(attr.clone())?;
     let fields = model::parse_fields(item)?;
     let known_map = model::parse_known(known.clone())?;
@@ -89,7 +94,13 @@ fn callback_name(ident: &syn::Ident) -> syn::Ident {
 }
 
 /// `path::__rumus_model_Name! { field [attr] [known] item }`.
-fn callback(field: &syn::Ident, path: &syn::Path, attr: &TokenStream, known: &TokenStream, item: &TokenStream) -> TokenStream {
+fn callback(
+    field: &syn::Ident,
+    path: &syn::Path,
+    attr: &TokenStream,
+    known: &TokenStream,
+    item: &TokenStream,
+) -> TokenStream {
     let mut mac = path.clone();
     if let Some(last) = mac.segments.last_mut() {
         last.ident = callback_name(&last.ident);
@@ -185,10 +196,17 @@ fn generate(item: &syn::ItemStruct, args: &ModelArgs, fields: &[Field], plan: &P
                 });
             }
         }
-        visits.push(quote!(::rumus::nn::Module::visit_params(&self.#fname, &::rumus::nn::join_name(prefix, #key), visitor);));
+        visits.push(
+            quote!(::rumus::nn::Module::visit_params(&self.#fname, &::rumus::nn::join_name(prefix, #key), visitor);),
+        );
         trainings.push(quote!(::rumus::nn::Module::set_training(&mut self.#fname, training);));
         let h = format_ident!("h{}", i);
-        let arg = if i == 0 { quote!(x) } else { let prev = format_ident!("h{}", i - 1); quote!(&#prev) };
+        let arg = if i == 0 {
+            quote!(x)
+        } else {
+            let prev = format_ident!("h{}", i - 1);
+            quote!(&#prev)
+        };
         chain.push(quote!(let #h = self.#method(#arg)?;));
     }
     let last = format_ident!("h{}", fields.len().saturating_sub(1));
@@ -347,7 +365,10 @@ mod tests {
             len += model(attr.clone(), item.clone()).to_string().len();
         }
         let per = start.elapsed() / runs;
-        println!("expanding LeNet-5 (parse + infer + generate + stringify): {per:?} per expansion ({} bytes)", len / runs as usize);
+        println!(
+            "expanding LeNet-5 (parse + infer + generate + stringify): {per:?} per expansion ({} bytes)",
+            len / runs as usize
+        );
         assert!(len > 0);
     }
 }

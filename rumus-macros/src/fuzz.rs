@@ -52,7 +52,10 @@ fn random_token(rng: &mut Rng) -> TokenTree {
             TokenStream::new(),
         )),
         _ => {
-            let words = ["Linear", "Conv2d", "same", "kernel", "padding", "true", "layers", "struct", "input", "Residual", "groups", "x", "in"];
+            let words = [
+                "Linear", "Conv2d", "same", "kernel", "padding", "true", "layers", "struct", "input", "Residual",
+                "groups", "x", "in",
+            ];
             TokenTree::Ident(proc_macro2::Ident::new(words[rng.below(words.len())], proc_macro2::Span::call_site()))
         }
     }

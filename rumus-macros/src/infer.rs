@@ -95,7 +95,10 @@ pub fn infer_list(layers: &[LayerCall], input: Producer, ctx: &mut Ctx) -> Resul
     for call in layers {
         let out = infer_layer(call, &prod, ctx)?;
         if let Some(d) = out.out.iter().find(|d| **d > MAX_DIM) {
-            return Err(Error::new_spanned(call, format!("{call} would produce a dimension of {d}, more than rumus supports (2^31)")));
+            return Err(Error::new_spanned(
+                call,
+                format!("{call} would produce a dimension of {d}, more than rumus supports (2^31)"),
+            ));
         }
         prod = Producer {
             what: out.display.clone(),
@@ -126,7 +129,15 @@ fn numel(s: &[usize]) -> u128 {
 }
 
 fn simple(call: &LayerCall, shape: &Shape, type_name: &'static str, ctor: TokenStream) -> LayerOut {
-    LayerOut { out: shape.clone(), shows_from: false, trainable: 0, buffers: 0, ctor, type_name, display: call.to_string() }
+    LayerOut {
+        out: shape.clone(),
+        shows_from: false,
+        trainable: 0,
+        buffers: 0,
+        ctor,
+        type_name,
+        display: call.to_string(),
+    }
 }
 
 /// Applies one layer's rule.
@@ -184,7 +195,10 @@ pub fn infer_layer(call: &LayerCall, prod: &Producer, ctx: &mut Ctx) -> Result<L
 fn numel_checked(call: &LayerCall, shape: &[usize]) -> Result<usize> {
     let n = numel(shape);
     if n > MAX_DIM as u128 {
-        return Err(err(call, format!("{call} would produce {n} features from {}, more than rumus supports (2^31)", fmt_shape(shape))));
+        return Err(err(
+            call,
+            format!("{call} would produce {n} features from {}, more than rumus supports (2^31)", fmt_shape(shape)),
+        ));
     }
     Ok(n as usize)
 }
@@ -228,7 +242,11 @@ fn linear(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Result
         buffers: 0,
         ctor: quote!(::rumus::nn::Linear::new(device, #i, #o, #bias, #seed)?),
         type_name: "Linear",
-        display: if bias { format!("Linear({got_in} => {out})") } else { format!("Linear({got_in} => {out}, bias = false)") },
+        display: if bias {
+            format!("Linear({got_in} => {out})")
+        } else {
+            format!("Linear({got_in} => {out}, bias = false)")
+        },
     })
 }
 
@@ -242,7 +260,10 @@ fn image(call: &LayerCall, prod: &Producer) -> Result<(usize, usize, usize)> {
                 [h, w] => format!("add a channel axis first with `Reshape(1, {h}, {w})`"),
                 _ => "reshape to [channels, height, width] first".to_string(),
             };
-            Err(err(call, format!("{call} expects an image [channels, height, width], but {}\nhint: {hint}", prod.got())))
+            Err(err(
+                call,
+                format!("{call} expects an image [channels, height, width], but {}\nhint: {hint}", prod.got()),
+            ))
         }
     }
 }
@@ -266,7 +287,11 @@ fn spatial(
     let out = numer.div_euclid(s) + 1;
     // `numer >= 0` is exactly "output size >= 1"; otherwise the kernel overhangs the padded input.
     if numer < 0 {
-        let kernel_desc = if dilation > 1 { format!("kernel {kernel} with dilation {dilation} spans {span}") } else { format!("kernel {kernel}") };
+        let kernel_desc = if dilation > 1 {
+            format!("kernel {kernel} with dilation {dilation} spans {span}")
+        } else {
+            format!("kernel {kernel}")
+        };
         return Err(err(
             call,
             format!(
@@ -339,7 +364,8 @@ fn conv2d(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Result
     let (ci, co, g, seed) = (lit(c), lit(out), lit(groups), ctx.seed());
     let (kt, st, pt, dt) = (pair_tokens(kernel), pair_tokens(stride), pair_tokens(padding), pair_tokens(dilation));
     let mut display = format!("Conv2d({c} => {out}, kernel = {}", show_pair(kernel));
-    for (name, v, default) in [("stride", stride, (1, 1)), ("padding", padding, (0, 0)), ("dilation", dilation, (1, 1))] {
+    for (name, v, default) in [("stride", stride, (1, 1)), ("padding", padding, (0, 0)), ("dilation", dilation, (1, 1))]
+    {
         if v != default {
             display.push_str(&format!(", {name} = {}", show_pair(v)));
         }
@@ -421,7 +447,10 @@ fn adaptive(call: &LayerCall, b: &Bound, prod: &Producer) -> Result<LayerOut> {
         _ => {
             return Err(err(
                 size_tokens,
-                format!("{call}: the output size must be one or two positive integers\nhint: {}", spec::example("AdaptiveAvgPool2d")),
+                format!(
+                    "{call}: the output size must be one or two positive integers\nhint: {}",
+                    spec::example("AdaptiveAvgPool2d")
+                ),
             ))
         }
     };
@@ -436,7 +465,10 @@ fn reshape(call: &LayerCall, b: &Bound, prod: &Producer) -> Result<LayerOut> {
     let dims = b.dims("shape").unwrap_or(&[]);
     let have = numel(&prod.shape);
     if dims.iter().filter(|d| **d == -1).count() > 1 || dims.contains(&0) || dims.is_empty() {
-        return Err(err(call, format!("{call}: the target shape must be positive sizes, with at most one -1 to infer")));
+        return Err(err(
+            call,
+            format!("{call}: the target shape must be positive sizes, with at most one -1 to infer"),
+        ));
     }
     let known: u128 = dims.iter().filter(|d| **d > 0).fold(1u128, |a, d| a.saturating_mul(*d as u128));
     let infer_ok = known != 0 && have % known == 0;
@@ -444,7 +476,10 @@ fn reshape(call: &LayerCall, b: &Bound, prod: &Producer) -> Result<LayerOut> {
         if !infer_ok {
             return Err(err(
                 call,
-                format!("{call} needs a multiple of {known} elements, but {}\nhint: the known sizes must divide {have}", prod.got_elements()),
+                format!(
+                    "{call} needs a multiple of {known} elements, but {}\nhint: the known sizes must divide {have}",
+                    prod.got_elements()
+                ),
             ));
         }
         dims.iter().map(|d| if *d == -1 { (have / known) as usize } else { *d as usize }).collect()
@@ -476,7 +511,8 @@ fn batch_norm(call: &LayerCall, b: &Bound, prod: &Producer) -> Result<LayerOut> 
     let shape = &prod.shape;
     let rank_ok = if two_d { shape.len() == 3 } else { shape.len() == 1 || shape.len() == 2 };
     if !rank_ok {
-        let (need, other) = if two_d { ("an image [C, H, W]", "BatchNorm1d") } else { ("[C] or [C, L]", "BatchNorm2d") };
+        let (need, other) =
+            if two_d { ("an image [C, H, W]", "BatchNorm1d") } else { ("[C] or [C, L]", "BatchNorm2d") };
         let hint = if two_d && shape.len() < 3 || !two_d && shape.len() == 3 {
             format!("use `{other}` for this shape")
         } else {
@@ -522,7 +558,10 @@ fn layer_norm(call: &LayerCall, b: &Bound, prod: &Producer) -> Result<LayerOut> 
         None => shape.last().map(|d| vec![*d]).unwrap_or_default(),
         Some(d) if d.iter().all(|x| *x > 0) => d.iter().map(|x| *x as usize).collect(),
         Some(_) => {
-            return Err(err(b.tokens_or("shape", &call.tokens), format!("{call}: the normalized shape must be positive sizes")));
+            return Err(err(
+                b.tokens_or("shape", &call.tokens),
+                format!("{call}: the normalized shape must be positive sizes"),
+            ));
         }
     };
     if norm.len() > shape.len() || shape[shape.len() - norm.len()..] != norm[..] {
@@ -563,7 +602,10 @@ fn embedding(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Res
     let [t] = prod.shape.as_slice() else {
         return Err(err(
             call,
-            format!("{call} expects token indices [T], but {}\nhint: declare the input as a sequence, e.g. `input = [128]`", prod.got()),
+            format!(
+                "{call} expects token indices [T], but {}\nhint: declare the input as a sequence, e.g. `input = [128]`",
+                prod.got()
+            ),
         ));
     };
     let (n, d, seed) = (lit(num), lit(dim), ctx.seed());
@@ -585,7 +627,11 @@ fn softmax(call: &LayerCall, b: &Bound, prod: &Producer, name: &'static str) -> 
         ));
     }
     let a = axis as isize;
-    let ctor = if name == "Softmax" { quote!(::rumus::nn::Softmax { axis: #a }) } else { quote!(::rumus::nn::LogSoftmax { axis: #a }) };
+    let ctor = if name == "Softmax" {
+        quote!(::rumus::nn::Softmax { axis: #a })
+    } else {
+        quote!(::rumus::nn::LogSoftmax { axis: #a })
+    };
     Ok(simple(call, &prod.shape, name, ctor))
 }
 
@@ -640,7 +686,12 @@ fn attention(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Res
         // PyTorch layout: in_proj [3E, E] + [3E], out_proj [E, E] + [E].
         trainable: 4 * e128 * e128 + 4 * e128,
         display: format!("MultiHeadAttention({heads}, E = {e})"),
-        ..simple(call, &prod.shape, "MultiHeadAttention", quote!(::rumus::nn::MultiHeadAttention::new(device, #el, #hl, #seed)?))
+        ..simple(
+            call,
+            &prod.shape,
+            "MultiHeadAttention",
+            quote!(::rumus::nn::MultiHeadAttention::new(device, #el, #hl, #seed)?),
+        )
     })
 }
 
@@ -682,21 +733,27 @@ mod tests {
     #[test]
     fn conv_arithmetic_matches_pytorch() {
         // torch.nn.Conv2d(3, 8, 3, stride=2, padding=1, dilation=2)(torch.zeros(1, 3, 32, 31)).shape == [1, 8, 15, 15]
-        assert_eq!(shapes("Conv2d(8, kernel = 3, stride = 2, padding = 1, dilation = 2)", &[3, 32, 31]), [vec![8, 15, 15]]);
+        assert_eq!(
+            shapes("Conv2d(8, kernel = 3, stride = 2, padding = 1, dilation = 2)", &[3, 32, 31]),
+            [vec![8, 15, 15]]
+        );
         assert_eq!(shapes("Conv2d(8, kernel = (3, 5), padding = same)", &[3, 9, 9]), [vec![8, 9, 9]]);
         assert_eq!(shapes("MaxPool2d(3, stride = 2, padding = 1)", &[4, 7, 8]), [vec![4, 4, 4]]);
         assert_eq!(shapes("AdaptiveAvgPool2d(1)", &[4, 7, 8]), [vec![4, 1, 1]]);
         assert_eq!(shapes("Reshape(-1, 4)", &[2, 8]), [vec![4, 4]]);
-        assert_eq!(shapes("Embedding(100, 16), MultiHeadAttention(4), LayerNorm", &[12]).last().unwrap(), &vec![12, 16]);
+        assert_eq!(
+            shapes("Embedding(100, 16), MultiHeadAttention(4), LayerNorm", &[12]).last().unwrap(),
+            &vec![12, 16]
+        );
     }
 
     #[test]
     fn the_issue_example_message() {
-        let m = message(
-            "Conv2d(16, kernel = 5), MaxPool2d(2), Flatten, Linear(400 => 120)",
-            &[1, 12, 12],
+        let m = message("Conv2d(16, kernel = 5), MaxPool2d(2), Flatten, Linear(400 => 120)", &[1, 12, 12]);
+        assert!(
+            m.starts_with("Linear(400 => 120) expects 400 input features, but Flatten produces 256 (from [16, 4, 4])"),
+            "{m}"
         );
-        assert!(m.starts_with("Linear(400 => 120) expects 400 input features, but Flatten produces 256 (from [16, 4, 4])"), "{m}");
     }
 
     #[test]

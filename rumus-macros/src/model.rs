@@ -72,7 +72,10 @@ pub fn shape_value(v: &Value, what: &str) -> Result<Shape> {
         ValueKind::List(items) | ValueKind::Tuple(items) => items,
         ValueKind::Int(_) => std::slice::from_ref(v),
         _ => {
-            return Err(Error::new_spanned(v, format!("`{what}` must be a per-sample shape such as `[1, 28, 28]`, got `{v}`")));
+            return Err(Error::new_spanned(
+                v,
+                format!("`{what}` must be a per-sample shape such as `[1, 28, 28]`, got `{v}`"),
+            ));
         }
     };
     if items.is_empty() || items.len() > 4 {
@@ -88,7 +91,12 @@ pub fn shape_value(v: &Value, what: &str) -> Result<Shape> {
             ValueKind::Int(i) if i <= 0 => {
                 return Err(Error::new_spanned(item, format!("dimensions of `{what}` must be positive, got {i}")))
             }
-            _ => return Err(Error::new_spanned(item, format!("dimensions of `{what}` must be positive integers, got `{item}`"))),
+            _ => {
+                return Err(Error::new_spanned(
+                    item,
+                    format!("dimensions of `{what}` must be positive integers, got `{item}`"),
+                ))
+            }
         }
     }
     Ok(shape)
@@ -113,7 +121,10 @@ pub struct Field {
 /// Classifies the struct's fields. Errors name the field.
 pub fn parse_fields(item: &syn::ItemStruct) -> Result<Vec<Field>> {
     if !item.generics.params.is_empty() || item.generics.where_clause.is_some() {
-        return Err(Error::new_spanned(&item.generics, "#[model] structs cannot be generic: the macro fixes every shape"));
+        return Err(Error::new_spanned(
+            &item.generics,
+            "#[model] structs cannot be generic: the macro fixes every shape",
+        ));
     }
     let syn::Fields::Named(named) = &item.fields else {
         return Err(Error::new_spanned(
@@ -122,7 +133,10 @@ pub fn parse_fields(item: &syn::ItemStruct) -> Result<Vec<Field>> {
         ));
     };
     if named.named.is_empty() {
-        return Err(Error::new_spanned(&item.ident, "#[model] struct has no fields; add e.g. `body: layers![Linear(10)]`"));
+        return Err(Error::new_spanned(
+            &item.ident,
+            "#[model] struct has no fields; add e.g. `body: layers![Linear(10)]`",
+        ));
     }
     let mut fields = Vec::new();
     for f in &named.named {
@@ -276,12 +290,15 @@ pub fn plan(
                         ),
                     ));
                 }
-                prod = Producer { what: info.type_name.clone(), shape: info.output.clone(), from: None, is_input: false };
+                prod =
+                    Producer { what: info.type_name.clone(), shape: info.output.clone(), from: None, is_input: false };
                 FieldBody::Nested { path: path.clone(), info: info.clone(), seed: ctx.seed() }
             }
         };
         let (t, b) = match &body {
-            FieldBody::Layers(outs) => outs.iter().fold((0u128, 0u128), |(t, b), o| (t.saturating_add(o.trainable), b.saturating_add(o.buffers))),
+            FieldBody::Layers(outs) => outs
+                .iter()
+                .fold((0u128, 0u128), |(t, b), o| (t.saturating_add(o.trainable), b.saturating_add(o.buffers))),
             FieldBody::Nested { info, .. } => (info.trainable, info.buffers),
         };
         trainable = trainable.saturating_add(t);

@@ -174,9 +174,7 @@ fn parse_literal(lit: &proc_macro2::Literal, negative: bool) -> Result<ValueKind
     let sign = if negative { -1 } else { 1 };
     match syn::Lit::new(lit.clone()) {
         syn::Lit::Int(i) => {
-            let v: i128 = i
-                .base10_parse()
-                .map_err(|_| Error::new(lit.span(), "integer literal is too large"))?;
+            let v: i128 = i.base10_parse().map_err(|_| Error::new(lit.span(), "integer literal is too large"))?;
             Ok(ValueKind::Int(sign * v))
         }
         syn::Lit::Float(f) => {
@@ -255,17 +253,26 @@ mod tests {
 
     #[test]
     fn parses_calls_and_displays_them_normalised() {
-        let l = layers("Conv2d(6, kernel = 5, padding = same), Relu, Linear(400 => 120), Reshape(-1, 4), MaxPool2d((2, 3))");
+        let l = layers(
+            "Conv2d(6, kernel = 5, padding = same), Relu, Linear(400 => 120), Reshape(-1, 4), MaxPool2d((2, 3))",
+        );
         let shown: Vec<String> = l.iter().map(|c| c.to_string()).collect();
         assert_eq!(
             shown,
-            ["Conv2d(6, kernel = 5, padding = same)", "Relu", "Linear(400 => 120)", "Reshape(-1, 4)", "MaxPool2d((2, 3))"]
+            [
+                "Conv2d(6, kernel = 5, padding = same)",
+                "Relu",
+                "Linear(400 => 120)",
+                "Reshape(-1, 4)",
+                "MaxPool2d((2, 3))"
+            ]
         );
     }
 
     #[test]
     fn rejects_malformed_pieces() {
-        for bad in ["Linear(10) Relu", "1", "Linear(,)", "Conv2d(kernel = )", "Linear(=> 3)", "Foo[3]", "Linear(\"a\")"] {
+        for bad in ["Linear(10) Relu", "1", "Linear(,)", "Conv2d(kernel = )", "Linear(=> 3)", "Foo[3]", "Linear(\"a\")"]
+        {
             assert!(parse_layer_list(bad.parse().unwrap()).is_err(), "{bad} parsed");
         }
     }

@@ -134,30 +134,46 @@ pub static LAYERS: &[LayerSpec] = &[
         args: &[pos("kernel", Kind::Size2), named("stride", Kind::Size2, "kernel"), named("padding", Kind::Pad, "0")],
         rule: "[C, H, W] → [C, H', W'], H' = floor((H + 2p - k)/s) + 1",
     },
-    LayerSpec {
-        name: "AdaptiveAvgPool2d",
-        args: &[pos("size", Kind::Dims)],
-        rule: "[C, H, W] → [C, oh, ow]",
-    },
+    LayerSpec { name: "AdaptiveAvgPool2d", args: &[pos("size", Kind::Dims)], rule: "[C, H, W] → [C, oh, ow]" },
     LayerSpec { name: "Flatten", args: NO_ARGS, rule: "[d0, d1, ...] → [d0 · d1 · ...]" },
-    LayerSpec { name: "Reshape", args: &[pos("shape", Kind::Dims)], rule: "any shape → the given shape (same element count; one -1 is inferred)" },
+    LayerSpec {
+        name: "Reshape",
+        args: &[pos("shape", Kind::Dims)],
+        rule: "any shape → the given shape (same element count; one -1 is inferred)",
+    },
     LayerSpec { name: "Dropout", args: &[pos_opt("p", Kind::Prob, "0.5")], rule: ELEMENTWISE },
     LayerSpec {
         name: "BatchNorm1d",
-        args: &[pos_opt("features", Kind::Size, "inferred"), named("eps", Kind::PosFloat, "1e-5"), named("momentum", Kind::Prob, "0.1")],
+        args: &[
+            pos_opt("features", Kind::Size, "inferred"),
+            named("eps", Kind::PosFloat, "1e-5"),
+            named("momentum", Kind::Prob, "0.1"),
+        ],
         rule: "[C] or [C, L] → the same shape",
     },
     LayerSpec {
         name: "BatchNorm2d",
-        args: &[pos_opt("features", Kind::Size, "inferred"), named("eps", Kind::PosFloat, "1e-5"), named("momentum", Kind::Prob, "0.1")],
+        args: &[
+            pos_opt("features", Kind::Size, "inferred"),
+            named("eps", Kind::PosFloat, "1e-5"),
+            named("momentum", Kind::Prob, "0.1"),
+        ],
         rule: "[C, H, W] → the same shape",
     },
     LayerSpec {
         name: "LayerNorm",
-        args: &[pos_opt("shape", Kind::Dims, "last axis"), named("eps", Kind::PosFloat, "1e-5"), named("affine", Kind::Bool, "true")],
+        args: &[
+            pos_opt("shape", Kind::Dims, "last axis"),
+            named("eps", Kind::PosFloat, "1e-5"),
+            named("affine", Kind::Bool, "true"),
+        ],
         rule: "[..., *shape] → the same shape",
     },
-    LayerSpec { name: "Embedding", args: &[pos("num", Kind::Size), pos("dim", Kind::Size)], rule: "[T] token indices → [T, dim]" },
+    LayerSpec {
+        name: "Embedding",
+        args: &[pos("num", Kind::Size), pos("dim", Kind::Size)],
+        rule: "[T] token indices → [T, dim]",
+    },
     LayerSpec { name: "Relu", args: NO_ARGS, rule: ELEMENTWISE },
     LayerSpec { name: "Sigmoid", args: NO_ARGS, rule: ELEMENTWISE },
     LayerSpec { name: "Tanh", args: NO_ARGS, rule: ELEMENTWISE },
@@ -167,8 +183,16 @@ pub static LAYERS: &[LayerSpec] = &[
     LayerSpec { name: "LeakyRelu", args: &[pos_opt("slope", Kind::Float, "0.01")], rule: ELEMENTWISE },
     LayerSpec { name: "Softmax", args: &[pos_opt("axis", Kind::Axis, "-1")], rule: ELEMENTWISE },
     LayerSpec { name: "LogSoftmax", args: &[pos_opt("axis", Kind::Axis, "-1")], rule: ELEMENTWISE },
-    LayerSpec { name: "Residual", args: &[pos("layers", Kind::Layers)], rule: "x → x + layers(x); the layers must preserve the shape" },
-    LayerSpec { name: "MultiHeadAttention", args: &[pos("heads", Kind::Size)], rule: "[T, E] → [T, E], E divisible by heads" },
+    LayerSpec {
+        name: "Residual",
+        args: &[pos("layers", Kind::Layers)],
+        rule: "x → x + layers(x); the layers must preserve the shape",
+    },
+    LayerSpec {
+        name: "MultiHeadAttention",
+        args: &[pos("heads", Kind::Size)],
+        rule: "[T, E] → [T, E], E divisible by heads",
+    },
 ];
 
 pub fn find(name: &str) -> Option<&'static LayerSpec> {
@@ -317,10 +341,7 @@ pub fn bind(spec: &LayerSpec, call: &LayerCall) -> Result<Bound> {
                 toks.extend(arg.tokens.clone());
             }
             (Some(_), _) => {
-                return Err(Error::new_spanned(
-                    arg,
-                    format!("argument `{}` of {layer} is given twice", aspec.name),
-                ))
+                return Err(Error::new_spanned(arg, format!("argument `{}` of {layer} is given twice", aspec.name)))
             }
             (None, val) => bound.vals.push((aspec.name, val, arg.tokens.clone())),
         }
@@ -380,7 +401,10 @@ fn size_of(layer: &str, a: &ArgSpec, v: &Value, min: i128) -> Result<usize> {
         return Err(Error::new_spanned(v, format!("argument `{}` of {layer} must be {need}, got {i}", a.name)));
     }
     if i > MAX_DIM as i128 {
-        return Err(Error::new_spanned(v, format!("argument `{}` of {layer} is too large: {i} (at most 2^31)", a.name)));
+        return Err(Error::new_spanned(
+            v,
+            format!("argument `{}` of {layer} is too large: {i} (at most 2^31)", a.name),
+        ));
     }
     Ok(i as usize)
 }

@@ -33,9 +33,9 @@ pub mod prelude {
 }
 
 // `#[model]` / `layers!`, and the items the code they generate refers to (`::rumus::__private`).
-pub use rumus_macros::{layers, model};
 #[doc(hidden)]
 pub use rumus_macros::__model_resume;
+pub use rumus_macros::{layers, model};
 #[doc(hidden)]
 #[path = "macro_support.rs"]
 pub mod __private;

@@ -21,7 +21,13 @@ pub struct Vision {
 
 #[model(input = [12])]
 pub struct Sequence {
-    body: layers![Embedding(50, 16), MultiHeadAttention(4), LayerNorm(16, eps = 1e-5, affine = true), LayerNorm, Linear(8)],
+    body: layers![
+        Embedding(50, 16),
+        MultiHeadAttention(4),
+        LayerNorm(16, eps = 1e-5, affine = true),
+        LayerNorm,
+        Linear(8)
+    ],
 }
 
 fn main() -> rumus::Result<()> {

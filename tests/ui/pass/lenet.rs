@@ -3,7 +3,8 @@ use rumus::prelude::*;
 
 #[model(input = [1, 28, 28])]
 pub struct LeNet {
-    features: layers![Conv2d(6, kernel = 5, padding = 2), Relu, MaxPool2d(2), Conv2d(16, kernel = 5), Relu, MaxPool2d(2)],
+    features:
+        layers![Conv2d(6, kernel = 5, padding = 2), Relu, MaxPool2d(2), Conv2d(16, kernel = 5), Relu, MaxPool2d(2)],
     head: layers![Flatten, Linear(120), Relu, Linear(84), Relu, Linear(10)],
 }
 

@@ -32,8 +32,21 @@ fn main() -> rumus::Result<()> {
     let feats: Tensor<Shape1<676>> = model.forward_backbone(&x)?;
     assert_eq!(feats.shape(), &[2, 676]);
     let names: Vec<String> = model.named_parameters().into_iter().map(|(n, _)| n).collect();
-    assert_eq!(names, ["backbone.conv.0.weight", "backbone.conv.0.bias", "head.0.weight", "head.0.bias", "out.fc.0.weight", "out.fc.0.bias"]);
-    assert_eq!(Classifier::TRAINABLE_PARAMS, nets::Backbone::TRAINABLE_PARAMS + 676 * 32 + 32 + nets::Head::TRAINABLE_PARAMS);
+    assert_eq!(
+        names,
+        [
+            "backbone.conv.0.weight",
+            "backbone.conv.0.bias",
+            "head.0.weight",
+            "head.0.bias",
+            "out.fc.0.weight",
+            "out.fc.0.bias"
+        ]
+    );
+    assert_eq!(
+        Classifier::TRAINABLE_PARAMS,
+        nets::Backbone::TRAINABLE_PARAMS + 676 * 32 + 32 + nets::Head::TRAINABLE_PARAMS
+    );
     assert_eq!(rumus::nn::count_trainable(&model), Classifier::TRAINABLE_PARAMS);
     Ok(())
 }
