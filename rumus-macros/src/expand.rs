@@ -5,16 +5,11 @@
 //! Generated code is plain: concrete types and `Box<dyn Module>` sequences, no generic
 //! machinery, so it costs the compiler little (dfdx#234).
 
-#[cfg(test)]
-use std::collections::HashMap;
-
 use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::Error;
 
-#[cfg(test)]
-use crate::model::NestedInfo;
 use crate::model::{self, Field, FieldBody, FieldKind, ModelArgs, Plan};
 use crate::parse::Result;
 use crate::spec::lit;
@@ -331,27 +326,25 @@ fn generate(item: &syn::ItemStruct, args: &ModelArgs, fields: &[Field], plan: &P
     }
 }
 
-/// Parses the struct and plans it without generating code (for tests and timing).
-#[cfg(test)]
-pub fn check(attr: TokenStream, item: TokenStream, known: &HashMap<String, NestedInfo>) -> Result<Plan> {
-    let parsed: syn::ItemStruct = syn::parse2(item)?;
-    let args = model::parse_args(attr)?;
-    let fields = model::parse_fields(&parsed)?;
-    model::plan(&parsed, &args, &fields, known)
-}
-
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
 
     const LENET: &str = "pub struct LeNet { features: layers![Conv2d(6, kernel = 5, padding = 2), Relu, MaxPool2d(2), Conv2d(16, kernel = 5), Relu, MaxPool2d(2)], head: layers![Flatten, Linear(120), Relu, Linear(84), Relu, Linear(10)] }";
 
     #[test]
-    fn lenet_plan_counts_61706_params() {
-        let plan = check("input = [1, 28, 28]".parse().unwrap(), LENET.parse().unwrap(), &HashMap::new()).unwrap();
+    fn lenet_plan_counts_61706_params_and_docs_show_its_summary() {
+        let item: syn::ItemStruct = syn::parse_str(LENET).unwrap();
+        let args = model::parse_args("input = [1, 28, 28]".parse().unwrap()).unwrap();
+        let fields = model::parse_fields(&item).unwrap();
+        let plan = model::plan(&item, &args, &fields, &HashMap::new()).unwrap();
         assert_eq!(plan.trainable, 61_706);
         assert_eq!(plan.output, vec![10]);
         assert_eq!(plan.fields[0].output, vec![16, 5, 5]);
+        let table = summary::render("LeNet", &fields, &plan);
+        assert!(include_str!("../../docs/DSL.md").contains(&table), "docs/DSL.md shows a stale summary:\n{table}");
     }
 
     /// Not an assertion on time (timings do not belong in tests); run with `--nocapture` to see it.
