@@ -100,7 +100,15 @@ fn callback(
     if let Some(last) = mac.segments.last_mut() {
         last.ident = callback_name(&last.ident);
     }
-    quote_spanned!(path.span()=> #mac! { #field [#attr] [#known] #item })
+    // If the type is not a #[model] struct the callback does not resolve; this assertion makes
+    // rustc also say why, through `Model`'s on_unimplemented message.
+    quote_spanned! {path.span()=>
+        const _: () = {
+            fn __nested_model<M: ::rumus::Model>() {}
+            let _ = __nested_model::<#path>;
+        };
+        #mac! { #field [#attr] [#known] #item }
+    }
 }
 
 /// `Shape3<1, 28, 28>`; `plan` has checked the rank is 1 to 4.
