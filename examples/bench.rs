@@ -8,6 +8,7 @@
 
 use std::time::Instant;
 
+use rumus::nn::{Conv2d, Conv2dConfig, Flatten, Linear, MaxPool2d, Module, Relu, Sequential};
 use rumus::{no_grad, Device, RawTensor, Result};
 
 /// One measured workload.
@@ -72,6 +73,53 @@ fn bench_softmax(device: &Device, rows: usize, cols: usize) -> Result<Record> {
     })
 }
 
+/// LeNet-5 as in examples/mnist.rs and bench/torch_bench.py (61,706 parameters).
+fn lenet(device: &Device) -> Result<Sequential> {
+    let conv = |cin, cout, pad| Conv2dConfig { padding: (pad, pad), ..Conv2dConfig::new(cin, cout, (5, 5)) };
+    let pool = || MaxPool2d::new((2, 2), (2, 2), (0, 0), (1, 1));
+    Ok(Sequential::new()
+        .with(Conv2d::new(device, conv(1, 6, 2), 1)?)
+        .with(Relu)
+        .with(pool())
+        .with(Conv2d::new(device, conv(6, 16, 0), 2)?)
+        .with(Relu)
+        .with(pool())
+        .with(Flatten::new())
+        .with(Linear::new(device, 400, 120, true, 3)?)
+        .with(Relu)
+        .with(Linear::new(device, 120, 84, true, 4)?)
+        .with(Relu)
+        .with(Linear::new(device, 84, 10, true, 5)?))
+}
+
+/// One training step (forward, cross-entropy, backward, SGD update) of LeNet-5 at `batch`.
+fn bench_lenet_step(device: &Device, batch: usize) -> Result<Record> {
+    let model = lenet(device)?;
+    let params = rumus::nn::named_params(&model);
+    let x = RawTensor::randn(&[batch, 1, 28, 28], 0.0, 1.0, 6, device)?;
+    let labels: Vec<u32> = (0..batch as u32).map(|i| i % 10).collect();
+    let y = RawTensor::from_indices(&labels, &[batch], device)?;
+    let secs = time(3, 30, || {
+        let loss = model.forward_raw(&x)?.cross_entropy(&y, 0.0)?;
+        let grads = loss.backward()?;
+        no_grad(|| {
+            for (_, p) in &params {
+                if let Some(g) = grads.get(p.tensor()) {
+                    p.assign(&p.tensor().sub(&g.mul_scalar(0.01)?)?)?;
+                }
+            }
+            Ok::<_, rumus::Error>(())
+        })?;
+        loss.item().map(|_| ())
+    })?;
+    Ok(Record {
+        name: format!("lenet train step b{batch}"),
+        median_s: secs,
+        rate: batch as f64 / secs,
+        unit: "samples/s",
+    })
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
@@ -92,6 +140,11 @@ fn main() -> Result<()> {
     }
     if wanted("softmax") {
         records.push(bench_softmax(&device, 65536, 1024)?);
+    }
+    if wanted("step") {
+        for batch in [64, 256] {
+            records.push(bench_lenet_step(&device, batch)?);
+        }
     }
 
     println!("rumus on {} ({} threads)", device.name(), rayon::current_num_threads());

@@ -12,6 +12,18 @@ fn input_coord(o: usize, k: usize, stride: usize, pad: usize, dilation: usize, s
     (pos < size).then_some(pos)
 }
 
+/// The output positions `lo..hi` along one axis whose tap `k` lands inside the input, so inner
+/// loops run without bounds checks. Positions are monotonic in `o`, hence a single range.
+#[inline]
+fn valid_outputs(k: usize, stride: usize, pad: usize, dilation: usize, size: usize, out: usize) -> (usize, usize) {
+    let offset = k * dilation;
+    // First o with o*stride + offset >= pad.
+    let lo = pad.saturating_sub(offset).div_ceil(stride).min(out);
+    // First o with o*stride + offset - pad >= size.
+    let hi = (size + pad).saturating_sub(offset).div_ceil(stride).clamp(lo, out);
+    (lo, hi)
+}
+
 /// `[n, c, h, w]` → `[n, c*kh*kw, oh*ow]`.
 pub fn im2col(x: &[f32], g: &ConvGeom) -> Vec<f32> {
     let taps = g.kernel_h * g.kernel_w;
@@ -23,11 +35,20 @@ pub fn im2col(x: &[f32], g: &ConvGeom) -> Vec<f32> {
         for ki in 0..g.kernel_h {
             for kj in 0..g.kernel_w {
                 let row = &mut block[(ki * g.kernel_w + kj) * spatial..][..spatial];
+                let (lo, hi) = valid_outputs(kj, g.stride_w, g.pad_w, g.dilation_w, g.in_w, g.out_w);
+                if lo == hi {
+                    continue;
+                }
+                let first_ij = lo * g.stride_w + kj * g.dilation_w - g.pad_w;
                 for oi in 0..g.out_h {
                     let Some(ii) = input_coord(oi, ki, g.stride_h, g.pad_h, g.dilation_h, g.in_h) else { continue };
-                    for oj in 0..g.out_w {
-                        if let Some(ij) = input_coord(oj, kj, g.stride_w, g.pad_w, g.dilation_w, g.in_w) {
-                            row[oi * g.out_w + oj] = src[ii * g.in_w + ij];
+                    let dst = &mut row[oi * g.out_w + lo..oi * g.out_w + hi];
+                    let line = &src[ii * g.in_w + first_ij..];
+                    if g.stride_w == 1 {
+                        dst.copy_from_slice(&line[..hi - lo]);
+                    } else {
+                        for (d, s) in dst.iter_mut().zip(line.iter().step_by(g.stride_w)) {
+                            *d = *s;
                         }
                     }
                 }
@@ -48,12 +69,17 @@ pub fn col2im(cols: &[f32], g: &ConvGeom) -> Vec<f32> {
         for ki in 0..g.kernel_h {
             for kj in 0..g.kernel_w {
                 let row = &block[(ki * g.kernel_w + kj) * spatial..][..spatial];
+                let (lo, hi) = valid_outputs(kj, g.stride_w, g.pad_w, g.dilation_w, g.in_w, g.out_w);
+                if lo == hi {
+                    continue;
+                }
+                let first_ij = lo * g.stride_w + kj * g.dilation_w - g.pad_w;
                 for oi in 0..g.out_h {
                     let Some(ii) = input_coord(oi, ki, g.stride_h, g.pad_h, g.dilation_h, g.in_h) else { continue };
-                    for oj in 0..g.out_w {
-                        if let Some(ij) = input_coord(oj, kj, g.stride_w, g.pad_w, g.dilation_w, g.in_w) {
-                            dst[ii * g.in_w + ij] += row[oi * g.out_w + oj];
-                        }
+                    let src = &row[oi * g.out_w + lo..oi * g.out_w + hi];
+                    let line = &mut dst[ii * g.in_w + first_ij..];
+                    for (d, s) in line.iter_mut().step_by(g.stride_w).zip(src) {
+                        *d += s;
                     }
                 }
             }
@@ -65,27 +91,33 @@ pub fn col2im(cols: &[f32], g: &ConvGeom) -> Vec<f32> {
 pub fn max_pool2d(x: &[f32], g: &ConvGeom) -> (Vec<f32>, Vec<u32>) {
     let plane = g.in_h * g.in_w;
     let spatial = g.out_h * g.out_w;
-    let mut out = vec![0.0; g.batch * g.channels * spatial];
-    let mut arg = vec![0u32; out.len()];
+    let mut out = vec![f32::NEG_INFINITY; g.batch * g.channels * spatial];
+    let mut arg = vec![u32::MAX; out.len()];
     out.par_chunks_mut(spatial).zip(arg.par_chunks_mut(spatial)).enumerate().for_each(|(nc, (o, a))| {
         let src = &x[nc * plane..(nc + 1) * plane];
-        for oi in 0..g.out_h {
-            for oj in 0..g.out_w {
-                let mut best = f32::NEG_INFINITY;
-                let mut best_at = u32::MAX;
-                for ki in 0..g.kernel_h {
+        // Sweep taps in the outer loops so each inner loop is a branch-free pass over a row of
+        // outputs; a tap replaces the running maximum when larger (first maximum wins on ties,
+        // NaN always wins), exactly as a per-window scan in row-major tap order would.
+        for ki in 0..g.kernel_h {
+            for kj in 0..g.kernel_w {
+                let (lo, hi) = valid_outputs(kj, g.stride_w, g.pad_w, g.dilation_w, g.in_w, g.out_w);
+                if lo == hi {
+                    continue;
+                }
+                let first_ij = lo * g.stride_w + kj * g.dilation_w - g.pad_w;
+                for oi in 0..g.out_h {
                     let Some(ii) = input_coord(oi, ki, g.stride_h, g.pad_h, g.dilation_h, g.in_h) else { continue };
-                    for kj in 0..g.kernel_w {
-                        let Some(ij) = input_coord(oj, kj, g.stride_w, g.pad_w, g.dilation_w, g.in_w) else { continue };
-                        let v = src[ii * g.in_w + ij];
-                        if v > best || best_at == u32::MAX || v.is_nan() {
-                            best = v;
-                            best_at = (ii * g.in_w + ij) as u32;
+                    let base = ii * g.in_w + first_ij;
+                    for (j, oj) in (lo..hi).enumerate() {
+                        let at = base + j * g.stride_w;
+                        let v = src[at];
+                        let slot = oi * g.out_w + oj;
+                        if v > o[slot] || a[slot] == u32::MAX || (v.is_nan() && !o[slot].is_nan()) {
+                            o[slot] = v;
+                            a[slot] = at as u32;
                         }
                     }
                 }
-                o[oi * g.out_w + oj] = best;
-                a[oi * g.out_w + oj] = best_at;
             }
         }
     });

@@ -2,7 +2,7 @@
 
 use rayon::prelude::*;
 
-use super::parallel::{chunk_len, PAR_THRESHOLD};
+use super::parallel::PAR_THRESHOLD;
 use crate::backend::{BinaryOp, UnaryOp};
 use crate::Layout;
 
@@ -85,38 +85,22 @@ pub fn unary_derivative(op: UnaryOp, x: f32, y: f32) -> f32 {
     }
 }
 
-pub fn unary(op: UnaryOp, x: &[f32]) -> Vec<f32> {
-    let mut out = vec![0.0; x.len()];
-    let kernel = |(o, i): (&mut [f32], &[f32])| {
-        for (o, &i) in o.iter_mut().zip(i) {
-            *o = unary_scalar(op, i);
-        }
-    };
-    if x.len() >= PAR_THRESHOLD {
-        let c = chunk_len(x.len());
-        out.par_chunks_mut(c).zip(x.par_chunks(c)).for_each(kernel);
+/// Maps `f` over `len` indices into a fresh vector; rayon's indexed collect writes each element
+/// once, skipping the zero-fill a `vec![0.0; len]` would cost.
+fn map_indices(len: usize, f: impl Fn(usize) -> f32 + Sync + Send) -> Vec<f32> {
+    if len >= PAR_THRESHOLD {
+        (0..len).into_par_iter().with_min_len(4096).map(f).collect()
     } else {
-        kernel((&mut out, x));
+        (0..len).map(f).collect()
     }
-    out
+}
+
+pub fn unary(op: UnaryOp, x: &[f32]) -> Vec<f32> {
+    map_indices(x.len(), |i| unary_scalar(op, x[i]))
 }
 
 pub fn unary_backward(op: UnaryOp, x: &[f32], y: &[f32], grad: &[f32]) -> Vec<f32> {
-    let mut out = vec![0.0; grad.len()];
-    // Chunk `start` of the output: each thread reads the same range of x, y and grad.
-    let kernel = |start: usize, o: &mut [f32]| {
-        for (i, o) in o.iter_mut().enumerate() {
-            let at = start + i;
-            *o = grad[at] * unary_derivative(op, x[at], y[at]);
-        }
-    };
-    if grad.len() >= PAR_THRESHOLD {
-        let c = chunk_len(grad.len());
-        out.par_chunks_mut(c).enumerate().for_each(|(k, o)| kernel(k * c, o));
-    } else {
-        kernel(0, &mut out);
-    }
-    out
+    map_indices(grad.len(), |i| grad[i] * unary_derivative(op, x[i], y[i]))
 }
 
 pub fn binary_scalar(op: BinaryOp, a: f32, b: f32) -> f32 {
@@ -149,28 +133,17 @@ fn row_start(layout: &Layout, row: usize) -> usize {
 /// `lhs op rhs` over two views of the output's shape (broadcast strides may be 0).
 pub fn binary(op: BinaryOp, lhs: &[f32], lhs_layout: &Layout, rhs: &[f32], rhs_layout: &Layout) -> Vec<f32> {
     let len = lhs_layout.numel();
-    let mut out = vec![0.0; len];
     if len == 0 {
-        return out;
+        return Vec::new();
     }
     if lhs_layout.is_contiguous() && rhs_layout.is_contiguous() {
         let (a, b) = (&lhs[lhs_layout.offset()..][..len], &rhs[rhs_layout.offset()..][..len]);
-        let kernel = |(o, (a, b)): (&mut [f32], (&[f32], &[f32]))| {
-            for i in 0..o.len() {
-                o[i] = binary_scalar(op, a[i], b[i]);
-            }
-        };
-        if len >= PAR_THRESHOLD {
-            let c = chunk_len(len);
-            out.par_chunks_mut(c).zip(a.par_chunks(c).zip(b.par_chunks(c))).for_each(kernel);
-        } else {
-            kernel((&mut out, (a, b)));
-        }
-        return out;
+        return map_indices(len, |i| binary_scalar(op, a[i], b[i]));
     }
     let last = *lhs_layout.shape().last().unwrap_or(&1);
     let (ls, rs) =
         (lhs_layout.strides().last().copied().unwrap_or(0), rhs_layout.strides().last().copied().unwrap_or(0));
+    let mut out = vec![0.0; len];
     let kernel = |(row, o): (usize, &mut [f32])| {
         let (mut a, mut b) = (row_start(lhs_layout, row), row_start(rhs_layout, row));
         for o in o.iter_mut() {
