@@ -372,4 +372,13 @@ mod tests {
         );
         assert!(len > 0);
     }
+
+    #[test]
+    #[ignore = "writes the LeNet expansion to $RUMUS_DUMP for reading"]
+    fn dump_lenet_expansion() {
+        let out = model("input = [1, 28, 28]".parse().unwrap(), LENET.parse().unwrap());
+        if let Ok(path) = std::env::var("RUMUS_DUMP") {
+            std::fs::write(path, out.to_string()).unwrap();
+        }
+    }
 }
