@@ -9,9 +9,9 @@
 //! }
 //! ```
 //!
-//! Pipeline: [`parse`] (tokens → layer calls, keeping spans) → [`spec`] (the table of layers:
-//! arguments, shape rules, constructors) → [`infer`] / [`model`] (walk the shapes, spanned errors)
-//! → [`expand`] (generated code) and [`summary`]. Everything runs on `proc_macro2` so it can be
+//! Pipeline: `parse` (tokens → layer calls, keeping spans) → `spec` (the table of layers:
+//! arguments, shape rules, constructors) → `infer` / `model` (walk the shapes, spanned errors)
+//! → `expand` (generated code) and `summary`. Everything runs on `proc_macro2` so it can be
 //! unit-tested and fuzzed outside a compiler.
 
 mod expand;
