@@ -103,13 +103,13 @@ const ELEMENTWISE: &str = "any shape → the same shape";
 pub static LAYERS: &[LayerSpec] = &[
     LayerSpec {
         name: "Linear",
-        args: &[pos("features", Kind::Features), named("bias", Kind::Bool, "true")],
+        args: &[pos("out", Kind::Features), named("bias", Kind::Bool, "true")],
         rule: "[in] → [out], or [T, in] → [T, out]",
     },
     LayerSpec {
         name: "Conv2d",
         args: &[
-            pos("features", Kind::Features),
+            pos("out", Kind::Features),
             pos("kernel", Kind::Size2),
             named("stride", Kind::Size2, "1"),
             named("padding", Kind::ConvPad, "0"),
@@ -260,7 +260,7 @@ impl Bound {
         }
     }
     pub fn features(&self) -> Option<(Option<usize>, usize)> {
-        match self.get("features") {
+        match self.get("out") {
             Some(Val::Features(i, o)) => Some((*i, *o)),
             _ => None,
         }
