@@ -145,7 +145,9 @@ pub fn parse_fields(item: &syn::ItemStruct) -> Result<Vec<Field>> {
         let mut input = None;
         for a in &f.attrs {
             if a.path().is_ident("input") {
-                let nv = a.meta.require_name_value()?;
+                let syn::Meta::NameValue(nv) = &a.meta else {
+                    return Err(Error::new_spanned(a, "write the field's input shape as `#[input = [..]]`"));
+                };
                 let value = parse_value(nv.value.to_token_stream())?;
                 input = Some((shape_value(&value, "input")?, a.to_token_stream()));
             } else {

@@ -75,13 +75,25 @@ pub fn split_commas(tokens: TokenStream) -> Result<Vec<TokenStream>> {
     Ok(pieces)
 }
 
+/// Nesting deeper than this (`Residual(Residual(...))`, `((((1))))`) is reported rather than
+/// recursed into, so no input can exhaust the compiler's stack.
+const MAX_DEPTH: usize = 32;
+
+fn check_depth(depth: usize, tokens: &TokenStream) -> Result<()> {
+    if depth > MAX_DEPTH {
+        return Err(Error::new_spanned(tokens, format!("nested more than {MAX_DEPTH} levels deep")));
+    }
+    Ok(())
+}
+
 /// Parses `A, B(args), ...` (the inside of `layers![...]` or of `Residual(...)`).
 pub fn parse_layer_list(tokens: TokenStream) -> Result<Vec<LayerCall>> {
-    split_commas(tokens)?.into_iter().map(parse_layer).collect()
+    split_commas(tokens)?.into_iter().map(|t| layer_at(t, 0)).collect()
 }
 
 /// Parses one `Name` or `Name(args)`.
-pub fn parse_layer(tokens: TokenStream) -> Result<LayerCall> {
+fn layer_at(tokens: TokenStream, depth: usize) -> Result<LayerCall> {
+    check_depth(depth, &tokens)?;
     let trees: Vec<TokenTree> = tokens.clone().into_iter().collect();
     let name = match trees.first() {
         Some(TokenTree::Ident(id)) => id.clone(),
@@ -95,7 +107,7 @@ pub fn parse_layer(tokens: TokenStream) -> Result<LayerCall> {
     let args = match trees.get(1) {
         None => Vec::new(),
         Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Parenthesis => {
-            split_commas(g.stream())?.into_iter().map(parse_arg).collect::<Result<_>>()?
+            split_commas(g.stream())?.into_iter().map(|t| arg_at(t, depth + 1)).collect::<Result<_>>()?
         }
         Some(other) => {
             return Err(Error::new(
@@ -112,6 +124,10 @@ pub fn parse_layer(tokens: TokenStream) -> Result<LayerCall> {
 
 /// Parses `value` or `name = value`.
 pub fn parse_arg(tokens: TokenStream) -> Result<Arg> {
+    arg_at(tokens, 0)
+}
+
+fn arg_at(tokens: TokenStream, depth: usize) -> Result<Arg> {
     let trees: Vec<TokenTree> = tokens.clone().into_iter().collect();
     if let (Some(TokenTree::Ident(id)), Some(TokenTree::Punct(eq))) = (trees.first(), trees.get(1)) {
         // `name = value`, but not `name => value`.
@@ -120,14 +136,19 @@ pub fn parse_arg(tokens: TokenStream) -> Result<Arg> {
             if rest.is_empty() {
                 return Err(Error::new(eq.span(), format!("argument `{id}` has no value after `=`")));
             }
-            return Ok(Arg { name: Some(id.clone()), value: parse_value(rest)?, tokens });
+            return Ok(Arg { name: Some(id.clone()), value: value_at(rest, depth)?, tokens });
         }
     }
-    Ok(Arg { name: None, value: parse_value(tokens.clone())?, tokens })
+    Ok(Arg { name: None, value: value_at(tokens.clone(), depth)?, tokens })
 }
 
 /// Parses a value: a number, `true`/`false`, a word, `(a, b)`, `[a, b]`, `a => b` or `Name(..)`.
 pub fn parse_value(tokens: TokenStream) -> Result<Value> {
+    value_at(tokens, 0)
+}
+
+fn value_at(tokens: TokenStream, depth: usize) -> Result<Value> {
+    check_depth(depth, &tokens)?;
     let trees: Vec<TokenTree> = tokens.clone().into_iter().collect();
     // `in => out`: find a top-level `=>`.
     for i in 0..trees.len().saturating_sub(1) {
@@ -138,7 +159,7 @@ pub fn parse_value(tokens: TokenStream) -> Result<Value> {
                 if lhs.is_empty() || rhs.is_empty() {
                     return Err(Error::new_spanned(&tokens, "`=>` needs a value on both sides, e.g. `400 => 120`"));
                 }
-                let kind = ValueKind::Arrow(Box::new(parse_value(lhs)?), Box::new(parse_value(rhs)?));
+                let kind = ValueKind::Arrow(Box::new(value_at(lhs, depth + 1)?), Box::new(value_at(rhs, depth + 1)?));
                 return Ok(Value { kind, tokens });
             }
         }
@@ -150,16 +171,16 @@ pub fn parse_value(tokens: TokenStream) -> Result<Value> {
         [TokenTree::Ident(id)] if id == "false" => ValueKind::Bool(false),
         [TokenTree::Ident(id)] => ValueKind::Word(id.clone()),
         [TokenTree::Ident(_), TokenTree::Group(g)] if g.delimiter() == Delimiter::Parenthesis => {
-            ValueKind::Call(parse_layer(tokens.clone())?)
+            ValueKind::Call(layer_at(tokens.clone(), depth + 1)?)
         }
-        [TokenTree::Group(g)] if g.delimiter() == Delimiter::Parenthesis => {
-            ValueKind::Tuple(split_commas(g.stream())?.into_iter().map(parse_value).collect::<Result<_>>()?)
-        }
-        [TokenTree::Group(g)] if g.delimiter() == Delimiter::Bracket => {
-            ValueKind::List(split_commas(g.stream())?.into_iter().map(parse_value).collect::<Result<_>>()?)
-        }
+        [TokenTree::Group(g)] if g.delimiter() == Delimiter::Parenthesis => ValueKind::Tuple(
+            split_commas(g.stream())?.into_iter().map(|t| value_at(t, depth + 1)).collect::<Result<_>>()?,
+        ),
+        [TokenTree::Group(g)] if g.delimiter() == Delimiter::Bracket => ValueKind::List(
+            split_commas(g.stream())?.into_iter().map(|t| value_at(t, depth + 1)).collect::<Result<_>>()?,
+        ),
         // Tokens from macro_rules can arrive wrapped in invisible groups.
-        [TokenTree::Group(g)] if g.delimiter() == Delimiter::None => return parse_value(g.stream()),
+        [TokenTree::Group(g)] if g.delimiter() == Delimiter::None => return value_at(g.stream(), depth + 1),
         _ => {
             return Err(Error::new_spanned(
                 &tokens,
@@ -267,6 +288,14 @@ mod tests {
                 "MaxPool2d((2, 3))"
             ]
         );
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let deep = format!("Residual({}Relu{})", "Residual(".repeat(5000), ")".repeat(5000));
+        assert!(parse_layer_list(deep.parse().unwrap()).is_err());
+        let deep = format!("Reshape({}1{})", "(".repeat(5000), ")".repeat(5000));
+        assert!(parse_layer_list(deep.parse().unwrap()).is_err());
     }
 
     #[test]
