@@ -31,7 +31,25 @@ use proc_macro::TokenStream;
 ///
 /// Arguments: `input = [..]` (per-sample input shape, required), `output = [..]` (checked, or
 /// required with `forward = custom`), `forward = custom` (write your own typed `forward`).
-/// See `docs/DSL.md` for every layer and its shape rule.
+///
+/// Every shape is computed while expanding; a mismatch is a compile error on the offending layer.
+/// Generated: `new(&Device, seed)`, a typed `forward` (and `forward_<field>` per field),
+/// `impl Module` (PyTorch parameter names), `impl Model`, `train`/`eval`, `parameters`,
+/// `named_parameters`, `INPUT`/`OUTPUT`/`TRAINABLE_PARAMS`/`TOTAL_PARAMS`, and `summary()`.
+///
+/// ```ignore
+/// use rumus::prelude::*;
+///
+/// #[model(input = [784])]
+/// pub struct Mlp {
+///     body: layers![Linear(300), Relu, Linear(100), Relu, Linear(10)],
+/// }
+///
+/// let mlp = Mlp::new(&Device::cpu(), 0)?;
+/// let y: Tensor<Shape1<10>> = mlp.forward(&Tensor::<Shape1<784>>::zeros(32, &Device::cpu())?)?;
+/// ```
+///
+/// See `docs/DSL.md` for every layer, its arguments and its shape rule.
 #[proc_macro_attribute]
 pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::model(attr.into(), item.into()).into()
