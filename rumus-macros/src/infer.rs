@@ -92,8 +92,20 @@ impl Ctx {
 pub fn infer_list(layers: &[LayerCall], input: Producer, ctx: &mut Ctx) -> Result<(Vec<LayerOut>, Producer)> {
     let mut prod = input;
     let mut outs = Vec::new();
-    for call in layers {
-        let out = infer_layer(call, &prod, ctx)?;
+    for (i, call) in layers.iter().enumerate() {
+        let out = match infer_layer(call, &prod, ctx) {
+            Ok(out) => out,
+            Err(mut e) => {
+                // The shapes after an error are unknown, but later layers' names and arguments can
+                // still be checked, so one build reports all of those mistakes.
+                for rest in &layers[i + 1..] {
+                    if let Err(more) = check_call(rest) {
+                        e.combine(more);
+                    }
+                }
+                return Err(e);
+            }
+        };
         if let Some(d) = out.out.iter().find(|d| **d > MAX_DIM) {
             return Err(Error::new_spanned(
                 call,
@@ -140,10 +152,10 @@ fn simple(call: &LayerCall, shape: &Shape, type_name: &'static str, ctor: TokenS
     }
 }
 
-/// Applies one layer's rule.
-pub fn infer_layer(call: &LayerCall, prod: &Producer, ctx: &mut Ctx) -> Result<LayerOut> {
+/// The table entry for `call`, or an unknown-layer error with a suggestion.
+fn lookup(call: &LayerCall) -> Result<&'static spec::LayerSpec> {
     let name = call.name.to_string();
-    let Some(spec) = spec::find(&name) else {
+    spec::find(&name).ok_or_else(|| {
         let hint = match did_you_mean(&name, spec::LAYERS.iter().map(|l| l.name)).and_then(spec::find) {
             Some(s) => format!("did you mean `{}`? ({}: {})", s.name, s.name, s.rule),
             None => {
@@ -151,8 +163,28 @@ pub fn infer_layer(call: &LayerCall, prod: &Producer, ctx: &mut Ctx) -> Result<L
                 format!("the built-in layers are {}", all.join(", "))
             }
         };
-        return Err(err(&call.name, format!("unknown layer `{name}`\nhint: {hint}")));
-    };
+        err(&call.name, format!("unknown layer `{name}`\nhint: {hint}"))
+    })
+}
+
+/// Checks what does not depend on shapes: the layer exists and its arguments bind.
+pub fn check_call(call: &LayerCall) -> Result<()> {
+    let b = spec::bind(lookup(call)?, call)?;
+    let mut result: Result<()> = Ok(());
+    for inner in b.layers() {
+        if let Err(e) = check_call(inner) {
+            match &mut result {
+                Ok(()) => result = Err(e),
+                Err(all) => all.combine(e),
+            }
+        }
+    }
+    result
+}
+
+/// Applies one layer's rule.
+pub fn infer_layer(call: &LayerCall, prod: &Producer, ctx: &mut Ctx) -> Result<LayerOut> {
+    let spec = lookup(call)?;
     let b = spec::bind(spec, call)?;
     let shape = &prod.shape;
     match spec.name {

@@ -7,7 +7,7 @@ use proc_macro2::TokenStream;
 use quote::ToTokens;
 use syn::Error;
 
-use crate::infer::{infer_list, Ctx, LayerOut, Producer};
+use crate::infer::{check_call, infer_list, Ctx, LayerOut, Producer};
 use crate::parse::{parse_arg, parse_layer_list, parse_value, split_commas, LayerCall, Result, Value, ValueKind};
 use crate::spec::{fmt_shape, Shape, MAX_DIM};
 use crate::suggest::did_you_mean;
@@ -259,7 +259,7 @@ pub fn plan(
     let mut prod = Producer::input("the model input", input.clone());
     let mut plans = Vec::new();
     let (mut trainable, mut buffers) = (0u128, 0u128);
-    for f in fields {
+    for (i, f) in fields.iter().enumerate() {
         if let Some((shape, tokens)) = &f.input {
             if !args.custom {
                 return Err(Error::new_spanned(
@@ -272,7 +272,8 @@ pub fn plan(
         let field_input = prod.shape.clone();
         let body = match &f.kind {
             FieldKind::Layers(layers) => {
-                let (outs, last) = infer_list(layers, prod, &mut ctx)?;
+                let (outs, last) =
+                    infer_list(layers, prod, &mut ctx).map_err(|e| with_later_fields(e, &fields[i + 1..]))?;
                 prod = last;
                 FieldBody::Layers(outs)
             }
@@ -344,4 +345,19 @@ pub fn plan(
         None => prod.shape.clone(),
     };
     Ok(Plan { input: input.clone(), output, fields: plans, trainable, buffers })
+}
+
+/// Adds to `e` the shape-independent errors (unknown layers and arguments) of `fields`, so one
+/// build reports them all.
+fn with_later_fields(mut e: Error, fields: &[Field]) -> Error {
+    for f in fields {
+        if let FieldKind::Layers(layers) = &f.kind {
+            for call in layers {
+                if let Err(more) = check_call(call) {
+                    e.combine(more);
+                }
+            }
+        }
+    }
+    e
 }
