@@ -9,6 +9,7 @@
 use std::time::Instant;
 
 use rumus::nn::{Conv2d, Conv2dConfig, Flatten, Linear, MaxPool2d, Module, Relu, Sequential};
+use rumus::optim::{Adam, Optimizer};
 use rumus::{no_grad, Device, RawTensor, Result};
 
 /// One measured workload.
@@ -92,24 +93,18 @@ fn lenet(device: &Device) -> Result<Sequential> {
         .with(Linear::new(device, 84, 10, true, 5)?))
 }
 
-/// One training step (forward, cross-entropy, backward, SGD update) of LeNet-5 at `batch`.
+/// One training step (forward, cross-entropy, backward, Adam update) of LeNet-5 at `batch`.
 fn bench_lenet_step(device: &Device, batch: usize) -> Result<Record> {
     let model = lenet(device)?;
     let params = rumus::nn::named_params(&model);
+    let mut adam = Adam::new(1e-3);
     let x = RawTensor::randn(&[batch, 1, 28, 28], 0.0, 1.0, 6, device)?;
     let labels: Vec<u32> = (0..batch as u32).map(|i| i % 10).collect();
     let y = RawTensor::from_indices(&labels, &[batch], device)?;
     let secs = time(3, 30, || {
         let loss = model.forward_raw(&x)?.cross_entropy(&y, 0.0)?;
         let grads = loss.backward()?;
-        no_grad(|| {
-            for (_, p) in &params {
-                if let Some(g) = grads.get(p.tensor()) {
-                    p.assign(&p.tensor().sub(&g.mul_scalar(0.01)?)?)?;
-                }
-            }
-            Ok::<_, rumus::Error>(())
-        })?;
+        adam.step(&params, &grads)?;
         loss.item().map(|_| ())
     })?;
     Ok(Record {

@@ -6,16 +6,20 @@
 
 pub mod autograd;
 pub mod backend;
+pub mod data;
 mod device;
 mod error;
+pub mod io;
 pub mod layout;
 pub mod loss;
 mod model;
 pub mod nn;
 mod ops;
+pub mod optim;
 pub mod rng;
 mod tensor;
 pub mod testing;
+pub mod train;
 
 pub use autograd::{no_grad, Gradients};
 pub use device::Device;
@@ -27,7 +31,10 @@ pub use tensor::{RawTensor, Shape, Shape1, Shape2, Shape3, Shape4, Tensor, Tenso
 
 /// The names most programs need.
 pub mod prelude {
+    pub use crate::data::{Class, ClassDataset, Dataset, Regression, TensorDataset};
     pub use crate::nn::Module;
+    pub use crate::optim::{Adam, AdamW, Optimizer, RmsProp, Sgd};
+    pub use crate::train::{EarlyStopping, Fit, History, Loss, ModelCheckpoint, TerminateOnNaN, Verbosity};
     pub use crate::{layers, model};
     pub use crate::{no_grad, Device, Error, Model, RawTensor, Result, Shape, Shape1, Shape2, Shape3, Shape4, Tensor};
 }

@@ -3,6 +3,8 @@
 
 use rayon::prelude::*;
 
+use super::pool;
+
 use crate::backend::ConvGeom;
 
 /// Input coordinate of output position `o`, kernel tap `k` along one axis, if inside the input.
@@ -29,7 +31,7 @@ pub fn im2col(x: &[f32], g: &ConvGeom) -> Vec<f32> {
     let taps = g.kernel_h * g.kernel_w;
     let spatial = g.out_h * g.out_w;
     let plane = g.in_h * g.in_w;
-    let mut cols = vec![0.0; g.batch * g.channels * taps * spatial];
+    let mut cols = pool::filled(g.batch * g.channels * taps * spatial, 0.0);
     cols.par_chunks_mut(taps * spatial).enumerate().for_each(|(nc, block)| {
         let src = &x[nc * plane..(nc + 1) * plane];
         for ki in 0..g.kernel_h {
@@ -63,7 +65,7 @@ pub fn col2im(cols: &[f32], g: &ConvGeom) -> Vec<f32> {
     let taps = g.kernel_h * g.kernel_w;
     let spatial = g.out_h * g.out_w;
     let plane = g.in_h * g.in_w;
-    let mut x = vec![0.0; g.batch * g.channels * plane];
+    let mut x = pool::filled(g.batch * g.channels * plane, 0.0);
     x.par_chunks_mut(plane).enumerate().for_each(|(nc, dst)| {
         let block = &cols[nc * taps * spatial..(nc + 1) * taps * spatial];
         for ki in 0..g.kernel_h {
@@ -91,7 +93,7 @@ pub fn col2im(cols: &[f32], g: &ConvGeom) -> Vec<f32> {
 pub fn max_pool2d(x: &[f32], g: &ConvGeom) -> (Vec<f32>, Vec<u32>) {
     let plane = g.in_h * g.in_w;
     let spatial = g.out_h * g.out_w;
-    let mut out = vec![f32::NEG_INFINITY; g.batch * g.channels * spatial];
+    let mut out = pool::filled(g.batch * g.channels * spatial, f32::NEG_INFINITY);
     let mut arg = vec![u32::MAX; out.len()];
     out.par_chunks_mut(spatial).zip(arg.par_chunks_mut(spatial)).enumerate().for_each(|(nc, (o, a))| {
         let src = &x[nc * plane..(nc + 1) * plane];
@@ -127,7 +129,7 @@ pub fn max_pool2d(x: &[f32], g: &ConvGeom) -> (Vec<f32>, Vec<u32>) {
 pub fn max_pool2d_backward(grad: &[f32], argmax: &[u32], g: &ConvGeom) -> Vec<f32> {
     let plane = g.in_h * g.in_w;
     let spatial = g.out_h * g.out_w;
-    let mut dx = vec![0.0; g.batch * g.channels * plane];
+    let mut dx = pool::filled(g.batch * g.channels * plane, 0.0);
     dx.par_chunks_mut(plane).enumerate().for_each(|(nc, d)| {
         let (gr, ar) = (&grad[nc * spatial..][..spatial], &argmax[nc * spatial..][..spatial]);
         for (&gv, &at) in gr.iter().zip(ar) {
@@ -166,7 +168,7 @@ fn avg_window(oi: usize, oj: usize, g: &ConvGeom, adaptive: bool) -> ((usize, us
 pub fn avg_pool2d(x: &[f32], g: &ConvGeom, adaptive: bool) -> Vec<f32> {
     let plane = g.in_h * g.in_w;
     let spatial = g.out_h * g.out_w;
-    let mut out = vec![0.0; g.batch * g.channels * spatial];
+    let mut out = pool::take(g.batch * g.channels * spatial);
     out.par_chunks_mut(spatial).enumerate().for_each(|(nc, o)| {
         let src = &x[nc * plane..(nc + 1) * plane];
         for oi in 0..g.out_h {
@@ -186,7 +188,7 @@ pub fn avg_pool2d(x: &[f32], g: &ConvGeom, adaptive: bool) -> Vec<f32> {
 pub fn avg_pool2d_backward(grad: &[f32], g: &ConvGeom, adaptive: bool) -> Vec<f32> {
     let plane = g.in_h * g.in_w;
     let spatial = g.out_h * g.out_w;
-    let mut dx = vec![0.0; g.batch * g.channels * plane];
+    let mut dx = pool::filled(g.batch * g.channels * plane, 0.0);
     dx.par_chunks_mut(plane).enumerate().for_each(|(nc, d)| {
         let gr = &grad[nc * spatial..][..spatial];
         for oi in 0..g.out_h {

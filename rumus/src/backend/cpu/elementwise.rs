@@ -3,6 +3,7 @@
 use rayon::prelude::*;
 
 use super::parallel::PAR_THRESHOLD;
+use super::pool;
 use crate::backend::{BinaryOp, UnaryOp};
 use crate::Layout;
 
@@ -85,22 +86,68 @@ pub fn unary_derivative(op: UnaryOp, x: f32, y: f32) -> f32 {
     }
 }
 
-/// Maps `f` over `len` indices into a fresh vector; rayon's indexed collect writes each element
-/// once, skipping the zero-fill a `vec![0.0; len]` would cost.
-fn map_indices(len: usize, f: impl Fn(usize) -> f32 + Sync + Send) -> Vec<f32> {
-    if len >= PAR_THRESHOLD {
-        (0..len).into_par_iter().with_min_len(4096).map(f).collect()
+/// Elements per parallel task: large enough to amortise scheduling, small enough to balance.
+const CHUNK: usize = 1 << 14;
+
+/// `f` applied to each element of `x`, into a pooled buffer (no zero fill). Callers pass a
+/// closure with the op fixed so the loop is specialised and vectorised.
+fn map1(x: &[f32], f: impl Fn(f32) -> f32 + Sync) -> Vec<f32> {
+    let mut out = pool::take(x.len());
+    let kernel = |(o, x): (&mut [f32], &[f32])| o.iter_mut().zip(x).for_each(|(o, &x)| *o = f(x));
+    if x.len() >= PAR_THRESHOLD {
+        out.par_chunks_mut(CHUNK).zip(x.par_chunks(CHUNK)).for_each(kernel);
     } else {
-        (0..len).map(f).collect()
+        kernel((&mut out, x));
     }
+    out
+}
+
+/// `f` applied pairwise to two equally long slices.
+fn map2(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32 + Sync) -> Vec<f32> {
+    let mut out = pool::take(a.len());
+    let kernel = |(o, (a, b)): (&mut [f32], (&[f32], &[f32]))| {
+        o.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (&a, &b))| *o = f(a, b))
+    };
+    if a.len() >= PAR_THRESHOLD {
+        out.par_chunks_mut(CHUNK).zip(a.par_chunks(CHUNK).zip(b.par_chunks(CHUNK))).for_each(kernel);
+    } else {
+        kernel((&mut out, (a, b)));
+    }
+    out
 }
 
 pub fn unary(op: UnaryOp, x: &[f32]) -> Vec<f32> {
-    map_indices(x.len(), |i| unary_scalar(op, x[i]))
+    // The hot ops get a loop of their own; the rest share one that matches per element.
+    match op {
+        UnaryOp::Relu => map1(x, |v| v.max(0.0)),
+        UnaryOp::MulScalar(s) => map1(x, |v| v * s),
+        UnaryOp::AddScalar(s) => map1(x, |v| v + s),
+        UnaryOp::Neg => map1(x, |v| -v),
+        _ => map1(x, |v| unary_scalar(op, v)),
+    }
 }
 
 pub fn unary_backward(op: UnaryOp, x: &[f32], y: &[f32], grad: &[f32]) -> Vec<f32> {
-    map_indices(grad.len(), |i| grad[i] * unary_derivative(op, x[i], y[i]))
+    match op {
+        UnaryOp::Relu => map2(x, grad, |x, g| if x > 0.0 { g } else { 0.0 }),
+        UnaryOp::MulScalar(s) => map1(grad, |g| g * s),
+        UnaryOp::AddScalar(_) => map1(grad, |g| g),
+        _ => {
+            let mut out = pool::take(grad.len());
+            let kernel = |(k, o): (usize, &mut [f32])| {
+                let at = k * CHUNK;
+                for (i, o) in o.iter_mut().enumerate() {
+                    *o = grad[at + i] * unary_derivative(op, x[at + i], y[at + i]);
+                }
+            };
+            if grad.len() >= PAR_THRESHOLD {
+                out.par_chunks_mut(CHUNK).enumerate().for_each(kernel);
+            } else {
+                out.chunks_mut(CHUNK).enumerate().for_each(kernel);
+            }
+            out
+        }
+    }
 }
 
 pub fn binary_scalar(op: BinaryOp, a: f32, b: f32) -> f32 {
@@ -138,12 +185,18 @@ pub fn binary(op: BinaryOp, lhs: &[f32], lhs_layout: &Layout, rhs: &[f32], rhs_l
     }
     if lhs_layout.is_contiguous() && rhs_layout.is_contiguous() {
         let (a, b) = (&lhs[lhs_layout.offset()..][..len], &rhs[rhs_layout.offset()..][..len]);
-        return map_indices(len, |i| binary_scalar(op, a[i], b[i]));
+        return match op {
+            BinaryOp::Add => map2(a, b, |a, b| a + b),
+            BinaryOp::Sub => map2(a, b, |a, b| a - b),
+            BinaryOp::Mul => map2(a, b, |a, b| a * b),
+            BinaryOp::Div => map2(a, b, |a, b| a / b),
+            _ => map2(a, b, |a, b| binary_scalar(op, a, b)),
+        };
     }
     let last = *lhs_layout.shape().last().unwrap_or(&1);
     let (ls, rs) =
         (lhs_layout.strides().last().copied().unwrap_or(0), rhs_layout.strides().last().copied().unwrap_or(0));
-    let mut out = vec![0.0; len];
+    let mut out = pool::take(len);
     let kernel = |(row, o): (usize, &mut [f32])| {
         let (mut a, mut b) = (row_start(lhs_layout, row), row_start(rhs_layout, row));
         for o in o.iter_mut() {

@@ -1,6 +1,7 @@
 //! index_select / index_add and gather / scatter_add over `[outer, len, inner]` views.
 //! Indices were range-checked by the op layer.
 
+use super::pool;
 use crate::backend::{GatherArgs, IndexArgs};
 
 pub fn index_select(x: &[f32], idx: &[u32], a: &IndexArgs) -> Vec<f32> {
@@ -18,7 +19,7 @@ pub fn index_select(x: &[f32], idx: &[u32], a: &IndexArgs) -> Vec<f32> {
 
 pub fn index_add(grad: &[f32], idx: &[u32], a: &IndexArgs) -> Vec<f32> {
     let idx = &idx[..a.count];
-    let mut out = vec![0.0; a.outer * a.len * a.inner];
+    let mut out = pool::filled(a.outer * a.len * a.inner, 0.0);
     for o in 0..a.outer {
         for (j, &i) in idx.iter().enumerate() {
             let src = &grad[(o * a.count + j) * a.inner..][..a.inner];
@@ -32,7 +33,7 @@ pub fn index_add(grad: &[f32], idx: &[u32], a: &IndexArgs) -> Vec<f32> {
 }
 
 pub fn gather(x: &[f32], idx: &[u32], a: &GatherArgs) -> Vec<f32> {
-    let mut out = vec![0.0; a.outer * a.count * a.inner];
+    let mut out = pool::take(a.outer * a.count * a.inner);
     for o in 0..a.outer {
         for j in 0..a.count {
             for i in 0..a.inner {
@@ -45,7 +46,7 @@ pub fn gather(x: &[f32], idx: &[u32], a: &GatherArgs) -> Vec<f32> {
 }
 
 pub fn scatter_add(grad: &[f32], idx: &[u32], a: &GatherArgs) -> Vec<f32> {
-    let mut out = vec![0.0; a.outer * a.len * a.inner];
+    let mut out = pool::filled(a.outer * a.len * a.inner, 0.0);
     for o in 0..a.outer {
         for j in 0..a.count {
             for i in 0..a.inner {

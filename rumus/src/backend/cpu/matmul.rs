@@ -57,11 +57,14 @@ fn extent(l: &MatrixLayout, rows: usize, cols: usize, batch: usize) -> usize {
 
 pub fn matmul(lhs: &[f32], rhs: &[f32], args: &MatmulArgs) -> Vec<f32> {
     let mn = args.m * args.n;
-    let mut out = vec![0.0; args.batch * mn];
+    // gemm overwrites every element (read_dst = false), so a stale pooled buffer will do.
+    let mut out = super::pool::take(args.batch * mn);
     if mn == 0 || args.batch == 0 {
         return out;
     }
     if args.k == 0 {
+        // An empty inner dimension sums nothing: the product is all zeros.
+        out.fill(0.0);
         return out;
     }
     // The op layer builds these layouts from real tensor views; a violation is a bug in rumus.

@@ -6,10 +6,12 @@ mod index;
 mod matmul;
 mod optim;
 mod parallel;
+mod pool;
 mod reduce;
 mod softmax;
 mod storage;
 
+pub use pool::pooled_bytes;
 pub(crate) use storage::{f32_storage, host, u32_storage};
 pub use storage::{CpuData, CpuStorage};
 
@@ -52,7 +54,7 @@ impl Backend for CpuBackend {
 
     fn to_f32(&self, src: &Storage, layout: &Layout) -> Result<Vec<f32>> {
         read_f32!(src, "to_vec", |x| {
-            let mut out = vec![0.0; layout.numel()];
+            let mut out = pool::take(layout.numel());
             elementwise::copy_strided(x, layout, &mut out, &Layout::contiguous(layout.shape()));
             Ok(out)
         })
@@ -67,7 +69,7 @@ impl Backend for CpuBackend {
     }
 
     fn full(&self, len: usize, value: f32) -> Result<Storage> {
-        Ok(f32_storage(vec![value; len]))
+        Ok(f32_storage(pool::filled(len, value)))
     }
 
     fn copy_strided(&self, src: &Storage, src_layout: &Layout, dst: &Storage, dst_layout: &Layout) -> Result<()> {

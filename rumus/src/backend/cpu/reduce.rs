@@ -63,7 +63,8 @@ fn reduce_block(op: ReduceOp, block: &[f32], dims: ReduceDims, out: &mut [f32]) 
 }
 
 pub fn reduce(op: ReduceOp, x: &[f32], dims: ReduceDims) -> Vec<f32> {
-    let mut out = vec![0.0; dims.outer * dims.inner];
+    // Every kernel path below writes each output (starting from the identity).
+    let mut out = super::pool::take(dims.outer * dims.inner);
     let block = dims.len * dims.inner;
     if block == 0 {
         out.fill(identity(op));
@@ -78,8 +79,8 @@ pub fn reduce(op: ReduceOp, x: &[f32], dims: ReduceDims) -> Vec<f32> {
         out.par_chunks_mut(cols).enumerate().for_each(|(c, o)| {
             o.fill(identity(op));
             for row in x.chunks_exact(dims.inner) {
-                for (k, o) in o.iter_mut().enumerate() {
-                    *o = combine(op, *o, row[c * cols + k]);
+                for (o, &v) in o.iter_mut().zip(&row[c * cols..]) {
+                    *o = combine(op, *o, v);
                 }
             }
         });

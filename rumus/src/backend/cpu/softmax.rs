@@ -20,7 +20,7 @@ pub fn max_and_sum_exp(row: &[f32]) -> (f32, f32) {
 }
 
 pub fn softmax(x: &[f32], cols: usize, log: bool) -> Vec<f32> {
-    let mut out = vec![0.0; x.len()];
+    let mut out = super::pool::take(x.len());
     if cols == 0 {
         return out;
     }
@@ -36,7 +36,7 @@ pub fn softmax(x: &[f32], cols: usize, log: bool) -> Vec<f32> {
 
 /// softmax: `dx = y * (g - sum(g*y))`; log-softmax: `dx = g - exp(y) * sum(g)`.
 pub fn softmax_backward(y: &[f32], grad: &[f32], cols: usize, log: bool) -> Vec<f32> {
-    let mut out = vec![0.0; y.len()];
+    let mut out = super::pool::take(y.len());
     if cols == 0 {
         return out;
     }
@@ -81,7 +81,7 @@ pub fn cross_entropy(logits: &[f32], targets: &[u32], args: &CrossEntropyArgs) -
 pub fn cross_entropy_backward(logits: &[f32], targets: &[u32], grad_rows: &[f32], args: &CrossEntropyArgs) -> Vec<f32> {
     let c = args.classes;
     let s = args.smoothing;
-    let mut out = vec![0.0; args.rows * c];
+    let mut out = super::pool::take(args.rows * c);
     out.par_chunks_mut(c.max(1)).enumerate().for_each(|(r, o)| {
         let row = &logits[r * c..(r + 1) * c];
         let (max, sum) = max_and_sum_exp(row);

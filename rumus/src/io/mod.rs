@@ -1,0 +1,11 @@
+//! Checkpoints in the safetensors format, with PyTorch's parameter names and layouts, so a
+//! `state_dict` saved by PyTorch (`safetensors.torch.save_file`) loads into the equivalent rumus
+//! model and back. Writes are atomic: a failed save never destroys the previous file.
+
+mod atomic;
+mod checkpoint;
+mod optimizer_state;
+
+pub use atomic::{write_atomic, write_atomic_with};
+pub use checkpoint::{load_module, module_from_bytes, module_to_bytes, save_module};
+pub use optimizer_state::{load_optimizer, save_optimizer};

@@ -1,0 +1,39 @@
+//! Gradient clipping by global norm (`torch.nn.utils.clip_grad_norm_`).
+
+use crate::nn::Param;
+use crate::{Error, Gradients, RawTensor, Result};
+
+/// Scales every gradient by `min(1, max_norm / (norm + 1e-6))`, where `norm` is the L2 norm of
+/// all gradients together, and returns that norm as a one-element tensor.
+///
+/// Everything runs with tensor ops on the gradients' device: nothing is read back to the host
+/// (call `.item()` on the result if you want to log it).
+pub fn clip_grad_norm(params: &[(String, Param)], grads: &mut Gradients, max_norm: f32) -> Result<RawTensor> {
+    if !(max_norm > 0.0 && max_norm.is_finite()) {
+        return Err(Error::invalid("clip_grad_norm", format!("max_norm = {max_norm} must be positive")));
+    }
+    let _no_grad = crate::autograd::NoGradGuard::new();
+    let with_grad: Vec<&Param> =
+        params.iter().map(|(_, p)| p).filter(|p| p.is_trainable() && grads.get(p.tensor()).is_some()).collect();
+    let mut total: Option<RawTensor> = None;
+    for param in &with_grad {
+        if let Some(g) = grads.get(param.tensor()) {
+            let squares = g.mul(g)?.sum_all()?;
+            total = Some(match total {
+                Some(t) => t.add(&squares)?,
+                None => squares,
+            });
+        }
+    }
+    let Some(total) = total else {
+        return Err(Error::invalid("clip_grad_norm", "no parameter has a gradient"));
+    };
+    let norm = total.sqrt()?;
+    let coef = norm.add_scalar(1e-6)?.powf(-1.0)?.mul_scalar(max_norm)?.clamp(0.0, 1.0)?;
+    for param in with_grad {
+        if let Some(g) = grads.remove(param.tensor()) {
+            grads.insert(param.tensor(), g.mul(&coef)?);
+        }
+    }
+    Ok(norm)
+}

@@ -1,0 +1,23 @@
+//! Optimizers with PyTorch's semantics (`torch.optim`), learning-rate schedules and gradient
+//! clipping.
+//!
+//! Every optimizer keeps its per-parameter state (momentum, moments ...) as tensors on the
+//! parameter's device and updates parameter and state in place through the device's fused
+//! [`Backend::optimizer_step`](crate::backend::Backend::optimizer_step) kernel: one pass per
+//! parameter, no host round trip.
+
+mod adam;
+mod clip;
+mod optimizer;
+mod rmsprop;
+pub mod schedule;
+mod sgd;
+mod state;
+
+pub use adam::{Adam, AdamW};
+pub use clip::clip_grad_norm;
+pub use optimizer::Optimizer;
+pub use rmsprop::RmsProp;
+pub use schedule::Schedule;
+pub use sgd::Sgd;
+pub use state::OptimizerState;

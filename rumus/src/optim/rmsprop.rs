@@ -1,0 +1,87 @@
+//! RMSprop (`torch.optim.RMSprop`, not centered).
+
+use super::state::{check, StateTable};
+use super::{Optimizer, OptimizerState};
+use crate::backend::OptimizerStep;
+use crate::nn::Param;
+use crate::{Gradients, Result};
+
+/// `torch.optim.RMSprop`: `v = α·v + (1-α)·g²`, `u = g / (sqrt(v) + eps)`; with momentum
+/// `buf = μ·buf + u`, `p -= lr·buf`, else `p -= lr·u`. Defaults: α 0.99, eps 1e-8.
+#[derive(Debug)]
+pub struct RmsProp {
+    lr: f32,
+    alpha: f32,
+    eps: f32,
+    weight_decay: f32,
+    momentum: f32,
+    state: StateTable,
+}
+
+impl RmsProp {
+    pub fn new(lr: f32) -> Self {
+        RmsProp {
+            lr,
+            alpha: 0.99,
+            eps: 1e-8,
+            weight_decay: 0.0,
+            momentum: 0.0,
+            state: StateTable::new(&["square_avg", "momentum_buffer"]),
+        }
+    }
+
+    pub fn alpha(mut self, alpha: f32) -> Self {
+        self.alpha = alpha;
+        self
+    }
+
+    pub fn eps(mut self, eps: f32) -> Self {
+        self.eps = eps;
+        self
+    }
+
+    pub fn weight_decay(mut self, weight_decay: f32) -> Self {
+        self.weight_decay = weight_decay;
+        self
+    }
+
+    pub fn momentum(mut self, momentum: f32) -> Self {
+        self.momentum = momentum;
+        self
+    }
+}
+
+impl Optimizer for RmsProp {
+    fn name(&self) -> &'static str {
+        "RMSprop"
+    }
+
+    fn step(&mut self, params: &[(String, Param)], grads: &Gradients) -> Result<()> {
+        check("RMSprop", "lr", self.lr, self.lr >= 0.0)?;
+        check("RMSprop", "alpha", self.alpha, (0.0..=1.0).contains(&self.alpha))?;
+        check("RMSprop", "eps", self.eps, self.eps >= 0.0)?;
+        check("RMSprop", "weight_decay", self.weight_decay, self.weight_decay >= 0.0)?;
+        check("RMSprop", "momentum", self.momentum, self.momentum >= 0.0)?;
+        let (lr, alpha, eps, weight_decay, momentum) =
+            (self.lr, self.alpha, self.eps, self.weight_decay, self.momentum);
+        self.state.step(params, grads, |_| OptimizerStep::RmsProp { lr, alpha, eps, weight_decay, momentum })
+    }
+
+    fn learning_rate(&self) -> f32 {
+        self.lr
+    }
+
+    fn set_learning_rate(&mut self, lr: f32) {
+        self.lr = lr;
+    }
+
+    fn state(&self) -> Result<OptimizerState> {
+        self.state.export(self.name(), self.lr)
+    }
+
+    fn load_state(&mut self, state: &OptimizerState, params: &[(String, Param)]) -> Result<()> {
+        self.state.import(self.name(), state, params)?;
+        self.lr = state.learning_rate;
+        Ok(())
+    }
+}

@@ -1,0 +1,105 @@
+//! Stochastic gradient descent with momentum, dampening, Nesterov and L2 weight decay
+//! (`torch.optim.SGD`).
+
+use super::state::{check, StateTable};
+use super::{Optimizer, OptimizerState};
+use crate::backend::OptimizerStep;
+use crate::nn::Param;
+use crate::{Error, Gradients, Result};
+
+/// `torch.optim.SGD`: `g = grad + wd·p`; with momentum `buf = μ·buf + (1-dampening)·g`
+/// (`buf = g` on the first step), then `g = g + μ·buf` (Nesterov) or `g = buf`; `p -= lr·g`.
+#[derive(Debug)]
+pub struct Sgd {
+    lr: f32,
+    momentum: f32,
+    dampening: f32,
+    weight_decay: f32,
+    nesterov: bool,
+    state: StateTable,
+}
+
+impl Sgd {
+    /// Plain SGD with learning rate `lr`.
+    pub fn new(lr: f32) -> Self {
+        Sgd {
+            lr,
+            momentum: 0.0,
+            dampening: 0.0,
+            weight_decay: 0.0,
+            nesterov: false,
+            state: StateTable::new(&["momentum_buffer"]),
+        }
+    }
+
+    pub fn momentum(mut self, momentum: f32) -> Self {
+        self.momentum = momentum;
+        self
+    }
+
+    pub fn dampening(mut self, dampening: f32) -> Self {
+        self.dampening = dampening;
+        self
+    }
+
+    /// L2 penalty added to the gradient.
+    pub fn weight_decay(mut self, weight_decay: f32) -> Self {
+        self.weight_decay = weight_decay;
+        self
+    }
+
+    /// Nesterov momentum (needs momentum > 0 and dampening 0, as in PyTorch).
+    pub fn nesterov(mut self, nesterov: bool) -> Self {
+        self.nesterov = nesterov;
+        self
+    }
+
+    fn validate(&self) -> Result<()> {
+        check("SGD", "lr", self.lr, self.lr >= 0.0)?;
+        check("SGD", "momentum", self.momentum, self.momentum >= 0.0)?;
+        check("SGD", "dampening", self.dampening, true)?;
+        check("SGD", "weight_decay", self.weight_decay, self.weight_decay >= 0.0)?;
+        if self.nesterov && (self.momentum <= 0.0 || self.dampening != 0.0) {
+            return Err(Error::invalid("SGD", "Nesterov momentum requires a momentum and zero dampening"));
+        }
+        Ok(())
+    }
+}
+
+impl Optimizer for Sgd {
+    fn name(&self) -> &'static str {
+        "SGD"
+    }
+
+    fn step(&mut self, params: &[(String, Param)], grads: &Gradients) -> Result<()> {
+        self.validate()?;
+        let (lr, momentum, dampening, weight_decay, nesterov) =
+            (self.lr, self.momentum, self.dampening, self.weight_decay, self.nesterov);
+        self.state.step(params, grads, |steps| OptimizerStep::Sgd {
+            lr,
+            momentum,
+            dampening,
+            weight_decay,
+            nesterov,
+            first_step: steps == 1,
+        })
+    }
+
+    fn learning_rate(&self) -> f32 {
+        self.lr
+    }
+
+    fn set_learning_rate(&mut self, lr: f32) {
+        self.lr = lr;
+    }
+
+    fn state(&self) -> Result<OptimizerState> {
+        self.state.export(self.name(), self.lr)
+    }
+
+    fn load_state(&mut self, state: &OptimizerState, params: &[(String, Param)]) -> Result<()> {
+        self.state.import(self.name(), state, params)?;
+        self.lr = state.learning_rate;
+        Ok(())
+    }
+}

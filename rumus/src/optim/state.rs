@@ -1,0 +1,152 @@
+//! Per-parameter optimizer state and its host snapshot for checkpoints.
+
+use std::collections::BTreeMap;
+
+use crate::backend::OptimizerStep;
+use crate::nn::Param;
+use crate::{Error, Gradients, RawTensor, Result};
+
+/// One state buffer on the host: shape and row-major values.
+pub type HostBuffer = (Vec<usize>, Vec<f32>);
+
+/// A host copy of an optimizer's state, as written to and read from checkpoints
+/// (see [`crate::io::save_optimizer`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OptimizerState {
+    /// The optimizer's name (`"Adam"`, `"SGD"` ...); loading into another kind is an error.
+    pub optimizer: String,
+    /// Learning rate at the time of saving (a schedule may have changed it).
+    pub learning_rate: f32,
+    /// Steps taken per parameter name.
+    pub steps: BTreeMap<String, u64>,
+    /// Buffers per parameter name, then per buffer name (`momentum_buffer`, `exp_avg` ...):
+    /// shape and row-major values.
+    pub buffers: BTreeMap<String, BTreeMap<String, HostBuffer>>,
+}
+
+/// One parameter's step count and state buffers on its device.
+struct Slot {
+    steps: u64,
+    buffers: Vec<RawTensor>,
+}
+
+impl std::fmt::Debug for StateTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StateTable({} parameters)", self.slots.len())
+    }
+}
+
+/// State of every parameter an optimizer has updated, plus the loop that feeds the fused kernel.
+pub(crate) struct StateTable {
+    buffer_names: &'static [&'static str],
+    slots: BTreeMap<String, Slot>,
+}
+
+impl StateTable {
+    pub(crate) fn new(buffer_names: &'static [&'static str]) -> Self {
+        StateTable { buffer_names, slots: BTreeMap::new() }
+    }
+
+    /// Runs the fused update for each trainable parameter with a gradient. `make_step` gets the
+    /// 1-based step count of that parameter and returns the kernel arguments.
+    pub(crate) fn step(
+        &mut self,
+        params: &[(String, Param)],
+        grads: &Gradients,
+        mut make_step: impl FnMut(u64) -> OptimizerStep,
+    ) -> Result<()> {
+        let _no_grad = crate::autograd::NoGradGuard::new();
+        for (name, param) in params {
+            if !param.is_trainable() {
+                continue;
+            }
+            let Some(grad) = grads.get(param.tensor()) else {
+                continue;
+            };
+            let value = param.tensor();
+            if grad.shape() != value.shape() {
+                return Err(Error::shape(
+                    "optimizer step",
+                    format!("gradient of `{name}` has shape {:?}, parameter {:?}", grad.shape(), value.shape()),
+                ));
+            }
+            value.check_same_device("optimizer step", grad)?;
+            // The kernel reads `len` elements from the start of each storage.
+            let grad = grad.contiguous()?;
+            let slot = match self.slots.get_mut(name) {
+                Some(slot) => slot,
+                None => {
+                    let buffers = self.buffer_names.iter().map(|_| value.zeros_like()).collect::<Result<Vec<_>>>()?;
+                    self.slots.entry(name.clone()).or_insert(Slot { steps: 0, buffers })
+                }
+            };
+            slot.steps += 1;
+            let step = make_step(slot.steps);
+            let state: Vec<_> = slot.buffers.iter().map(|b| b.storage()).collect();
+            let state = if matches!(step, OptimizerStep::Sgd { momentum, .. } if momentum == 0.0) {
+                // Plain SGD keeps no velocity: the kernel gets no state buffer.
+                Vec::new()
+            } else {
+                state
+            };
+            value.device().backend().optimizer_step(&step, value.storage(), grad.storage(), &state, value.numel())?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn export(&self, optimizer: &str, learning_rate: f32) -> Result<OptimizerState> {
+        let mut state = OptimizerState { optimizer: optimizer.to_string(), learning_rate, ..Default::default() };
+        for (name, slot) in &self.slots {
+            state.steps.insert(name.clone(), slot.steps);
+            let mut buffers = BTreeMap::new();
+            for (buffer_name, buffer) in self.buffer_names.iter().zip(&slot.buffers) {
+                buffers.insert(buffer_name.to_string(), (buffer.shape().to_vec(), buffer.to_vec()?));
+            }
+            state.buffers.insert(name.clone(), buffers);
+        }
+        Ok(state)
+    }
+
+    pub(crate) fn import(&mut self, optimizer: &str, state: &OptimizerState, params: &[(String, Param)]) -> Result<()> {
+        let op = "optimizer load_state";
+        if state.optimizer != optimizer {
+            return Err(Error::invalid(op, format!("state was saved by {}, not {optimizer}", state.optimizer)));
+        }
+        let unknown: Vec<&String> = state.steps.keys().filter(|name| !params.iter().any(|(n, _)| n == *name)).collect();
+        if !unknown.is_empty() {
+            return Err(Error::invalid(op, format!("state for parameters the model does not have: {unknown:?}")));
+        }
+        let mut slots = BTreeMap::new();
+        for (name, param) in params {
+            let Some(&steps) = state.steps.get(name) else {
+                continue;
+            };
+            let saved = state.buffers.get(name);
+            let mut buffers = Vec::new();
+            for buffer_name in self.buffer_names {
+                let Some((shape, values)) = saved.and_then(|b| b.get(*buffer_name)) else {
+                    return Err(Error::invalid(op, format!("`{name}` has no `{buffer_name}` buffer")));
+                };
+                if shape.as_slice() != param.shape() {
+                    return Err(Error::shape(
+                        "optimizer load_state",
+                        format!("`{name}.{buffer_name}` has shape {shape:?}, the parameter {:?}", param.shape()),
+                    ));
+                }
+                buffers.push(RawTensor::from_slice(values, shape, param.tensor().device())?);
+            }
+            slots.insert(name.clone(), Slot { steps, buffers });
+        }
+        self.slots = slots;
+        Ok(())
+    }
+}
+
+/// Checks a hyper-parameter; optimizers validate at construction so a bad value fails early.
+pub(crate) fn check(op: &'static str, name: &str, value: f32, ok: bool) -> Result<()> {
+    if ok && value.is_finite() {
+        Ok(())
+    } else {
+        Err(Error::invalid(op, format!("{name} = {value} is out of range")))
+    }
+}

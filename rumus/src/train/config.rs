@@ -1,0 +1,244 @@
+//! `Fit`: the settings of one `fit` call, built Keras style.
+//!
+//! Validation data is borrowed: `.validation(&test)` turns a `Fit` into a `Fit<ValidationData<'_, D>>`
+//! holding `&D`, so the data outlives the call without being copied, and its sample and target
+//! types are checked against the model at compile time like the training data's.
+
+use crate::data::{Dataset, SampleFor, TargetFor};
+use crate::optim::{Optimizer, Schedule};
+use crate::{Error, Model, Result};
+
+use super::evaluate::{evaluate_dataset, EvalSettings, Evaluation};
+use super::{Callback, Loss};
+
+/// How much `fit` prints.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Verbosity {
+    /// An `Epoch i/n` header and a live progress line per epoch (Keras' `verbose=1`). Falls back
+    /// to one line per epoch when stderr is not a terminal.
+    #[default]
+    ProgressBar,
+    /// One line per epoch (Keras' `verbose=2`).
+    OneLinePerEpoch,
+    /// Nothing.
+    Quiet,
+}
+
+/// No validation data.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoValidation;
+
+/// Validation data borrowed for the duration of `fit`.
+pub struct ValidationData<'a, D: Dataset>(pub &'a D);
+
+/// Validation data that fits model `M` (its samples and targets match `M`'s input and output).
+#[diagnostic::on_unimplemented(
+    message = "the validation data `{Self}` does not fit the model `{M}`",
+    label = "validation samples and targets must match the model's input and output shapes"
+)]
+pub trait ValidationFor<M: Model> {
+    /// Evaluates `model` on this data, or `None` when there is none.
+    #[doc(hidden)]
+    fn evaluate_on(&self, model: &M, settings: &EvalSettings) -> Result<Option<Evaluation>>;
+
+    /// Whether there is validation data.
+    #[doc(hidden)]
+    fn present(&self) -> bool;
+}
+
+impl<M: Model> ValidationFor<M> for NoValidation {
+    fn evaluate_on(&self, _: &M, _: &EvalSettings) -> Result<Option<Evaluation>> {
+        Ok(None)
+    }
+
+    fn present(&self) -> bool {
+        false
+    }
+}
+
+impl<M: Model, D: Dataset> ValidationFor<M> for ValidationData<'_, D>
+where
+    D::Sample: SampleFor<M::Input>,
+    D::Target: TargetFor<M::Output>,
+{
+    fn evaluate_on(&self, model: &M, settings: &EvalSettings) -> Result<Option<Evaluation>> {
+        evaluate_dataset(model, self.0, None, settings).map(Some)
+    }
+
+    fn present(&self) -> bool {
+        true
+    }
+}
+
+/// Settings of [`fit`](super::fit): `Fit::epochs(10).batch_size(64).optimizer(Adam::new(1e-3))`.
+pub struct Fit<V = NoValidation> {
+    pub(crate) epochs: usize,
+    pub(crate) batch_size: usize,
+    pub(crate) validation_batch_size: usize,
+    pub(crate) optimizer: Option<Box<dyn Optimizer>>,
+    pub(crate) validation: V,
+    pub(crate) validation_split: Option<f32>,
+    pub(crate) shuffle_seed: Option<u64>,
+    pub(crate) drop_last: bool,
+    pub(crate) loss: Option<Loss>,
+    pub(crate) callbacks: Vec<Box<dyn Callback>>,
+    pub(crate) verbosity: Verbosity,
+    pub(crate) clip_grad_norm: Option<f32>,
+    pub(crate) schedule: Option<Box<dyn Schedule>>,
+    pub(crate) top_k: Option<usize>,
+    pub(crate) progress_every: usize,
+    pub(crate) prefetch: bool,
+}
+
+impl Fit<NoValidation> {
+    /// Train for `epochs` epochs. Defaults: batch size 32, Adam(1e-3), shuffled with seed 0,
+    /// the loss that fits the targets, a progress bar, no validation.
+    pub fn epochs(epochs: usize) -> Self {
+        Fit {
+            epochs,
+            batch_size: 32,
+            validation_batch_size: 256,
+            optimizer: None,
+            validation: NoValidation,
+            validation_split: None,
+            shuffle_seed: Some(0),
+            drop_last: false,
+            loss: None,
+            callbacks: Vec::new(),
+            verbosity: Verbosity::ProgressBar,
+            clip_grad_norm: None,
+            schedule: None,
+            top_k: None,
+            progress_every: 10,
+            prefetch: true,
+        }
+    }
+}
+
+impl<V> Fit<V> {
+    pub fn batch_size(mut self, batch_size: usize) -> Self {
+        self.batch_size = batch_size;
+        self
+    }
+
+    /// Batch size used for validation (default 256; it does not change the results).
+    pub fn validation_batch_size(mut self, batch_size: usize) -> Self {
+        self.validation_batch_size = batch_size;
+        self
+    }
+
+    pub fn optimizer(mut self, optimizer: impl Optimizer + 'static) -> Self {
+        self.optimizer = Some(Box::new(optimizer));
+        self
+    }
+
+    /// Evaluates on `data` after every epoch (`val_loss`, `val_accuracy`).
+    pub fn validation<D: Dataset>(self, data: &D) -> Fit<ValidationData<'_, D>> {
+        Fit {
+            epochs: self.epochs,
+            batch_size: self.batch_size,
+            validation_batch_size: self.validation_batch_size,
+            optimizer: self.optimizer,
+            validation: ValidationData(data),
+            validation_split: self.validation_split,
+            shuffle_seed: self.shuffle_seed,
+            drop_last: self.drop_last,
+            loss: self.loss,
+            callbacks: self.callbacks,
+            verbosity: self.verbosity,
+            clip_grad_norm: self.clip_grad_norm,
+            schedule: self.schedule,
+            top_k: self.top_k,
+            progress_every: self.progress_every,
+            prefetch: self.prefetch,
+        }
+    }
+
+    /// Holds out the last `fraction` of the training samples (before shuffling, as Keras does)
+    /// for validation. Cannot be combined with [`Fit::validation`].
+    pub fn validation_split(mut self, fraction: f32) -> Self {
+        self.validation_split = Some(fraction);
+        self
+    }
+
+    /// Seed of the per-epoch shuffle (default 0).
+    pub fn shuffle_seed(mut self, seed: u64) -> Self {
+        self.shuffle_seed = Some(seed);
+        self
+    }
+
+    /// Visits samples in dataset order every epoch.
+    pub fn no_shuffle(mut self) -> Self {
+        self.shuffle_seed = None;
+        self
+    }
+
+    /// Skips the last, smaller batch of each epoch.
+    pub fn drop_last(mut self, drop_last: bool) -> Self {
+        self.drop_last = drop_last;
+        self
+    }
+
+    /// The loss (default: cross-entropy for class targets, MSE for regression targets).
+    pub fn loss(mut self, loss: Loss) -> Self {
+        self.loss = Some(loss);
+        self
+    }
+
+    pub fn callback(mut self, callback: impl Callback + 'static) -> Self {
+        self.callbacks.push(Box::new(callback));
+        self
+    }
+
+    pub fn verbose(mut self, verbosity: Verbosity) -> Self {
+        self.verbosity = verbosity;
+        self
+    }
+
+    /// Clips gradients to this global L2 norm before every step (on the device).
+    pub fn clip_grad_norm(mut self, max_norm: f32) -> Self {
+        self.clip_grad_norm = Some(max_norm);
+        self
+    }
+
+    /// Sets the learning rate before every step from `schedule` (relative to the optimizer's
+    /// initial rate). Overrides rates set by callbacks.
+    pub fn schedule(mut self, schedule: impl Schedule + 'static) -> Self {
+        self.schedule = Some(Box::new(schedule));
+        self
+    }
+
+    /// Also reports `top{k}_accuracy` (class targets).
+    pub fn top_k(mut self, k: usize) -> Self {
+        self.top_k = Some(k);
+        self
+    }
+
+    /// In progress-bar mode, read the metrics and redraw every `steps` steps (default 10). Each
+    /// read is one small device → host transfer.
+    pub fn progress_every(mut self, steps: usize) -> Self {
+        self.progress_every = steps.max(1);
+        self
+    }
+
+    /// Assemble batches on a background thread (default on).
+    pub fn prefetch(mut self, prefetch: bool) -> Self {
+        self.prefetch = prefetch;
+        self
+    }
+
+    pub(crate) fn check(&self) -> Result<()> {
+        if self.batch_size == 0 || self.validation_batch_size == 0 {
+            return Err(Error::invalid("fit", "batch size must be at least 1"));
+        }
+        if let Some(f) = self.validation_split {
+            if !(f > 0.0 && f < 1.0) {
+                return Err(Error::invalid("fit", format!("validation_split {f} must be in (0, 1)")));
+            }
+        }
+        if self.top_k == Some(0) {
+            return Err(Error::invalid("fit", "top_k must be at least 1"));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,107 @@
+//! Evaluation and prediction: no graph recorded, the model in eval mode.
+
+use std::ops::ControlFlow;
+
+use crate::data::{DataLoader, Dataset, SampleFor, Target, TargetFor};
+use crate::nn::{named_params, Module};
+use crate::{Device, Error, Model, Result, Tensor};
+
+use super::metrics::Stats;
+use super::Loss;
+
+/// Settings of [`evaluate_with`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EvalSettings {
+    /// Samples per forward pass (default 256; it does not change the results).
+    pub batch_size: usize,
+    /// Default: the loss that fits the targets.
+    pub loss: Option<Loss>,
+    /// Also compute top-k accuracy.
+    pub top_k: Option<usize>,
+}
+
+impl Default for EvalSettings {
+    fn default() -> Self {
+        EvalSettings { batch_size: 256, loss: None, top_k: None }
+    }
+}
+
+/// The result of [`evaluate`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Evaluation {
+    /// Mean loss per sample.
+    pub loss: f32,
+    /// Fraction of samples whose largest logit is the target class (NaN for regression).
+    pub accuracy: f32,
+    /// Top-k accuracy, when asked for.
+    pub top_k_accuracy: Option<f32>,
+    /// Number of samples evaluated.
+    pub samples: usize,
+}
+
+/// The device of the model's first parameter (the CPU for a parameterless model).
+pub(crate) fn model_device(model: &dyn Module) -> Device {
+    named_params(model).first().map(|(_, p)| p.tensor().device().clone()).unwrap_or_else(Device::cpu)
+}
+
+/// Evaluates on `data` (or the samples at `indices`), without switching modes.
+pub(crate) fn evaluate_dataset<D: Dataset>(
+    model: &dyn Module,
+    data: &D,
+    indices: Option<Vec<usize>>,
+    settings: &EvalSettings,
+) -> Result<Evaluation> {
+    let _no_grad = crate::autograd::NoGradGuard::new();
+    let kind = <D::Target as Target>::KIND;
+    let loss = settings.loss.unwrap_or(Loss::default_for(kind));
+    loss.check(kind)?;
+    let device = model_device(model);
+    let mut loader = DataLoader::new(data, settings.batch_size, &device)?;
+    if let Some(indices) = indices {
+        loader = loader.with_indices(indices)?;
+    }
+    let mut stats = Stats::new(kind, settings.top_k, &device)?;
+    loader.for_each(0, |batch| {
+        // The prefetch thread has its own grad switch; this closure runs here, under no_grad.
+        let out = model.forward_raw(batch.inputs.raw())?;
+        let l = loss.compute(&out, &batch.targets)?;
+        stats.add(&l, &out, &batch.targets)?;
+        Ok(ControlFlow::Continue(()))
+    })?;
+    if stats.seen() == 0 {
+        return Err(Error::Data("evaluate: the dataset has no samples".into()));
+    }
+    let logs = stats.read("")?;
+    Ok(Evaluation {
+        loss: logs.get("loss").unwrap_or(f32::NAN),
+        accuracy: logs.get("accuracy").unwrap_or(f32::NAN),
+        top_k_accuracy: settings.top_k.and_then(|k| logs.get(&format!("top{k}_accuracy"))),
+        samples: stats.seen(),
+    })
+}
+
+/// Mean loss and accuracy of `model` on `data`, in eval mode and without recording a graph.
+pub fn evaluate<M: Model, D: Dataset>(model: &mut M, data: &D) -> Result<Evaluation>
+where
+    D::Sample: SampleFor<M::Input>,
+    D::Target: TargetFor<M::Output>,
+{
+    evaluate_with(model, data, &EvalSettings::default())
+}
+
+/// [`evaluate`] with explicit settings.
+pub fn evaluate_with<M: Model, D: Dataset>(model: &mut M, data: &D, settings: &EvalSettings) -> Result<Evaluation>
+where
+    D::Sample: SampleFor<M::Input>,
+    D::Target: TargetFor<M::Output>,
+{
+    model.set_training(false);
+    evaluate_dataset(&*model, data, None, settings)
+}
+
+/// The model's outputs for a batch of inputs, in eval mode and without recording a graph.
+pub fn predict<M: Model>(model: &mut M, inputs: &Tensor<M::Input>) -> Result<Tensor<M::Output>> {
+    model.set_training(false);
+    let _no_grad = crate::autograd::NoGradGuard::new();
+    Tensor::from_raw(model.forward_raw(inputs.raw())?)
+}

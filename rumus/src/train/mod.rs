@@ -1,0 +1,47 @@
+//! Training: `fit`, `evaluate`, `predict`, callbacks, progress and history, with Keras' names
+//! and defaults.
+//!
+//! ```text
+//! let (train, test) = rumus::data::mnist::load_or_fetch("data/mnist")?;
+//! let history = model.fit(&train, Fit::epochs(10).batch_size(64)
+//!     .optimizer(Adam::new(1e-3))
+//!     .schedule(CosineAnnealing { t_max: 10, eta_min: 0.0 })
+//!     .validation(&test)
+//!     .callback(EarlyStopping::new("val_loss").patience(3).restore_best_weights(true))
+//!     .callback(ModelCheckpoint::new("ckpt-{epoch:02}-{val_loss:.4}.safetensors").save_best_only(true)))?;
+//! history.plot("curves.svg")?;
+//! println!("{:.2}%", 100.0 * model.evaluate(&test)?.accuracy);
+//! ```
+//!
+//! The loop never reads the device in a training step except for the progress line: the
+//! epoch's loss sum and correct counts are accumulated as tensors on the device and read once
+//! every `progress_every` steps (progress-bar mode) or once per epoch.
+
+mod callback;
+mod config;
+mod early_stopping;
+mod evaluate;
+mod fit;
+mod history;
+mod logs;
+mod loss;
+mod lr_scheduler;
+mod metrics;
+mod model_checkpoint;
+mod plot;
+mod progress;
+mod snapshot;
+mod terminate_on_nan;
+
+pub use callback::{Callback, Mode, TrainContext};
+pub use config::{Fit, NoValidation, ValidationData, ValidationFor, Verbosity};
+pub use early_stopping::EarlyStopping;
+pub use evaluate::{evaluate, evaluate_with, predict, EvalSettings, Evaluation};
+pub use fit::fit;
+pub use history::History;
+pub use logs::Logs;
+pub use loss::Loss;
+pub use lr_scheduler::LearningRateScheduler;
+pub use model_checkpoint::ModelCheckpoint;
+pub use snapshot::WeightSnapshot;
+pub use terminate_on_nan::TerminateOnNaN;

@@ -1,0 +1,119 @@
+//! Save the weights after epochs, optionally only on improvement (Keras' `ModelCheckpoint`).
+
+use std::path::PathBuf;
+
+use super::{Callback, Logs, Mode, TrainContext};
+use crate::{Error, Result};
+
+/// Saves the model's weights (safetensors) at the end of epochs to a path made from a template:
+/// `{epoch}` is the 1-based epoch and any other `{name}` a metric of the epoch's logs, with an
+/// optional format: `{epoch:02}` pads to two digits, `{val_loss:.4}` keeps four decimals
+/// (Python's `02d` / `.4f` spellings work too). E.g. `"ckpt-{epoch:02}-{val_loss:.4}.safetensors"`.
+pub struct ModelCheckpoint {
+    template: String,
+    monitor: String,
+    mode: Mode,
+    save_best_only: bool,
+    best: Option<f32>,
+    saved: Vec<PathBuf>,
+}
+
+impl ModelCheckpoint {
+    /// Saves after every epoch to `template`; monitors `val_loss` once `save_best_only` is on.
+    pub fn new(template: impl Into<String>) -> Self {
+        ModelCheckpoint {
+            template: template.into(),
+            monitor: "val_loss".into(),
+            mode: Mode::Auto,
+            save_best_only: false,
+            best: None,
+            saved: Vec::new(),
+        }
+    }
+
+    pub fn monitor(mut self, monitor: impl Into<String>) -> Self {
+        self.monitor = monitor.into();
+        self
+    }
+
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Only save when `monitor` improves on the best value so far.
+    pub fn save_best_only(mut self, save_best_only: bool) -> Self {
+        self.save_best_only = save_best_only;
+        self
+    }
+
+    /// The files written so far, in order.
+    pub fn saved(&self) -> &[PathBuf] {
+        &self.saved
+    }
+
+    /// The template filled in for `epoch` (0-based) and `logs`.
+    pub fn file_name(&self, epoch: usize, logs: &Logs) -> Result<String> {
+        fill_template(&self.template, epoch, logs)
+    }
+}
+
+/// Fills `{name}` / `{name:spec}` placeholders.
+fn fill_template(template: &str, epoch: usize, logs: &Logs) -> Result<String> {
+    let bad = |detail: String| Error::invalid("ModelCheckpoint", format!("file name template {template:?}: {detail}"));
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let close = rest[open..].find('}').ok_or_else(|| bad("unclosed `{`".into()))? + open;
+        let field = &rest[open + 1..close];
+        let (name, spec) = field.split_once(':').unwrap_or((field, ""));
+        let spec = spec.trim_end_matches(['d', 'f']);
+        if name == "epoch" {
+            let width: usize =
+                if spec.is_empty() { 0 } else { spec.parse().map_err(|_| bad(format!("format `{spec}`")))? };
+            out.push_str(&format!("{:0width$}", epoch + 1));
+        } else {
+            let value = logs.get(name).ok_or_else(|| {
+                bad(format!("no metric `{name}`; there are epoch, {}", logs.names().collect::<Vec<_>>().join(", ")))
+            })?;
+            match spec.strip_prefix('.') {
+                Some(p) => {
+                    let precision: usize = p.parse().map_err(|_| bad(format!("format `{spec}`")))?;
+                    out.push_str(&format!("{value:.precision$}"));
+                }
+                None if spec.is_empty() => out.push_str(&value.to_string()),
+                None => return Err(bad(format!("format `{spec}`"))),
+            }
+        }
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+impl Callback for ModelCheckpoint {
+    fn on_train_begin(&mut self, _ctx: &mut TrainContext<'_>) -> Result<()> {
+        self.best = None;
+        Ok(())
+    }
+
+    fn on_epoch_end(&mut self, epoch: usize, logs: &Logs, ctx: &mut TrainContext<'_>) -> Result<()> {
+        if self.save_best_only {
+            let current = logs.require("ModelCheckpoint", &self.monitor)?;
+            let better = match self.best {
+                None => !current.is_nan(),
+                Some(best) if self.mode.maximise(&self.monitor) => current > best,
+                Some(best) => current < best,
+            };
+            if !better {
+                return Ok(());
+            }
+            self.best = Some(current);
+        }
+        let path = PathBuf::from(self.file_name(epoch, logs)?);
+        crate::io::save_module(ctx.model(), &path)?;
+        self.saved.push(path);
+        Ok(())
+    }
+}

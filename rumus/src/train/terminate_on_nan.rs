@@ -1,0 +1,44 @@
+//! End training with an error when the loss becomes NaN or infinite (Keras' `TerminateOnNaN`),
+//! putting back the last good weights.
+
+use super::{Callback, Logs, TrainContext, WeightSnapshot};
+use crate::{Error, Result};
+
+/// Checks the training loss every time it is read (every `progress_every` steps with a progress
+/// bar, else at the epoch's end). On NaN or ±inf it restores the weights as they were at the
+/// start of the current epoch (a device-side copy taken then) and ends `fit` with
+/// [`Error::Training`]. Optimizer state is not restored.
+#[derive(Default)]
+pub struct TerminateOnNaN {
+    snapshot: Option<WeightSnapshot>,
+}
+
+impl TerminateOnNaN {
+    pub fn new() -> Self {
+        TerminateOnNaN::default()
+    }
+}
+
+impl Callback for TerminateOnNaN {
+    fn on_epoch_begin(&mut self, _epoch: usize, ctx: &mut TrainContext<'_>) -> Result<()> {
+        self.snapshot = Some(WeightSnapshot::take(ctx.model())?);
+        Ok(())
+    }
+
+    fn on_metrics(&mut self, epoch: usize, step: usize, logs: &Logs, _ctx: &mut TrainContext<'_>) -> Result<()> {
+        let Some(loss) = logs.get("loss") else {
+            return Ok(());
+        };
+        if loss.is_finite() {
+            return Ok(());
+        }
+        if let Some(snapshot) = &self.snapshot {
+            snapshot.restore()?;
+        }
+        Err(Error::Training(format!(
+            "TerminateOnNaN: the loss became {loss} in epoch {} by step {step}; the weights were restored to \
+             their values at the start of that epoch",
+            epoch + 1
+        )))
+    }
+}
