@@ -31,21 +31,25 @@ pub fn im2col(x: &[f32], g: &ConvGeom) -> Vec<f32> {
     let taps = g.kernel_h * g.kernel_w;
     let spatial = g.out_h * g.out_w;
     let plane = g.in_h * g.in_w;
-    let mut cols = pool::filled(g.batch * g.channels * taps * spatial, 0.0);
+    // Every element is written below (padding cells with explicit zeros), so no clearing pass.
+    let mut cols = pool::take(g.batch * g.channels * taps * spatial);
     cols.par_chunks_mut(taps * spatial).enumerate().for_each(|(nc, block)| {
         let src = &x[nc * plane..(nc + 1) * plane];
         for ki in 0..g.kernel_h {
             for kj in 0..g.kernel_w {
                 let row = &mut block[(ki * g.kernel_w + kj) * spatial..][..spatial];
                 let (lo, hi) = valid_outputs(kj, g.stride_w, g.pad_w, g.dilation_w, g.in_w, g.out_w);
-                if lo == hi {
-                    continue;
-                }
-                let first_ij = lo * g.stride_w + kj * g.dilation_w - g.pad_w;
                 for oi in 0..g.out_h {
-                    let Some(ii) = input_coord(oi, ki, g.stride_h, g.pad_h, g.dilation_h, g.in_h) else { continue };
-                    let dst = &mut row[oi * g.out_w + lo..oi * g.out_w + hi];
-                    let line = &src[ii * g.in_w + first_ij..];
+                    let out_row = &mut row[oi * g.out_w..(oi + 1) * g.out_w];
+                    let ii = input_coord(oi, ki, g.stride_h, g.pad_h, g.dilation_h, g.in_h);
+                    let (Some(ii), true) = (ii, lo < hi) else {
+                        out_row.fill(0.0);
+                        continue;
+                    };
+                    out_row[..lo].fill(0.0);
+                    out_row[hi..].fill(0.0);
+                    let line = &src[ii * g.in_w + lo * g.stride_w + kj * g.dilation_w - g.pad_w..];
+                    let dst = &mut out_row[lo..hi];
                     if g.stride_w == 1 {
                         dst.copy_from_slice(&line[..hi - lo]);
                     } else {
@@ -93,37 +97,72 @@ pub fn col2im(cols: &[f32], g: &ConvGeom) -> Vec<f32> {
 pub fn max_pool2d(x: &[f32], g: &ConvGeom) -> (Vec<f32>, Vec<u32>) {
     let plane = g.in_h * g.in_w;
     let spatial = g.out_h * g.out_w;
-    let mut out = pool::filled(g.batch * g.channels * spatial, f32::NEG_INFINITY);
+    let mut out = pool::take(g.batch * g.channels * spatial);
     let mut arg = vec![u32::MAX; out.len()];
+    let unpadded = g.pad_h == 0 && g.pad_w == 0;
     out.par_chunks_mut(spatial).zip(arg.par_chunks_mut(spatial)).enumerate().for_each(|(nc, (o, a))| {
         let src = &x[nc * plane..(nc + 1) * plane];
-        // Sweep taps in the outer loops so each inner loop is a branch-free pass over a row of
-        // outputs; a tap replaces the running maximum when larger (first maximum wins on ties,
-        // NaN always wins), exactly as a per-window scan in row-major tap order would.
-        for ki in 0..g.kernel_h {
-            for kj in 0..g.kernel_w {
-                let (lo, hi) = valid_outputs(kj, g.stride_w, g.pad_w, g.dilation_w, g.in_w, g.out_w);
-                if lo == hi {
-                    continue;
+        if unpadded {
+            max_pool_plane_unpadded(src, g, o, a);
+        } else {
+            max_pool_plane_padded(src, g, o, a);
+        }
+    });
+    (out, arg)
+}
+
+/// Without padding every window lies inside the input: a plain scan per window. The first
+/// maximum wins ties; a NaN, once seen, stays (as in PyTorch, NaN propagates).
+fn max_pool_plane_unpadded(src: &[f32], g: &ConvGeom, o: &mut [f32], a: &mut [u32]) {
+    for oi in 0..g.out_h {
+        for oj in 0..g.out_w {
+            let start = oi * g.stride_h * g.in_w + oj * g.stride_w;
+            let (mut best, mut best_at) = (src[start], start);
+            for ki in 0..g.kernel_h {
+                let row = start + ki * g.dilation_h * g.in_w;
+                for kj in 0..g.kernel_w {
+                    let at = row + kj * g.dilation_w;
+                    let v = src[at];
+                    if v > best || (v.is_nan() && !best.is_nan()) {
+                        best = v;
+                        best_at = at;
+                    }
                 }
-                let first_ij = lo * g.stride_w + kj * g.dilation_w - g.pad_w;
-                for oi in 0..g.out_h {
-                    let Some(ii) = input_coord(oi, ki, g.stride_h, g.pad_h, g.dilation_h, g.in_h) else { continue };
-                    let base = ii * g.in_w + first_ij;
-                    for (j, oj) in (lo..hi).enumerate() {
-                        let at = base + j * g.stride_w;
-                        let v = src[at];
-                        let slot = oi * g.out_w + oj;
-                        if v > o[slot] || a[slot] == u32::MAX || (v.is_nan() && !o[slot].is_nan()) {
-                            o[slot] = v;
-                            a[slot] = at as u32;
-                        }
+            }
+            o[oi * g.out_w + oj] = best;
+            a[oi * g.out_w + oj] = best_at as u32;
+        }
+    }
+}
+
+/// With padding, taps outside the input are skipped; a window entirely in the padding yields
+/// -inf and no argmax (`u32::MAX`, ignored by the backward).
+fn max_pool_plane_padded(src: &[f32], g: &ConvGeom, o: &mut [f32], a: &mut [u32]) {
+    o.fill(f32::NEG_INFINITY);
+    // Taps in the outer loops so each inner loop is a pass over a row of outputs; per output the
+    // taps still arrive in row-major window order, so tie and NaN rules match the unpadded scan.
+    for ki in 0..g.kernel_h {
+        for kj in 0..g.kernel_w {
+            let (lo, hi) = valid_outputs(kj, g.stride_w, g.pad_w, g.dilation_w, g.in_w, g.out_w);
+            if lo == hi {
+                continue;
+            }
+            let first_ij = lo * g.stride_w + kj * g.dilation_w - g.pad_w;
+            for oi in 0..g.out_h {
+                let Some(ii) = input_coord(oi, ki, g.stride_h, g.pad_h, g.dilation_h, g.in_h) else { continue };
+                let base = ii * g.in_w + first_ij;
+                for (j, oj) in (lo..hi).enumerate() {
+                    let at = base + j * g.stride_w;
+                    let v = src[at];
+                    let slot = oi * g.out_w + oj;
+                    if v > o[slot] || a[slot] == u32::MAX || (v.is_nan() && !o[slot].is_nan()) {
+                        o[slot] = v;
+                        a[slot] = at as u32;
                     }
                 }
             }
         }
-    });
-    (out, arg)
+    }
 }
 
 pub fn max_pool2d_backward(grad: &[f32], argmax: &[u32], g: &ConvGeom) -> Vec<f32> {
