@@ -115,6 +115,41 @@ fn bench_lenet_step(device: &Device, batch: usize) -> Result<Record> {
     })
 }
 
+/// An MNIST-sized LeNet-5 epoch (60,000 samples resident on the device, shuffled, batches cut
+/// on the device, Adam), reading the summed loss once at the end, like the PyTorch twin. Returns
+/// the first (cold) and second (steady) epoch times.
+fn bench_lenet_epoch(device: &Device, batch: usize) -> Result<[Record; 2]> {
+    const SAMPLES: usize = 60_000;
+    let model = lenet(device)?;
+    let params = rumus::nn::named_params(&model);
+    let mut adam = Adam::new(1e-3);
+    let images = RawTensor::randn(&[SAMPLES, 1, 28, 28], 0.0, 1.0, 7, device)?;
+    let labels: Vec<u32> = (0..SAMPLES as u32).map(|i| rumus::rng::pcg_hash(i) % 10).collect();
+    let mut rng = rumus::rng::Rng::new(8);
+    let mut epoch = || -> Result<f64> {
+        let start = Instant::now();
+        let mut order: Vec<u32> = (0..SAMPLES as u32).collect();
+        rng.shuffle(&mut order);
+        let mut total = RawTensor::zeros(&[], device)?;
+        for chunk in order.chunks(batch) {
+            // Images are cut on the device; the few label bytes are uploaded, as a loader would.
+            let idx = RawTensor::from_indices(chunk, &[chunk.len()], device)?;
+            let targets: Vec<u32> = chunk.iter().map(|&i| labels[i as usize]).collect();
+            let (x, y) = (images.index_select(0, &idx)?, RawTensor::from_indices(&targets, &[chunk.len()], device)?);
+            let loss = model.forward_raw(&x)?.cross_entropy(&y, 0.0)?;
+            let grads = loss.backward()?;
+            adam.step(&params, &grads)?;
+            total = no_grad(|| total.add(&loss.detach()))?;
+        }
+        total.item()?;
+        Ok(start.elapsed().as_secs_f64())
+    };
+    let first = epoch()?;
+    let steady = epoch()?;
+    let record = |name: String, secs: f64| Record { name, median_s: secs, rate: SAMPLES as f64 / secs, unit: "samples/s" };
+    Ok([record(format!("lenet mnist epoch b{batch} (first)"), first), record(format!("lenet mnist epoch b{batch}"), steady)])
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
@@ -139,6 +174,11 @@ fn main() -> Result<()> {
     if wanted("step") {
         for batch in [64, 256] {
             records.push(bench_lenet_step(&device, batch)?);
+        }
+    }
+    if wanted("epoch") {
+        for batch in [64, 256] {
+            records.extend(bench_lenet_epoch(&device, batch)?);
         }
     }
 

@@ -1,9 +1,12 @@
 //! Where tensors live and which kernels run on them.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::backend::cpu::CpuBackend;
+use crate::backend::wgpu::WgpuBackend;
 use crate::backend::Backend;
+use crate::Result;
 
 static CPU: CpuBackend = CpuBackend;
 
@@ -12,6 +15,8 @@ static CPU: CpuBackend = CpuBackend;
 pub enum Device {
     /// The host, with the multi-threaded CPU kernels.
     Cpu,
+    /// A GPU through wgpu (Vulkan), with WGSL kernels. Every handle shares one wgpu device.
+    Wgpu(Arc<WgpuBackend>),
 }
 
 impl Device {
@@ -20,15 +25,42 @@ impl Device {
         Device::Cpu
     }
 
-    /// The fastest device available: `RUMUS_DEVICE=cpu|wgpu` decides when set, otherwise a real
-    /// GPU adapter if one exists, else the CPU.
-    pub fn best() -> Self {
-        Device::Cpu
+    /// The wgpu device (created on first use, then shared). Fails with a message saying how to
+    /// get an adapter when none exists.
+    pub fn wgpu() -> Result<Self> {
+        Ok(Device::Wgpu(WgpuBackend::shared()?))
     }
 
-    pub(crate) fn backend(&self) -> &dyn Backend {
+    /// The fastest device available: `RUMUS_DEVICE=cpu|wgpu` decides when set, otherwise a real
+    /// GPU adapter if one exists (never a CPU emulation such as lavapipe), else the CPU.
+    pub fn best() -> Self {
+        match std::env::var("RUMUS_DEVICE").ok().as_deref().map(str::trim) {
+            Some("cpu") => return Device::Cpu,
+            Some("wgpu") => {
+                return match Self::wgpu() {
+                    Ok(device) => device,
+                    Err(e) => {
+                        eprintln!("rumus: RUMUS_DEVICE=wgpu but {e}; using the CPU");
+                        Device::Cpu
+                    }
+                }
+            }
+            Some(other) if !other.is_empty() => {
+                eprintln!("rumus: RUMUS_DEVICE={other:?} is not cpu or wgpu; choosing automatically");
+            }
+            _ => {}
+        }
+        match WgpuBackend::shared() {
+            Ok(backend) if backend.context().is_hardware() => Device::Wgpu(backend),
+            _ => Device::Cpu,
+        }
+    }
+
+    /// The kernels of this device, for custom ops and optimizers.
+    pub fn backend(&self) -> &dyn Backend {
         match self {
             Device::Cpu => &CPU,
+            Device::Wgpu(backend) => &**backend,
         }
     }
 
@@ -41,10 +73,25 @@ impl Device {
         matches!(self, Device::Cpu)
     }
 
+    pub fn is_wgpu(&self) -> bool {
+        matches!(self, Device::Wgpu(_))
+    }
+
     /// True when both handles refer to the same device.
     pub fn same(&self, other: &Device) -> bool {
         match (self, other) {
             (Device::Cpu, Device::Cpu) => true,
+            (Device::Wgpu(a), Device::Wgpu(b)) => Arc::ptr_eq(a.context(), b.context()),
+            _ => false,
+        }
+    }
+
+    /// Waits until all work queued on this device has finished (a no-op on the CPU, whose
+    /// kernels finish before they return). For timing; reads back nothing.
+    pub fn synchronize(&self) -> Result<()> {
+        match self {
+            Device::Cpu => Ok(()),
+            Device::Wgpu(backend) => backend.synchronize(),
         }
     }
 }

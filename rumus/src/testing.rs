@@ -63,3 +63,20 @@ pub fn grad_check(
     }
     Ok(())
 }
+
+/// The wgpu device for a test, or `None` when there is no adapter: then it prints a loud
+/// `SKIPPED` line (straight to stderr, past the test harness's capture) and the test should
+/// return. With `RUMUS_REQUIRE_WGPU=1` (CI) a missing adapter fails the test instead.
+pub fn wgpu_or_skip() -> Option<crate::Device> {
+    match crate::Device::wgpu() {
+        Ok(device) => Some(device),
+        Err(e) => {
+            if std::env::var("RUMUS_REQUIRE_WGPU").as_deref() == Ok("1") {
+                panic!("RUMUS_REQUIRE_WGPU=1 but there is no wgpu adapter: {e}");
+            }
+            let notice = format!("\n**********\nSKIPPED: no wgpu adapter ({e})\n**********\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), notice.as_bytes());
+            None
+        }
+    }
+}

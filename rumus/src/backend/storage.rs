@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use super::cpu::CpuStorage;
+use super::wgpu::WgpuStorage;
 
 /// Element type of a storage. f32 for values, u32 for class targets and indices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -24,12 +25,14 @@ impl DType {
 #[derive(Clone, Debug)]
 pub enum Storage {
     Cpu(Arc<CpuStorage>),
+    Wgpu(Arc<WgpuStorage>),
 }
 
 impl Storage {
     pub fn dtype(&self) -> DType {
         match self {
             Storage::Cpu(s) => s.dtype(),
+            Storage::Wgpu(s) => s.dtype(),
         }
     }
 
@@ -37,6 +40,7 @@ impl Storage {
     pub fn len(&self) -> usize {
         match self {
             Storage::Cpu(s) => s.len(),
+            Storage::Wgpu(s) => s.len(),
         }
     }
 
@@ -48,6 +52,8 @@ impl Storage {
     pub fn same_memory(&self, other: &Storage) -> bool {
         match (self, other) {
             (Storage::Cpu(a), Storage::Cpu(b)) => Arc::ptr_eq(a, b),
+            (Storage::Wgpu(a), Storage::Wgpu(b)) => Arc::ptr_eq(a, b),
+            _ => false,
         }
     }
 }

@@ -117,7 +117,9 @@ impl RawTensor {
         &self.0.device
     }
 
-    pub(crate) fn storage(&self) -> &Storage {
+    /// The device memory behind this tensor (shared with its views; see [`RawTensor::layout`]).
+    /// For custom kernels called through [`Device::backend`].
+    pub fn storage(&self) -> &Storage {
         &self.0.storage
     }
 

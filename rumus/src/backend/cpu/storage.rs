@@ -83,9 +83,10 @@ impl CpuStorage {
 }
 
 /// The CPU storage behind `storage`, or an error naming `op` if it lives elsewhere.
-pub fn host<'a>(storage: &'a Storage, _op: &'static str) -> Result<&'a CpuStorage> {
+pub fn host<'a>(storage: &'a Storage, op: &'static str) -> Result<&'a CpuStorage> {
     match storage {
         Storage::Cpu(s) => Ok(s),
+        Storage::Wgpu(_) => Err(Error::DeviceMismatch { op, lhs: "wgpu".into(), rhs: "cpu".into() }),
     }
 }
 

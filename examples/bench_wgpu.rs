@@ -1,0 +1,129 @@
+//! WGSL kernel benchmark: matmul at 1024³ and 4096³ (TFLOP/s) and softmax forward + backward on
+//! [65536, 1024] (GB/s), timed with GPU timestamp queries where the adapter has TIMESTAMP_QUERY
+//! (else wall time between full synchronisations). Warm-up runs first, then the median of repeats.
+//!
+//! ```text
+//! cargo run --release --example bench_wgpu -- results.json          # the real sizes
+//! cargo run --release --example bench_wgpu -- results.json --quick  # small sizes (lavapipe)
+//! ```
+
+use rumus::backend::wgpu::WgpuBackend;
+use rumus::backend::{Backend, MatmulArgs, MatrixLayout, Storage};
+use rumus::{Device, Result};
+
+struct Row {
+    name: String,
+    shape: String,
+    median_ms: f64,
+    rate: f64,
+    unit: &'static str,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn random(b: &WgpuBackend, len: usize, seed: u64) -> Result<Storage> {
+    b.random(rumus::backend::RandomKind::Normal, len, seed)
+}
+
+/// Median seconds of `repeats` timed runs of `work`, after `warmup` untimed ones.
+fn time(b: &WgpuBackend, warmup: usize, repeats: usize, work: &dyn Fn() -> Result<()>) -> Result<f64> {
+    for _ in 0..warmup {
+        work()?;
+    }
+    b.synchronize()?;
+    let mut samples = Vec::with_capacity(repeats);
+    for _ in 0..repeats {
+        samples.push(b.time_gpu(work)?);
+    }
+    Ok(median(samples))
+}
+
+fn bench_matmul(b: &WgpuBackend, size: usize, repeats: usize) -> Result<Row> {
+    let lhs = random(b, size * size, 1)?;
+    let rhs = random(b, size * size, 2)?;
+    let args = MatmulArgs {
+        batch: 1,
+        m: size,
+        k: size,
+        n: size,
+        lhs: MatrixLayout::row_major(size, size),
+        rhs: MatrixLayout::row_major(size, size),
+    };
+    let secs = time(b, 2, repeats, &|| b.matmul(&lhs, &rhs, &args).map(drop))?;
+    let flops = 2.0 * (size as f64).powi(3);
+    Ok(Row {
+        name: "matmul f32".into(),
+        shape: format!("{size}x{size}x{size}"),
+        median_ms: secs * 1e3,
+        rate: flops / secs / 1e12,
+        unit: "TFLOP/s",
+    })
+}
+
+fn bench_softmax(b: &WgpuBackend, rows: usize, cols: usize, repeats: usize) -> Result<Row> {
+    let x = random(b, rows * cols, 3)?;
+    let g = random(b, rows * cols, 4)?;
+    let secs = time(b, 2, repeats, &|| {
+        let y = b.softmax(&x, rows, cols, false)?;
+        b.softmax_backward(&y, &g, rows, cols, false).map(drop)
+    })?;
+    // Minimal traffic: forward reads x and writes y; backward reads y and g and writes dx.
+    let bytes = 5.0 * (rows * cols) as f64 * 4.0;
+    Ok(Row {
+        name: "softmax fwd+bwd".into(),
+        shape: format!("{rows}x{cols}"),
+        median_ms: secs * 1e3,
+        rate: bytes / secs / 1e9,
+        unit: "GB/s",
+    })
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let out_path = args.iter().find(|a| !a.starts_with("--")).cloned().unwrap_or_else(|| "bench_wgpu.json".into());
+    let Device::Wgpu(b) = Device::wgpu()? else {
+        return Err(rumus::Error::Gpu("Device::wgpu returned another device".into()));
+    };
+    let ctx = b.context();
+    println!(
+        "adapter: {}  subgroups: {}  timestamps: {}",
+        ctx.adapter_name(),
+        ctx.has_subgroups(),
+        ctx.has_timestamps()
+    );
+    let (sizes, (rows, cols), repeats) =
+        if quick { (vec![128, 256], (4096, 1024), 3) } else { (vec![1024, 4096], (65536, 1024), 10) };
+    let mut rows_out = Vec::new();
+    for size in sizes {
+        rows_out.push(bench_matmul(&b, size, repeats)?);
+    }
+    rows_out.push(bench_softmax(&b, rows, cols, repeats)?);
+
+    println!("{:<18} {:>16} {:>12} {:>14}", "kernel", "shape", "median ms", "rate");
+    for r in &rows_out {
+        println!("{:<18} {:>16} {:>12.3} {:>9.2} {}", r.name, r.shape, r.median_ms, r.rate, r.unit);
+    }
+    let entries: Vec<String> = rows_out
+        .iter()
+        .map(|r| {
+            format!(
+                "    {{\"kernel\": \"{}\", \"shape\": \"{}\", \"median_ms\": {:.4}, \"rate\": {:.4}, \"unit\": \"{}\"}}",
+                r.name, r.shape, r.median_ms, r.rate, r.unit
+            )
+        })
+        .collect();
+    let json = format!(
+        "{{\n  \"adapter\": \"{}\",\n  \"subgroups\": {},\n  \"timestamps\": {},\n  \"results\": [\n{}\n  ]\n}}\n",
+        ctx.adapter_name().replace('"', "'"),
+        ctx.has_subgroups(),
+        ctx.has_timestamps(),
+        entries.join(",\n")
+    );
+    std::fs::write(&out_path, json).map_err(|e| rumus::Error::Gpu(format!("writing {out_path}: {e}")))?;
+    println!("wrote {out_path}");
+    Ok(())
+}

@@ -1,0 +1,118 @@
+//! One wgpu instance, adapter, device and queue per process, created on first use.
+
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::{Error, Result};
+
+/// What the kernels may use on this adapter, decided once at start.
+pub struct WgpuContext {
+    pub(crate) device: ::wgpu::Device,
+    pub(crate) queue: ::wgpu::Queue,
+    pub(crate) info: ::wgpu::AdapterInfo,
+    pub(crate) limits: ::wgpu::Limits,
+    /// Subgroup operations are available (reductions use them instead of shared memory).
+    pub(crate) subgroups: bool,
+    /// Timestamp queries are available (used by benchmarks).
+    pub(crate) timestamps: bool,
+    /// The first error the driver reported outside an error scope, surfaced at the next sync.
+    pub(crate) uncaptured: Arc<Mutex<Option<String>>>,
+}
+
+static CONTEXT: OnceLock<std::result::Result<Arc<WgpuContext>, String>> = OnceLock::new();
+
+const NO_ADAPTER_HELP: &str = "no wgpu adapter found. Install a Vulkan driver for your GPU, or Mesa's \
+     lavapipe CPU emulation for testing (`apt-get install mesa-vulkan-drivers libvulkan1`), or use \
+     Device::cpu()";
+
+impl WgpuContext {
+    /// The shared context, created on the first call. Every later call returns the same one (or
+    /// the same error).
+    pub fn get() -> Result<Arc<WgpuContext>> {
+        CONTEXT.get_or_init(|| Self::create().map(Arc::new)).clone().map_err(Error::Gpu)
+    }
+
+    fn create() -> std::result::Result<WgpuContext, String> {
+        let mut desc = ::wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+        desc.backends = ::wgpu::Backends::VULKAN;
+        let instance = ::wgpu::Instance::new(desc);
+        let options = ::wgpu::RequestAdapterOptions {
+            power_preference: ::wgpu::PowerPreference::HighPerformance,
+            force_fallback_adapter: false,
+            compatible_surface: None,
+            // Real limits: bucketing only matters for untrusted (browser) content.
+            apply_limit_buckets: false,
+        };
+        let adapter =
+            pollster::block_on(instance.request_adapter(&options)).map_err(|e| format!("{NO_ADAPTER_HELP} ({e})"))?;
+        let info = adapter.get_info();
+        let available = adapter.features();
+        // Ask only for what the kernels use. Never SHADER_F16: no kernel needs it, and adapters
+        // that report it must still work.
+        let wanted = ::wgpu::Features::SUBGROUP | ::wgpu::Features::TIMESTAMP_QUERY;
+        let features = available & wanted;
+        // The adapter's own limits, not the WebGPU defaults (which cap bindings at 128 MiB).
+        let limits = adapter.limits();
+        let device_desc = ::wgpu::DeviceDescriptor {
+            label: Some("rumus"),
+            required_features: features,
+            required_limits: limits.clone(),
+            experimental_features: ::wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: ::wgpu::MemoryHints::Performance,
+            trace: ::wgpu::Trace::Off,
+        };
+        let (device, queue) = pollster::block_on(adapter.request_device(&device_desc))
+            .map_err(|e| format!("cannot open the wgpu device on adapter {:?}: {e}", info.name))?;
+        let uncaptured = Arc::new(Mutex::new(None::<String>));
+        let sink = uncaptured.clone();
+        // The default handler panics; keep the first message and report it as an error instead.
+        device.on_uncaptured_error(Arc::new(move |e: ::wgpu::Error| {
+            let mut slot = sink.lock().unwrap_or_else(|p| p.into_inner());
+            if slot.is_none() {
+                *slot = Some(e.to_string());
+            }
+        }));
+        Ok(WgpuContext {
+            device,
+            queue,
+            limits,
+            subgroups: features.contains(::wgpu::Features::SUBGROUP),
+            timestamps: features.contains(::wgpu::Features::TIMESTAMP_QUERY),
+            info,
+            uncaptured,
+        })
+    }
+
+    /// Adapter name and backend, for messages.
+    pub fn adapter_name(&self) -> String {
+        format!("{} ({:?})", self.info.name, self.info.backend)
+    }
+
+    /// True when the adapter is a real GPU (not a CPU emulation such as lavapipe).
+    pub fn is_hardware(&self) -> bool {
+        matches!(self.info.device_type, ::wgpu::DeviceType::DiscreteGpu | ::wgpu::DeviceType::IntegratedGpu)
+    }
+
+    /// Whether reductions use subgroup operations on this adapter.
+    pub fn has_subgroups(&self) -> bool {
+        self.subgroups
+    }
+
+    /// Whether the device can write GPU timestamps (TIMESTAMP_QUERY).
+    pub fn has_timestamps(&self) -> bool {
+        self.timestamps
+    }
+
+    /// The limits the device was opened with (the adapter's own).
+    pub fn limits(&self) -> &::wgpu::Limits {
+        &self.limits
+    }
+
+    /// Takes the pending uncaptured driver error, if any.
+    pub(crate) fn take_error(&self) -> Result<()> {
+        let mut slot = self.uncaptured.lock().unwrap_or_else(|p| p.into_inner());
+        match slot.take() {
+            Some(message) => Err(Error::Gpu(format!("driver reported: {message}"))),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! Records kernels into one shared command encoder and submits at sync points: a readback, or
+//! every `MAX_PENDING` dispatches. Per-dispatch parameters go into a host arena that is written
+//! to one reusable uniform buffer right before each submit, so no dispatch allocates a buffer.
+
+use std::collections::VecDeque;
+use std::num::NonZeroU64;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use super::context::WgpuContext;
+use super::pipelines::Kernel;
+use crate::{Error, Result};
+
+/// Dispatches recorded before a submit. Large enough to amortise submit cost, small enough that
+/// the GPU starts working while the host is still recording.
+const MAX_PENDING: usize = 256;
+/// Submissions the host may run ahead of the GPU before it waits for the oldest, so a loop
+/// that never reads back cannot queue unbounded work (and memory).
+const MAX_IN_FLIGHT: usize = 4;
+/// Upload bytes staged in the pending encoder before it is submitted, bounding staging memory.
+const MAX_PENDING_UPLOAD: u64 = 64 << 20;
+/// Bytes of one parameter slot; every kernel's `Params` struct fits.
+pub(crate) const PARAM_BYTES: usize = 256;
+
+static TRANSFERS: AtomicU64 = AtomicU64::new(0);
+
+/// Device → host transfers so far (every `to_f32`/`to_u32` on a wgpu tensor counts one).
+pub fn transfer_count() -> u64 {
+    TRANSFERS.load(Ordering::Relaxed)
+}
+
+struct Pending {
+    encoder: Option<::wgpu::CommandEncoder>,
+    params: Vec<u8>,
+    dispatches: usize,
+    upload_bytes: u64,
+    in_flight: VecDeque<::wgpu::SubmissionIndex>,
+}
+
+pub(crate) struct Recorder {
+    pending: Mutex<Pending>,
+    params_buffer: ::wgpu::Buffer,
+    slot: usize,
+}
+
+/// One buffer binding: the buffer and how many bytes of it the kernel sees.
+pub(crate) struct Binding<'a> {
+    pub buffer: &'a ::wgpu::Buffer,
+    pub bytes: u64,
+}
+
+impl Recorder {
+    pub fn new(ctx: &WgpuContext) -> Self {
+        let slot = PARAM_BYTES.max(ctx.limits.min_uniform_buffer_offset_alignment as usize);
+        let params_buffer = ctx.device.create_buffer(&::wgpu::BufferDescriptor {
+            label: Some("rumus kernel params"),
+            size: (slot * MAX_PENDING) as u64,
+            usage: ::wgpu::BufferUsages::UNIFORM | ::wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        Recorder {
+            pending: Mutex::new(Pending {
+                encoder: None,
+                params: vec![0; slot * MAX_PENDING],
+                dispatches: 0,
+                upload_bytes: 0,
+                in_flight: VecDeque::new(),
+            }),
+            params_buffer,
+            slot,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn encoder<'a>(ctx: &WgpuContext, pending: &'a mut Pending) -> &'a mut ::wgpu::CommandEncoder {
+        pending.encoder.get_or_insert_with(|| {
+            ctx.device.create_command_encoder(&::wgpu::CommandEncoderDescriptor { label: Some("rumus") })
+        })
+    }
+
+    /// Records one dispatch of `kernel` over `groups` workgroups.
+    pub fn dispatch(
+        &self,
+        ctx: &WgpuContext,
+        kernel: &Kernel,
+        params: &[u8],
+        buffers: &[Binding<'_>],
+        groups: [u32; 3],
+    ) -> Result<()> {
+        if params.len() > PARAM_BYTES {
+            return Err(Error::Gpu(format!("kernel parameters of {} bytes exceed {PARAM_BYTES}", params.len())));
+        }
+        if groups.contains(&0) {
+            return Ok(());
+        }
+        let mut pending = self.lock();
+        if pending.dispatches == MAX_PENDING {
+            self.submit_locked(ctx, &mut pending)?;
+        }
+        let offset = pending.dispatches * self.slot;
+        pending.params[offset..offset + params.len()].copy_from_slice(params);
+        pending.params[offset + params.len()..offset + PARAM_BYTES].fill(0);
+        let mut entries = vec![::wgpu::BindGroupEntry {
+            binding: 0,
+            resource: ::wgpu::BindingResource::Buffer(::wgpu::BufferBinding {
+                buffer: &self.params_buffer,
+                offset: offset as u64,
+                size: NonZeroU64::new(PARAM_BYTES as u64),
+            }),
+        }];
+        for (i, b) in buffers.iter().enumerate() {
+            // An empty tensor still binds 4 bytes: zero-sized bindings are invalid.
+            let bytes = b.bytes.max(4).min(b.buffer.size());
+            entries.push(::wgpu::BindGroupEntry {
+                binding: i as u32 + 1,
+                resource: ::wgpu::BindingResource::Buffer(::wgpu::BufferBinding {
+                    buffer: b.buffer,
+                    offset: 0,
+                    size: NonZeroU64::new(bytes),
+                }),
+            });
+        }
+        let bind_group = ctx.device.create_bind_group(&::wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &kernel.layout,
+            entries: &entries,
+        });
+        let encoder = Self::encoder(ctx, &mut pending);
+        {
+            let mut pass =
+                encoder.begin_compute_pass(&::wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+            pass.set_pipeline(&kernel.pipeline);
+            pass.set_bind_group(0, &bind_group, &[]);
+            pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
+        }
+        pending.dispatches += 1;
+        Ok(())
+    }
+
+    /// Records a non-kernel command (copy, clear) in order with the kernels.
+    pub fn record(&self, ctx: &WgpuContext, f: impl FnOnce(&mut ::wgpu::CommandEncoder)) {
+        let mut pending = self.lock();
+        f(Self::encoder(ctx, &mut pending));
+    }
+
+    fn submit_locked(&self, ctx: &WgpuContext, pending: &mut Pending) -> Result<()> {
+        let Some(encoder) = pending.encoder.take() else { return Ok(()) };
+        if pending.dispatches > 0 {
+            ctx.queue.write_buffer(&self.params_buffer, 0, &pending.params[..pending.dispatches * self.slot]);
+        }
+        pending.dispatches = 0;
+        pending.upload_bytes = 0;
+        let index = ctx.queue.submit([encoder.finish()]);
+        pending.in_flight.push_back(index);
+        let wait = if pending.in_flight.len() > MAX_IN_FLIGHT { pending.in_flight.pop_front() } else { None };
+        // Non-blocking unless the host is too far ahead; either way finished work is reclaimed.
+        let poll = match wait {
+            Some(index) => ::wgpu::PollType::Wait { submission_index: Some(index), timeout: None },
+            None => ::wgpu::PollType::Poll,
+        };
+        ctx.device.poll(poll).map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))?;
+        ctx.take_error()
+    }
+
+    /// Records the copy of an upload; submits once staged uploads grow large.
+    pub fn upload(&self, ctx: &WgpuContext, staging: &::wgpu::Buffer, dst: &::wgpu::Buffer, bytes: u64) -> Result<()> {
+        let mut pending = self.lock();
+        Self::encoder(ctx, &mut pending).copy_buffer_to_buffer(staging, 0, dst, 0, bytes);
+        pending.upload_bytes += bytes;
+        if pending.upload_bytes > MAX_PENDING_UPLOAD {
+            self.submit_locked(ctx, &mut pending)?;
+        }
+        Ok(())
+    }
+
+    /// Submits everything recorded so far.
+    pub fn submit(&self, ctx: &WgpuContext) -> Result<()> {
+        let mut pending = self.lock();
+        self.submit_locked(ctx, &mut pending)
+    }
+
+    /// Submits and waits until the GPU has finished all of it.
+    pub fn synchronize(&self, ctx: &WgpuContext) -> Result<()> {
+        self.submit(ctx)?;
+        ctx.device
+            .poll(::wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))?;
+        ctx.take_error()
+    }
+
+    /// Copies `bytes` bytes at `offset` of `buffer` to the host (a counted transfer).
+    pub fn read(&self, ctx: &WgpuContext, buffer: &::wgpu::Buffer, offset: u64, bytes: u64) -> Result<Vec<u8>> {
+        TRANSFERS.fetch_add(1, Ordering::Relaxed);
+        if bytes == 0 {
+            return Ok(Vec::new());
+        }
+        let staging = ctx.device.create_buffer(&::wgpu::BufferDescriptor {
+            label: Some("rumus readback"),
+            size: bytes,
+            usage: ::wgpu::BufferUsages::MAP_READ | ::wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        self.record(ctx, |enc| enc.copy_buffer_to_buffer(buffer, offset, &staging, 0, bytes));
+        self.submit(ctx)?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        staging.map_async(::wgpu::MapMode::Read, .., move |r| {
+            let _ = tx.send(r);
+        });
+        ctx.device
+            .poll(::wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu(format!("waiting for a readback: {e}")))?;
+        ctx.take_error()?;
+        match rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(Error::Gpu(format!("mapping a readback buffer: {e}"))),
+            Err(_) => return Err(Error::Gpu("readback was never mapped".into())),
+        }
+        let data = {
+            let view = staging.get_mapped_range(..).map_err(|e| Error::Gpu(format!("reading back: {e}")))?;
+            view.to_vec()
+        };
+        staging.unmap();
+        Ok(data)
+    }
+}

@@ -1,0 +1,166 @@
+//! Compiled compute pipelines, cached by (shader, entry point), and their bind group layouts,
+//! cached by binding signature. Every kernel binds its parameters as a uniform at binding 0 and
+//! its buffers at bindings 1.. in the order of its signature.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::{Error, Result};
+
+/// One WGSL file. `row_reduce` files call `wg_sum`/`wg_max`, supplied by a prelude chosen per
+/// adapter: subgroup operations where available, workgroup shared memory otherwise.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Shader {
+    pub name: &'static str,
+    pub source: &'static str,
+    pub row_reduce: bool,
+}
+
+macro_rules! shader {
+    ($name:literal) => {
+        Shader { name: $name, source: include_str!(concat!("../../../../shaders/", $name, ".wgsl")), row_reduce: false }
+    };
+    ($name:literal, row_reduce) => {
+        Shader { name: $name, source: include_str!(concat!("../../../../shaders/", $name, ".wgsl")), row_reduce: true }
+    };
+}
+
+pub(crate) const PRELUDE_SUBGROUP: &str = include_str!("../../../../shaders/prelude_reduce_subgroup.wgsl");
+pub(crate) const PRELUDE_SHARED: &str = include_str!("../../../../shaders/prelude_reduce_shared.wgsl");
+
+pub(crate) const FILL: Shader = shader!("fill");
+pub(crate) const COPY_STRIDED: Shader = shader!("copy_strided");
+pub(crate) const RANDOM: Shader = shader!("random");
+pub(crate) const UNARY: Shader = shader!("unary");
+pub(crate) const UNARY_BACKWARD: Shader = shader!("unary_backward");
+pub(crate) const BINARY: Shader = shader!("binary");
+pub(crate) const REDUCE: Shader = shader!("reduce", row_reduce);
+pub(crate) const ARGMAX: Shader = shader!("argmax");
+pub(crate) const MATMUL: Shader = shader!("matmul");
+pub(crate) const SOFTMAX: Shader = shader!("softmax", row_reduce);
+pub(crate) const SOFTMAX_BACKWARD: Shader = shader!("softmax_backward", row_reduce);
+pub(crate) const CROSS_ENTROPY: Shader = shader!("cross_entropy", row_reduce);
+pub(crate) const IM2COL: Shader = shader!("im2col");
+pub(crate) const COL2IM: Shader = shader!("col2im");
+pub(crate) const POOL: Shader = shader!("pool");
+pub(crate) const INDEX: Shader = shader!("index");
+pub(crate) const OPTIMIZER: Shader = shader!("optimizer");
+
+/// How a kernel uses one buffer binding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Access {
+    Read,
+    Write,
+}
+
+pub(crate) struct Kernel {
+    pub pipeline: ::wgpu::ComputePipeline,
+    pub layout: Arc<::wgpu::BindGroupLayout>,
+}
+
+#[derive(Default)]
+struct Cache {
+    modules: HashMap<&'static str, ::wgpu::ShaderModule>,
+    layouts: HashMap<Vec<Access>, (Arc<::wgpu::BindGroupLayout>, ::wgpu::PipelineLayout)>,
+    kernels: HashMap<(&'static str, &'static str), Arc<Kernel>>,
+}
+
+pub(crate) struct Pipelines {
+    cache: Mutex<Cache>,
+    subgroups: bool,
+}
+
+impl Pipelines {
+    pub fn new(subgroups: bool) -> Self {
+        Pipelines { cache: Mutex::new(Cache::default()), subgroups }
+    }
+
+    pub fn subgroups(&self) -> bool {
+        self.subgroups
+    }
+
+    /// The full WGSL text of `shader` as compiled on an adapter with or without subgroups.
+    pub fn source(shader: &Shader, subgroups: bool) -> String {
+        if shader.row_reduce {
+            let prelude = if subgroups { PRELUDE_SUBGROUP } else { PRELUDE_SHARED };
+            format!("{prelude}\n{}", shader.source)
+        } else {
+            shader.source.to_string()
+        }
+    }
+
+    /// The pipeline for `entry` of `shader` with buffer bindings `signature`, compiled on first use.
+    pub fn get(
+        &self,
+        device: &::wgpu::Device,
+        shader: &Shader,
+        entry: &'static str,
+        signature: &[Access],
+    ) -> Result<Arc<Kernel>> {
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(kernel) = cache.kernels.get(&(shader.name, entry)) {
+            return Ok(kernel.clone());
+        }
+        let scope = device.push_error_scope(::wgpu::ErrorFilter::Validation);
+        if !cache.modules.contains_key(shader.name) {
+            let source = Self::source(shader, self.subgroups);
+            let module = device.create_shader_module(::wgpu::ShaderModuleDescriptor {
+                label: Some(shader.name),
+                source: ::wgpu::ShaderSource::Wgsl(source.into()),
+            });
+            cache.modules.insert(shader.name, module);
+        }
+        if !cache.layouts.contains_key(signature) {
+            let mut entries = vec![::wgpu::BindGroupLayoutEntry {
+                binding: 0,
+                visibility: ::wgpu::ShaderStages::COMPUTE,
+                ty: ::wgpu::BindingType::Buffer {
+                    ty: ::wgpu::BufferBindingType::Uniform,
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                },
+                count: None,
+            }];
+            for (i, access) in signature.iter().enumerate() {
+                entries.push(::wgpu::BindGroupLayoutEntry {
+                    binding: i as u32 + 1,
+                    visibility: ::wgpu::ShaderStages::COMPUTE,
+                    ty: ::wgpu::BindingType::Buffer {
+                        ty: ::wgpu::BufferBindingType::Storage { read_only: *access == Access::Read },
+                        has_dynamic_offset: false,
+                        min_binding_size: None,
+                    },
+                    count: None,
+                });
+            }
+            let bgl = device.create_bind_group_layout(&::wgpu::BindGroupLayoutDescriptor {
+                label: Some("rumus kernel"),
+                entries: &entries,
+            });
+            let layout = device.create_pipeline_layout(&::wgpu::PipelineLayoutDescriptor {
+                label: Some("rumus kernel"),
+                bind_group_layouts: &[Some(&bgl)],
+                immediate_size: 0,
+            });
+            cache.layouts.insert(signature.to_vec(), (Arc::new(bgl), layout));
+        }
+        let (Some(module), Some((bgl, layout))) = (cache.modules.get(shader.name), cache.layouts.get(signature)) else {
+            return Err(Error::Gpu(format!("{}: pipeline cache lost an entry", shader.name)));
+        };
+        let pipeline = device.create_compute_pipeline(&::wgpu::ComputePipelineDescriptor {
+            label: Some(entry),
+            layout: Some(layout),
+            module,
+            entry_point: Some(entry),
+            compilation_options: ::wgpu::PipelineCompilationOptions::default(),
+            cache: None,
+        });
+        let kernel = Arc::new(Kernel { pipeline, layout: bgl.clone() });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            cache.modules.remove(shader.name);
+            return Err(Error::Gpu(format!("compiling {}.wgsl entry {entry}: {e}", shader.name)));
+        }
+        cache.kernels.insert((shader.name, entry), kernel.clone());
+        Ok(kernel)
+    }
+}

@@ -1,0 +1,41 @@
+// Copies a strided view into another strided view of the same shape, word by word (f32 and u32
+// share the kernel). Shapes and strides are padded to rank 8 with size-1 axes.
+
+struct Params {
+    n: u32,
+    rank: u32,
+    src_offset: u32,
+    dst_offset: u32,
+    shape: array<vec4<u32>, 2>,
+    src_strides: array<vec4<u32>, 2>,
+    dst_strides: array<vec4<u32>, 2>,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> src: array<u32>;
+@group(0) @binding(2) var<storage, read_write> dst: array<u32>;
+
+fn at(v: array<vec4<u32>, 2>, axis: u32) -> u32 {
+    return v[axis / 4u][axis % 4u];
+}
+
+@compute @workgroup_size(256)
+fn copy_strided(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                @builtin(local_invocation_index) lid: u32) {
+    let i = (wid.x + wid.y * nwg.x) * 256u + lid;
+    if i >= p.n {
+        return;
+    }
+    var rest = i;
+    var s = p.src_offset;
+    var d = p.dst_offset;
+    for (var k = 0u; k < p.rank; k++) {
+        let axis = p.rank - 1u - k;
+        let dim = at(p.shape, axis);
+        let c = rest % dim;
+        rest = rest / dim;
+        s += c * at(p.src_strides, axis);
+        d += c * at(p.dst_strides, axis);
+    }
+    dst[d] = src[s];
+}

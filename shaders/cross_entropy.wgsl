@@ -1,0 +1,131 @@
+// Cross-entropy of logits rows against u32 class targets with label smoothing s:
+// loss_r = (1-s)·(lse - x[t]) + s·(lse - mean(x)), computed relative to the row max as the CPU
+// does; gradient g_r·(softmax(x) - q) with q = (1-s)·onehot(t) + s/C.
+// Workgroup-per-row entry points walk rows with a grid stride (any row count); the `_short`
+// ones use one invocation per row for few classes. Needs a reduction prelude (wg_sum, wg_max).
+
+struct Params {
+    rows: u32,
+    classes: u32,
+    smoothing: f32,
+    neg_inf: f32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> targets: array<u32>;
+@group(0) @binding(3) var<storage, read> grad_rows: array<f32>;
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+
+// Loss of one row from its max m, sum(exp(x - m)) s and sum(x) total.
+fn row_loss(row: u32, m: f32, s: f32, total: f32) -> f32 {
+    let log_sum = log(s);
+    // Targets were range-checked by the op; min() only keeps a bad one in bounds.
+    let t = min(targets[row], p.classes - 1u);
+    let nll = (m - x[row * p.classes + t]) + log_sum;
+    let mean_nll = (m - total / f32(p.classes)) + log_sum;
+    return select(nll, (1.0 - p.smoothing) * nll + p.smoothing * mean_nll, p.smoothing > 0.0);
+}
+
+fn grad_at(row: u32, j: u32, m: f32, inv_sum: f32) -> f32 {
+    let q = p.smoothing / f32(p.classes) + select(0.0, 1.0 - p.smoothing, j == targets[row]);
+    return grad_rows[row] * (exp(x[row * p.classes + j] - m) * inv_sum - q);
+}
+
+// The row's max and sum(exp(x - max)) in one read of the row (a running (max, sum) pair per
+// invocation, combined across the workgroup), identical in every invocation.
+fn wg_max_sum(base: u32, lid: u32) -> vec2<f32> {
+    var m = p.neg_inf;
+    var s = 0.0;
+    for (var j = lid; j < p.classes; j += RED_WG) {
+        let v = x[base + j];
+        if v > m {
+            s = s * exp(m - v) + 1.0;
+            m = v;
+        } else if v != p.neg_inf {
+            s += exp(v - m);
+        }
+    }
+    let row_max = wg_max(m, lid);
+    let scaled = select(s * exp(m - row_max), 0.0, m == p.neg_inf);
+    return vec2<f32>(row_max, wg_sum(scaled, lid));
+}
+
+fn row_id(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
+    return (wid.x + wid.y * nwg.x) * 256u + lid;
+}
+
+@compute @workgroup_size(RED_WG)
+fn cross_entropy(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                 @builtin(local_invocation_index) lid: u32) {
+    let groups = nwg.x * nwg.y;
+    for (var row = wid.x + wid.y * nwg.x; row < p.rows; row += groups) {
+        let base = row * p.classes;
+        let ms = wg_max_sum(base, lid);
+        var acc = 0.0;
+        for (var j = lid; j < p.classes; j += RED_WG) {
+            acc += x[base + j];
+        }
+        let total = wg_sum(acc, lid);
+        if lid == 0u {
+            out[row] = row_loss(row, ms.x, ms.y, total);
+        }
+    }
+}
+
+@compute @workgroup_size(256)
+fn cross_entropy_short(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                       @builtin(local_invocation_index) lid: u32) {
+    let row = row_id(wid, nwg, lid);
+    if row >= p.rows {
+        return;
+    }
+    let base = row * p.classes;
+    var m = p.neg_inf;
+    var total = 0.0;
+    for (var j = 0u; j < p.classes; j++) {
+        m = max(m, x[base + j]);
+        total += x[base + j];
+    }
+    var s = 0.0;
+    for (var j = 0u; j < p.classes; j++) {
+        s += exp(x[base + j] - m);
+    }
+    out[row] = row_loss(row, m, s, total);
+}
+
+@compute @workgroup_size(RED_WG)
+fn cross_entropy_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                          @builtin(local_invocation_index) lid: u32) {
+    let groups = nwg.x * nwg.y;
+    for (var row = wid.x + wid.y * nwg.x; row < p.rows; row += groups) {
+        let base = row * p.classes;
+        let ms = wg_max_sum(base, lid);
+        let inv_sum = 1.0 / ms.y;
+        for (var j = lid; j < p.classes; j += RED_WG) {
+            out[base + j] = grad_at(row, j, ms.x, inv_sum);
+        }
+    }
+}
+
+@compute @workgroup_size(256)
+fn cross_entropy_backward_short(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                                @builtin(local_invocation_index) lid: u32) {
+    let row = row_id(wid, nwg, lid);
+    if row >= p.rows {
+        return;
+    }
+    let base = row * p.classes;
+    var m = p.neg_inf;
+    for (var j = 0u; j < p.classes; j++) {
+        m = max(m, x[base + j]);
+    }
+    var s = 0.0;
+    for (var j = 0u; j < p.classes; j++) {
+        s += exp(x[base + j] - m);
+    }
+    let inv_sum = 1.0 / s;
+    for (var j = 0u; j < p.classes; j++) {
+        out[base + j] = grad_at(row, j, m, inv_sum);
+    }
+}

@@ -1,0 +1,91 @@
+// Sum / max / min over the middle axis of [outer, len, inner] (ReduceOp: 0 sum, 1 max, 2 min).
+// `reduce_rows` (inner == 1, long rows): one workgroup per (row, chunk), grid-stride over them,
+//   so any row count works. A long row is split into `chunks` pieces whose partials a second
+//   dispatch combines, so a single huge row still spreads over the whole GPU.
+// `reduce_cols` (inner > 1, or short rows): one invocation per output, reading coalesced across
+//   `inner`; with few outputs the reduced axis is split into chunks the same way.
+// Needs a reduction prelude (wg_sum, wg_max).
+
+struct Params {
+    // reduce_rows: rows to produce (outer * chunks); reduce_cols: outer
+    outer: u32,
+    len: u32,
+    inner: u32,
+    op: u32,
+    identity: f32,
+    chunks: u32,
+    chunk_len: u32,
+    // Passed in because WGSL constant expressions cannot be NaN.
+    nan: f32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+
+// NaN test on the bits: drivers may compile `v != v` under fast-math rules and fold it to false.
+fn is_nan(v: f32) -> bool {
+    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
+}
+
+// As the CPU: NaN wins in max/min.
+fn combine(op: u32, acc: f32, v: f32) -> f32 {
+    switch op {
+        case 0u: { return acc + v; }
+        case 1u: { return select(acc, v, v > acc || is_nan(v)); }
+        default: { return select(acc, v, v < acc || is_nan(v)); }
+    }
+}
+
+@compute @workgroup_size(RED_WG)
+fn reduce_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+    let groups = nwg.x * nwg.y;
+    for (var row = wid.x + wid.y * nwg.x; row < p.outer; row += groups) {
+        let o = row / p.chunks;
+        let c = row % p.chunks;
+        let base = o * p.len;
+        let start = c * p.chunk_len;
+        let end = min(p.len, start + p.chunk_len);
+        var acc = p.identity;
+        for (var j = start + lid; j < end; j += RED_WG) {
+            acc = combine(p.op, acc, x[base + j]);
+        }
+        var r: f32;
+        if p.op == 0u {
+            r = wg_sum(acc, lid);
+        } else {
+            // Hardware max/min may drop NaN; the CPU's rule is that NaN wins, so count them.
+            let nans = wg_sum(select(0.0, 1.0, is_nan(acc)), lid);
+            if p.op == 1u {
+                r = wg_max(acc, lid);
+            } else {
+                r = -wg_max(-acc, lid);
+            }
+            r = select(r, p.nan, nans > 0.0);
+        }
+        if lid == 0u {
+            out[row] = r;
+        }
+    }
+}
+
+@compute @workgroup_size(256)
+fn reduce_cols(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+    // Output [outer, chunks, inner]: chunk c of the reduced axis for each kept element.
+    let i = (wid.x + wid.y * nwg.x) * 256u + lid;
+    if i >= p.outer * p.chunks * p.inner {
+        return;
+    }
+    let k = i % p.inner;
+    let c = (i / p.inner) % p.chunks;
+    let o = i / (p.inner * p.chunks);
+    let base = o * p.len * p.inner + k;
+    let end = min(p.len, (c + 1u) * p.chunk_len);
+    var acc = p.identity;
+    for (var j = c * p.chunk_len; j < end; j++) {
+        acc = combine(p.op, acc, x[base + j * p.inner]);
+    }
+    out[i] = acc;
+}

@@ -1,0 +1,74 @@
+//! End to end on wgpu: `fit` trains a small CNN (conv, max-pool, linear, cross-entropy, Adam) on
+//! 2,000 MNIST images and follows the CPU's run step for step — the same seeds, the same epoch
+//! losses within f32 noise — and `evaluate` agrees.
+
+mod common;
+
+use common::mnist;
+use rumus::nn::{join_name, Conv2d, Conv2dConfig, Linear, MaxPool2d, Module, Param};
+use rumus::prelude::*;
+use rumus::testing::wgpu_or_skip;
+
+/// conv 5×5 (1 => 4) → ReLU → max-pool 2 → flatten → Linear(576 => 10).
+struct TinyCnn {
+    conv: Conv2d,
+    pool: MaxPool2d,
+    fc: Linear,
+}
+
+impl TinyCnn {
+    fn new(device: &Device) -> Result<Self> {
+        Ok(TinyCnn {
+            conv: Conv2d::new(device, Conv2dConfig::new(1, 4, (5, 5)), 3)?,
+            pool: MaxPool2d::new((2, 2), (2, 2), (0, 0), (1, 1)),
+            fc: Linear::new(device, 4 * 12 * 12, 10, true, 4)?,
+        })
+    }
+}
+
+impl Module for TinyCnn {
+    fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
+        let h = self.pool.forward_raw(&self.conv.forward_raw(x)?.relu()?)?;
+        self.fc.forward_raw(&h.flatten_from(1)?)
+    }
+    fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param)) {
+        self.conv.visit_params(&join_name(prefix, "conv"), visitor);
+        self.fc.visit_params(&join_name(prefix, "fc"), visitor);
+    }
+    fn describe(&self) -> String {
+        "TinyCnn".into()
+    }
+}
+
+impl Model for TinyCnn {
+    type Input = Shape3<1, 28, 28>;
+    type Output = Shape1<10>;
+}
+
+#[test]
+fn fit_on_wgpu_follows_the_cpu() -> Result<()> {
+    let Some(gpu) = wgpu_or_skip() else {
+        return Ok(());
+    };
+    let (train, test) = mnist();
+    let (train, test) = (train.take(2000)?, test.take(500)?);
+    let run = |device: &Device| -> Result<(Vec<f32>, f32, f32)> {
+        let mut model = TinyCnn::new(device)?;
+        let cfg = Fit::epochs(2).batch_size(64).optimizer(Adam::new(2e-3)).shuffle_seed(5).verbose(Verbosity::Quiet);
+        let history = model.fit(&train, cfg)?;
+        let eval = model.evaluate(&test)?;
+        Ok((history.get("loss").unwrap_or_default().to_vec(), eval.loss, eval.accuracy))
+    };
+    let (cpu_losses, cpu_loss, cpu_acc) = run(&Device::cpu())?;
+    let (gpu_losses, gpu_loss, gpu_acc) = run(&gpu)?;
+    println!("cpu: epoch losses {cpu_losses:?}, test loss {cpu_loss}, accuracy {cpu_acc}");
+    println!("wgpu: epoch losses {gpu_losses:?}, test loss {gpu_loss}, accuracy {gpu_acc}");
+    assert_eq!(gpu_losses.len(), 2);
+    for (g, c) in gpu_losses.iter().zip(&cpu_losses) {
+        assert!((g - c).abs() <= 2e-3 * c.abs().max(1.0), "epoch loss: wgpu {g}, cpu {c}");
+    }
+    assert!((gpu_loss - cpu_loss).abs() <= 5e-3 * cpu_loss.max(1.0), "test loss: wgpu {gpu_loss}, cpu {cpu_loss}");
+    assert!((gpu_acc - cpu_acc).abs() <= 0.01, "test accuracy: wgpu {gpu_acc}, cpu {cpu_acc}");
+    assert!(gpu_acc > 0.75, "two epochs on 2,000 images should learn: accuracy {gpu_acc}");
+    Ok(())
+}

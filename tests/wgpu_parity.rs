@@ -1,0 +1,730 @@
+//! CPU ↔ wgpu parity: every op forward and backward, and every `Backend` kernel, computed on both
+//! devices from the same inputs and compared. Sizes cover the edges (1, 63, 64, 65), more rows
+//! than one dispatch dimension holds (> 65,535), more elements than 65,535 workgroups of 64
+//! (> 4,194,240), and non-contiguous views. They stay small enough for lavapipe.
+//!
+//! Without an adapter the tests print a loud SKIPPED line, unless `RUMUS_REQUIRE_WGPU=1` (CI),
+//! where a missing adapter fails them.
+
+use rumus::backend::cpu::CpuBackend;
+use rumus::backend::wgpu::WgpuBackend;
+use rumus::backend::*;
+use rumus::testing::wgpu_or_skip;
+use rumus::{Device, Layout, RawTensor, Result};
+
+/// Deterministic pseudo-random data (CPU generator), so both devices get identical inputs.
+fn data(len: usize, seed: u64) -> Vec<f32> {
+    let mut rng = rumus::rng::Rng::new(seed);
+    (0..len).map(|_| rng.uniform() * 4.0 - 2.0).collect()
+}
+
+fn positive(len: usize, seed: u64) -> Vec<f32> {
+    data(len, seed).iter().map(|x| x.abs() + 0.25).collect()
+}
+
+fn assert_close(what: &str, got: &[f32], want: &[f32], tol: f32) {
+    assert_eq!(got.len(), want.len(), "{what}: length {} vs {}", got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ok = (g - w).abs() <= tol * w.abs().max(1.0) || (g.is_nan() && w.is_nan()) || g == w;
+        assert!(ok, "{what}: element {i} of {}: wgpu {g}, cpu {w}", got.len());
+    }
+}
+
+/// An input tensor: data and shape.
+#[derive(Clone)]
+struct Input {
+    data: Vec<f32>,
+    shape: Vec<usize>,
+}
+
+fn input(shape: &[usize], seed: u64) -> Input {
+    Input { data: data(shape.iter().product(), seed), shape: shape.to_vec() }
+}
+
+fn input_positive(shape: &[usize], seed: u64) -> Input {
+    Input { data: positive(shape.iter().product(), seed), shape: shape.to_vec() }
+}
+
+/// Forward values and gradients of every input, on one device.
+fn run_on(
+    device: &Device,
+    inputs: &[Input],
+    f: &dyn Fn(&[RawTensor]) -> Result<RawTensor>,
+) -> Result<(Vec<f32>, Vec<Vec<f32>>)> {
+    let leaves = inputs
+        .iter()
+        .map(|i| RawTensor::from_slice(&i.data, &i.shape, device)?.requires_grad_())
+        .collect::<Result<Vec<_>>>()?;
+    let out = f(&leaves)?;
+    let forward = out.to_vec()?;
+    // Weighted sum so every output element's gradient matters (uniform draws match bit-for-bit).
+    let weights = RawTensor::rand_uniform(out.shape(), 0.5, 1.5, 99, device)?;
+    let grads = out.mul(&weights)?.sum_all()?.backward()?;
+    let grads = leaves
+        .iter()
+        .map(|l| match grads.get(l) {
+            Some(g) => g.to_vec(),
+            None => Ok(vec![0.0; l.numel()]),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((forward, grads))
+}
+
+/// Runs `f` on both devices and compares the forward and every input gradient.
+fn parity(gpu: &Device, name: &str, inputs: &[Input], tol: f32, f: impl Fn(&[RawTensor]) -> Result<RawTensor>) {
+    let (cf, cg) = run_on(&Device::cpu(), inputs, &f).unwrap_or_else(|e| panic!("{name} on cpu: {e}"));
+    let (gf, gg) = run_on(gpu, inputs, &f).unwrap_or_else(|e| panic!("{name} on wgpu: {e}"));
+    assert_close(&format!("{name} forward"), &gf, &cf, tol);
+    for (k, (g, c)) in gg.iter().zip(&cg).enumerate() {
+        assert_close(&format!("{name} gradient of input {k}"), g, c, tol);
+    }
+}
+
+// ----- op-level parity (forward and gradients) -----
+
+#[test]
+fn unary_ops_match() {
+    let Some(gpu) = wgpu_or_skip() else { return };
+    type Op = fn(&RawTensor) -> Result<RawTensor>;
+    let ops: [(&str, Op, bool); 17] = [
+        ("neg", |x| x.neg(), false),
+        ("exp", |x| x.exp(), false),
+        ("log", |x| x.log(), true),
+        ("sqrt", |x| x.sqrt(), true),
+        ("abs", |x| x.abs(), false),
+        ("relu", |x| x.relu(), false),
+        ("leaky_relu", |x| x.leaky_relu(0.1), false),
+        ("sigmoid", |x| x.sigmoid(), false),
+        ("tanh", |x| x.tanh(), false),
+        ("gelu", |x| x.gelu(), false),
+        ("gelu_tanh", |x| x.gelu_tanh(), false),
+        ("silu", |x| x.silu(), false),
+        ("add_scalar", |x| x.add_scalar(0.75), false),
+        ("mul_scalar", |x| x.mul_scalar(-1.5), false),
+        ("powf", |x| x.powf(1.7), true),
+        ("powf_int_negative_base", |x| x.powf(3.0), false),
+        ("clamp", |x| x.clamp(-0.5, 0.8), false),
+    ];
+    for len in [1usize, 63, 64, 65, 1000] {
+        for (name, op, pos) in ops {
+            let x = if pos { input_positive(&[len], len as u64) } else { input(&[len], len as u64) };
+            parity(&gpu, &format!("{name}[{len}]"), &[x], 1e-4, |t| op(&t[0]));
+        }
+    }
+}
+
+#[test]
+fn binary_ops_broadcast_and_match() {
+    let Some(gpu) = wgpu_or_skip() else { return };
+    type Op = fn(&RawTensor, &RawTensor) -> Result<RawTensor>;
+    let ops: [(&str, Op); 6] = [
+        ("add", |a, b| a.add(b)),
+        ("sub", |a, b| a.sub(b)),
+        ("mul", |a, b| a.mul(b)),
+        ("div", |a, b| a.div(b)),
+        ("maximum", |a, b| a.maximum(b)),
+        ("minimum", |a, b| a.minimum(b)),
+    ];
+    let shapes: [(&[usize], &[usize]); 5] =
+        [(&[1], &[1]), (&[63], &[63]), (&[2, 1, 65], &[64, 1]), (&[65, 3], &[3]), (&[4, 64], &[4, 1])];
+    for (sa, sb) in shapes {
+        for (name, op) in ops {
+            let a = input(sa, 1);
+            let b = if name == "div" { input_positive(sb, 2) } else { input(sb, 2) };
+            parity(&gpu, &format!("{name}{sa:?}{sb:?}"), &[a, b], 1e-4, |t| op(&t[0], &t[1]));
+        }
+    }
+}
+
+#[test]
+fn ops_on_non_contiguous_views_match() {
+    let Some(gpu) = wgpu_or_skip() else { return };
+    let x = input(&[6, 65], 3);
+    let y = input(&[65, 6], 4);
+    parity(&gpu, "transpose add", &[x.clone(), y.clone()], 1e-4, |t| t[0].transpose(0, 1)?.add(&t[1]));
+    parity(&gpu, "narrow mul", std::slice::from_ref(&x), 1e-4, |t| t[0].narrow(1, 3, 60)?.mul(&t[0].narrow(1, 0, 57)?));
+    parity(&gpu, "narrow exp", std::slice::from_ref(&x), 1e-4, |t| t[0].narrow(0, 1, 5)?.exp());
+    parity(&gpu, "transpose sum", std::slice::from_ref(&x), 1e-4, |t| t[0].transpose(0, 1)?.sum(&[1], false));
+    parity(&gpu, "permute3 contiguous", &[input(&[3, 4, 5], 5)], 1e-4, |t| {
+        t[0].permute(&[2, 0, 1])?.contiguous()?.relu()
+    });
+    parity(&gpu, "broadcast_to", &[input(&[1, 5], 6)], 1e-4, |t| t[0].broadcast_to(&[4, 5])?.mul_scalar(2.0));
+    parity(&gpu, "rank 7 view", &[input(&[2, 3, 2, 3, 2, 3, 2], 7)], 1e-4, |t| {
+        t[0].permute(&[6, 5, 4, 3, 2, 1, 0])?.add_scalar(1.0)
+    });
+}
+
+#[test]
+fn reductions_match() {
+    let Some(gpu) = wgpu_or_skip() else { return };
+    for shape in [&[1usize, 1][..], &[63, 64], &[65, 3], &[3, 65], &[2, 300, 5]] {
+        for axis in 0..shape.len() as isize {
+            let x = input(shape, 11);
+            parity(&gpu, &format!("sum{shape:?} axis {axis}"), std::slice::from_ref(&x), 1e-4, |t| {
+                t[0].sum(&[axis], false)
+            });
+            parity(&gpu, &format!("mean{shape:?} axis {axis}"), std::slice::from_ref(&x), 1e-4, |t| {
+                t[0].mean(&[axis], true)
+            });
+            parity(&gpu, &format!("max{shape:?} axis {axis}"), std::slice::from_ref(&x), 1e-5, |t| {
+                t[0].max(&[axis], false)
+            });
+            parity(&gpu, &format!("min{shape:?} axis {axis}"), std::slice::from_ref(&x), 1e-5, |t| {
+                t[0].min(&[axis], false)
+            });
+            let c = RawTensor::from_slice(&x.data, shape, &Device::cpu()).unwrap().argmax(axis).unwrap();
+            let g = RawTensor::from_slice(&x.data, shape, &gpu).unwrap().argmax(axis).unwrap();
+            assert_eq!(g.to_vec_u32().unwrap(), c.to_vec_u32().unwrap(), "argmax{shape:?} axis {axis}");
+        }
+    }
+    parity(&gpu, "sum_all 100k", &[input(&[100_003], 12)], 1e-4, |t| t[0].sum_all());
+}
+
+#[test]
+fn reductions_over_more_than_65535_rows_match() {
+    let Some(gpu) = wgpu_or_skip() else { return };
+    for cols in [3, 33] {
+        let x = input(&[70_000, cols], 13);
+        parity(&gpu, &format!("sum 70000x{cols}"), std::slice::from_ref(&x), 1e-4, |t| t[0].sum(&[1], false));
+        parity(&gpu, &format!("max 70000x{cols}"), &[x], 1e-5, |t| t[0].max(&[1], false));
+    }
+    // One long row: split into chunks whose partials a second pass combines.
+    let x = input(&[3, 50_001], 14);
+    parity(&gpu, "sum 3 long rows", std::slice::from_ref(&x), 1e-4, |t| t[0].sum(&[1], false));
+    parity(&gpu, "min 3 long rows", &[x], 1e-5, |t| t[0].min(&[1], false));
+}
+
+#[test]
+fn matmul_matches() {
+    let Some(gpu) = wgpu_or_skip() else { return };
+    for (m, k, n) in [(1, 1, 1), (63, 64, 65), (65, 63, 64), (64, 65, 1), (1, 130, 70), (128, 16, 128), (130, 33, 257)]
+    {
+        let a = input(&[m, k], 21);
+        let b = input(&[k, n], 22);
+        parity(&gpu, &format!("matmul {m}x{k}x{n}"), &[a.clone(), b.clone()], 1e-4, |t| t[0].matmul(&t[1]));
+    }
+    // Transposed operands (strided views, no copies) and batch broadcasting.
+    let a = input(&[65, 33], 23);
+    let b = input(&[17, 65], 24);
+    parity(&gpu, "matmul aT bT", &[a, b], 1e-4, |t| t[0].transpose(0, 1)?.matmul(&t[1].transpose(0, 1)?));
+    let a = input(&[3, 2, 9, 65], 25);
+    let b = input(&[65, 7], 26);
+    parity(&gpu, "batched broadcast matmul", &[a, b], 1e-4, |t| t[0].matmul(&t[1]));
+    let a = input(&[200, 129], 31);
+    let b = input(&[140, 200], 32);
+    parity(&gpu, "large-tile matmul aT bT", &[a, b], 1e-4, |t| t[0].transpose(0, 1)?.matmul(&t[1].transpose(0, 1)?));
+    let a = input(&[2, 129, 20], 33);
+    let b = input(&[20, 131], 34);
+    parity(&gpu, "large-tile batched broadcast", &[a, b], 1e-4, |t| t[0].matmul(&t[1]));
+    let a = input(&[3, 20, 17], 37);
+    let b = input(&[3, 40, 17], 38);
+    parity(&gpu, "batched tiles a bT", &[a, b], 1e-4, |t| t[0].matmul(&t[1].transpose(1, 2)?));
+    // More batch entries than one dispatch dimension holds.
+    let a = input(&[70_000, 1, 2], 35);
+    let b = input(&[70_000, 2, 1], 36);
+    parity(&gpu, "batch 70000 matmul", &[a, b], 1e-4, |t| t[0].matmul(&t[1]));
+    let a = input(&[4, 10, 12], 27);
+    let b = input(&[4, 10, 6], 28);
+    parity(&gpu, "batched aT b", &[a, b], 1e-4, |t| t[0].transpose(1, 2)?.matmul(&t[1]));
+    let (a, b) = (input(&[5, 12], 29), input(&[12, 6], 30));
+    parity(&gpu, "narrowed matmul", &[a, b], 1e-4, |t| t[0].narrow(1, 2, 9)?.matmul(&t[1].narrow(0, 1, 8)?));
+}
+
+#[test]
+fn softmax_family_matches() {
+    let Some(gpu) = wgpu_or_skip() else { return };
+    for cols in [1usize, 63, 64, 65, 600] {
+        let x = input(&[3, cols], cols as u64);
+        parity(&gpu, &format!("softmax cols {cols}"), std::slice::from_ref(&x), 1e-4, |t| t[0].softmax(-1));
+        parity(&gpu, &format!("log_softmax cols {cols}"), &[x], 1e-4, |t| t[0].log_softmax(-1));
+    }
+    parity(&gpu, "softmax axis 0", &[input(&[65, 4], 31)], 1e-4, |t| t[0].softmax(0));
+    // Masked rows (leading -inf, as in causal attention) on both the short and workgroup paths.
+    for cols in [5usize, 65, 600] {
+        let mut x = input(&[3, cols], 35);
+        for r in 0..3 {
+            for j in 0..(cols / 2 + r) {
+                x.data[r * cols + j] = f32::NEG_INFINITY;
+            }
+        }
+        parity(&gpu, &format!("masked softmax cols {cols}"), std::slice::from_ref(&x), 1e-4, |t| t[0].softmax(-1));
+    }
+    // Large logits stay exact relative to the max.
+    let big = Input { data: data(64, 32).iter().map(|v| v * 5e3).collect(), shape: vec![2, 32] };
+    parity(&gpu, "log_softmax large logits", &[big], 1e-4, |t| t[0].log_softmax(-1));
+}
+
+#[test]
+fn softmax_over_more_than_65535_rows_matches() {
+    let Some(gpu) = wgpu_or_skip() else { return };
+    // Short rows (one invocation each) and long rows (a workgroup each, more rows than
+    // workgroups in one dispatch dimension).
+    for cols in [5, 33] {
+        let x = input(&[70_000, cols], 33);
+        parity(&gpu, &format!("softmax 70000x{cols}"), std::slice::from_ref(&x), 1e-4, |t| t[0].softmax(-1));
+        parity(&gpu, &format!("log_softmax 70000x{cols}"), &[x], 1e-4, |t| t[0].log_softmax(-1));
+    }
+}
+
+#[test]
+fn elementwise_over_4194240_elements_matches() {
+    let Some(gpu) = wgpu_or_skip() else { return };
+    let n = 4_200_000;
+    let a = data(n, 41);
+    let b = data(n, 42);
+    let run = |d: &Device| -> Result<Vec<f32>> {
+        let x = RawTensor::from_slice(&a, &[n], d)?;
+        let y = RawTensor::from_slice(&b, &[n], d)?;
+        x.add(&y)?.relu()?.to_vec()
+    };
+    let (c, g) = (run(&Device::cpu()).unwrap(), run(&gpu).unwrap());
+    assert_close("add+relu 4.2M", &g, &c, 1e-6);
+}
+
+// ----- kernel-level parity (kernels without an op yet, and both reduction paths) -----
+
+/// What a kernel produced, read back as f32 or u32.
+#[derive(Debug, PartialEq)]
+enum Out {
+    F(Vec<f32>),
+    U(Vec<u32>),
+}
+
+fn read(b: &dyn Backend, s: &Storage) -> Out {
+    let layout = Layout::contiguous(&[s.len()]);
+    match s.dtype() {
+        DType::F32 => Out::F(b.to_f32(s, &layout).unwrap()),
+        DType::U32 => Out::U(b.to_u32(s, &layout).unwrap()),
+    }
+}
+
+/// Runs `f` with the CPU backend and with every wgpu backend variant (subgroup and shared-memory
+/// reductions) and compares all returned storages.
+fn kernel_parity(name: &str, tol: f32, f: impl Fn(&dyn Backend) -> Result<Vec<Storage>>) {
+    let Some(Device::Wgpu(gpu)) = wgpu_or_skip() else {
+        return;
+    };
+    let shared = WgpuBackend::with_shared_memory_reductions().unwrap();
+    assert!(!shared.uses_subgroups(), "the fallback variant must not use subgroups");
+    let cpu = CpuBackend;
+    let want: Vec<Out> =
+        f(&cpu).unwrap_or_else(|e| panic!("{name} on cpu: {e}")).iter().map(|s| read(&cpu, s)).collect();
+    for (variant, backend) in [("subgroups", &*gpu), ("shared memory", &shared)] {
+        let got = f(backend).unwrap_or_else(|e| panic!("{name} on wgpu ({variant}): {e}"));
+        assert_eq!(got.len(), want.len());
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            match (read(backend, g), w) {
+                (Out::F(g), Out::F(w)) => assert_close(&format!("{name} output {k} ({variant})"), &g, w, tol),
+                (Out::U(g), Out::U(w)) => assert_eq!(&g, w, "{name} output {k} ({variant})"),
+                (g, w) => panic!("{name} output {k}: dtype differs: {g:?} vs {w:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn memory_kernels_match() {
+    kernel_parity("full", 0.0, |b| Ok(vec![b.full(65, 2.5)?, b.full(1, 0.0)?, b.full(0, 1.0)?]));
+    kernel_parity("from/to", 0.0, |b| Ok(vec![b.from_f32(&data(63, 1))?, b.from_u32(&[7, 0, u32::MAX])?]));
+    kernel_parity("copy into a sub-view", 0.0, |b| {
+        let src = b.from_f32(&data(12, 2))?;
+        let dst = b.full(40, -1.0)?;
+        let dst_view = Layout::contiguous(&[5, 8]).narrow(1, 2, 6)?.narrow(0, 1, 4)?;
+        let src_view = Layout::contiguous(&[4, 3]).permute(&[1, 0])?;
+        b.copy_strided(&src, &src_view, &dst, &dst_view)?;
+        Ok(vec![dst])
+    });
+    kernel_parity("copy within one storage", 0.0, |b| {
+        let s = b.from_f32(&data(16, 3))?;
+        let src_view = Layout::contiguous(&[4, 4]).permute(&[1, 0])?;
+        b.copy_strided(&s, &src_view, &s, &Layout::contiguous(&[4, 4]))?;
+        Ok(vec![s])
+    });
+    kernel_parity("strided readback", 0.0, |b| {
+        let s = b.from_f32(&data(30, 4))?;
+        let view = Layout::contiguous(&[5, 6]).permute(&[1, 0])?.narrow(0, 1, 4)?;
+        let host = b.to_f32(&s, &view)?;
+        Ok(vec![b.from_f32(&host)?])
+    });
+}
+
+#[test]
+fn random_streams_match_bit_for_bit() {
+    let Some(Device::Wgpu(gpu)) = wgpu_or_skip() else {
+        return;
+    };
+    let cpu = CpuBackend;
+    let layout = Layout::contiguous(&[100_000]);
+    let u = |b: &dyn Backend| b.to_f32(&b.random(RandomKind::Uniform, 100_000, 1234).unwrap(), &layout).unwrap();
+    assert_eq!(u(&*gpu), u(&cpu), "uniform stream must be identical");
+    kernel_parity("normal", 1e-5, |b| Ok(vec![b.random(RandomKind::Normal, 10_000, 77)?]));
+}
+
+#[test]
+fn cross_entropy_kernels_match() {
+    for (rows, classes, smoothing) in
+        [(1usize, 1usize, 0.0f32), (63, 10, 0.0), (65, 64, 0.1), (70_000, 3, 0.0), (2_000, 33, 0.1), (4, 300, 0.2)]
+    {
+        let logits = data(rows * classes, 51);
+        let targets: Vec<u32> = (0..rows as u32).map(|r| (r * 7 + 3) % classes as u32).collect();
+        let grad_rows = positive(rows, 52);
+        let args = CrossEntropyArgs { rows, classes, smoothing };
+        kernel_parity(&format!("cross_entropy {rows}x{classes} s={smoothing}"), 1e-4, |b| {
+            let x = b.from_f32(&logits)?;
+            let t = b.from_u32(&targets)?;
+            let g = b.from_f32(&grad_rows)?;
+            Ok(vec![b.cross_entropy(&x, &t, &args)?, b.cross_entropy_backward(&x, &t, &g, &args)?])
+        });
+    }
+}
+
+#[test]
+fn reduce_and_softmax_kernels_match_on_both_reduction_paths() {
+    for dims in [
+        ReduceDims { outer: 1, len: 1, inner: 1 },
+        ReduceDims { outer: 3, len: 1000, inner: 1 },
+        ReduceDims { outer: 70_000, len: 2, inner: 1 },
+        ReduceDims { outer: 3_000, len: 33, inner: 1 },
+        ReduceDims { outer: 2, len: 100_000, inner: 1 },
+        // Few outputs over a long axis: chunked column reduction plus a second pass.
+        ReduceDims { outer: 1, len: 20_000, inner: 7 },
+        ReduceDims { outer: 2, len: 5_000, inner: 33 },
+        ReduceDims { outer: 2, len: 65, inner: 63 },
+        ReduceDims { outer: 4, len: 0, inner: 1 },
+    ] {
+        let x = data(dims.outer * dims.len * dims.inner, 61);
+        kernel_parity(&format!("reduce {dims:?}"), 1e-4, |b| {
+            let s = b.from_f32(&x)?;
+            let mut out = vec![b.reduce(ReduceOp::Sum, &s, dims)?];
+            if dims.len > 0 {
+                out.push(b.reduce(ReduceOp::Max, &s, dims)?);
+                out.push(b.reduce(ReduceOp::Min, &s, dims)?);
+                out.push(b.argmax(&s, dims)?);
+            }
+            Ok(out)
+        });
+    }
+    // NaN wins in max/min, on the workgroup path too (hardware max may drop it).
+    let mut with_nan = data(3 * 1000, 64);
+    with_nan[1000 + 517] = f32::NAN;
+    for dims in [ReduceDims { outer: 3, len: 1000, inner: 1 }, ReduceDims { outer: 3, len: 10, inner: 100 }] {
+        kernel_parity(&format!("max/min/argmax with a NaN {dims:?}"), 1e-5, |b| {
+            let s = b.from_f32(&with_nan)?;
+            Ok(vec![b.reduce(ReduceOp::Max, &s, dims)?, b.reduce(ReduceOp::Min, &s, dims)?, b.argmax(&s, dims)?])
+        });
+    }
+    for (rows, cols) in [(1usize, 1usize), (5, 257), (70_000, 2), (3_000, 33)] {
+        let x = data(rows * cols, 62);
+        let g = data(rows * cols, 63);
+        kernel_parity(&format!("softmax kernels {rows}x{cols}"), 1e-4, |b| {
+            let xs = b.from_f32(&x)?;
+            let gs = b.from_f32(&g)?;
+            let y = b.softmax(&xs, rows, cols, false)?;
+            let ly = b.softmax(&xs, rows, cols, true)?;
+            let dy = b.softmax_backward(&y, &gs, rows, cols, false)?;
+            let dly = b.softmax_backward(&ly, &gs, rows, cols, true)?;
+            Ok(vec![y, ly, dy, dly])
+        });
+    }
+}
+
+fn geom(
+    batch: usize,
+    channels: usize,
+    (h, w): (usize, usize),
+    k: usize,
+    stride: usize,
+    pad: usize,
+    dilation: usize,
+) -> ConvGeom {
+    let oh = ConvGeom::out_extent(h, k, stride, pad, dilation).unwrap();
+    let ow = ConvGeom::out_extent(w, k, stride, pad, dilation).unwrap();
+    ConvGeom {
+        batch,
+        channels,
+        in_h: h,
+        in_w: w,
+        kernel_h: k,
+        kernel_w: k,
+        stride_h: stride,
+        stride_w: stride,
+        pad_h: pad,
+        pad_w: pad,
+        dilation_h: dilation,
+        dilation_w: dilation,
+        out_h: oh,
+        out_w: ow,
+    }
+}
+
+#[test]
+fn convolution_and_pooling_kernels_match() {
+    let geoms = [
+        geom(1, 1, (1, 1), 1, 1, 0, 1),
+        geom(2, 3, (9, 8), 3, 1, 1, 1),
+        geom(2, 2, (10, 11), 3, 2, 1, 2),
+        geom(1, 4, (8, 8), 2, 2, 0, 1),
+        geom(3, 2, (7, 9), 5, 1, 2, 1),
+    ];
+    for g in geoms {
+        let x = data(g.batch * g.channels * g.in_h * g.in_w, 71);
+        let cols = data(g.batch * g.channels * g.kernel_h * g.kernel_w * g.out_h * g.out_w, 72);
+        let pooled_grad = data(g.batch * g.channels * g.out_h * g.out_w, 73);
+        kernel_parity(&format!("conv/pool {g:?}"), 1e-4, |b| {
+            let xs = b.from_f32(&x)?;
+            let (mx, arg) = b.max_pool2d(&xs, &g)?;
+            let gs = b.from_f32(&pooled_grad)?;
+            Ok(vec![
+                b.im2col(&xs, &g)?,
+                b.col2im(&b.from_f32(&cols)?, &g)?,
+                b.max_pool2d_backward(&gs, &arg, &g)?,
+                mx,
+                arg,
+                b.avg_pool2d(&xs, &g)?,
+                b.avg_pool2d_backward(&gs, &g)?,
+            ])
+        });
+    }
+    for (h, w, oh, ow) in [(7usize, 9usize, 3usize, 4usize), (5, 5, 1, 1), (4, 6, 4, 6), (3, 3, 5, 2)] {
+        let g = ConvGeom { out_h: oh, out_w: ow, ..geom(2, 3, (h, w), 1, 1, 0, 1) };
+        let x = data(2 * 3 * h * w, 74);
+        let grad = data(2 * 3 * oh * ow, 75);
+        kernel_parity(&format!("adaptive_avg_pool {h}x{w} -> {oh}x{ow}"), 1e-4, |b| {
+            Ok(vec![
+                b.adaptive_avg_pool2d(&b.from_f32(&x)?, &g)?,
+                b.adaptive_avg_pool2d_backward(&b.from_f32(&grad)?, &g)?,
+            ])
+        });
+    }
+}
+
+#[test]
+fn indexing_kernels_match() {
+    for (outer, len, inner, count) in
+        [(1usize, 1usize, 1usize, 1usize), (2, 10, 3, 7), (3, 65, 64, 100), (1, 5, 63, 65)]
+    {
+        let x = data(outer * len * inner, 81);
+        let idx: Vec<u32> = (0..count as u32).map(|j| (j * 13 + 1) % len as u32).collect();
+        let grad = data(outer * count * inner, 82);
+        let args = IndexArgs { outer, len, inner, count };
+        kernel_parity(&format!("index {args:?}"), 1e-4, |b| {
+            let i = b.from_u32(&idx)?;
+            Ok(vec![b.index_select(&b.from_f32(&x)?, &i, &args)?, b.index_add(&b.from_f32(&grad)?, &i, &args)?])
+        });
+        let gidx: Vec<u32> = (0..(outer * count * inner) as u32).map(|j| (j * 7 + 5) % len as u32).collect();
+        let gargs = GatherArgs { outer, len, inner, count };
+        kernel_parity(&format!("gather {gargs:?}"), 1e-4, |b| {
+            let i = b.from_u32(&gidx)?;
+            Ok(vec![b.gather(&b.from_f32(&x)?, &i, &gargs)?, b.scatter_add(&b.from_f32(&grad)?, &i, &gargs)?])
+        });
+    }
+}
+
+#[test]
+fn optimizer_kernels_match() {
+    let steps = [
+        OptimizerStep::Sgd {
+            lr: 0.1,
+            momentum: 0.0,
+            dampening: 0.0,
+            weight_decay: 0.01,
+            nesterov: false,
+            first_step: true,
+        },
+        OptimizerStep::Sgd {
+            lr: 0.1,
+            momentum: 0.9,
+            dampening: 0.1,
+            weight_decay: 0.0,
+            nesterov: false,
+            first_step: true,
+        },
+        OptimizerStep::Sgd {
+            lr: 0.1,
+            momentum: 0.9,
+            dampening: 0.0,
+            weight_decay: 0.01,
+            nesterov: true,
+            first_step: false,
+        },
+        OptimizerStep::Adam {
+            lr: 1e-3,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.0,
+            decoupled: false,
+            step: 1,
+        },
+        OptimizerStep::Adam {
+            lr: 1e-3,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.05,
+            decoupled: true,
+            step: 7,
+        },
+        OptimizerStep::Adam {
+            lr: 1e-3,
+            beta1: 0.8,
+            beta2: 0.99,
+            eps: 1e-6,
+            weight_decay: 0.05,
+            decoupled: false,
+            step: 3,
+        },
+        OptimizerStep::RmsProp { lr: 1e-2, alpha: 0.99, eps: 1e-8, weight_decay: 0.0, momentum: 0.0 },
+        OptimizerStep::RmsProp { lr: 1e-2, alpha: 0.9, eps: 1e-8, weight_decay: 0.1, momentum: 0.5 },
+    ];
+    for len in [1usize, 65, 1000] {
+        for step in steps {
+            let (p, g, s0, s1) = (data(len, 91), data(len, 92), data(len, 93), positive(len, 94));
+            kernel_parity(&format!("{step:?} len {len}"), 1e-5, |b| {
+                let (ps, gs) = (b.from_f32(&p)?, b.from_f32(&g)?);
+                let (a, c) = (b.from_f32(&s0)?, b.from_f32(&s1)?);
+                b.optimizer_step(&step, &ps, &gs, &[&a, &c], len)?;
+                // Twice, so the state written by the first update feeds the second.
+                b.optimizer_step(&step, &ps, &gs, &[&a, &c], len)?;
+                Ok(vec![ps, a, c])
+            });
+        }
+    }
+}
+
+#[test]
+fn device_handles_share_one_context_and_errors_are_clean() {
+    let Some(gpu) = wgpu_or_skip() else { return };
+    let again = Device::wgpu().unwrap();
+    assert!(gpu.same(&again));
+    assert!(!gpu.same(&Device::cpu()));
+    // Mixing devices is an error, not a panic.
+    let a = RawTensor::ones(&[3], &gpu).unwrap();
+    let b = RawTensor::ones(&[3], &Device::cpu()).unwrap();
+    assert!(a.add(&b).is_err());
+    // A tensor beyond the largest storage binding is a clean Gpu error.
+    let Device::Wgpu(backend) = &gpu else { unreachable!() };
+    let too_big = (backend.context().limits().max_storage_buffer_binding_size / 4 + 1024) as usize;
+    match backend.full(too_big, 1.0) {
+        Err(rumus::Error::Gpu(msg)) => assert!(msg.contains("exceeds"), "{msg}"),
+        other => panic!("expected a Gpu error, got {other:?}"),
+    }
+    // Moving between devices round-trips.
+    let x = RawTensor::from_vec(data(10, 5), &[2, 5], &Device::cpu()).unwrap();
+    assert_eq!(x.to_device(&gpu).unwrap().to_device(&Device::cpu()).unwrap().to_vec().unwrap(), x.to_vec().unwrap());
+}
+
+// ----- layer ops (convolution, pooling, normalisation, indexing, losses, joins) -----
+
+/// u32 indices on the device of `like`.
+fn indices(values: &[u32], shape: &[usize], like: &RawTensor) -> Result<RawTensor> {
+    RawTensor::from_indices(values, shape, like.device())
+}
+
+#[test]
+fn convolution_and_pooling_ops_match() {
+    let Some(gpu) = wgpu_or_skip() else { return };
+    let (x, w, b) = (input(&[2, 3, 9, 8], 101), input(&[4, 3, 3, 3], 102), input(&[4], 103));
+    parity(&gpu, "conv2d pad 1", &[x.clone(), w, b], 1e-4, |t| {
+        t[0].conv2d(&t[1], Some(&t[2]), (1, 1), (1, 1), (1, 1), 1)
+    });
+    let (x2, w2) = (input(&[2, 4, 10, 11], 104), input(&[6, 2, 3, 3], 105));
+    parity(&gpu, "conv2d stride 2 dilation 2 groups 2", &[x2, w2], 1e-4, |t| {
+        t[0].conv2d(&t[1], None, (2, 2), (1, 1), (2, 2), 2)
+    });
+    parity(&gpu, "im2col", std::slice::from_ref(&x), 1e-5, |t| t[0].im2col((3, 2), (2, 1), (1, 0), (1, 2)));
+    parity(&gpu, "max_pool2d 2x2", std::slice::from_ref(&x), 1e-5, |t| t[0].max_pool2d((2, 2), (2, 2), (0, 0), (1, 1)));
+    parity(&gpu, "max_pool2d 3x3 pad", std::slice::from_ref(&x), 1e-5, |t| {
+        t[0].max_pool2d((3, 3), (1, 1), (1, 1), (1, 1))
+    });
+    parity(&gpu, "avg_pool2d 3x3 s2 pad", std::slice::from_ref(&x), 1e-5, |t| t[0].avg_pool2d((3, 3), (2, 2), (1, 1)));
+    parity(&gpu, "adaptive_avg_pool2d", std::slice::from_ref(&x), 1e-5, |t| t[0].adaptive_avg_pool2d((4, 3)));
+    // A non-contiguous input goes through the same kernels after a device copy.
+    parity(&gpu, "pool of a transposed view", std::slice::from_ref(&x), 1e-5, |t| {
+        t[0].transpose(2, 3)?.max_pool2d((2, 2), (2, 2), (0, 0), (1, 1))
+    });
+}
+
+#[test]
+fn normalisation_and_dropout_ops_match() {
+    let Some(gpu) = wgpu_or_skip() else { return };
+    let (x, w, b) = (input(&[4, 3, 5, 5], 111), input(&[3], 112), input(&[3], 113));
+    parity(&gpu, "batch_norm training", &[x.clone(), w.clone(), b.clone()], 1e-4, |t| {
+        t[0].batch_norm(Some(&t[1]), Some(&t[2]), None, true, 1e-5)
+    });
+    // Running statistics update in place on the device and feed evaluation.
+    let stats = |d: &Device| -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
+        let xt = RawTensor::from_slice(&x.data, &x.shape, d)?;
+        let mean = RawTensor::zeros(&[3], d)?;
+        let var = RawTensor::ones(&[3], d)?;
+        let running = rumus::RunningStats { mean: &mean, var: &var, momentum: 0.1 };
+        xt.batch_norm(None, None, Some(running), true, 1e-5)?;
+        let running = rumus::RunningStats { mean: &mean, var: &var, momentum: 0.1 };
+        let eval = xt.batch_norm(None, None, Some(running), false, 1e-5)?;
+        Ok((mean.to_vec()?, var.to_vec()?, eval.to_vec()?))
+    };
+    let (c, g) = (stats(&Device::cpu()).unwrap(), stats(&gpu).unwrap());
+    assert_close("running mean", &g.0, &c.0, 1e-5);
+    assert_close("running var", &g.1, &c.1, 1e-5);
+    assert_close("batch_norm eval", &g.2, &c.2, 1e-4);
+    let (y, lw, lb) = (input(&[4, 65], 114), input(&[65], 115), input(&[65], 116));
+    parity(&gpu, "layer_norm", &[y, lw, lb], 1e-4, |t| t[0].layer_norm(&[65], Some(&t[1]), Some(&t[2]), 1e-5));
+    parity(&gpu, "dropout", std::slice::from_ref(&x), 1e-5, |t| t[0].dropout(0.3, true, 7));
+}
+
+#[test]
+fn indexing_ops_match() {
+    let Some(gpu) = wgpu_or_skip() else { return };
+    let x = input(&[7, 65], 121);
+    let rows: Vec<u32> = vec![3, 0, 6, 3, 1];
+    parity(&gpu, "index_select axis 0", std::slice::from_ref(&x), 1e-5, |t| {
+        t[0].index_select(0, &indices(&rows, &[5], &t[0])?)
+    });
+    let cols: Vec<u32> = (0..64).map(|j| (j * 7) % 65).collect();
+    parity(&gpu, "index_select axis 1", std::slice::from_ref(&x), 1e-5, |t| {
+        t[0].index_select(1, &indices(&cols, &[64], &t[0])?)
+    });
+    let ids: Vec<u32> = vec![1, 6, 6, 0, 2, 5];
+    parity(&gpu, "embedding", std::slice::from_ref(&x), 1e-5, |t| indices(&ids, &[2, 3], &t[0])?.embedding(&t[0]));
+    let picks: Vec<u32> = (0..7 * 3).map(|j| (j * 11) % 65).collect();
+    parity(&gpu, "gather axis 1", std::slice::from_ref(&x), 1e-5, |t| {
+        t[0].gather(1, &indices(&picks, &[7, 3], &t[0])?)
+    });
+}
+
+#[test]
+fn loss_ops_match() {
+    let Some(gpu) = wgpu_or_skip() else { return };
+    for (rows, classes, smoothing) in [(1usize, 1usize, 0.0f32), (63, 10, 0.1), (64, 65, 0.0), (5, 300, 0.2)] {
+        let logits = input(&[rows, classes], rows as u64);
+        let targets: Vec<u32> = (0..rows as u32).map(|r| (r * 5 + 1) % classes as u32).collect();
+        parity(&gpu, &format!("cross_entropy {rows}x{classes} s={smoothing}"), &[logits], 1e-4, |t| {
+            t[0].cross_entropy(&indices(&targets, &[rows], &t[0])?, smoothing)
+        });
+    }
+    let logits = input(&[70_000, 10], 131);
+    let targets: Vec<u32> = (0..70_000u32).map(|r| r % 10).collect();
+    parity(&gpu, "cross_entropy 70000 rows", &[logits], 1e-4, |t| {
+        t[0].cross_entropy(&indices(&targets, &[70_000], &t[0])?, 0.0)
+    });
+    let (p, q) = (input(&[6, 9], 132), input(&[6, 9], 133));
+    let targets: Vec<u32> = vec![0, 8, 3, 3, 1, 7];
+    parity(&gpu, "nll_loss", std::slice::from_ref(&p), 1e-4, |t| {
+        t[0].log_softmax(-1)?.nll_loss(&indices(&targets, &[6], &t[0])?)
+    });
+    parity(&gpu, "mse_loss", &[p.clone(), q.clone()], 1e-4, |t| t[0].mse_loss(&t[1]));
+    let probs = Input { data: positive(54, 134).iter().map(|v| v / 2.5).collect(), shape: vec![6, 9] };
+    parity(&gpu, "bce_with_logits", &[p, probs], 1e-4, |t| t[0].bce_with_logits(&t[1]));
+}
+
+#[test]
+fn join_ops_match() {
+    let Some(gpu) = wgpu_or_skip() else { return };
+    let (a, b) = (input(&[3, 5], 141), input(&[3, 2], 142));
+    parity(&gpu, "concat axis 1", &[a.clone(), b], 1e-6, |t| RawTensor::concat(&[&t[0], &t[1]], 1));
+    let c = input(&[5, 3], 143);
+    parity(&gpu, "concat of a transposed view", &[a.clone(), c.clone()], 1e-6, |t| {
+        RawTensor::concat(&[&t[0], &t[1].transpose(0, 1)?], 0)
+    });
+    parity(&gpu, "stack axis 1", &[a, c], 1e-6, |t| RawTensor::stack(&[&t[0], &t[1].transpose(0, 1)?], 1));
+}
