@@ -35,5 +35,14 @@ pub mod prelude {
     pub use crate::nn::Module;
     pub use crate::optim::{Adam, AdamW, Optimizer, RmsProp, Sgd};
     pub use crate::train::{EarlyStopping, Fit, History, Loss, ModelCheckpoint, TerminateOnNaN, Verbosity};
+    pub use crate::{layers, model};
     pub use crate::{no_grad, Device, Error, Model, RawTensor, Result, Shape, Shape1, Shape2, Shape3, Shape4, Tensor};
 }
+
+// `#[model]` / `layers!`, and the items the code they generate refers to (`::rumus::__private`).
+#[doc(hidden)]
+pub use rumus_macros::__model_resume;
+pub use rumus_macros::{layers, model};
+#[doc(hidden)]
+#[path = "macro_support.rs"]
+pub mod __private;

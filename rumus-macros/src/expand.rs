@@ -1,0 +1,384 @@
+//! Code generation: the struct with runtime field types, `new`, typed `forward` (and one typed
+//! method per field), `Module` and `Model` impls, parameter access, `summary`, and the callback
+//! macro through which an enclosing model learns this model's shapes.
+//!
+//! Generated code is plain: concrete types and `Box<dyn Module>` sequences, no generic
+//! machinery, so it costs the compiler little (dfdx#234).
+
+use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
+use syn::spanned::Spanned;
+use syn::Error;
+
+use crate::model::{self, Field, FieldBody, FieldKind, ModelArgs, Plan};
+use crate::parse::Result;
+use crate::spec::lit;
+use crate::summary;
+
+/// `#[model(attr)] item`.
+pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
+    expand(attr, TokenStream::new(), item)
+}
+
+/// `__model_resume! { [attr] [known nested shapes] item }`, re-entered from a nested model's
+/// callback macro.
+pub fn resume(input: TokenStream) -> TokenStream {
+    let mut it = input.into_iter();
+    match (it.next(), it.next()) {
+        (Some(TokenTree::Group(a)), Some(TokenTree::Group(k)))
+            if a.delimiter() == Delimiter::Bracket && k.delimiter() == Delimiter::Bracket =>
+        {
+            expand(a.stream(), k.stream(), it.collect())
+        }
+        _ => Error::new(Span::call_site(), "`__model_resume!` is internal to #[model]").to_compile_error(),
+    }
+}
+
+/// `layers![..]` outside a `#[model]` struct: there is no input shape to infer from.
+pub fn layers_alone(input: TokenStream) -> TokenStream {
+    let span = input.clone().into_iter().next().map(|t| t.span()).unwrap_or_else(Span::call_site);
+    Error::new(
+        span,
+        "`layers![..]` declares a field of a #[model] struct, e.g.\n#[model(input = [784])]\nstruct Mlp { body: layers![Linear(128), Relu, Linear(10)] }",
+    )
+    .to_compile_error()
+}
+
+fn expand(attr: TokenStream, known: TokenStream, item: TokenStream) -> TokenStream {
+    let parsed: syn::ItemStruct = match syn::parse2(item.clone()) {
+        Ok(s) => s,
+        Err(e) => {
+            let msg = format!("#[model] goes on a struct whose fields are layers: {e}");
+            return Error::new(e.span(), msg).to_compile_error();
+        }
+    };
+    match expand_struct(&parsed, attr.clone(), known, &item) {
+        Ok(ts) => ts,
+        Err(e) => {
+            // Keep the struct (with runtime field types) so the only error is ours.
+            let mut out = e.to_compile_error();
+            out.extend(fallback(&parsed));
+            out
+        }
+    }
+}
+
+fn expand_struct(
+    item: &syn::ItemStruct,
+    attr: TokenStream,
+    known: TokenStream,
+    raw: &TokenStream,
+) -> Result<TokenStream> {
+    let args = model::parse_args(attr.clone())?;
+    let fields = model::parse_fields(item)?;
+    let known_map = model::parse_known(known.clone())?;
+    // A nested model's shapes are not visible here; its callback macro re-invokes us with them.
+    for f in &fields {
+        if let FieldKind::Nested(path) = &f.kind {
+            if !known_map.contains_key(&f.name.to_string()) {
+                return Ok(callback(&f.name, path, &attr, &known, raw));
+            }
+        }
+    }
+    let plan = model::plan(item, &args, &fields, &known_map)?;
+    Ok(generate(item, &args, &fields, &plan))
+}
+
+fn callback_name(ident: &syn::Ident) -> syn::Ident {
+    format_ident!("__rumus_model_{}", ident, span = ident.span())
+}
+
+/// `path::__rumus_model_Name! { field [attr] [known] item }`.
+fn callback(
+    field: &syn::Ident,
+    path: &syn::Path,
+    attr: &TokenStream,
+    known: &TokenStream,
+    item: &TokenStream,
+) -> TokenStream {
+    let mut mac = path.clone();
+    if let Some(last) = mac.segments.last_mut() {
+        last.ident = callback_name(&last.ident);
+    }
+    // If the type is not a #[model] struct the callback does not resolve; this assertion makes
+    // rustc also say why, through `Model`'s on_unimplemented message.
+    quote_spanned! {path.span()=>
+        const _: () = {
+            fn __nested_model<M: ::rumus::Model>() {}
+            let _ = __nested_model::<#path>;
+        };
+        #mac! { #field [#attr] [#known] #item }
+    }
+}
+
+/// `Shape3<1, 28, 28>`; `plan` has checked the rank is 1 to 4.
+fn shape_type(s: &[usize]) -> TokenStream {
+    let d: Vec<proc_macro2::Literal> = s.iter().map(|x| lit(*x)).collect();
+    match d.as_slice() {
+        [a] => quote!(::rumus::Shape1<#a>),
+        [a, b] => quote!(::rumus::Shape2<#a, #b>),
+        [a, b, c] => quote!(::rumus::Shape3<#a, #b, #c>),
+        [a, b, c, e] => quote!(::rumus::Shape4<#a, #b, #c, #e>),
+        _ => quote!(::core::compile_error!("rumus: typed tensors have rank 1 to 4")),
+    }
+}
+
+fn dims_tokens(s: &[usize]) -> TokenStream {
+    let d = s.iter().map(|x| lit(*x));
+    quote!([#(#d),*])
+}
+
+fn fallback(item: &syn::ItemStruct) -> TokenStream {
+    let mut item = item.clone();
+    for f in item.fields.iter_mut() {
+        f.attrs.retain(|a| !a.path().is_ident("input"));
+        if matches!(&f.ty, syn::Type::Macro(m) if m.mac.path.segments.last().is_some_and(|s| s.ident == "layers")) {
+            f.ty = syn::parse_quote!(::rumus::nn::Sequential);
+        }
+    }
+    item.to_token_stream()
+}
+
+fn generate(item: &syn::ItemStruct, args: &ModelArgs, fields: &[Field], plan: &Plan) -> TokenStream {
+    let name = &item.ident;
+    let vis = &item.vis;
+    let attrs = &item.attrs;
+    let in_ty = shape_type(&plan.input);
+    let out_ty = shape_type(&plan.output);
+    let (in_dims, out_dims) = (dims_tokens(&plan.input), dims_tokens(&plan.output));
+    let trainable = plan.trainable as usize;
+    let total = plan.trainable.saturating_add(plan.buffers) as usize;
+    let table = summary::render(&name.to_string(), fields, plan);
+
+    let mut decls = Vec::new();
+    let mut inits = Vec::new();
+    let mut methods = Vec::new();
+    let mut visits = Vec::new();
+    let mut trainings = Vec::new();
+    let mut checks = Vec::new();
+    let mut chain = Vec::new();
+    for (i, (f, p)) in fields.iter().zip(&plan.fields).enumerate() {
+        let (fname, fvis, fattrs) = (&f.name, &f.vis, &f.attrs);
+        let key = fname.to_string();
+        let (fin, fout) = (shape_type(&p.input), shape_type(&p.output));
+        let method = format_ident!("forward_{}", fname);
+        let doc = format!(
+            "Runs field `{key}` alone: {} → {} per sample.",
+            crate::spec::fmt_shape(&p.input),
+            crate::spec::fmt_shape(&p.output)
+        );
+        match &p.body {
+            FieldBody::Layers(outs) => {
+                let ctors = outs.iter().map(|o| &o.ctor);
+                decls.push(quote!(#(#fattrs)* #fvis #fname: ::rumus::nn::Sequential));
+                inits.push(quote!(#fname: ::rumus::nn::Sequential::new() #(.with(#ctors))*));
+                methods.push(quote! {
+                    #[doc = #doc]
+                    pub fn #method(&self, x: &::rumus::Tensor<#fin>) -> ::rumus::Result<::rumus::Tensor<#fout>> {
+                        ::rumus::Tensor::from_raw(::rumus::nn::Module::forward_raw(&self.#fname, x.raw())?)
+                    }
+                });
+            }
+            FieldBody::Nested { path, seed, .. } => {
+                decls.push(quote!(#(#fattrs)* #fvis #fname: #path));
+                inits.push(quote!(#fname: <#path>::new(device, #seed)?));
+                methods.push(quote! {
+                    #[doc = #doc]
+                    pub fn #method(&self, x: &::rumus::Tensor<#fin>) -> ::rumus::Result<::rumus::Tensor<#fout>> {
+                        self.#fname.forward(x)
+                    }
+                });
+                // Second line of defence behind the expansion-time check: the nested type must
+                // take this input (rustc reports it in shapes through on_unimplemented).
+                let ty = &f.ty_tokens;
+                checks.push(quote_spanned! {ty.span()=>
+                    const _: () = {
+                        fn __takes<M: ::rumus::__private::TakesInput<S>, S: ::rumus::Shape>() {}
+                        let _ = __takes::<#path, #fin>;
+                    };
+                });
+            }
+        }
+        visits.push(
+            quote!(::rumus::nn::Module::visit_params(&self.#fname, &::rumus::nn::join_name(prefix, #key), visitor);),
+        );
+        trainings.push(quote!(::rumus::nn::Module::set_training(&mut self.#fname, training);));
+        let h = format_ident!("h{}", i);
+        let arg = if i == 0 {
+            quote!(x)
+        } else {
+            let prev = format_ident!("h{}", i - 1);
+            quote!(&#prev)
+        };
+        chain.push(quote!(let #h = self.#method(#arg)?;));
+    }
+    let last = format_ident!("h{}", fields.len().saturating_sub(1));
+    let forward = if args.custom {
+        quote!()
+    } else {
+        let doc = format!(
+            "Runs the model: {} → {} per sample (the batch axis is dynamic).",
+            crate::spec::fmt_shape(&plan.input),
+            crate::spec::fmt_shape(&plan.output)
+        );
+        quote! {
+            #[doc = #doc]
+            pub fn forward(&self, x: &::rumus::Tensor<#in_ty>) -> ::rumus::Result<::rumus::Tensor<#out_ty>> {
+                #(#chain)*
+                ::core::result::Result::Ok(#last)
+            }
+        }
+    };
+    let mac = callback_name(name);
+    let (t128, b128) = (plan.trainable, plan.buffers);
+    let name_str = name.to_string();
+    let describe = name_str.clone();
+
+    quote! {
+        #(#attrs)*
+        #vis struct #name {
+            #(#decls,)*
+        }
+
+        impl #name {
+            /// Per-sample input shape.
+            pub const INPUT: &'static [usize] = &#in_dims;
+            /// Per-sample output shape.
+            pub const OUTPUT: &'static [usize] = &#out_dims;
+            /// Trainable scalars, counted at compile time.
+            pub const TRAINABLE_PARAMS: usize = #trainable;
+            /// Trainable scalars plus buffers (batch-norm running statistics).
+            pub const TOTAL_PARAMS: usize = #total;
+
+            /// Builds the model on `device`; every layer's initialisation is derived from `seed`.
+            pub fn new(device: &::rumus::Device, seed: u64) -> ::rumus::Result<Self> {
+                ::core::result::Result::Ok(#name { #(#inits,)* })
+            }
+
+            #forward
+
+            #(#methods)*
+
+            /// A Keras-style table of layers, output shapes and parameter counts.
+            pub fn summary() -> ::std::string::String {
+                ::std::string::String::from(#table)
+            }
+
+            /// Switches to training behaviour (dropout on, batch-norm batch statistics).
+            pub fn train(&mut self) -> &mut Self {
+                ::rumus::nn::Module::set_training(self, true);
+                self
+            }
+
+            /// Switches to inference behaviour.
+            pub fn eval(&mut self) -> &mut Self {
+                ::rumus::nn::Module::set_training(self, false);
+                self
+            }
+
+            /// Parameters and buffers, in PyTorch's order.
+            pub fn parameters(&self) -> ::std::vec::Vec<::rumus::nn::Param> {
+                ::rumus::nn::named_params(self).into_iter().map(|(_, p)| p).collect()
+            }
+
+            /// Parameters and buffers with PyTorch-style names (`features.0.weight`).
+            pub fn named_parameters(&self) -> ::std::vec::Vec<(::std::string::String, ::rumus::nn::Param)> {
+                ::rumus::nn::named_params(self)
+            }
+        }
+
+        impl ::rumus::nn::Module for #name {
+            fn forward_raw(&self, x: &::rumus::RawTensor) -> ::rumus::Result<::rumus::RawTensor> {
+                // The typed path checks the per-sample shape of untyped input.
+                let x = ::rumus::Tensor::<#in_ty>::from_raw(::core::clone::Clone::clone(x))?;
+                ::core::result::Result::Ok(self.forward(&x)?.into_raw())
+            }
+
+            fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &::rumus::nn::Param)) {
+                #(#visits)*
+            }
+
+            fn set_training(&mut self, training: bool) {
+                #(#trainings)*
+            }
+
+            fn describe(&self) -> ::std::string::String {
+                ::std::string::String::from(#describe)
+            }
+        }
+
+        impl ::rumus::Model for #name {
+            type Input = #in_ty;
+            type Output = #out_ty;
+        }
+
+        impl ::rumus::__private::TakesInput<#in_ty> for #name {}
+
+        #(#checks)*
+
+        // Lets an enclosing #[model] learn this model's shapes at expansion time.
+        #[doc(hidden)]
+        #[allow(unused_macros)]
+        macro_rules! #mac {
+            ($field:ident [$($attr:tt)*] [$($known:tt)*] $($item:tt)*) => {
+                ::rumus::__model_resume! {
+                    [$($attr)*]
+                    [$($known)* $field { input = #in_dims, output = #out_dims, trainable = #t128, buffers = #b128, name = #name }]
+                    $($item)*
+                }
+            };
+        }
+        #[doc(hidden)]
+        #[allow(unused_imports)]
+        pub(crate) use #mac;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    const LENET: &str = "pub struct LeNet { features: layers![Conv2d(6, kernel = 5, padding = 2), Relu, MaxPool2d(2), Conv2d(16, kernel = 5), Relu, MaxPool2d(2)], head: layers![Flatten, Linear(120), Relu, Linear(84), Relu, Linear(10)] }";
+
+    #[test]
+    fn lenet_plan_counts_61706_params_and_docs_show_its_summary() {
+        let item: syn::ItemStruct = syn::parse_str(LENET).unwrap();
+        let args = model::parse_args("input = [1, 28, 28]".parse().unwrap()).unwrap();
+        let fields = model::parse_fields(&item).unwrap();
+        let plan = model::plan(&item, &args, &fields, &HashMap::new()).unwrap();
+        assert_eq!(plan.trainable, 61_706);
+        assert_eq!(plan.output, vec![10]);
+        assert_eq!(plan.fields[0].output, vec![16, 5, 5]);
+        let table = summary::render("LeNet", &fields, &plan);
+        assert!(include_str!("../../docs/DSL.md").contains(&table), "docs/DSL.md shows a stale summary:\n{table}");
+    }
+
+    /// Not an assertion on time (timings do not belong in tests); run with `--nocapture` to see it.
+    #[test]
+    fn expansion_time_of_lenet() {
+        let (attr, item): (TokenStream, TokenStream) = ("input = [1, 28, 28]".parse().unwrap(), LENET.parse().unwrap());
+        let runs = 200;
+        let start = std::time::Instant::now();
+        let mut len = 0;
+        for _ in 0..runs {
+            len += model(attr.clone(), item.clone()).to_string().len();
+        }
+        let per = start.elapsed() / runs;
+        println!(
+            "expanding LeNet-5 (parse + infer + generate + stringify): {per:?} per expansion ({} bytes)",
+            len / runs as usize
+        );
+        assert!(len > 0);
+    }
+
+    #[test]
+    #[ignore = "writes the LeNet expansion to $RUMUS_DUMP for reading"]
+    fn dump_lenet_expansion() {
+        let out = model("input = [1, 28, 28]".parse().unwrap(), LENET.parse().unwrap());
+        if let Ok(path) = std::env::var("RUMUS_DUMP") {
+            std::fs::write(path, out.to_string()).unwrap();
+        }
+    }
+}

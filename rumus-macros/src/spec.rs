@@ -1,0 +1,546 @@
+//! The table of built-in layers: their arguments (kinds, defaults, positions), and for each layer
+//! its shape rule, parameter count and the runtime constructor to generate.
+//!
+//! Shapes are per sample (the batch axis is not included). Every rule mirrors PyTorch's.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::Error;
+
+use crate::parse::{LayerCall, Result, Value, ValueKind};
+use crate::suggest::did_you_mean;
+
+pub type Shape = Vec<usize>;
+
+/// Largest single dimension the macro accepts; larger values are typos, and the bound keeps
+/// every product below overflow in `u128`.
+pub const MAX_DIM: usize = 1 << 31;
+
+/// What kind of value an argument takes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    /// A positive integer.
+    Size,
+    /// A positive integer or a pair `(h, w)`.
+    Size2,
+    /// A non-negative integer, a pair, or `same`.
+    ConvPad,
+    /// A non-negative integer or a pair.
+    Pad,
+    /// A float in `[0, 1)`.
+    Prob,
+    /// A positive float.
+    PosFloat,
+    /// Any float.
+    Float,
+    Bool,
+    /// A signed axis.
+    Axis,
+    /// `out` or `in => out`.
+    Features,
+    /// One or more integers (variadic).
+    Dims,
+    /// One or more layers (variadic).
+    Layers,
+}
+
+impl Kind {
+    fn describe(self) -> &'static str {
+        match self {
+            Kind::Size => "a positive integer",
+            Kind::Size2 => "a positive integer or a pair `(h, w)`",
+            Kind::ConvPad => "a non-negative integer, a pair `(h, w)` or `same`",
+            Kind::Pad => "a non-negative integer or a pair `(h, w)`",
+            Kind::Prob => "a probability in [0, 1)",
+            Kind::PosFloat => "a positive number",
+            Kind::Float => "a number",
+            Kind::Bool => "`true` or `false`",
+            Kind::Axis => "an integer axis (negative counts from the end)",
+            Kind::Features => "a positive integer `out` or `in => out`",
+            Kind::Dims => "integers",
+            Kind::Layers => "layers",
+        }
+    }
+
+    fn variadic(self) -> bool {
+        matches!(self, Kind::Dims | Kind::Layers)
+    }
+}
+
+/// One argument of a layer.
+pub struct ArgSpec {
+    pub name: &'static str,
+    pub kind: Kind,
+    /// May be given without its name, in table order.
+    pub positional: bool,
+    pub required: bool,
+    /// The default as shown in docs and errors.
+    pub default: &'static str,
+}
+
+/// One built-in layer.
+pub struct LayerSpec {
+    pub name: &'static str,
+    pub args: &'static [ArgSpec],
+    /// The shape rule, for docs.
+    pub rule: &'static str,
+}
+
+const fn pos(name: &'static str, kind: Kind) -> ArgSpec {
+    ArgSpec { name, kind, positional: true, required: true, default: "" }
+}
+const fn pos_opt(name: &'static str, kind: Kind, default: &'static str) -> ArgSpec {
+    ArgSpec { name, kind, positional: true, required: false, default }
+}
+const fn named(name: &'static str, kind: Kind, default: &'static str) -> ArgSpec {
+    ArgSpec { name, kind, positional: false, required: false, default }
+}
+
+const NO_ARGS: &[ArgSpec] = &[];
+const ELEMENTWISE: &str = "any shape → the same shape";
+
+/// Every built-in layer. The order is the order of the docs.
+pub static LAYERS: &[LayerSpec] = &[
+    LayerSpec {
+        name: "Linear",
+        args: &[pos("out", Kind::Features), named("bias", Kind::Bool, "true")],
+        rule: "[in] → [out], or [T, in] → [T, out]",
+    },
+    LayerSpec {
+        name: "Conv2d",
+        args: &[
+            pos("out", Kind::Features),
+            pos("kernel", Kind::Size2),
+            named("stride", Kind::Size2, "1"),
+            named("padding", Kind::ConvPad, "0"),
+            named("dilation", Kind::Size2, "1"),
+            named("groups", Kind::Size, "1"),
+            named("bias", Kind::Bool, "true"),
+        ],
+        rule: "[C, H, W] → [out, H', W'], H' = floor((H + 2p - d(k-1) - 1)/s) + 1",
+    },
+    LayerSpec {
+        name: "MaxPool2d",
+        args: &[
+            pos("kernel", Kind::Size2),
+            named("stride", Kind::Size2, "kernel"),
+            named("padding", Kind::Pad, "0"),
+            named("dilation", Kind::Size2, "1"),
+        ],
+        rule: "[C, H, W] → [C, H', W'], H' = floor((H + 2p - d(k-1) - 1)/s) + 1",
+    },
+    LayerSpec {
+        name: "AvgPool2d",
+        args: &[pos("kernel", Kind::Size2), named("stride", Kind::Size2, "kernel"), named("padding", Kind::Pad, "0")],
+        rule: "[C, H, W] → [C, H', W'], H' = floor((H + 2p - k)/s) + 1",
+    },
+    LayerSpec { name: "AdaptiveAvgPool2d", args: &[pos("size", Kind::Dims)], rule: "[C, H, W] → [C, oh, ow]" },
+    LayerSpec { name: "Flatten", args: NO_ARGS, rule: "[d0, d1, ...] → [d0 · d1 · ...]" },
+    LayerSpec {
+        name: "Reshape",
+        args: &[pos("shape", Kind::Dims)],
+        rule: "any shape → the given shape (same element count; one -1 is inferred)",
+    },
+    LayerSpec { name: "Dropout", args: &[pos_opt("p", Kind::Prob, "0.5")], rule: ELEMENTWISE },
+    LayerSpec {
+        name: "BatchNorm1d",
+        args: &[
+            pos_opt("features", Kind::Size, "inferred"),
+            named("eps", Kind::PosFloat, "1e-5"),
+            named("momentum", Kind::Prob, "0.1"),
+        ],
+        rule: "[C] or [C, L] → the same shape",
+    },
+    LayerSpec {
+        name: "BatchNorm2d",
+        args: &[
+            pos_opt("features", Kind::Size, "inferred"),
+            named("eps", Kind::PosFloat, "1e-5"),
+            named("momentum", Kind::Prob, "0.1"),
+        ],
+        rule: "[C, H, W] → the same shape",
+    },
+    LayerSpec {
+        name: "LayerNorm",
+        args: &[
+            pos_opt("shape", Kind::Dims, "last axis"),
+            named("eps", Kind::PosFloat, "1e-5"),
+            named("affine", Kind::Bool, "true"),
+        ],
+        rule: "[..., *shape] → the same shape",
+    },
+    LayerSpec {
+        name: "Embedding",
+        args: &[pos("num", Kind::Size), pos("dim", Kind::Size)],
+        rule: "[T] token indices → [T, dim]",
+    },
+    LayerSpec { name: "Relu", args: NO_ARGS, rule: ELEMENTWISE },
+    LayerSpec { name: "Sigmoid", args: NO_ARGS, rule: ELEMENTWISE },
+    LayerSpec { name: "Tanh", args: NO_ARGS, rule: ELEMENTWISE },
+    LayerSpec { name: "Gelu", args: NO_ARGS, rule: ELEMENTWISE },
+    LayerSpec { name: "GeluTanh", args: NO_ARGS, rule: ELEMENTWISE },
+    LayerSpec { name: "Silu", args: NO_ARGS, rule: ELEMENTWISE },
+    LayerSpec { name: "LeakyRelu", args: &[pos_opt("slope", Kind::Float, "0.01")], rule: ELEMENTWISE },
+    LayerSpec { name: "Softmax", args: &[pos_opt("axis", Kind::Axis, "-1")], rule: ELEMENTWISE },
+    LayerSpec { name: "LogSoftmax", args: &[pos_opt("axis", Kind::Axis, "-1")], rule: ELEMENTWISE },
+    LayerSpec {
+        name: "Residual",
+        args: &[pos("layers", Kind::Layers)],
+        rule: "x → x + layers(x); the layers must preserve the shape",
+    },
+    LayerSpec {
+        name: "MultiHeadAttention",
+        args: &[pos("heads", Kind::Size)],
+        rule: "[T, E] → [T, E], E divisible by heads",
+    },
+];
+
+pub fn find(name: &str) -> Option<&'static LayerSpec> {
+    LAYERS.iter().find(|l| l.name == name)
+}
+
+/// A validated argument value.
+#[derive(Clone, Debug)]
+pub enum Val {
+    Usize(usize),
+    Pair(usize, usize),
+    Same,
+    Float(f64),
+    Bool(bool),
+    Int(i64),
+    Features(Option<usize>, usize),
+    Dims(Vec<i64>),
+    Layers(Vec<LayerCall>),
+}
+
+/// A layer's arguments after binding positional and named ones to the table.
+pub struct Bound {
+    vals: Vec<(&'static str, Val, TokenStream)>,
+}
+
+impl Bound {
+    fn get(&self, name: &str) -> Option<&Val> {
+        self.vals.iter().find(|(n, _, _)| *n == name).map(|(_, v, _)| v)
+    }
+    /// The tokens of argument `name` (for spans), or `fallback` when it was defaulted.
+    pub fn tokens_or<'a>(&'a self, name: &str, fallback: &'a TokenStream) -> &'a TokenStream {
+        self.vals.iter().find(|(n, _, _)| *n == name).map(|(_, _, t)| t).unwrap_or(fallback)
+    }
+    pub fn usize(&self, name: &str) -> Option<usize> {
+        match self.get(name) {
+            Some(Val::Usize(v)) => Some(*v),
+            _ => None,
+        }
+    }
+    pub fn pair(&self, name: &str) -> Option<(usize, usize)> {
+        match self.get(name) {
+            Some(Val::Pair(a, b)) => Some((*a, *b)),
+            _ => None,
+        }
+    }
+    pub fn is_same(&self, name: &str) -> bool {
+        matches!(self.get(name), Some(Val::Same))
+    }
+    pub fn float(&self, name: &str, default: f64) -> f64 {
+        match self.get(name) {
+            Some(Val::Float(v)) => *v,
+            _ => default,
+        }
+    }
+    pub fn bool(&self, name: &str, default: bool) -> bool {
+        match self.get(name) {
+            Some(Val::Bool(v)) => *v,
+            _ => default,
+        }
+    }
+    pub fn int(&self, name: &str, default: i64) -> i64 {
+        match self.get(name) {
+            Some(Val::Int(v)) => *v,
+            _ => default,
+        }
+    }
+    pub fn features(&self) -> Option<(Option<usize>, usize)> {
+        match self.get("out") {
+            Some(Val::Features(i, o)) => Some((*i, *o)),
+            _ => None,
+        }
+    }
+    pub fn dims(&self, name: &str) -> Option<&[i64]> {
+        match self.get(name) {
+            Some(Val::Dims(d)) => Some(d),
+            _ => None,
+        }
+    }
+    pub fn layers(&self) -> &[LayerCall] {
+        match self.get("layers") {
+            Some(Val::Layers(l)) => l,
+            _ => &[],
+        }
+    }
+}
+
+/// Binds `call`'s arguments to `spec`: positional in table order, named by name; reports unknown,
+/// duplicate, missing and mistyped arguments on the argument itself.
+pub fn bind(spec: &LayerSpec, call: &LayerCall) -> Result<Bound> {
+    let layer = spec.name;
+    let positional: Vec<&ArgSpec> = spec.args.iter().filter(|a| a.positional).collect();
+    let mut next_pos = 0;
+    let mut bound = Bound { vals: Vec::new() };
+    for arg in &call.args {
+        let aspec = match &arg.name {
+            None => match positional.get(next_pos) {
+                Some(a) => {
+                    if !a.kind.variadic() {
+                        next_pos += 1;
+                    }
+                    *a
+                }
+                None if spec.args.is_empty() => {
+                    return Err(Error::new_spanned(arg, format!("{layer} takes no arguments\nhint: write `{layer}`")));
+                }
+                None => {
+                    let names: Vec<&str> = positional.iter().map(|a| a.name).collect();
+                    return Err(Error::new_spanned(
+                        arg,
+                        format!(
+                            "too many positional arguments for {layer}: it takes {} ({})\nhint: give the others by name: {}",
+                            positional.len(),
+                            names.join(", "),
+                            arg_list(spec)
+                        ),
+                    ));
+                }
+            },
+            Some(name) => {
+                let name_str = name.to_string();
+                match spec.args.iter().find(|a| a.name == name_str) {
+                    Some(a) => a,
+                    None => {
+                        let hint = match did_you_mean(&name_str, spec.args.iter().map(|a| a.name)) {
+                            Some(s) => format!("did you mean `{s}`? "),
+                            None => String::new(),
+                        };
+                        let takes = if spec.args.is_empty() { "no arguments".to_string() } else { arg_list(spec) };
+                        return Err(Error::new_spanned(
+                            name,
+                            format!("{layer} has no argument `{name_str}`\nhint: {hint}{layer} takes {takes}"),
+                        ));
+                    }
+                }
+            }
+        };
+        let val = convert(layer, aspec, &arg.value)?;
+        match (bound.vals.iter_mut().find(|(n, _, _)| *n == aspec.name), val) {
+            // Variadic arguments accumulate.
+            (Some((_, Val::Dims(all), toks)), Val::Dims(more)) if arg.name.is_none() => {
+                all.extend(more);
+                toks.extend(arg.tokens.clone());
+            }
+            (Some((_, Val::Layers(all), toks)), Val::Layers(more)) if arg.name.is_none() => {
+                all.extend(more);
+                toks.extend(arg.tokens.clone());
+            }
+            (Some(_), _) => {
+                return Err(Error::new_spanned(arg, format!("argument `{}` of {layer} is given twice", aspec.name)))
+            }
+            (None, val) => bound.vals.push((aspec.name, val, arg.tokens.clone())),
+        }
+    }
+    for a in spec.args.iter().filter(|a| a.required) {
+        if bound.get(a.name).is_none() {
+            return Err(Error::new_spanned(
+                call,
+                format!("{layer} needs its `{}` argument ({})\nhint: {}", a.name, a.kind.describe(), example(layer)),
+            ));
+        }
+    }
+    Ok(bound)
+}
+
+fn arg_list(spec: &LayerSpec) -> String {
+    let parts: Vec<String> = spec
+        .args
+        .iter()
+        .map(|a| if a.default.is_empty() { a.name.to_string() } else { format!("{} = {}", a.name, a.default) })
+        .collect();
+    format!("({})", parts.join(", "))
+}
+
+/// A working example of each layer that needs arguments, for hints.
+pub fn example(layer: &str) -> &'static str {
+    match layer {
+        "Linear" => "e.g. `Linear(10)` or `Linear(784 => 10)`",
+        "Conv2d" => "e.g. `Conv2d(16, kernel = 3, padding = 1)`",
+        "MaxPool2d" => "e.g. `MaxPool2d(2)`",
+        "AvgPool2d" => "e.g. `AvgPool2d(2)`",
+        "AdaptiveAvgPool2d" => "e.g. `AdaptiveAvgPool2d(1)` or `AdaptiveAvgPool2d(7, 7)`",
+        "Reshape" => "e.g. `Reshape(1, 28, 28)`",
+        "Embedding" => "e.g. `Embedding(1000, 64)` (vocabulary size, embedding size)",
+        "Residual" => "e.g. `Residual(Linear(64), Relu, Linear(64))`",
+        "MultiHeadAttention" => "e.g. `MultiHeadAttention(8)`",
+        _ => "see docs/DSL.md",
+    }
+}
+
+fn type_error(layer: &str, a: &ArgSpec, v: &Value) -> Error {
+    Error::new_spanned(v, format!("argument `{}` of {layer} must be {}, got `{v}`", a.name, a.kind.describe()))
+}
+
+fn int_of(v: &Value) -> Option<i128> {
+    match v.kind {
+        ValueKind::Int(i) => Some(i),
+        _ => None,
+    }
+}
+
+/// A size-like integer: checks the sign (`min` is 0 or 1) and the upper bound.
+fn size_of(layer: &str, a: &ArgSpec, v: &Value, min: i128) -> Result<usize> {
+    let i = int_of(v).ok_or_else(|| type_error(layer, a, v))?;
+    if i < min {
+        let need = if min == 0 { "non-negative" } else { "positive" };
+        return Err(Error::new_spanned(v, format!("argument `{}` of {layer} must be {need}, got {i}", a.name)));
+    }
+    if i > MAX_DIM as i128 {
+        return Err(Error::new_spanned(
+            v,
+            format!("argument `{}` of {layer} is too large: {i} (at most 2^31)", a.name),
+        ));
+    }
+    Ok(i as usize)
+}
+
+fn pair_of(layer: &str, a: &ArgSpec, v: &Value, min: i128) -> Result<(usize, usize)> {
+    match &v.kind {
+        ValueKind::Int(_) => {
+            let s = size_of(layer, a, v, min)?;
+            Ok((s, s))
+        }
+        ValueKind::Tuple(items) if items.len() == 2 => {
+            Ok((size_of(layer, a, &items[0], min)?, size_of(layer, a, &items[1], min)?))
+        }
+        _ => Err(type_error(layer, a, v)),
+    }
+}
+
+fn float_of(layer: &str, a: &ArgSpec, v: &Value) -> Result<f64> {
+    let f = match v.kind {
+        ValueKind::Float(f) => f,
+        ValueKind::Int(i) => i as f64,
+        _ => return Err(type_error(layer, a, v)),
+    };
+    // Generated code writes these as f32 literals, which must be finite.
+    if !f.is_finite() || !(f as f32).is_finite() {
+        return Err(Error::new_spanned(v, format!("argument `{}` of {layer} must be a finite number", a.name)));
+    }
+    Ok(f)
+}
+
+fn convert(layer: &str, a: &ArgSpec, v: &Value) -> Result<Val> {
+    Ok(match a.kind {
+        Kind::Size => Val::Usize(size_of(layer, a, v, 1)?),
+        Kind::Size2 => {
+            let (h, w) = pair_of(layer, a, v, 1)?;
+            Val::Pair(h, w)
+        }
+        Kind::Pad => {
+            let (h, w) = pair_of(layer, a, v, 0)?;
+            Val::Pair(h, w)
+        }
+        Kind::ConvPad => match &v.kind {
+            ValueKind::Word(w) if w == "same" => Val::Same,
+            ValueKind::Word(w) if w == "valid" => Val::Pair(0, 0),
+            ValueKind::Word(_) => {
+                return Err(Error::new_spanned(
+                    v,
+                    format!("argument `padding` of {layer} must be {}, got `{v}`\nhint: the words it knows are `same` and `valid`", a.kind.describe()),
+                ))
+            }
+            _ => {
+                let (h, w) = pair_of(layer, a, v, 0)?;
+                Val::Pair(h, w)
+            }
+        },
+        Kind::Prob => {
+            let p = float_of(layer, a, v)?;
+            if !(0.0..1.0).contains(&p) {
+                return Err(Error::new_spanned(v, format!("argument `{}` of {layer} must be in [0, 1), got {p}", a.name)));
+            }
+            Val::Float(p)
+        }
+        Kind::PosFloat => {
+            let f = float_of(layer, a, v)?;
+            if f <= 0.0 {
+                return Err(Error::new_spanned(v, format!("argument `{}` of {layer} must be positive, got {f}", a.name)));
+            }
+            Val::Float(f)
+        }
+        Kind::Float => Val::Float(float_of(layer, a, v)?),
+        Kind::Bool => match v.kind {
+            ValueKind::Bool(b) => Val::Bool(b),
+            _ => return Err(type_error(layer, a, v)),
+        },
+        Kind::Axis => {
+            let i = int_of(v).ok_or_else(|| type_error(layer, a, v))?;
+            if i.unsigned_abs() > 64 {
+                return Err(Error::new_spanned(v, format!("axis {i} of {layer} is out of range")));
+            }
+            Val::Int(i as i64)
+        }
+        Kind::Features => match &v.kind {
+            ValueKind::Int(_) => Val::Features(None, size_of(layer, a, v, 1)?),
+            ValueKind::Arrow(i, o) => Val::Features(Some(size_of(layer, a, i, 1)?), size_of(layer, a, o, 1)?),
+            _ => return Err(type_error(layer, a, v)),
+        },
+        Kind::Dims => {
+            let items: Vec<&Value> = match &v.kind {
+                ValueKind::Tuple(items) | ValueKind::List(items) => items.iter().collect(),
+                _ => vec![v],
+            };
+            let mut dims = Vec::new();
+            for item in items {
+                let i = int_of(item).ok_or_else(|| type_error(layer, a, item))?;
+                if i > MAX_DIM as i128 || i < -1 {
+                    return Err(Error::new_spanned(
+                        item,
+                        format!("argument `{}` of {layer} must be positive sizes (or -1 to infer one), got {i}", a.name),
+                    ));
+                }
+                dims.push(i as i64);
+            }
+            Val::Dims(dims)
+        }
+        Kind::Layers => match &v.kind {
+            ValueKind::Call(c) => Val::Layers(vec![c.clone()]),
+            ValueKind::Word(w) => Val::Layers(vec![LayerCall { name: w.clone(), args: Vec::new(), tokens: v.tokens.clone() }]),
+            _ => return Err(Error::new_spanned(v, format!("{layer} takes layers, got `{v}`\nhint: {}", example(layer)))),
+        },
+    })
+}
+
+/// Helpers for the generated constructor code.
+pub fn lit(n: usize) -> proc_macro2::Literal {
+    proc_macro2::Literal::usize_unsuffixed(n)
+}
+
+pub fn pair_tokens((a, b): (usize, usize)) -> TokenStream {
+    let (a, b) = (lit(a), lit(b));
+    quote!((#a, #b))
+}
+
+pub fn fmt_shape(s: &[usize]) -> String {
+    let parts: Vec<String> = s.iter().map(|d| d.to_string()).collect();
+    format!("[{}]", parts.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    /// docs/DSL.md documents every layer with the rule this table states.
+    #[test]
+    fn docs_state_every_layer_and_rule() {
+        let docs = include_str!("../../docs/DSL.md");
+        for l in super::LAYERS {
+            assert!(docs.contains(&format!("`{}`", l.name)), "docs/DSL.md does not mention {}", l.name);
+            assert!(docs.contains(l.rule), "docs/DSL.md does not state the rule of {}: {}", l.name, l.rule);
+        }
+    }
+}

@@ -1,0 +1,8 @@
+use rumus::prelude::*;
+
+#[model(input = [1, 28, 28])]
+pub struct Net {
+    body: layers![Flatten, Conv2d(6, kernel = 5)],
+}
+
+fn main() {}

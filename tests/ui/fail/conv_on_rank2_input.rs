@@ -1,0 +1,8 @@
+use rumus::prelude::*;
+
+#[model(input = [28, 28])]
+pub struct Net {
+    body: layers![Conv2d(6, kernel = 5)],
+}
+
+fn main() {}

@@ -1,0 +1,5 @@
+use rumus::prelude::*;
+
+type Body = layers![Linear(10), Relu];
+
+fn main() {}

@@ -1,0 +1,8 @@
+use rumus::prelude::*;
+
+#[model(input = [784])]
+pub struct Net {
+    body: layers![Linear(10, 20)],
+}
+
+fn main() {}

@@ -1,0 +1,41 @@
+//! Generated code is clean under strict lints: a private model, a public documented model
+//! nesting it, a custom forward, and nothing unused.
+#![deny(warnings, missing_docs, unused, nonstandard_style, rust_2018_idioms, unreachable_pub)]
+
+use rumus::prelude::*;
+
+#[model(input = [4])]
+struct Private {
+    body: layers![Linear(3), Relu],
+}
+
+/// A documented public model.
+#[model(input = [4])]
+pub struct Public {
+    /// The private part.
+    inner: Private,
+    /// The head.
+    pub head: layers![Linear(2), Softmax],
+}
+
+/// Custom forward.
+#[model(input = [4], output = [4], forward = custom)]
+pub struct Custom {
+    /// One block.
+    block: layers![Linear(4), Tanh],
+}
+
+impl Custom {
+    /// Skip connection around `block`.
+    pub fn forward(&self, x: &Tensor<Shape1<4>>) -> rumus::Result<Tensor<Shape1<4>>> {
+        self.forward_block(x)?.add(x)
+    }
+}
+
+fn main() -> rumus::Result<()> {
+    let device = Device::cpu();
+    let x = Tensor::<Shape1<4>>::zeros(1, &device)?;
+    assert_eq!(Public::new(&device, 0)?.forward(&x)?.shape(), &[1, 2]);
+    assert_eq!(Custom::new(&device, 0)?.forward(&x)?.shape(), &[1, 4]);
+    Ok(())
+}
