@@ -1,4 +1,4 @@
-//! Fashion-MNIST with a 784-256-128-10 MLP, AdamW and a cosine learning-rate schedule.
+//! Fashion-MNIST with a 784-256-128-10 MLP (dropout 0.1), AdamW and a cosine learning-rate schedule.
 //!
 //! Needs the IDX files: `apt-get install dataset-fashion-mnist` puts them in
 //! `/usr/share/datasets/fashion-mnist` (or pass another folder with `--data DIR`).
@@ -6,48 +6,13 @@
 //! `cargo run --release --example fashion -- [--epochs N] [--batch-size N] [--data DIR]`
 
 use rumus::data::fashion_mnist;
-use rumus::nn::{join_name, Linear, Module, Param};
 use rumus::optim::schedule::CosineAnnealing;
 use rumus::prelude::*;
 
-/// Hand-written until `#[model]` lands.
-struct Mlp {
-    fc1: Linear,
-    fc2: Linear,
-    fc3: Linear,
-}
-
-impl Mlp {
-    fn new(device: &Device, seed: u64) -> Result<Self> {
-        Ok(Mlp {
-            fc1: Linear::new(device, 784, 256, true, seed)?,
-            fc2: Linear::new(device, 256, 128, true, seed + 10)?,
-            fc3: Linear::new(device, 128, 10, true, seed + 20)?,
-        })
-    }
-}
-
-impl Module for Mlp {
-    fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
-        let h = self.fc1.forward_raw(&x.flatten_from(1)?)?.relu()?;
-        let h = self.fc2.forward_raw(&h)?.relu()?;
-        self.fc3.forward_raw(&h)
-    }
-
-    fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param)) {
-        self.fc1.visit_params(&join_name(prefix, "fc1"), visitor);
-        self.fc2.visit_params(&join_name(prefix, "fc2"), visitor);
-        self.fc3.visit_params(&join_name(prefix, "fc3"), visitor);
-    }
-
-    fn describe(&self) -> String {
-        "Mlp(784 => 256 => 128 => 10)".into()
-    }
-}
-
-impl Model for Mlp {
-    type Input = Shape3<1, 28, 28>;
-    type Output = Shape1<10>;
+/// 784-256-128-10 with ReLU and dropout between the hidden layers.
+#[model(input = [1, 28, 28])]
+pub struct Mlp {
+    layers: layers![Flatten, Linear(256), Relu, Dropout(0.1), Linear(128), Relu, Linear(10)],
 }
 
 /// `--name value` from the command line, else the environment variable, else `default`.
@@ -68,7 +33,7 @@ fn main() -> Result<()> {
     let device = Device::best();
     let (train, test) = fashion_mnist::load(&dir)?;
     let mut model = Mlp::new(&device, 7)?;
-    println!("{} on {device}: {} trainable parameters", model.describe(), rumus::nn::count_trainable(&model));
+    println!("Fashion-MNIST MLP on {device}\n{}", Mlp::summary());
     let history = model.fit(
         &train,
         Fit::epochs(epochs)

@@ -4,47 +4,12 @@
 //! `cargo run --release --example mlp -- [--epochs N] [--batch-size N]`
 //! (or `RUMUS_EPOCHS` / `RUMUS_BATCH_SIZE`).
 
-use rumus::nn::{Linear, Module, Param};
 use rumus::prelude::*;
 
-/// Hand-written until `#[model]` lands: flatten, then three linear layers with ReLU between.
-struct Mlp {
-    fc1: Linear,
-    fc2: Linear,
-    fc3: Linear,
-}
-
-impl Mlp {
-    fn new(device: &Device, seed: u64) -> Result<Self> {
-        Ok(Mlp {
-            fc1: Linear::new(device, 784, 300, true, seed)?,
-            fc2: Linear::new(device, 300, 100, true, seed + 10)?,
-            fc3: Linear::new(device, 100, 10, true, seed + 20)?,
-        })
-    }
-}
-
-impl Module for Mlp {
-    fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
-        let h = self.fc1.forward_raw(&x.flatten_from(1)?)?.relu()?;
-        let h = self.fc2.forward_raw(&h)?.relu()?;
-        self.fc3.forward_raw(&h)
-    }
-
-    fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param)) {
-        self.fc1.visit_params(&rumus::nn::join_name(prefix, "fc1"), visitor);
-        self.fc2.visit_params(&rumus::nn::join_name(prefix, "fc2"), visitor);
-        self.fc3.visit_params(&rumus::nn::join_name(prefix, "fc3"), visitor);
-    }
-
-    fn describe(&self) -> String {
-        "Mlp(784 => 300 => 100 => 10)".into()
-    }
-}
-
-impl Model for Mlp {
-    type Input = Shape3<1, 28, 28>;
-    type Output = Shape1<10>;
+/// 784-300-100-10 with ReLU: the image is flattened, in-features are inferred.
+#[model(input = [1, 28, 28])]
+pub struct Mlp {
+    layers: layers![Flatten, Linear(300), Relu, Linear(100), Relu, Linear(10)],
 }
 
 /// `--name value` from the command line, else the environment variable, else `default`.
@@ -65,7 +30,7 @@ fn main() -> Result<()> {
     let device = Device::best();
     let (train, test) = rumus::data::mnist::load_or_fetch("data/mnist")?;
     let mut model = Mlp::new(&device, 42)?;
-    println!("{} on {device}: {} trainable parameters", model.describe(), rumus::nn::count_trainable(&model));
+    println!("MLP 784-300-100-10 on {device}\n{}", Mlp::summary());
     let history =
         model.fit(&train, Fit::epochs(epochs).batch_size(batch_size).optimizer(Adam::new(1e-3)).validation(&test))?;
     history.to_csv("mlp-history.csv")?;
