@@ -440,6 +440,39 @@ fn matrix_extent(l: &MatrixLayout, rows: usize, cols: usize, batch: usize) -> us
         + cols.saturating_sub(1) * l.col_stride
 }
 
+/// One of the four kernels of `index.wgsl`. Forward kernels read `[outer, len, inner]` and write
+/// `[outer, count, inner]`; their adjoints (`scatter`) read the latter and add into zeros of the
+/// former.
+#[derive(Clone, Copy)]
+struct IndexKernel {
+    entry: &'static str,
+    op: &'static str,
+    /// Number of u32 indices the kernel reads.
+    idx_len: usize,
+    scatter: bool,
+}
+
+impl WgpuBackend {
+    fn index_kernel(&self, kind: IndexKernel, src: &Storage, idx: &Storage, dims: [usize; 4]) -> Result<Storage> {
+        let [outer, len, inner, count] = dims;
+        let (full, picked) = (outer * len * inner, outer * count * inner);
+        let (src_len, out_len) = if kind.scatter { (picked, full) } else { (full, picked) };
+        let (s, i) = (gpu(src, DType::F32, kind.op)?, gpu(idx, DType::U32, kind.op)?);
+        check_len(kind.op, s, src_len)?;
+        check_len(kind.op, i, kind.idx_len)?;
+        let out = if kind.scatter {
+            self.zeroed(out_len, DType::F32, kind.op)?
+        } else {
+            self.alloc(out_len, DType::F32, kind.op)?
+        };
+        // One invocation per picked element in both directions.
+        let params = [picked, outer, len, inner, count].map(|v| v as u32);
+        let groups = self.groups_for(picked, kind.op)?;
+        self.run(&pipelines::INDEX, kind.entry, &[R, R, W], &params, &[bind(s), bind(i), bind(&out)], groups)?;
+        Ok(self.output(out))
+    }
+}
+
 impl Backend for WgpuBackend {
     fn name(&self) -> String {
         "wgpu".into()
@@ -910,79 +943,27 @@ impl Backend for WgpuBackend {
     }
 
     fn index_select(&self, x: &Storage, idx: &Storage, args: &IndexArgs) -> Result<Storage> {
-        let op = "index_select";
-        let (x, i) = (gpu(x, DType::F32, op)?, gpu(idx, DType::U32, op)?);
-        check_len(op, x, args.outer * args.len * args.inner)?;
-        check_len(op, i, args.count)?;
-        let n = args.outer * args.count * args.inner;
-        let out = self.alloc(n, DType::F32, op)?;
-        let params = [n, args.outer, args.len, args.inner, args.count].map(|v| v as u32);
-        self.run(
-            &pipelines::INDEX,
-            "index_select",
-            &[R, R, W],
-            &params,
-            &[bind(x), bind(i), bind(&out)],
-            self.groups_for(n, op)?,
-        )?;
-        Ok(self.output(out))
+        let IndexArgs { outer, len, inner, count } = *args;
+        let kind = IndexKernel { entry: "index_select", op: "index_select", idx_len: count, scatter: false };
+        self.index_kernel(kind, x, idx, [outer, len, inner, count])
     }
 
     fn index_add(&self, grad: &Storage, idx: &Storage, args: &IndexArgs) -> Result<Storage> {
-        let op = "index_select";
-        let (g, i) = (gpu(grad, DType::F32, op)?, gpu(idx, DType::U32, op)?);
-        let n = args.outer * args.count * args.inner;
-        check_len(op, g, n)?;
-        check_len(op, i, args.count)?;
-        let out = self.zeroed(args.outer * args.len * args.inner, DType::F32, op)?;
-        let params = [n, args.outer, args.len, args.inner, args.count].map(|v| v as u32);
-        self.run(
-            &pipelines::INDEX,
-            "index_add",
-            &[R, R, W],
-            &params,
-            &[bind(g), bind(i), bind(&out)],
-            self.groups_for(n, op)?,
-        )?;
-        Ok(self.output(out))
+        let IndexArgs { outer, len, inner, count } = *args;
+        let kind = IndexKernel { entry: "index_add", op: "index_select", idx_len: count, scatter: true };
+        self.index_kernel(kind, grad, idx, [outer, len, inner, count])
     }
 
     fn gather(&self, x: &Storage, idx: &Storage, args: &GatherArgs) -> Result<Storage> {
-        let op = "gather";
-        let (x, i) = (gpu(x, DType::F32, op)?, gpu(idx, DType::U32, op)?);
-        let n = args.outer * args.count * args.inner;
-        check_len(op, x, args.outer * args.len * args.inner)?;
-        check_len(op, i, n)?;
-        let out = self.alloc(n, DType::F32, op)?;
-        let params = [n, args.outer, args.len, args.inner, args.count].map(|v| v as u32);
-        self.run(
-            &pipelines::INDEX,
-            "gather",
-            &[R, R, W],
-            &params,
-            &[bind(x), bind(i), bind(&out)],
-            self.groups_for(n, op)?,
-        )?;
-        Ok(self.output(out))
+        let GatherArgs { outer, len, inner, count } = *args;
+        let kind = IndexKernel { entry: "gather", op: "gather", idx_len: outer * count * inner, scatter: false };
+        self.index_kernel(kind, x, idx, [outer, len, inner, count])
     }
 
     fn scatter_add(&self, grad: &Storage, idx: &Storage, args: &GatherArgs) -> Result<Storage> {
-        let op = "gather";
-        let (g, i) = (gpu(grad, DType::F32, op)?, gpu(idx, DType::U32, op)?);
-        let n = args.outer * args.count * args.inner;
-        check_len(op, g, n)?;
-        check_len(op, i, n)?;
-        let out = self.zeroed(args.outer * args.len * args.inner, DType::F32, op)?;
-        let params = [n, args.outer, args.len, args.inner, args.count].map(|v| v as u32);
-        self.run(
-            &pipelines::INDEX,
-            "scatter_add",
-            &[R, R, W],
-            &params,
-            &[bind(g), bind(i), bind(&out)],
-            self.groups_for(n, op)?,
-        )?;
-        Ok(self.output(out))
+        let GatherArgs { outer, len, inner, count } = *args;
+        let kind = IndexKernel { entry: "scatter_add", op: "gather", idx_len: outer * count * inner, scatter: true };
+        self.index_kernel(kind, grad, idx, [outer, len, inner, count])
     }
 
     fn optimizer_step(
