@@ -5,6 +5,7 @@
 mod common;
 
 use common::mnist;
+use rumus::data::{ClassDataset, Dataset};
 use rumus::nn::{join_name, Conv2d, Conv2dConfig, Linear, MaxPool2d, Module, Param};
 use rumus::prelude::*;
 use rumus::testing::wgpu_or_skip;
@@ -71,4 +72,23 @@ fn fit_on_wgpu_follows_the_cpu() -> Result<()> {
     assert!((gpu_acc - cpu_acc).abs() <= 0.01, "test accuracy: wgpu {gpu_acc}, cpu {cpu_acc}");
     assert!(gpu_acc > 0.75, "two epochs on 2,000 images should learn: accuracy {gpu_acc}");
     Ok(())
+}
+
+/// A dataset larger than the adapter's largest binding (lavapipe: 128 MiB; full MNIST is 188 MB)
+/// is gathered on the host and only the batch is uploaded, instead of failing to upload.
+#[test]
+fn datasets_larger_than_one_binding_are_batched_from_the_host() {
+    let Some(device) = rumus::testing::wgpu_or_skip() else { return };
+    let Some(limit) = device.max_tensor_bytes() else { return };
+    let per = 1000;
+    let count = (limit as usize / 4) / per + 8;
+    let data: Vec<f32> = (0..count * per).map(|i| (i % 997) as f32).collect();
+    let labels: Vec<u32> = (0..count as u32).map(|i| i % 10).collect();
+    let dataset = ClassDataset::<Shape1<1000>, 10>::new(data, labels).unwrap();
+    let (x, y) = dataset.get_batch(&[count - 1, 3], &device).unwrap();
+    assert!(x.device().same(&device));
+    let values = x.to_vec().unwrap();
+    assert_eq!(values[0], (((count - 1) * per) % 997) as f32);
+    assert_eq!(values[per], ((3 * per) % 997) as f32);
+    assert_eq!(y.to_vec_u32().unwrap(), vec![((count - 1) % 10) as u32, 3]);
 }

@@ -534,13 +534,16 @@ pub fn fmt_shape(s: &[usize]) -> String {
 
 #[cfg(test)]
 mod tests {
-    /// docs/DSL.md documents every layer with the rule this table states.
+    /// docs/DSL.md and README.md document every layer with the rule this table states.
     #[test]
     fn docs_state_every_layer_and_rule() {
-        let docs = include_str!("../../docs/DSL.md");
-        for l in super::LAYERS {
-            assert!(docs.contains(&format!("`{}`", l.name)), "docs/DSL.md does not mention {}", l.name);
-            assert!(docs.contains(l.rule), "docs/DSL.md does not state the rule of {}: {}", l.name, l.rule);
+        for (file, docs) in
+            [("docs/DSL.md", include_str!("../../docs/DSL.md")), ("README.md", include_str!("../../README.md"))]
+        {
+            for l in super::LAYERS {
+                assert!(docs.contains(&format!("`{}`", l.name)), "{file} does not mention {}", l.name);
+                assert!(docs.contains(l.rule), "{file} does not state the rule of {}: {}", l.name, l.rule);
+            }
         }
     }
 }

@@ -69,6 +69,18 @@ impl Device {
         self.backend().name()
     }
 
+    /// The largest tensor, in bytes, one kernel can bind on this device (`None`: no limit
+    /// beyond host memory).
+    pub fn max_tensor_bytes(&self) -> Option<u64> {
+        match self {
+            Device::Cpu => None,
+            Device::Wgpu(backend) => {
+                let limits = backend.context().limits();
+                Some(limits.max_storage_buffer_binding_size.min(limits.max_buffer_size))
+            }
+        }
+    }
+
     pub fn is_cpu(&self) -> bool {
         matches!(self, Device::Cpu)
     }

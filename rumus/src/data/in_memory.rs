@@ -2,10 +2,10 @@
 //! (inputs + real-valued targets).
 //!
 //! The inputs live in one tensor; a batch is cut from it with the device's `index_select`
-//! kernel. On a GPU, inputs of up to [`DEVICE_RESIDENT_BYTES`] are uploaded once (on first use)
-//! and every batch is gathered there, so only the batch's indices and targets cross the bus;
-//! larger inputs are gathered on the host and the batch is uploaded (GPU bindings are often
-//! capped at 128 MiB).
+//! kernel. On a GPU, inputs that fit the device's largest binding are uploaded once (on first
+//! use) and every batch is gathered there, so only the batch's indices and targets cross the bus;
+//! larger inputs (full MNIST is 188 MB, over the 128 MiB many GPUs bind) are gathered on the host
+//! and the batch is uploaded.
 
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
@@ -13,9 +13,6 @@ use std::sync::{Arc, Mutex};
 use super::{Class, Dataset, Regression};
 use crate::backend::IndexArgs;
 use crate::{Device, Error, RawTensor, Result, Shape, Tensor};
-
-/// Largest input tensor kept resident on a non-CPU device.
-pub const DEVICE_RESIDENT_BYTES: usize = 96 << 20;
 
 /// Rows `[n, per]` of samples kept on the host, plus copies on devices already used.
 struct Rows {
@@ -77,6 +74,11 @@ impl Rows {
                 }
             })
             .collect::<Result<Vec<u32>>>()?;
+        let bytes = (self.host.numel() * std::mem::size_of::<f32>()) as u64;
+        if device.max_tensor_bytes().is_some_and(|limit| bytes > limit) {
+            // Too large to live on the device in one piece: gather on the host, upload the batch.
+            return self.select(op, indices, self.host.device())?.to_device(device);
+        }
         let rows = self.on(device)?;
         let per = rows.shape()[1];
         let idx = RawTensor::from_indices(&idx, &[idx.len()], device)?;

@@ -15,6 +15,6 @@ mod target;
 
 pub use dataset::{Dataset, SampleFor};
 pub use idx::{parse_idx, read_idx, IdxArray};
-pub use in_memory::{ClassDataset, TensorDataset, DEVICE_RESIDENT_BYTES};
+pub use in_memory::{ClassDataset, TensorDataset};
 pub use loader::{Batch, DataLoader};
 pub use target::{Class, Regression, Target, TargetFor, TargetKind};

@@ -8,6 +8,7 @@ mod encoder;
 mod pipelines;
 mod pool;
 mod storage;
+mod warmup;
 
 pub use context::WgpuContext;
 pub use encoder::transfer_count;
@@ -60,7 +61,11 @@ impl WgpuBackend {
         BACKEND
             .get_or_init(|| {
                 let ctx = WgpuContext::get().map_err(|e| e.to_string())?;
-                Ok(Arc::new(WgpuBackend::new(ctx)))
+                let backend = Arc::new(WgpuBackend::new(ctx));
+                if backend.context().is_hardware() {
+                    warmup::start(&crate::Device::Wgpu(backend.clone()));
+                }
+                Ok(backend)
             })
             .clone()
             .map_err(|e| Error::Gpu(e.trim_start_matches("gpu: ").to_string()))

@@ -90,6 +90,8 @@ impl Pipelines {
     }
 
     /// The pipeline for `entry` of `shader` with buffer bindings `signature`, compiled on first use.
+    /// The driver compile runs outside the cache lock, so several threads (the start-up warm-up,
+    /// see `warmup.rs`) compile different kernels at once.
     pub fn get(
         &self,
         device: &::wgpu::Device,
@@ -97,70 +99,86 @@ impl Pipelines {
         entry: &'static str,
         signature: &[Access],
     ) -> Result<Arc<Kernel>> {
-        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(kernel) = cache.kernels.get(&(shader.name, entry)) {
-            return Ok(kernel.clone());
-        }
-        let scope = device.push_error_scope(::wgpu::ErrorFilter::Validation);
-        if !cache.modules.contains_key(shader.name) {
-            let source = Self::source(shader, self.subgroups);
-            let module = device.create_shader_module(::wgpu::ShaderModuleDescriptor {
-                label: Some(shader.name),
-                source: ::wgpu::ShaderSource::Wgsl(source.into()),
-            });
-            cache.modules.insert(shader.name, module);
-        }
-        if !cache.layouts.contains_key(signature) {
-            let mut entries = vec![::wgpu::BindGroupLayoutEntry {
-                binding: 0,
-                visibility: ::wgpu::ShaderStages::COMPUTE,
-                ty: ::wgpu::BindingType::Buffer {
-                    ty: ::wgpu::BufferBindingType::Uniform,
-                    has_dynamic_offset: false,
-                    min_binding_size: None,
-                },
-                count: None,
-            }];
-            for (i, access) in signature.iter().enumerate() {
-                entries.push(::wgpu::BindGroupLayoutEntry {
-                    binding: i as u32 + 1,
-                    visibility: ::wgpu::ShaderStages::COMPUTE,
-                    ty: ::wgpu::BindingType::Buffer {
-                        ty: ::wgpu::BufferBindingType::Storage { read_only: *access == Access::Read },
-                        has_dynamic_offset: false,
-                        min_binding_size: None,
-                    },
-                    count: None,
-                });
+        let (module, bgl, layout) = {
+            let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(kernel) = cache.kernels.get(&(shader.name, entry)) {
+                return Ok(kernel.clone());
             }
-            let bgl = device.create_bind_group_layout(&::wgpu::BindGroupLayoutDescriptor {
-                label: Some("rumus kernel"),
-                entries: &entries,
-            });
-            let layout = device.create_pipeline_layout(&::wgpu::PipelineLayoutDescriptor {
-                label: Some("rumus kernel"),
-                bind_group_layouts: &[Some(&bgl)],
-                immediate_size: 0,
-            });
-            cache.layouts.insert(signature.to_vec(), (Arc::new(bgl), layout));
-        }
-        let (Some(module), Some((bgl, layout))) = (cache.modules.get(shader.name), cache.layouts.get(signature)) else {
-            return Err(Error::Gpu(format!("{}: pipeline cache lost an entry", shader.name)));
+            let scope = device.push_error_scope(::wgpu::ErrorFilter::Validation);
+            if !cache.modules.contains_key(shader.name) {
+                let source = Self::source(shader, self.subgroups);
+                let module = device.create_shader_module(::wgpu::ShaderModuleDescriptor {
+                    label: Some(shader.name),
+                    source: ::wgpu::ShaderSource::Wgsl(source.into()),
+                });
+                cache.modules.insert(shader.name, module);
+            }
+            if !cache.layouts.contains_key(signature) {
+                let (bgl, layout) = Self::layouts(device, signature);
+                cache.layouts.insert(signature.to_vec(), (Arc::new(bgl), layout));
+            }
+            if let Some(e) = pollster::block_on(scope.pop()) {
+                cache.modules.remove(shader.name);
+                return Err(Error::Gpu(format!("compiling {}.wgsl: {e}", shader.name)));
+            }
+            let (Some(module), Some((bgl, layout))) = (cache.modules.get(shader.name), cache.layouts.get(signature))
+            else {
+                return Err(Error::Gpu(format!("{}: pipeline cache lost an entry", shader.name)));
+            };
+            (module.clone(), bgl.clone(), layout.clone())
         };
+        let scope = device.push_error_scope(::wgpu::ErrorFilter::Validation);
         let pipeline = device.create_compute_pipeline(&::wgpu::ComputePipelineDescriptor {
             label: Some(entry),
-            layout: Some(layout),
-            module,
+            layout: Some(&layout),
+            module: &module,
             entry_point: Some(entry),
             compilation_options: ::wgpu::PipelineCompilationOptions::default(),
             cache: None,
         });
-        let kernel = Arc::new(Kernel { pipeline, layout: bgl.clone() });
         if let Some(e) = pollster::block_on(scope.pop()) {
-            cache.modules.remove(shader.name);
             return Err(Error::Gpu(format!("compiling {}.wgsl entry {entry}: {e}", shader.name)));
         }
-        cache.kernels.insert((shader.name, entry), kernel.clone());
-        Ok(kernel)
+        let kernel = Arc::new(Kernel { pipeline, layout: bgl });
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        // Another thread may have compiled the same kernel meanwhile: keep the first.
+        Ok(cache.kernels.entry((shader.name, entry)).or_insert(kernel).clone())
+    }
+
+    /// The bind group layout (uniform parameters at 0, then `signature`'s buffers) and the
+    /// pipeline layout over it.
+    fn layouts(device: &::wgpu::Device, signature: &[Access]) -> (::wgpu::BindGroupLayout, ::wgpu::PipelineLayout) {
+        let mut entries = vec![::wgpu::BindGroupLayoutEntry {
+            binding: 0,
+            visibility: ::wgpu::ShaderStages::COMPUTE,
+            ty: ::wgpu::BindingType::Buffer {
+                ty: ::wgpu::BufferBindingType::Uniform,
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        }];
+        for (i, access) in signature.iter().enumerate() {
+            entries.push(::wgpu::BindGroupLayoutEntry {
+                binding: i as u32 + 1,
+                visibility: ::wgpu::ShaderStages::COMPUTE,
+                ty: ::wgpu::BindingType::Buffer {
+                    ty: ::wgpu::BufferBindingType::Storage { read_only: *access == Access::Read },
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                },
+                count: None,
+            });
+        }
+        let bgl = device.create_bind_group_layout(&::wgpu::BindGroupLayoutDescriptor {
+            label: Some("rumus kernel"),
+            entries: &entries,
+        });
+        let layout = device.create_pipeline_layout(&::wgpu::PipelineLayoutDescriptor {
+            label: Some("rumus kernel"),
+            bind_group_layouts: &[Some(&bgl)],
+            immediate_size: 0,
+        });
+        (bgl, layout)
     }
 }
