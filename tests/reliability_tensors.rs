@@ -119,3 +119,26 @@ fn tensors_and_layers_are_shared_across_threads() {
     });
     assert_eq!(sequential, concurrent, "CPU training must be deterministic and thread-independent");
 }
+
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn cpu_kernels_flush_subnormals_to_zero() {
+    if std::env::var_os("RUMUS_KEEP_DENORMALS").is_some() {
+        return;
+    }
+    // On a fresh thread, and large enough that rayon's workers take part.
+    std::thread::spawn(|| {
+        let n = 200_000;
+        // A subnormal result (1e-40) is flushed to zero (FTZ)...
+        let x = RawTensor::full(1e-30, &[n], &cpu()).unwrap();
+        assert!(x.mul_scalar(1e-10).unwrap().to_vec().unwrap().iter().all(|&v| v == 0.0));
+        // ...and a subnormal input reads as zero (DAZ): 1e-40 · 1e30 is 0, not 1e-10.
+        let sub = RawTensor::from_vec(vec![1e-40; n], &[n], &cpu()).unwrap();
+        assert!(sub.mul_scalar(1e30).unwrap().to_vec().unwrap().iter().all(|&v| v == 0.0));
+        // Normal values are untouched.
+        let small = RawTensor::full(1e-30, &[3], &cpu()).unwrap().mul_scalar(1e-5).unwrap().to_vec().unwrap();
+        assert!(small.iter().all(|&v| v == 1e-30f32 * 1e-5), "{small:?}");
+    })
+    .join()
+    .unwrap();
+}

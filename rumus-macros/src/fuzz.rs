@@ -148,3 +148,60 @@ fn corpus_expands_cleanly() {
         assert!(!out.contains("compile_error"), "{out}");
     }
 }
+
+/// The spans of every `compile_error!` in `tokens` (searching inside groups too).
+fn error_spans(tokens: TokenStream, out: &mut Vec<proc_macro2::Span>) {
+    for t in tokens {
+        match t {
+            TokenTree::Ident(i) if i == "compile_error" => out.push(i.span()),
+            TokenTree::Group(g) => error_spans(g.stream(), out),
+            _ => {}
+        }
+    }
+}
+
+/// Every malformed model of at least 50 mutations compiles to a `compile_error!` spanned on a
+/// token of the input (the proc-macro panics are ruled out by `mutated_models_never_panic`).
+#[test]
+fn every_error_of_a_mutated_model_points_into_the_source() {
+    let mut rng = Rng(0xC0FF_EE00_5EED_0007);
+    let (mut errors, mut at_end, mut call_site) = (0, 0, Vec::new());
+    for round in 0..200 {
+        let (attr, item) = CORPUS[round % CORPUS.len()];
+        let (mut attr, mut item): (TokenStream, TokenStream) = (attr.parse().unwrap(), item.parse().unwrap());
+        for _ in 0..=rng.below(2) {
+            if rng.below(5) == 0 {
+                attr = mutate(attr, &mut rng, 0);
+            } else {
+                item = mutate(item, &mut rng, 0);
+            }
+        }
+        // Re-parse the mutated text so that inserted tokens have source locations too.
+        let (Ok(attr), Ok(item)) = (attr.to_string().parse::<TokenStream>(), item.to_string().parse::<TokenStream>())
+        else {
+            continue;
+        };
+        let out = expand::model(attr.clone(), item.clone());
+        let mut spans = Vec::new();
+        error_spans(out.clone(), &mut spans);
+        if spans.is_empty() {
+            continue;
+        }
+        errors += 1;
+        // The first error must point at source text: a token of the attribute or the struct.
+        // The one exception is an item cut short at its top level (`struct Mlp` and nothing
+        // after): syn reports the end of input at the call site, which rustc shows on the
+        // `#[model]` attribute (and rustc never hands such an item to an attribute anyway).
+        if spans[0].source_text().is_none() {
+            let text = out.to_string();
+            if text.contains("unexpected end of input") {
+                at_end += 1;
+            } else {
+                call_site.push(format!("#[model({attr})] {item}\n   -> {text}"));
+            }
+        }
+    }
+    println!("{errors} mutations gave errors; {at_end} at the end of a truncated item");
+    assert!(errors - at_end >= 50, "only {errors} mutations produced errors");
+    assert!(call_site.is_empty(), "errors without a source span:\n{}", call_site.join("\n"));
+}

@@ -157,3 +157,12 @@ pub fn skip_loudly(test: &str, why: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "\n********** SKIPPED {test}: {why} **********\n");
 }
+
+/// Resident memory of this process in bytes (VmRSS of /proc/self/status), or None where there
+/// is no procfs.
+pub fn rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}

@@ -29,6 +29,15 @@ impl Rows {
                 count * per
             )));
         }
+        // NaN or infinite inputs would only surface as a NaN loss after training on them.
+        if let Some(i) = data.iter().position(|v| !v.is_finite()) {
+            return Err(Error::NonFinite(format!(
+                "{op}: value {} at sample {} (element {} of it) is not finite",
+                data[i],
+                i / per.max(1),
+                i % per.max(1)
+            )));
+        }
         let host = RawTensor::from_vec(data, &[count, per], &Device::cpu())?;
         Ok(Arc::new(Rows { host, on_devices: Mutex::new(Vec::new()) }))
     }
@@ -100,7 +109,8 @@ impl<S: Shape, const N: usize> std::fmt::Debug for ClassDataset<S, N> {
 
 impl<S: Shape, const N: usize> ClassDataset<S, N> {
     /// `data` holds `labels.len()` samples of shape `S`, row-major. Every label must be below
-    /// `N`; the first that is not is reported with its position.
+    /// `N`; the first that is not is reported with its position. A NaN or infinite value is an
+    /// [`Error::NonFinite`] naming its sample.
     pub fn new(data: Vec<f32>, labels: Vec<u32>) -> Result<Self> {
         if let Some((position, &label)) = labels.iter().enumerate().find(|(_, &l)| l as usize >= N) {
             return Err(Error::IndexOutOfRange {
@@ -177,7 +187,8 @@ impl<S: Shape, T: Shape> std::fmt::Debug for TensorDataset<S, T> {
 }
 
 impl<S: Shape, T: Shape> TensorDataset<S, T> {
-    /// `inputs` and `targets` row-major, with the same number of samples.
+    /// `inputs` and `targets` row-major, with the same number of samples, all finite (else
+    /// [`Error::NonFinite`] naming the sample).
     pub fn new(inputs: Vec<f32>, targets: Vec<f32>) -> Result<Self> {
         let per_target = T::sample_numel();
         if per_target == 0 || !targets.len().is_multiple_of(per_target) {

@@ -36,8 +36,9 @@ macro_rules! each_callback {
 /// model's output (`Class<10>` for `Shape1<10>` logits): both are checked at compile time.
 /// Each step runs forward, the loss, backward, optional clipping and the optimizer's fused
 /// update on the parameters' device; the loss sum and correct count stay on the device and
-/// are read only for the progress line and at the end of each epoch. After `fit` the model is
-/// in eval mode.
+/// are read only for the progress line and at the end of each epoch. An epoch whose training
+/// loss is NaN or infinite ends `fit` with [`Error::NonFinite`] (after the callbacks saw it, so
+/// `TerminateOnNaN` can restore weights first). After `fit` the model is in eval mode.
 pub fn fit<M, D, V>(model: &mut M, train: &D, mut cfg: Fit<V>) -> Result<History>
 where
     M: Model,
@@ -138,6 +139,16 @@ where
         })() {
             progress.abandon();
             return Err(e);
+        }
+        // Without a callback that handles it (TerminateOnNaN restores weights above), a
+        // non-finite loss ends training: the weights it produced are garbage.
+        if let Some(l) = logs.get("loss").filter(|l| !l.is_finite()) {
+            progress.abandon();
+            return Err(Error::NonFinite(format!(
+                "fit: the training loss became {l} in epoch {} (NaN or infinite inputs, targets or weights; a \
+                 lower learning rate, clip_grad_norm, or TerminateOnNaN to restore the last good weights)",
+                epoch + 1
+            )));
         }
         model.set_training(false);
         let validation = if n_val > 0 {

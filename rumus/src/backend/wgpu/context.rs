@@ -14,6 +14,8 @@ pub struct WgpuContext {
     pub(crate) subgroups: bool,
     /// Timestamp queries are available (used by benchmarks).
     pub(crate) timestamps: bool,
+    /// The adapter reports SHADER_F16 (never requested: no kernel needs it).
+    pub(crate) reports_f16: bool,
     /// The first error the driver reported outside an error scope, surfaced at the next sync.
     pub(crate) uncaptured: Arc<Mutex<Option<String>>>,
 }
@@ -77,6 +79,7 @@ impl WgpuContext {
             limits,
             subgroups: features.contains(::wgpu::Features::SUBGROUP),
             timestamps: features.contains(::wgpu::Features::TIMESTAMP_QUERY),
+            reports_f16: available.contains(::wgpu::Features::SHADER_F16),
             info,
             uncaptured,
         })
@@ -95,6 +98,17 @@ impl WgpuContext {
     /// Whether reductions use subgroup operations on this adapter.
     pub fn has_subgroups(&self) -> bool {
         self.subgroups
+    }
+
+    /// Whether the adapter reports SHADER_F16. rumus never requests it (its kernels are f32);
+    /// such adapters must work like any other.
+    pub fn adapter_reports_f16(&self) -> bool {
+        self.reports_f16
+    }
+
+    /// Whether the device was opened with SHADER_F16 (never: no kernel needs it).
+    pub fn device_has_f16(&self) -> bool {
+        self.device.features().contains(::wgpu::Features::SHADER_F16)
     }
 
     /// Whether the device can write GPU timestamps (TIMESTAMP_QUERY).

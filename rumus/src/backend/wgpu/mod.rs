@@ -12,6 +12,7 @@ mod warmup;
 
 pub use context::WgpuContext;
 pub use encoder::transfer_count;
+pub use pool::PoolStats;
 pub use storage::WgpuStorage;
 
 use std::sync::{Arc, OnceLock};
@@ -160,6 +161,11 @@ impl WgpuBackend {
     /// Bytes held by the buffer pool for reuse.
     pub fn pooled_bytes(&self) -> u64 {
         self.pool.idle_bytes()
+    }
+
+    /// Live and idle buffer counts of this backend's pool.
+    pub fn pool_stats(&self) -> PoolStats {
+        self.pool.stats()
     }
 
     // ----- helpers -----

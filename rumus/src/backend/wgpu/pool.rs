@@ -3,6 +3,7 @@
 //! first step. Reuse inside one pending command encoder is safe: commands run in record order.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::{Error, Result};
@@ -33,11 +34,33 @@ struct Idle {
 
 pub(crate) struct BufferPool {
     idle: Mutex<Idle>,
+    /// Buffers handed out by `acquire` and not yet given back (the live tensors' buffers).
+    live: AtomicUsize,
+}
+
+/// Buffer counts of a wgpu device's pool, for tests that check memory stays bounded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Buffers owned by live tensors.
+    pub live_buffers: usize,
+    /// Buffers kept idle for reuse.
+    pub idle_buffers: usize,
+    /// Bytes of the idle buffers.
+    pub idle_bytes: u64,
 }
 
 impl BufferPool {
     pub fn new() -> Self {
-        BufferPool { idle: Mutex::new(Idle::default()) }
+        BufferPool { idle: Mutex::new(Idle::default()), live: AtomicUsize::new(0) }
+    }
+
+    pub fn stats(&self) -> PoolStats {
+        let idle = self.lock();
+        PoolStats {
+            live_buffers: self.live.load(Ordering::Relaxed),
+            idle_buffers: idle.by_class.values().map(Vec::len).sum(),
+            idle_bytes: idle.bytes,
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Idle> {
@@ -46,6 +69,18 @@ impl BufferPool {
 
     /// A storage buffer of at least `bytes` bytes (contents undefined).
     pub fn acquire(
+        &self,
+        device: &::wgpu::Device,
+        limits: &::wgpu::Limits,
+        bytes: u64,
+        op: &str,
+    ) -> Result<::wgpu::Buffer> {
+        let buffer = self.acquire_untracked(device, limits, bytes, op)?;
+        self.live.fetch_add(1, Ordering::Relaxed);
+        Ok(buffer)
+    }
+
+    fn acquire_untracked(
         &self,
         device: &::wgpu::Device,
         limits: &::wgpu::Limits,
@@ -94,6 +129,7 @@ impl BufferPool {
 
     /// Takes back a buffer whose tensor was dropped.
     pub fn release(&self, buffer: ::wgpu::Buffer) {
+        self.live.fetch_sub(1, Ordering::Relaxed);
         let class = buffer.size();
         let mut idle = self.lock();
         if idle.bytes + class > IDLE_BOUND {
