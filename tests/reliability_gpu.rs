@@ -335,6 +335,40 @@ fn index_kernels_past_65535_workgroups() {
     });
 }
 
+#[test]
+fn gather_and_scatter_add_past_65535_workgroups() {
+    // One source value per output position (len 1), so the buffers stay under 128 MiB.
+    let args = GatherArgs { outer: 1, len: 1, inner: N, count: 1 };
+    big_parity("gather/scatter_add", 1e-6, |b| {
+        let x = b.random(RandomKind::Uniform, N, 43)?;
+        let idx = b.from_u32(&vec![0; N])?;
+        let gathered = b.gather(&x, &idx, &args)?;
+        let scattered = b.scatter_add(&gathered, &idx, &args)?;
+        Ok(vec![gathered, scattered])
+    });
+}
+
+#[test]
+fn fused_optimizer_update_past_65535_workgroups() {
+    let step = OptimizerStep::Adam {
+        lr: 1e-2,
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: 0.01,
+        decoupled: true,
+        step: 1,
+    };
+    // Where a gradient is near eps, g/(sqrt(v)+eps) turns one-ulp differences of sqrt into
+    // ~1e-3 relative changes of a step of size lr = 1e-2: allow 1% of one step.
+    big_parity("adam", 1e-4, |b| {
+        let (param, grad) = (b.random(RandomKind::Normal, N, 44)?, b.random(RandomKind::Normal, N, 45)?);
+        let (m, v) = (b.full(N, 0.0)?, b.full(N, 0.0)?);
+        b.optimizer_step(&step, &param, &grad, &[&m, &v], N)?;
+        Ok(vec![param, m, v])
+    });
+}
+
 // ----- adapters -----
 
 #[test]
