@@ -115,6 +115,35 @@ fn bench_lenet_step(device: &Device, batch: usize) -> Result<Record> {
     })
 }
 
+/// Peak device memory of one LeNet-5 training step at batch 64, counted from before the model
+/// exists (parameters, Adam state, batch, activations, gradients), like the PyTorch twin's
+/// `max_memory_allocated` difference. Only the wgpu pool counts bytes.
+fn bench_lenet_memory(device: &Device) -> Result<Option<Record>> {
+    let Device::Wgpu(backend) = device else { return Ok(None) };
+    device.synchronize()?;
+    let before = backend.pool_stats().live_bytes;
+    backend.reset_peak_memory();
+    let model = lenet(device)?;
+    let params = rumus::nn::named_params(&model);
+    let mut adam = Adam::new(1e-3);
+    let x = RawTensor::randn(&[64, 1, 28, 28], 0.0, 1.0, 6, device)?;
+    let labels: Vec<u32> = (0..64).map(|i| i % 10).collect();
+    let y = RawTensor::from_indices(&labels, &[64], device)?;
+    for _ in 0..3 {
+        let loss = model.forward_raw(&x)?.cross_entropy(&y, 0.0)?;
+        let grads = loss.backward()?;
+        adam.step(&params, &grads)?;
+    }
+    device.synchronize()?;
+    let peak = backend.pool_stats().peak_live_bytes.saturating_sub(before);
+    Ok(Some(Record {
+        name: "lenet step b64 peak memory".into(),
+        median_s: 0.0,
+        rate: peak as f64 / (1 << 20) as f64,
+        unit: "MiB",
+    }))
+}
+
 /// An MNIST-sized LeNet-5 epoch (60,000 samples resident on the device, shuffled, batches cut
 /// on the device, Adam), reading the summed loss once at the end, like the PyTorch twin. Returns
 /// the first (cold) and second (steady) epoch times.
@@ -181,6 +210,9 @@ fn main() -> Result<()> {
         for batch in [64, 256] {
             records.push(bench_lenet_step(&device, batch)?);
         }
+    }
+    if wanted("memory") {
+        records.extend(bench_lenet_memory(&device)?);
     }
     if wanted("epoch") {
         for batch in [64, 256] {

@@ -163,9 +163,14 @@ impl WgpuBackend {
         self.pool.idle_bytes()
     }
 
-    /// Live and idle buffer counts of this backend's pool.
+    /// Live and idle buffer counts of this backend's pool, and its peak of live bytes.
     pub fn pool_stats(&self) -> PoolStats {
         self.pool.stats()
+    }
+
+    /// Starts a new peak-memory measurement (see [`PoolStats::peak_live_bytes`]).
+    pub fn reset_peak_memory(&self) {
+        self.pool.reset_peak();
     }
 
     // ----- helpers -----

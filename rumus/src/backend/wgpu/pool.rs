@@ -3,7 +3,7 @@
 //! first step. Reuse inside one pending command encoder is safe: commands run in record order.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::{Error, Result};
@@ -36,6 +36,9 @@ pub(crate) struct BufferPool {
     idle: Mutex<Idle>,
     /// Buffers handed out by `acquire` and not yet given back (the live tensors' buffers).
     live: AtomicUsize,
+    /// Their bytes, and the most there have been since the last `reset_peak`.
+    live_bytes: AtomicU64,
+    peak_live_bytes: AtomicU64,
 }
 
 /// Buffer counts of a wgpu device's pool, for tests that check memory stays bounded.
@@ -47,11 +50,21 @@ pub struct PoolStats {
     pub idle_buffers: usize,
     /// Bytes of the idle buffers.
     pub idle_bytes: u64,
+    /// Bytes of the live buffers (size classes, so up to 25% above the tensors' own sizes).
+    pub live_bytes: u64,
+    /// The most live bytes since the pool was created or `reset_peak` was called: the
+    /// counterpart of PyTorch's `torch.cuda.max_memory_allocated`.
+    pub peak_live_bytes: u64,
 }
 
 impl BufferPool {
     pub fn new() -> Self {
-        BufferPool { idle: Mutex::new(Idle::default()), live: AtomicUsize::new(0) }
+        BufferPool {
+            idle: Mutex::new(Idle::default()),
+            live: AtomicUsize::new(0),
+            live_bytes: AtomicU64::new(0),
+            peak_live_bytes: AtomicU64::new(0),
+        }
     }
 
     pub fn stats(&self) -> PoolStats {
@@ -60,7 +73,14 @@ impl BufferPool {
             live_buffers: self.live.load(Ordering::Relaxed),
             idle_buffers: idle.by_class.values().map(Vec::len).sum(),
             idle_bytes: idle.bytes,
+            live_bytes: self.live_bytes.load(Ordering::Relaxed),
+            peak_live_bytes: self.peak_live_bytes.load(Ordering::Relaxed),
         }
+    }
+
+    /// Starts a new peak measurement from the bytes live now.
+    pub fn reset_peak(&self) {
+        self.peak_live_bytes.store(self.live_bytes.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Idle> {
@@ -77,6 +97,8 @@ impl BufferPool {
     ) -> Result<::wgpu::Buffer> {
         let buffer = self.acquire_untracked(device, limits, bytes, op)?;
         self.live.fetch_add(1, Ordering::Relaxed);
+        let live = self.live_bytes.fetch_add(buffer.size(), Ordering::Relaxed) + buffer.size();
+        self.peak_live_bytes.fetch_max(live, Ordering::Relaxed);
         Ok(buffer)
     }
 
@@ -131,6 +153,7 @@ impl BufferPool {
     pub fn release(&self, buffer: ::wgpu::Buffer) {
         self.live.fetch_sub(1, Ordering::Relaxed);
         let class = buffer.size();
+        self.live_bytes.fetch_sub(class, Ordering::Relaxed);
         let mut idle = self.lock();
         if idle.bytes + class > IDLE_BOUND {
             return; // dropped: the driver frees it once pending commands are done
