@@ -9,27 +9,18 @@ use rumus::data::fashion_mnist;
 use rumus::optim::schedule::CosineAnnealing;
 use rumus::prelude::*;
 
+mod common;
+
 /// 784-256-128-10 with ReLU and dropout between the hidden layers.
 #[model(input = [1, 28, 28])]
 pub struct Mlp {
     layers: layers![Flatten, Linear(256), Relu, Dropout(0.1), Linear(128), Relu, Linear(10)],
 }
 
-/// `--name value` from the command line, else the environment variable, else `default`.
-fn setting(flag: &str, env: &str, default: &str) -> String {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == flag)
-        .and_then(|i| args.get(i + 1))
-        .cloned()
-        .or_else(|| std::env::var(env).ok())
-        .unwrap_or_else(|| default.to_string())
-}
-
 fn main() -> Result<()> {
-    let epochs: usize = setting("--epochs", "RUMUS_EPOCHS", "10").parse().unwrap_or(10);
-    let batch_size: usize = setting("--batch-size", "RUMUS_BATCH_SIZE", "64").parse().unwrap_or(64);
-    let dir = setting("--data", "RUMUS_FASHION_DIR", fashion_mnist::DEBIAN_DIR);
+    let epochs = common::count("--epochs", "RUMUS_EPOCHS", 10);
+    let batch_size = common::count("--batch-size", "RUMUS_BATCH_SIZE", 64);
+    let dir = common::setting("--data", "RUMUS_FASHION_DIR").unwrap_or_else(|| fashion_mnist::DEBIAN_DIR.to_string());
     let device = Device::best();
     let (train, test) = fashion_mnist::load(&dir)?;
     let mut model = Mlp::new(&device, 7)?;

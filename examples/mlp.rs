@@ -6,27 +6,17 @@
 
 use rumus::prelude::*;
 
+mod common;
+
 /// 784-300-100-10 with ReLU: the image is flattened, in-features are inferred.
 #[model(input = [1, 28, 28])]
 pub struct Mlp {
     layers: layers![Flatten, Linear(300), Relu, Linear(100), Relu, Linear(10)],
 }
 
-/// `--name value` from the command line, else the environment variable, else `default`.
-fn setting(flag: &str, env: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == flag)
-        .and_then(|i| args.get(i + 1))
-        .cloned()
-        .or_else(|| std::env::var(env).ok())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn main() -> Result<()> {
-    let epochs = setting("--epochs", "RUMUS_EPOCHS", 10);
-    let batch_size = setting("--batch-size", "RUMUS_BATCH_SIZE", 64);
+    let epochs = common::count("--epochs", "RUMUS_EPOCHS", 10);
+    let batch_size = common::count("--batch-size", "RUMUS_BATCH_SIZE", 64);
     let device = Device::best();
     let (train, test) = rumus::data::mnist::load_or_fetch("data/mnist")?;
     let mut model = Mlp::new(&device, 42)?;

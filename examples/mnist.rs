@@ -8,6 +8,8 @@
 use rumus::optim::schedule::CosineAnnealing;
 use rumus::prelude::*;
 
+mod common;
+
 /// LeNet-5 (LeCun et al. 1998) with ReLU and max pooling: 61,706 parameters, named as PyTorch
 /// names them (`features.0.weight` ... `head.5.bias`). Every shape is checked at compile time.
 #[model(input = [1, 28, 28])]
@@ -17,21 +19,9 @@ pub struct LeNet {
     head: layers![Flatten, Linear(120), Relu, Linear(84), Relu, Linear(10)],
 }
 
-/// `--name value` from the command line, else the environment variable, else `default`.
-fn setting(flag: &str, env: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == flag)
-        .and_then(|i| args.get(i + 1))
-        .cloned()
-        .or_else(|| std::env::var(env).ok())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn main() -> Result<()> {
-    let epochs = setting("--epochs", "RUMUS_EPOCHS", 10);
-    let batch_size = setting("--batch-size", "RUMUS_BATCH_SIZE", 64);
+    let epochs = common::count("--epochs", "RUMUS_EPOCHS", 10);
+    let batch_size = common::count("--batch-size", "RUMUS_BATCH_SIZE", 64);
     let device = Device::best();
     let (train, test) = rumus::data::mnist::load_or_fetch("data/mnist")?;
     let mut model = LeNet::new(&device, 42)?;
