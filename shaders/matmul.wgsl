@@ -2,18 +2,20 @@
 //
 // Batched matmul out[b] = lhs[b] (m×k) @ rhs[b] (k×n) with arbitrary element strides, so
 // transposed and batch-broadcast operands need no copy. Output is contiguous [batch, m, n].
+// `matmul_vec4.wgsl` is the same scheme with vec4 global loads, for operands whose contiguous
+// side is a multiple of 4 (the common case); this file serves every other layout.
 //
 // `matmul_small` (below) gives each output its own invocation, for products with a short side.
 // Two tile sizes share one scheme: `matmul` computes a 64×64 tile per workgroup (4×4 per
 // invocation) for small and medium products; `matmul_large` a 128×128 tile (8×8 per invocation,
-// four 4×4 blocks 64 apart) for big ones. A 16×16 workgroup stages K in slices of 16 through
+// four 4×4 blocks 64 apart) for big ones. A 16×16 workgroup stages K in slices through
 // shared memory; each invocation reads its rows and columns as vec4s, so one k step is a few
 // vec4 loads feeding 4 (or 16) vec4 FMAs. Shared rows are padded by one vec4 so the transposing
 // stores of row-major lhs tiles spread over the banks. Tile loads pick the thread mapping that
-// makes global reads contiguous for row-major or transposed operands; the next K slice is
-// fetched into registers while the current one is multiplied. Register blocks are
-// written out with constant indices (no loops over them) so they stay in registers.
-// Workgroup ids walk tiles and batches with grid strides, so no dispatch dimension limit applies.
+// makes global reads contiguous for row-major or transposed operands. The next K slice is fetched into
+// registers while the current one is multiplied. Register blocks are written out with
+// constant indices (no loops over them) so they stay in registers. Workgroup ids walk tiles and
+// batches with grid strides, so no dispatch dimension limit applies.
 
 struct Params {
     batch: u32,
@@ -34,8 +36,6 @@ struct Params {
 @group(0) @binding(1) var<storage, read> lhs: array<f32>;
 @group(0) @binding(2) var<storage, read> rhs: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
-
-const BK: u32 = 16u;
 
 // Element (r, gk) of batch entry `base` of lhs, zero outside the matrix.
 fn lhs_at(base: u32, r: u32, gk: u32) -> f32 {
@@ -72,10 +72,11 @@ fn store4(base: u32, r: u32, c0: u32, v: vec4<f32>) {
     }
 }
 
-// ----- matmul: 64×64 tile, 4×4 per invocation -----
+// ----- matmul: 64×64 tile, 4×4 per invocation, K slices of 16 -----
 
 const STILE: u32 = 64u;
 const SROW: u32 = 17u;
+const SBK: u32 = 16u;
 
 var<workgroup> sa: array<vec4<f32>, 272>;
 var<workgroup> sb: array<vec4<f32>, 272>;
@@ -102,7 +103,6 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
                 var acc1 = vec4<f32>(0.0);
                 var acc2 = vec4<f32>(0.0);
                 var acc3 = vec4<f32>(0.0);
-                // The next K slice is fetched into registers while the current one is multiplied.
                 var ra0: f32;
                 var rb0: f32;
                 var ra1: f32;
@@ -111,27 +111,26 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
                 var rb2: f32;
                 var ra3: f32;
                 var rb3: f32;
-                // Where each of this invocation's loads lands in the tile (the same every K slice).
                 let ia0 = lid + 0u;
-                let ar0 = select(ia0 % STILE, ia0 / BK, lhs_k_fast);
-                let ak0 = select(ia0 / STILE, ia0 % BK, lhs_k_fast);
-                let bc0 = select(ia0 / BK, ia0 % STILE, rhs_n_fast);
-                let bk0 = select(ia0 % BK, ia0 / STILE, rhs_n_fast);
+                let ar0 = select(ia0 % STILE, ia0 / SBK, lhs_k_fast);
+                let ak0 = select(ia0 / STILE, ia0 % SBK, lhs_k_fast);
+                let bc0 = select(ia0 / SBK, ia0 % STILE, rhs_n_fast);
+                let bk0 = select(ia0 % SBK, ia0 / STILE, rhs_n_fast);
                 let ia1 = lid + 256u;
-                let ar1 = select(ia1 % STILE, ia1 / BK, lhs_k_fast);
-                let ak1 = select(ia1 / STILE, ia1 % BK, lhs_k_fast);
-                let bc1 = select(ia1 / BK, ia1 % STILE, rhs_n_fast);
-                let bk1 = select(ia1 % BK, ia1 / STILE, rhs_n_fast);
+                let ar1 = select(ia1 % STILE, ia1 / SBK, lhs_k_fast);
+                let ak1 = select(ia1 / STILE, ia1 % SBK, lhs_k_fast);
+                let bc1 = select(ia1 / SBK, ia1 % STILE, rhs_n_fast);
+                let bk1 = select(ia1 % SBK, ia1 / STILE, rhs_n_fast);
                 let ia2 = lid + 512u;
-                let ar2 = select(ia2 % STILE, ia2 / BK, lhs_k_fast);
-                let ak2 = select(ia2 / STILE, ia2 % BK, lhs_k_fast);
-                let bc2 = select(ia2 / BK, ia2 % STILE, rhs_n_fast);
-                let bk2 = select(ia2 % BK, ia2 / STILE, rhs_n_fast);
+                let ar2 = select(ia2 % STILE, ia2 / SBK, lhs_k_fast);
+                let ak2 = select(ia2 / STILE, ia2 % SBK, lhs_k_fast);
+                let bc2 = select(ia2 / SBK, ia2 % STILE, rhs_n_fast);
+                let bk2 = select(ia2 % SBK, ia2 / STILE, rhs_n_fast);
                 let ia3 = lid + 768u;
-                let ar3 = select(ia3 % STILE, ia3 / BK, lhs_k_fast);
-                let ak3 = select(ia3 / STILE, ia3 % BK, lhs_k_fast);
-                let bc3 = select(ia3 / BK, ia3 % STILE, rhs_n_fast);
-                let bk3 = select(ia3 % BK, ia3 / STILE, rhs_n_fast);
+                let ar3 = select(ia3 % STILE, ia3 / SBK, lhs_k_fast);
+                let ak3 = select(ia3 / STILE, ia3 % SBK, lhs_k_fast);
+                let bc3 = select(ia3 / SBK, ia3 % STILE, rhs_n_fast);
+                let bk3 = select(ia3 % SBK, ia3 / STILE, rhs_n_fast);
                 ra0 = lhs_at(lhs_base, row0 + ar0, 0u + ak0);
                 rb0 = rhs_at(rhs_base, 0u + bk0, col0 + bc0);
                 ra1 = lhs_at(lhs_base, row0 + ar1, 0u + ak1);
@@ -140,17 +139,17 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
                 rb2 = rhs_at(rhs_base, 0u + bk2, col0 + bc2);
                 ra3 = lhs_at(lhs_base, row0 + ar3, 0u + ak3);
                 rb3 = rhs_at(rhs_base, 0u + bk3, col0 + bc3);
-                for (var k0 = 0u; k0 < p.k; k0 += BK) {
-                    sa[ak0 * SROW + ar0 / 4u][ar0 % 4u] = ra0;
-                    sb[bk0 * SROW + bc0 / 4u][bc0 % 4u] = rb0;
-                    sa[ak1 * SROW + ar1 / 4u][ar1 % 4u] = ra1;
-                    sb[bk1 * SROW + bc1 / 4u][bc1 % 4u] = rb1;
-                    sa[ak2 * SROW + ar2 / 4u][ar2 % 4u] = ra2;
-                    sb[bk2 * SROW + bc2 / 4u][bc2 % 4u] = rb2;
-                    sa[ak3 * SROW + ar3 / 4u][ar3 % 4u] = ra3;
-                    sb[bk3 * SROW + bc3 / 4u][bc3 % 4u] = rb3;
+                for (var k0 = 0u; k0 < p.k; k0 += SBK) {
+                    sa[0u + ak0 * SROW + ar0 / 4u][ar0 % 4u] = ra0;
+                    sb[0u + bk0 * SROW + bc0 / 4u][bc0 % 4u] = rb0;
+                    sa[0u + ak1 * SROW + ar1 / 4u][ar1 % 4u] = ra1;
+                    sb[0u + bk1 * SROW + bc1 / 4u][bc1 % 4u] = rb1;
+                    sa[0u + ak2 * SROW + ar2 / 4u][ar2 % 4u] = ra2;
+                    sb[0u + bk2 * SROW + bc2 / 4u][bc2 % 4u] = rb2;
+                    sa[0u + ak3 * SROW + ar3 / 4u][ar3 % 4u] = ra3;
+                    sb[0u + bk3 * SROW + bc3 / 4u][bc3 % 4u] = rb3;
                     workgroupBarrier();
-                    let next = k0 + BK;
+                    let next = k0 + SBK;
                     if next < p.k {
                         ra0 = lhs_at(lhs_base, row0 + ar0, next + ak0);
                         rb0 = rhs_at(rhs_base, next + bk0, col0 + bc0);
@@ -161,9 +160,9 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
                         ra3 = lhs_at(lhs_base, row0 + ar3, next + ak3);
                         rb3 = rhs_at(rhs_base, next + bk3, col0 + bc3);
                     }
-                    for (var kk = 0u; kk < BK; kk++) {
-                        let a0 = sa[kk * SROW + 0u + ty];
-                        let b0 = sb[kk * SROW + 0u + tx];
+                    for (var kk = 0u; kk < SBK; kk++) {
+                        let a0 = sa[0u + kk * SROW + 0u + ty];
+                        let b0 = sb[0u + kk * SROW + 0u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.y), b0, acc1);
                         acc2 = fma(vec4<f32>(a0.z), b0, acc2);
@@ -180,13 +179,14 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     }
 }
 
-// ----- matmul_large: 128×128 tile, 8×8 per invocation -----
+// ----- matmul_large: 128×128 tile, 8×8 per invocation, K slices of 8 -----
 
 const LTILE: u32 = 128u;
 const LROW: u32 = 33u;
+const LBK: u32 = 8u;
 
-var<workgroup> la: array<vec4<f32>, 528>;
-var<workgroup> lb: array<vec4<f32>, 528>;
+var<workgroup> la: array<vec4<f32>, 264>;
+var<workgroup> lb: array<vec4<f32>, 264>;
 
 @compute @workgroup_size(16, 16)
 fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -222,7 +222,6 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                 var acc13 = vec4<f32>(0.0);
                 var acc14 = vec4<f32>(0.0);
                 var acc15 = vec4<f32>(0.0);
-                // The next K slice is fetched into registers while the current one is multiplied.
                 var ra0: f32;
                 var rb0: f32;
                 var ra1: f32;
@@ -231,55 +230,26 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                 var rb2: f32;
                 var ra3: f32;
                 var rb3: f32;
-                var ra4: f32;
-                var rb4: f32;
-                var ra5: f32;
-                var rb5: f32;
-                var ra6: f32;
-                var rb6: f32;
-                var ra7: f32;
-                var rb7: f32;
-                // Where each of this invocation's loads lands in the tile (the same every K slice).
                 let ia0 = lid + 0u;
-                let ar0 = select(ia0 % LTILE, ia0 / BK, lhs_k_fast);
-                let ak0 = select(ia0 / LTILE, ia0 % BK, lhs_k_fast);
-                let bc0 = select(ia0 / BK, ia0 % LTILE, rhs_n_fast);
-                let bk0 = select(ia0 % BK, ia0 / LTILE, rhs_n_fast);
+                let ar0 = select(ia0 % LTILE, ia0 / LBK, lhs_k_fast);
+                let ak0 = select(ia0 / LTILE, ia0 % LBK, lhs_k_fast);
+                let bc0 = select(ia0 / LBK, ia0 % LTILE, rhs_n_fast);
+                let bk0 = select(ia0 % LBK, ia0 / LTILE, rhs_n_fast);
                 let ia1 = lid + 256u;
-                let ar1 = select(ia1 % LTILE, ia1 / BK, lhs_k_fast);
-                let ak1 = select(ia1 / LTILE, ia1 % BK, lhs_k_fast);
-                let bc1 = select(ia1 / BK, ia1 % LTILE, rhs_n_fast);
-                let bk1 = select(ia1 % BK, ia1 / LTILE, rhs_n_fast);
+                let ar1 = select(ia1 % LTILE, ia1 / LBK, lhs_k_fast);
+                let ak1 = select(ia1 / LTILE, ia1 % LBK, lhs_k_fast);
+                let bc1 = select(ia1 / LBK, ia1 % LTILE, rhs_n_fast);
+                let bk1 = select(ia1 % LBK, ia1 / LTILE, rhs_n_fast);
                 let ia2 = lid + 512u;
-                let ar2 = select(ia2 % LTILE, ia2 / BK, lhs_k_fast);
-                let ak2 = select(ia2 / LTILE, ia2 % BK, lhs_k_fast);
-                let bc2 = select(ia2 / BK, ia2 % LTILE, rhs_n_fast);
-                let bk2 = select(ia2 % BK, ia2 / LTILE, rhs_n_fast);
+                let ar2 = select(ia2 % LTILE, ia2 / LBK, lhs_k_fast);
+                let ak2 = select(ia2 / LTILE, ia2 % LBK, lhs_k_fast);
+                let bc2 = select(ia2 / LBK, ia2 % LTILE, rhs_n_fast);
+                let bk2 = select(ia2 % LBK, ia2 / LTILE, rhs_n_fast);
                 let ia3 = lid + 768u;
-                let ar3 = select(ia3 % LTILE, ia3 / BK, lhs_k_fast);
-                let ak3 = select(ia3 / LTILE, ia3 % BK, lhs_k_fast);
-                let bc3 = select(ia3 / BK, ia3 % LTILE, rhs_n_fast);
-                let bk3 = select(ia3 % BK, ia3 / LTILE, rhs_n_fast);
-                let ia4 = lid + 1024u;
-                let ar4 = select(ia4 % LTILE, ia4 / BK, lhs_k_fast);
-                let ak4 = select(ia4 / LTILE, ia4 % BK, lhs_k_fast);
-                let bc4 = select(ia4 / BK, ia4 % LTILE, rhs_n_fast);
-                let bk4 = select(ia4 % BK, ia4 / LTILE, rhs_n_fast);
-                let ia5 = lid + 1280u;
-                let ar5 = select(ia5 % LTILE, ia5 / BK, lhs_k_fast);
-                let ak5 = select(ia5 / LTILE, ia5 % BK, lhs_k_fast);
-                let bc5 = select(ia5 / BK, ia5 % LTILE, rhs_n_fast);
-                let bk5 = select(ia5 % BK, ia5 / LTILE, rhs_n_fast);
-                let ia6 = lid + 1536u;
-                let ar6 = select(ia6 % LTILE, ia6 / BK, lhs_k_fast);
-                let ak6 = select(ia6 / LTILE, ia6 % BK, lhs_k_fast);
-                let bc6 = select(ia6 / BK, ia6 % LTILE, rhs_n_fast);
-                let bk6 = select(ia6 % BK, ia6 / LTILE, rhs_n_fast);
-                let ia7 = lid + 1792u;
-                let ar7 = select(ia7 % LTILE, ia7 / BK, lhs_k_fast);
-                let ak7 = select(ia7 / LTILE, ia7 % BK, lhs_k_fast);
-                let bc7 = select(ia7 / BK, ia7 % LTILE, rhs_n_fast);
-                let bk7 = select(ia7 % BK, ia7 / LTILE, rhs_n_fast);
+                let ar3 = select(ia3 % LTILE, ia3 / LBK, lhs_k_fast);
+                let ak3 = select(ia3 / LTILE, ia3 % LBK, lhs_k_fast);
+                let bc3 = select(ia3 / LBK, ia3 % LTILE, rhs_n_fast);
+                let bk3 = select(ia3 % LBK, ia3 / LTILE, rhs_n_fast);
                 ra0 = lhs_at(lhs_base, row0 + ar0, 0u + ak0);
                 rb0 = rhs_at(rhs_base, 0u + bk0, col0 + bc0);
                 ra1 = lhs_at(lhs_base, row0 + ar1, 0u + ak1);
@@ -288,33 +258,17 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                 rb2 = rhs_at(rhs_base, 0u + bk2, col0 + bc2);
                 ra3 = lhs_at(lhs_base, row0 + ar3, 0u + ak3);
                 rb3 = rhs_at(rhs_base, 0u + bk3, col0 + bc3);
-                ra4 = lhs_at(lhs_base, row0 + ar4, 0u + ak4);
-                rb4 = rhs_at(rhs_base, 0u + bk4, col0 + bc4);
-                ra5 = lhs_at(lhs_base, row0 + ar5, 0u + ak5);
-                rb5 = rhs_at(rhs_base, 0u + bk5, col0 + bc5);
-                ra6 = lhs_at(lhs_base, row0 + ar6, 0u + ak6);
-                rb6 = rhs_at(rhs_base, 0u + bk6, col0 + bc6);
-                ra7 = lhs_at(lhs_base, row0 + ar7, 0u + ak7);
-                rb7 = rhs_at(rhs_base, 0u + bk7, col0 + bc7);
-                for (var k0 = 0u; k0 < p.k; k0 += BK) {
-                    la[ak0 * LROW + ar0 / 4u][ar0 % 4u] = ra0;
-                    lb[bk0 * LROW + bc0 / 4u][bc0 % 4u] = rb0;
-                    la[ak1 * LROW + ar1 / 4u][ar1 % 4u] = ra1;
-                    lb[bk1 * LROW + bc1 / 4u][bc1 % 4u] = rb1;
-                    la[ak2 * LROW + ar2 / 4u][ar2 % 4u] = ra2;
-                    lb[bk2 * LROW + bc2 / 4u][bc2 % 4u] = rb2;
-                    la[ak3 * LROW + ar3 / 4u][ar3 % 4u] = ra3;
-                    lb[bk3 * LROW + bc3 / 4u][bc3 % 4u] = rb3;
-                    la[ak4 * LROW + ar4 / 4u][ar4 % 4u] = ra4;
-                    lb[bk4 * LROW + bc4 / 4u][bc4 % 4u] = rb4;
-                    la[ak5 * LROW + ar5 / 4u][ar5 % 4u] = ra5;
-                    lb[bk5 * LROW + bc5 / 4u][bc5 % 4u] = rb5;
-                    la[ak6 * LROW + ar6 / 4u][ar6 % 4u] = ra6;
-                    lb[bk6 * LROW + bc6 / 4u][bc6 % 4u] = rb6;
-                    la[ak7 * LROW + ar7 / 4u][ar7 % 4u] = ra7;
-                    lb[bk7 * LROW + bc7 / 4u][bc7 % 4u] = rb7;
+                for (var k0 = 0u; k0 < p.k; k0 += LBK) {
+                    la[0u + ak0 * LROW + ar0 / 4u][ar0 % 4u] = ra0;
+                    lb[0u + bk0 * LROW + bc0 / 4u][bc0 % 4u] = rb0;
+                    la[0u + ak1 * LROW + ar1 / 4u][ar1 % 4u] = ra1;
+                    lb[0u + bk1 * LROW + bc1 / 4u][bc1 % 4u] = rb1;
+                    la[0u + ak2 * LROW + ar2 / 4u][ar2 % 4u] = ra2;
+                    lb[0u + bk2 * LROW + bc2 / 4u][bc2 % 4u] = rb2;
+                    la[0u + ak3 * LROW + ar3 / 4u][ar3 % 4u] = ra3;
+                    lb[0u + bk3 * LROW + bc3 / 4u][bc3 % 4u] = rb3;
                     workgroupBarrier();
-                    let next = k0 + BK;
+                    let next = k0 + LBK;
                     if next < p.k {
                         ra0 = lhs_at(lhs_base, row0 + ar0, next + ak0);
                         rb0 = rhs_at(rhs_base, next + bk0, col0 + bc0);
@@ -324,20 +278,12 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         rb2 = rhs_at(rhs_base, next + bk2, col0 + bc2);
                         ra3 = lhs_at(lhs_base, row0 + ar3, next + ak3);
                         rb3 = rhs_at(rhs_base, next + bk3, col0 + bc3);
-                        ra4 = lhs_at(lhs_base, row0 + ar4, next + ak4);
-                        rb4 = rhs_at(rhs_base, next + bk4, col0 + bc4);
-                        ra5 = lhs_at(lhs_base, row0 + ar5, next + ak5);
-                        rb5 = rhs_at(rhs_base, next + bk5, col0 + bc5);
-                        ra6 = lhs_at(lhs_base, row0 + ar6, next + ak6);
-                        rb6 = rhs_at(rhs_base, next + bk6, col0 + bc6);
-                        ra7 = lhs_at(lhs_base, row0 + ar7, next + ak7);
-                        rb7 = rhs_at(rhs_base, next + bk7, col0 + bc7);
                     }
-                    for (var kk = 0u; kk < BK; kk++) {
-                        let a0 = la[kk * LROW + 0u + ty];
-                        let a1 = la[kk * LROW + 16u + ty];
-                        let b0 = lb[kk * LROW + 0u + tx];
-                        let b1 = lb[kk * LROW + 16u + tx];
+                    for (var kk = 0u; kk < LBK; kk++) {
+                        let a0 = la[0u + kk * LROW + 0u + ty];
+                        let a1 = la[0u + kk * LROW + 16u + ty];
+                        let b0 = lb[0u + kk * LROW + 0u + tx];
+                        let b1 = lb[0u + kk * LROW + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);

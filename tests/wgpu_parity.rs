@@ -230,6 +230,31 @@ fn matmul_matches() {
     parity(&gpu, "narrowed matmul", &[a, b], 1e-4, |t| t[0].narrow(1, 2, 9)?.matmul(&t[1].narrow(0, 1, 8)?));
 }
 
+/// The kernel choice: vec4 loads when every operand's contiguous side, offset and strides are
+/// multiples of 4 (else the strided kernel), 128×128 tiles from 256 such tiles (else 64×64).
+/// Gradients take the transposed layouts of both operands.
+#[test]
+fn matmul_kernel_choices_match() {
+    let Some(gpu) = wgpu_or_skip() else { return };
+    // 64-tile, vec4: aligned; rows not a multiple of 4 (k-contiguous lhs allows it); transposed.
+    let (a, b) = (input(&[64, 32], 41), input(&[32, 68], 42));
+    parity(&gpu, "vec4 64-tile", &[a, b], 1e-4, |t| t[0].matmul(&t[1]));
+    let (a, b) = (input(&[63, 32], 43), input(&[32, 64], 44));
+    parity(&gpu, "vec4 64-tile, 63 rows", &[a, b], 1e-4, |t| t[0].matmul(&t[1]));
+    let (a, b) = (input(&[36, 64], 45), input(&[68, 36], 46));
+    parity(&gpu, "vec4 64-tile aT bT", &[a, b], 1e-4, |t| t[0].transpose(0, 1)?.matmul(&t[1].transpose(0, 1)?));
+    // An offset that is not a multiple of 4 falls back to the strided kernel.
+    let (a, b) = (input(&[64, 37], 47), input(&[32, 64], 48));
+    parity(&gpu, "misaligned view", &[a, b], 1e-4, |t| t[0].narrow(1, 1, 33)?.matmul(&t[1]));
+    // 128-tile (64 batch entries of 2×2 tiles), vec4 and strided, plain and transposed rhs.
+    let (a, b) = (input(&[64, 129, 12], 49), input(&[12, 132], 50));
+    parity(&gpu, "vec4 128-tile batched", &[a, b], 1e-4, |t| t[0].matmul(&t[1]));
+    let (a, b) = (input(&[64, 129, 12], 51), input(&[64, 132, 12], 52));
+    parity(&gpu, "vec4 128-tile a bT", &[a, b], 1e-4, |t| t[0].matmul(&t[1].transpose(1, 2)?));
+    let (a, b) = (input(&[64, 130, 13], 53), input(&[13, 131], 54));
+    parity(&gpu, "strided 128-tile batched", &[a, b], 1e-4, |t| t[0].matmul(&t[1]));
+}
+
 #[test]
 fn softmax_family_matches() {
     let Some(gpu) = wgpu_or_skip() else { return };

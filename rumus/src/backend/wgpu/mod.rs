@@ -5,6 +5,7 @@
 
 mod context;
 mod encoder;
+mod matmul;
 mod pipelines;
 mod pool;
 mod storage;
@@ -721,53 +722,7 @@ impl Backend for WgpuBackend {
     }
 
     fn matmul(&self, lhs: &Storage, rhs: &Storage, args: &MatmulArgs) -> Result<Storage> {
-        let (l, r) = (gpu(lhs, DType::F32, "matmul")?, gpu(rhs, DType::F32, "matmul")?);
-        let n_out = args.batch * args.m * args.n;
-        let out = self.alloc(n_out, DType::F32, "matmul")?;
-        if n_out == 0 {
-            return Ok(self.output(out));
-        }
-        if args.k > 0 {
-            if matrix_extent(&args.lhs, args.m, args.k, args.batch) >= l.len() {
-                return Err(Error::invalid("matmul", "lhs layout reaches past its storage"));
-            }
-            if matrix_extent(&args.rhs, args.k, args.n, args.batch) >= r.len() {
-                return Err(Error::invalid("matmul", "rhs layout reaches past its storage"));
-            }
-        }
-        let (a, b) = (&args.lhs, &args.rhs);
-        let params = [
-            args.batch,
-            args.m,
-            args.k,
-            args.n,
-            a.offset,
-            a.batch_stride,
-            a.row_stride,
-            a.col_stride,
-            b.offset,
-            b.batch_stride,
-            b.row_stride,
-            b.col_stride,
-        ]
-        .map(|v| v as u32);
-        let max = self.ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize;
-        // A short side would leave most of a tile idle: one invocation per output instead.
-        // Big products take 128×128 tiles (8×8 per invocation); the rest 64×64 (4×4), which keep
-        // more workgroups busy.
-        let (entry, groups) = if args.m < 16 || args.n < 16 {
-            ("matmul_small", self.groups_for(n_out, "matmul")?)
-        } else {
-            let tile = if args.m >= 128 && args.n >= 128 { 128 } else { 64 };
-            let groups = [
-                args.n.div_ceil(tile).min(max) as u32,
-                args.m.div_ceil(tile).min(max) as u32,
-                args.batch.min(max) as u32,
-            ];
-            (if tile == 128 { "matmul_large" } else { "matmul" }, groups)
-        };
-        self.run(&pipelines::MATMUL, entry, &[R, R, W], &params, &[bind(l), bind(r), bind(&out)], groups)?;
-        Ok(self.output(out))
+        self.matmul_dispatch(lhs, rhs, args)
     }
 
     fn softmax(&self, x: &Storage, rows: usize, cols: usize, log: bool) -> Result<Storage> {

@@ -2,7 +2,7 @@
 //! wgpu device exists.
 //!
 //! Measured on the H200, the first LeNet step took 0.34 s, nearly all of it compiling about 25
-//! pipelines one after another, which made a cold first epoch 1.45x a steady one. Here seven
+//! pipelines one after another, which made a cold first epoch 1.45x a steady one. Here eight
 //! threads run tiny forward/backward/optimizer steps that touch those kernels, so the driver
 //! compiles them in parallel while the program is still loading its data; a kernel a later op
 //! needs is then already in the cache (or being compiled, and the op waits for it).
@@ -22,8 +22,8 @@ pub(crate) fn start(device: &Device) {
     }
     // One thread per group of kernels: the driver compiles each thread's kernels in turn, so
     // many small groups finish sooner than a few large ones.
-    let works: [fn(&Device) -> Result<()>; 7] =
-        [conv, pooling, classifier_head, optimizer, matmul_medium, matmul_large, row_kernels];
+    let works: [fn(&Device) -> Result<()>; 8] =
+        [conv, pooling, classifier_head, optimizer, matmul_medium, matmul_medium_strided, matmul_large, row_kernels];
     for work in works {
         let device = device.clone();
         let spawned = std::thread::Builder::new().name("rumus-warmup".into()).spawn(move || {
@@ -69,18 +69,24 @@ fn optimizer(device: &Device) -> Result<()> {
     Adam::new(1e-3).step(&params, &grads)
 }
 
-/// The 64-tile matmul, forward and backward.
+/// The 64-tile matmul with vec4 loads (sides that are multiples of 4), forward and backward...
 fn matmul_medium(device: &Device) -> Result<()> {
-    matmul(device, 64, 32, 64)
+    matmul(device, 1, 64, 32, 64)
 }
 
-/// The 128-tile matmul, forward and backward.
+/// ...and the strided one for other sides (a convolution's k = channels × 5 × 5, say).
+fn matmul_medium_strided(device: &Device) -> Result<()> {
+    matmul(device, 1, 64, 30, 64)
+}
+
+/// The 128-tile matmuls, for products of at least 256 such tiles: both kinds.
 fn matmul_large(device: &Device) -> Result<()> {
-    matmul(device, 128, 64, 128)
+    matmul(device, 256, 128, 4, 128)?;
+    matmul(device, 256, 128, 3, 128)
 }
 
-fn matmul(device: &Device, m: usize, k: usize, n: usize) -> Result<()> {
-    let a = RawTensor::randn(&[m, k], 0.0, 1.0, 8, device)?.requires_grad_()?;
+fn matmul(device: &Device, batch: usize, m: usize, k: usize, n: usize) -> Result<()> {
+    let a = RawTensor::randn(&[batch, m, k], 0.0, 1.0, 8, device)?.requires_grad_()?;
     let b = RawTensor::randn(&[k, n], 0.0, 1.0, 9, device)?.requires_grad_()?;
     a.matmul(&b)?.sum_all()?.backward()?;
     Ok(())
