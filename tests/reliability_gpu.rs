@@ -144,8 +144,9 @@ fn tensors_past_the_largest_storage_binding_are_gpu_errors_without_host_allocati
     let Some(gpu) = wgpu_or_skip() else { return };
     let Device::Wgpu(backend) = &gpu else { unreachable!() };
     let limit = backend.context().limits().max_storage_buffer_binding_size;
-    // 40M f32 = 160 MB: past lavapipe's 128 MiB; on bigger adapters scale past their limit.
-    let n = (40_000_000u64).max(limit / 4 + 1) as usize;
+    // 40M f32 = 160 MB: past lavapipe's 128 MiB; on bigger adapters scale past their limit. A
+    // multiple of 2,000 so the [n/1000, 1000] and [2, n/2] shapes below hold all n elements.
+    let n = (40_000_000u64).max((limit / 4 / 2000 + 1) * 2000) as usize;
     let rss = rss_bytes();
     let gpu_error = |what: &str, r: Result<RawTensor>| match r {
         Err(Error::Gpu(msg)) => {
@@ -197,8 +198,9 @@ fn read_u32(b: &dyn Backend, s: &Storage) -> Vec<u32> {
     b.to_u32(s, &Layout::contiguous(&[s.len()])).unwrap()
 }
 
-/// Runs `f` on the CPU and the wgpu backend (inputs from the random kernel, which both compute
-/// bit for bit) and compares every output; returns nothing when there is no adapter.
+/// Runs `f` on the CPU and the wgpu backend and compares every output; returns nothing when
+/// there is no adapter. Inputs from the random kernel agree bit for bit on lavapipe and to
+/// within a few ulps on GPUs with approximate transcendentals.
 fn big_parity(name: &str, tol: f32, f: impl Fn(&dyn Backend) -> Result<Vec<Storage>>) {
     let Some(gpu) = gpu_backend() else { return };
     let cpu = CpuBackend;
@@ -378,8 +380,13 @@ fn fused_optimizer_update_past_65535_workgroups() {
     };
     // Where a gradient is near eps, g/(sqrt(v)+eps) turns one-ulp differences of sqrt into
     // ~1e-3 relative changes of a step of size lr = 1e-2: allow 1% of one step.
+    // The same inputs on both sides: GPU transcendentals may differ from the host's by ulps, and
+    // near g = 0 (where Box-Muller's cosine crosses zero) that changes g/(sqrt(v)+eps) by more
+    // than the step tolerance (seen on the H200).
+    let host = |seed| read_f32(&CpuBackend, &CpuBackend.random(RandomKind::Normal, N, seed).unwrap());
+    let (param0, grad0) = (host(44), host(45));
     big_parity("adam", 1e-4, |b| {
-        let (param, grad) = (b.random(RandomKind::Normal, N, 44)?, b.random(RandomKind::Normal, N, 45)?);
+        let (param, grad) = (b.from_f32(&param0)?, b.from_f32(&grad0)?);
         let (m, v) = (b.full(N, 0.0)?, b.full(N, 0.0)?);
         b.optimizer_step(&step, &param, &grad, &[&m, &v], N)?;
         Ok(vec![param, m, v])

@@ -10,27 +10,72 @@
 //! The warm-up reads nothing back to the host (the transfer count stays untouched), ignores its
 //! own errors (it is only an optimisation; real ops report theirs) and runs only on hardware
 //! adapters, not on CPU emulations such as lavapipe. `RUMUS_WGPU_WARMUP=0` turns it off.
+//!
+//! The process waits for the warm-up at exit (up to `EXIT_WAIT`): NVIDIA's driver tears itself
+//! down in an exit handler, and a pipeline compile still running on another thread then
+//! crashes the process (SIGSEGV or SIGABRT after the last line of output; seen on the H200 in
+//! test binaries that finish in a fraction of a second).
+
+use std::sync::{Condvar, Mutex, Once};
+use std::time::{Duration, Instant};
 
 use crate::nn::{Conv2d, Conv2dConfig, Linear, MaxPool2d, Module};
 use crate::optim::{Adam, Optimizer};
 use crate::{Device, RawTensor, Result};
+
+/// Warm-up threads still running, and the signal that one finished.
+static RUNNING: Mutex<usize> = Mutex::new(0);
+static FINISHED: Condvar = Condvar::new();
+/// The longest an exiting process waits for the warm-up (which takes about 0.2 s on the H200).
+const EXIT_WAIT: Duration = Duration::from_secs(10);
+
+/// Registered with `atexit` after the driver is loaded, so it runs before the driver's handler.
+extern "C" fn wait_for_warmup() {
+    let deadline = Instant::now() + EXIT_WAIT;
+    let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+    while *running > 0 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        running = FINISHED.wait_timeout(running, left).unwrap_or_else(|p| p.into_inner()).0;
+    }
+}
+
+fn finished() {
+    let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+    *running = running.saturating_sub(1);
+    FINISHED.notify_all();
+}
 
 /// Starts the warm-up threads (detached; they finish within a fraction of a second).
 pub(crate) fn start(device: &Device) {
     if std::env::var("RUMUS_WGPU_WARMUP").is_ok_and(|v| v.trim() == "0") {
         return;
     }
+    static AT_EXIT: Once = Once::new();
+    AT_EXIT.call_once(|| {
+        // SAFETY: registers a plain function that only waits on a std condition variable.
+        #[cfg(unix)]
+        unsafe {
+            libc::atexit(wait_for_warmup);
+        }
+    });
     // One thread per group of kernels: the driver compiles each thread's kernels in turn, so
     // many small groups finish sooner than a few large ones.
     let works: [fn(&Device) -> Result<()>; 8] =
         [conv, pooling, classifier_head, optimizer, matmul_medium, matmul_medium_strided, matmul_large, row_kernels];
     for work in works {
         let device = device.clone();
+        *RUNNING.lock().unwrap_or_else(|p| p.into_inner()) += 1;
         let spawned = std::thread::Builder::new().name("rumus-warmup".into()).spawn(move || {
             let _ = work(&device);
+            finished();
         });
         // Without threads the kernels simply compile on first use.
-        drop(spawned);
+        if spawned.is_err() {
+            finished();
+        }
     }
 }
 
