@@ -279,11 +279,165 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         ra3 = lhs_at(lhs_base, row0 + ar3, next + ak3);
                         rb3 = rhs_at(rhs_base, next + bk3, col0 + bc3);
                     }
-                    for (var kk = 0u; kk < LBK; kk++) {
-                        let a0 = la[0u + kk * LROW + 0u + ty];
-                        let a1 = la[0u + kk * LROW + 16u + ty];
-                        let b0 = lb[0u + kk * LROW + 0u + tx];
-                        let b1 = lb[0u + kk * LROW + 16u + tx];
+                    {
+                        let a0 = la[0u + 0u * LROW + 0u + ty];
+                        let a1 = la[0u + 0u * LROW + 16u + ty];
+                        let b0 = lb[0u + 0u * LROW + 0u + tx];
+                        let b1 = lb[0u + 0u * LROW + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 1u * LROW + 0u + ty];
+                        let a1 = la[0u + 1u * LROW + 16u + ty];
+                        let b0 = lb[0u + 1u * LROW + 0u + tx];
+                        let b1 = lb[0u + 1u * LROW + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 2u * LROW + 0u + ty];
+                        let a1 = la[0u + 2u * LROW + 16u + ty];
+                        let b0 = lb[0u + 2u * LROW + 0u + tx];
+                        let b1 = lb[0u + 2u * LROW + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 3u * LROW + 0u + ty];
+                        let a1 = la[0u + 3u * LROW + 16u + ty];
+                        let b0 = lb[0u + 3u * LROW + 0u + tx];
+                        let b1 = lb[0u + 3u * LROW + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 4u * LROW + 0u + ty];
+                        let a1 = la[0u + 4u * LROW + 16u + ty];
+                        let b0 = lb[0u + 4u * LROW + 0u + tx];
+                        let b1 = lb[0u + 4u * LROW + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 5u * LROW + 0u + ty];
+                        let a1 = la[0u + 5u * LROW + 16u + ty];
+                        let b0 = lb[0u + 5u * LROW + 0u + tx];
+                        let b1 = lb[0u + 5u * LROW + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 6u * LROW + 0u + ty];
+                        let a1 = la[0u + 6u * LROW + 16u + ty];
+                        let b0 = lb[0u + 6u * LROW + 0u + tx];
+                        let b1 = lb[0u + 6u * LROW + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 7u * LROW + 0u + ty];
+                        let a1 = la[0u + 7u * LROW + 16u + ty];
+                        let b0 = lb[0u + 7u * LROW + 0u + tx];
+                        let b1 = lb[0u + 7u * LROW + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);

@@ -128,7 +128,7 @@ fn store4(base: u32, r: u32, c0: u32, v: vec4<f32>) {
 '''
 
 
-def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1):
+def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False, static=False):
     """One tiled entry point: a (64·H)² tile, (4·H)² outputs per invocation, K slices of `bk`."""
     T = prefix.upper() + "TILE"
     R = prefix.upper() + "ROW"
@@ -184,17 +184,28 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1):
                            f"{ind}{prefix}b[{buf} + bk{t} * {R} + bc{t} / 4u][bc{t} % 4u] = rb{t};")
         return "\n".join(out)
 
-    def multiply(buf, ind):
-        lines = [f"{ind}for (var kk = 0u; kk < {BK}; kk++) {{"]
+    def multiply_step(buf, kk, ind):
+        lines = []
         for hr in range(H):
-            lines.append(f"{ind}    let a{hr} = {prefix}a[{buf} + kk * {R} + {16*hr}u + ty];")
+            lines.append(f"{ind}let a{hr} = {prefix}a[{buf} + {kk} * {R} + {16*hr}u + ty];")
         for hc in range(H):
-            lines.append(f"{ind}    let b{hc} = {prefix}b[{buf} + kk * {R} + {16*hc}u + tx];")
+            lines.append(f"{ind}let b{hc} = {prefix}b[{buf} + {kk} * {R} + {16*hc}u + tx];")
         for hr in range(H):
             for i, comp in enumerate("xyzw"):
                 for hc in range(H):
                     idx = (hr * 4 + i) * H + hc
-                    lines.append(f"{ind}    acc{idx} = fma(vec4<f32>(a{hr}.{comp}), b{hc}, acc{idx});")
+                    lines.append(f"{ind}acc{idx} = fma(vec4<f32>(a{hr}.{comp}), b{hc}, acc{idx});")
+        return lines
+
+    def multiply(buf, ind):
+        if unroll:
+            # Every k step written out, so shared-memory offsets are constants.
+            lines = []
+            for kk in range(bk):
+                lines += [f"{ind}{{"] + multiply_step(buf, f"{kk}u", ind + "    ") + [f"{ind}}}"]
+            return "\n".join(lines)
+        lines = [f"{ind}for (var kk = 0u; kk < {BK}; kk++) {{"]
+        lines += multiply_step(buf, "kk", ind + "    ")
         lines.append(f"{ind}}}")
         return "\n".join(lines)
 
@@ -206,7 +217,35 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1):
                 stores.append(f"{ind}store4(out_base, row0 + {64*hr + i}u + ty * 4u, col0 + {64*hc}u + tx * 4u, acc{idx});")
 
     i20, i24 = " " * 20, " " * 24
-    if double:
+    if double and static:
+        # Two shared buffers, the loop unrolled by two so each half uses a constant buffer.
+        body = f'''{fetch("0u", ind)}
+{stash("0u", ind)}
+                workgroupBarrier();
+                for (var k0 = 0u; k0 < p.k; k0 += 2u * {BK}) {{
+                    let next = k0 + {BK};
+                    if next < p.k {{
+{fetch("next", i24)}
+                    }}
+{multiply("0u", i20)}
+                    if next < p.k {{
+{stash("SLICE", i24)}
+                    }}
+                    workgroupBarrier();
+                    if next >= p.k {{
+                        break;
+                    }}
+                    let after = next + {BK};
+                    if after < p.k {{
+{fetch("after", i24)}
+                    }}
+{multiply("SLICE", i20)}
+                    if after < p.k {{
+{stash("0u", i24)}
+                    }}
+                    workgroupBarrier();
+                }}'''.replace("SLICE", f"({BK} * {R})")
+    elif double:
         # Two shared buffers: the slice after next is stored into the idle one while this one is
         # multiplied, so one barrier per slice suffices.
         body = f'''{fetch("0u", ind)}
@@ -304,9 +343,11 @@ fn matmul_small(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
 
 
 # The shipped configurations, chosen with examples/matmul_lab.rs on the H200 (BENCHMARKS.md):
-# K slices of 8 beat 16 for the 128×128 tile once runtime checks are off, and double buffering
-# pays with vec4 loads (one barrier per slice) but not with scalar ones.
-SCALAR_LARGE = dict(bk=8)
+# K slices of 8 beat 16 for the 128×128 tile once runtime checks are off; double buffering pays
+# with vec4 loads (one barrier per slice) but not with scalar ones, which gain from the k steps
+# written out instead (30 -> 35 TFLOP/s at 4096³). The vec4 tile needs 16.5 KiB of shared memory
+# (VEC4_LARGE_SHARED_BYTES in backend/wgpu/matmul.rs); pad=0 would fit 16 KiB but runs 5 % slower.
+SCALAR_LARGE = dict(bk=8, unroll=True)
 VEC4_LARGE = dict(bk=8, double=True)
 
 
@@ -330,10 +371,11 @@ here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 if len(sys.argv) == 3 and sys.argv[1] == "--lab":
     lab = sys.argv[2]
     os.makedirs(lab, exist_ok=True)
-    write(os.path.join(lab, "vec4_db8_pad0.wgsl"), vec4_file(large=dict(bk=8, double=True, pad=0)))
-    write(os.path.join(lab, "vec4_db8_small_db.wgsl"), vec4_file(small=dict(double=True)))
-    write(os.path.join(lab, "vec4_db16.wgsl"), vec4_file(large=dict(bk=16, double=True)))
-    write(os.path.join(lab, "scalar_db16_small_db.wgsl"), scalar_file(small=dict(double=True), large=dict(bk=16, double=True)))
+    write(os.path.join(lab, "vec4_unroll.wgsl"), vec4_file(small=dict(unroll=True), large=dict(bk=8, double=True, unroll=True)))
+    write(os.path.join(lab, "vec4_static.wgsl"), vec4_file(large=dict(bk=8, double=True, static=True)))
+    write(os.path.join(lab, "vec4_static_unroll.wgsl"), vec4_file(large=dict(bk=8, double=True, static=True, unroll=True)))
+    write(os.path.join(lab, "vec4_db16_static_unroll.wgsl"), vec4_file(large=dict(bk=16, double=True, static=True, unroll=True)))
+    write(os.path.join(lab, "scalar_unroll.wgsl"), scalar_file(small=dict(unroll=True), large=dict(bk=8, unroll=True)))
 else:
     write(os.path.join(here, "matmul.wgsl"), scalar_file())
     write(os.path.join(here, "matmul_vec4.wgsl"), vec4_file())

@@ -10,6 +10,10 @@ use crate::{Error, Result};
 /// tiles) the large tile wins (35 against 30). Measured with `examples/matmul_lab.rs`.
 const MIN_LARGE_TILES: usize = 256;
 
+/// Shared memory of `matmul_large` in `matmul_vec4.wgsl`: two operands, two buffers, K slices of
+/// 8, rows of 33 vec4. Adapters with less (WebGPU's minimum is 16 KiB) take the strided kernel.
+const VEC4_LARGE_SHARED_BYTES: u32 = 2 * 2 * 8 * 33 * 16;
+
 /// Whether `l` can be read as vec4s along its contiguous side: that side (`cols` when the
 /// columns are contiguous, `rows` when transposed) a multiple of 4, and every other stride and
 /// the offset too, so each vec4 starts on a 16-byte boundary. Which side counts as contiguous
@@ -72,11 +76,30 @@ impl WgpuBackend {
         let groups =
             [args.n.div_ceil(tile).min(max) as u32, args.m.div_ceil(tile).min(max) as u32, args.batch.min(max) as u32];
         let entry = if tile == 128 { "matmul_large" } else { "matmul" };
+        let shared = self.ctx.limits.max_compute_workgroup_storage_size;
         let vec4 = args.n.is_multiple_of(4)
+            && (tile == 64 || shared >= VEC4_LARGE_SHARED_BYTES)
             && vec4_readable(a, args.m, args.k, args.batch)
             && vec4_readable(b, args.k, args.n, args.batch);
         let shader = if vec4 { &pipelines::MATMUL_VEC4 } else { &pipelines::MATMUL };
         self.run(shader, entry, &signature, &params, &buffers, groups)?;
         Ok(self.output(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::VEC4_LARGE_SHARED_BYTES;
+
+    /// The constant follows the generated shader (`shaders/gen/matmul.py`).
+    #[test]
+    fn vec4_large_shared_bytes_match_the_shader() {
+        let source = include_str!("../../../../shaders/matmul_vec4.wgsl");
+        let vec4s: u32 = source
+            .lines()
+            .filter_map(|l| l.strip_prefix("var<workgroup> l"))
+            .filter_map(|l| l.split(", ").nth(1)?.strip_suffix(">;")?.parse::<u32>().ok())
+            .sum();
+        assert_eq!(vec4s * 16, VEC4_LARGE_SHARED_BYTES);
     }
 }
