@@ -1,6 +1,6 @@
 //! Adam (`torch.optim.Adam`, L2 weight decay) and AdamW (`torch.optim.AdamW`, decoupled decay).
 
-use super::state::{check, StateTable};
+use super::state::{check, lr_and_state_methods, StateTable};
 use super::{Optimizer, OptimizerState};
 use crate::backend::OptimizerStep;
 use crate::nn::Param;
@@ -86,23 +86,7 @@ macro_rules! adam_variant {
                 self.0.step($torch, $decoupled, params, grads)
             }
 
-            fn learning_rate(&self) -> f32 {
-                self.0.lr
-            }
-
-            fn set_learning_rate(&mut self, lr: f32) {
-                self.0.lr = lr;
-            }
-
-            fn state(&self) -> Result<OptimizerState> {
-                self.0.state.export($torch, self.0.lr)
-            }
-
-            fn load_state(&mut self, state: &OptimizerState, params: &[(String, Param)]) -> Result<()> {
-                self.0.state.import($torch, state, params)?;
-                self.0.lr = state.learning_rate;
-                Ok(())
-            }
+            lr_and_state_methods!(.0);
         }
     };
 }

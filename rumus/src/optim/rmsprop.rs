@@ -1,6 +1,6 @@
 //! RMSprop (`torch.optim.RMSprop`, not centered).
 
-use super::state::{check, StateTable};
+use super::state::{check, lr_and_state_methods, StateTable};
 use super::{Optimizer, OptimizerState};
 use crate::backend::OptimizerStep;
 use crate::nn::Param;
@@ -67,21 +67,5 @@ impl Optimizer for RmsProp {
         self.state.step(params, grads, |_| OptimizerStep::RmsProp { lr, alpha, eps, weight_decay, momentum })
     }
 
-    fn learning_rate(&self) -> f32 {
-        self.lr
-    }
-
-    fn set_learning_rate(&mut self, lr: f32) {
-        self.lr = lr;
-    }
-
-    fn state(&self) -> Result<OptimizerState> {
-        self.state.export(self.name(), self.lr)
-    }
-
-    fn load_state(&mut self, state: &OptimizerState, params: &[(String, Param)]) -> Result<()> {
-        self.state.import(self.name(), state, params)?;
-        self.lr = state.learning_rate;
-        Ok(())
-    }
+    lr_and_state_methods!();
 }

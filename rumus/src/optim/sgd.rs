@@ -1,7 +1,7 @@
 //! Stochastic gradient descent with momentum, dampening, Nesterov and L2 weight decay
 //! (`torch.optim.SGD`).
 
-use super::state::{check, StateTable};
+use super::state::{check, lr_and_state_methods, StateTable};
 use super::{Optimizer, OptimizerState};
 use crate::backend::OptimizerStep;
 use crate::nn::Param;
@@ -85,21 +85,5 @@ impl Optimizer for Sgd {
         })
     }
 
-    fn learning_rate(&self) -> f32 {
-        self.lr
-    }
-
-    fn set_learning_rate(&mut self, lr: f32) {
-        self.lr = lr;
-    }
-
-    fn state(&self) -> Result<OptimizerState> {
-        self.state.export(self.name(), self.lr)
-    }
-
-    fn load_state(&mut self, state: &OptimizerState, params: &[(String, Param)]) -> Result<()> {
-        self.state.import(self.name(), state, params)?;
-        self.lr = state.learning_rate;
-        Ok(())
-    }
+    lr_and_state_methods!();
 }

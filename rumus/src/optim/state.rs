@@ -24,6 +24,32 @@ pub struct OptimizerState {
     pub buffers: BTreeMap<String, BTreeMap<String, HostBuffer>>,
 }
 
+/// The `learning_rate`, `set_learning_rate`, `state` and `load_state` methods of an optimizer
+/// whose learning rate is `self<path>.lr` and whose per-parameter state is the [`StateTable`]
+/// `self<path>.state` (`<path>` is empty, or `.0` for a newtype): the same for every optimizer.
+macro_rules! lr_and_state_methods {
+    ($($path:tt)*) => {
+        fn learning_rate(&self) -> f32 {
+            self$($path)*.lr
+        }
+
+        fn set_learning_rate(&mut self, lr: f32) {
+            self$($path)*.lr = lr;
+        }
+
+        fn state(&self) -> Result<OptimizerState> {
+            self$($path)*.state.export(self.name(), self$($path)*.lr)
+        }
+
+        fn load_state(&mut self, state: &OptimizerState, params: &[(String, Param)]) -> Result<()> {
+            self$($path)*.state.import(self.name(), state, params)?;
+            self$($path)*.lr = state.learning_rate;
+            Ok(())
+        }
+    };
+}
+pub(crate) use lr_and_state_methods;
+
 /// One parameter's step count and state buffers on its device.
 struct Slot {
     steps: u64,
