@@ -1,27 +1,7 @@
 // Adjoint of im2col: columns [n, c*kh*kw, oh*ow] summed back into [n, c, h, w]. One invocation
-// per input pixel gathers every (tap, output) pair that read it, so no atomics are needed.
+// per input pixel gathers every (tap, output) pair that read it, so no atomics are needed. The
+// window's parameters are in lib/window.wgsl.
 
-struct Params {
-    n: u32,
-    batch: u32,
-    channels: u32,
-    in_h: u32,
-    in_w: u32,
-    kernel_h: u32,
-    kernel_w: u32,
-    stride_h: u32,
-    stride_w: u32,
-    pad_h: u32,
-    pad_w: u32,
-    dilation_h: u32,
-    dilation_w: u32,
-    out_h: u32,
-    out_w: u32,
-    adaptive: u32,
-    neg_inf: f32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> cols: array<f32>;
 @group(0) @binding(2) var<storage, read_write> x: array<f32>;
 

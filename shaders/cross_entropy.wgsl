@@ -2,7 +2,8 @@
 // loss_r = (1-s)·(lse - x[t]) + s·(lse - mean(x)), computed relative to the row max as the CPU
 // does; gradient g_r·(softmax(x) - q) with q = (1-s)·onehot(t) + s/C.
 // Workgroup-per-row entry points walk rows with a grid stride (any row count); the `_short`
-// ones use one invocation per row for few classes. Needs a reduction prelude (wg_sum, wg_max).
+// ones use one invocation per row for few classes. Needs a reduction prelude (wg_sum, wg_max)
+// and lib/row_max_sum.wgsl.
 
 struct Params {
     rows: u32,
@@ -32,25 +33,6 @@ fn grad_at(row: u32, j: u32, m: f32, inv_sum: f32) -> f32 {
     return grad_rows[row] * (exp(x[row * p.classes + j] - m) * inv_sum - q);
 }
 
-// The row's max and sum(exp(x - max)) in one read of the row (a running (max, sum) pair per
-// invocation, combined across the workgroup), identical in every invocation.
-fn wg_max_sum(base: u32, lid: u32) -> vec2<f32> {
-    var m = p.neg_inf;
-    var s = 0.0;
-    for (var j = lid; j < p.classes; j += RED_WG) {
-        let v = x[base + j];
-        if v > m {
-            s = s * exp(m - v) + 1.0;
-            m = v;
-        } else if v != p.neg_inf {
-            s += exp(v - m);
-        }
-    }
-    let row_max = wg_max(m, lid);
-    let scaled = select(s * exp(m - row_max), 0.0, m == p.neg_inf);
-    return vec2<f32>(row_max, wg_sum(scaled, lid));
-}
-
 fn row_id(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
     return (wid.x + wid.y * nwg.x) * 256u + lid;
 }
@@ -61,7 +43,7 @@ fn cross_entropy(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     let groups = nwg.x * nwg.y;
     for (var row = wid.x + wid.y * nwg.x; row < p.rows; row += groups) {
         let base = row * p.classes;
-        let ms = wg_max_sum(base, lid);
+        let ms = row_max_sum(base, p.classes, lid);
         var acc = 0.0;
         for (var j = lid; j < p.classes; j += RED_WG) {
             acc += x[base + j];
@@ -100,7 +82,7 @@ fn cross_entropy_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wo
     let groups = nwg.x * nwg.y;
     for (var row = wid.x + wid.y * nwg.x; row < p.rows; row += groups) {
         let base = row * p.classes;
-        let ms = wg_max_sum(base, lid);
+        let ms = row_max_sum(base, p.classes, lid);
         let inv_sum = 1.0 / ms.y;
         for (var j = lid; j < p.classes; j += RED_WG) {
             out[base + j] = grad_at(row, j, ms.x, inv_sum);

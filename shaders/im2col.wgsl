@@ -1,27 +1,7 @@
 // [n, c, h, w] -> columns [n, c*kh*kw, oh*ow]; one invocation per column element, zero where the
-// window reaches into padding. Mirrors im2col in rumus/src/backend/cpu/conv.rs.
+// window reaches into padding. Mirrors im2col in rumus/src/backend/cpu/conv.rs. The window's
+// parameters are in lib/window.wgsl.
 
-struct Params {
-    n: u32,
-    batch: u32,
-    channels: u32,
-    in_h: u32,
-    in_w: u32,
-    kernel_h: u32,
-    kernel_w: u32,
-    stride_h: u32,
-    stride_w: u32,
-    pad_h: u32,
-    pad_w: u32,
-    dilation_h: u32,
-    dilation_w: u32,
-    out_h: u32,
-    out_w: u32,
-    adaptive: u32,
-    neg_inf: f32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> cols: array<f32>;
 

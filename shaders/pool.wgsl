@@ -1,28 +1,8 @@
 // 2-D max and average pooling over NCHW planes, forward and backward. Forwards run one
 // invocation per output; backwards one per input pixel, gathering the outputs whose window
-// covers it (no atomics). Mirrors rumus/src/backend/cpu/conv.rs.
+// covers it (no atomics). Mirrors rumus/src/backend/cpu/conv.rs. The window's parameters are in
+// lib/window.wgsl.
 
-struct Params {
-    n: u32,
-    batch: u32,
-    channels: u32,
-    in_h: u32,
-    in_w: u32,
-    kernel_h: u32,
-    kernel_w: u32,
-    stride_h: u32,
-    stride_w: u32,
-    pad_h: u32,
-    pad_w: u32,
-    dilation_h: u32,
-    dilation_w: u32,
-    out_h: u32,
-    out_w: u32,
-    adaptive: u32,
-    neg_inf: f32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> src: array<f32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 // max_pool2d: argmax output; max_pool2d_backward: argmax input.

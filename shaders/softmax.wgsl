@@ -3,7 +3,7 @@
 // points:
 // `softmax`: one RED_WG-wide workgroup per row, rows walked with a grid stride (any row count).
 // `softmax_short`: one invocation per row, for short rows where a workgroup would idle.
-// Needs a reduction prelude (wg_sum, wg_max).
+// Needs a reduction prelude (wg_sum, wg_max) and lib/row_max_sum.wgsl.
 
 struct Params {
     rows: u32,
@@ -20,34 +20,13 @@ fn finish(v: f32, m: f32, log_sum: f32, inv_sum: f32) -> f32 {
     return select(exp(v - m) * inv_sum, (v - m) - log_sum, p.log == 1u);
 }
 
-// The row's max and sum(exp(x - max)) in one read of the row: each invocation keeps a running
-// (max, sum) pair, rescaling its sum when the max grows; the pairs then combine across the
-// workgroup. Identical in every invocation.
-fn row_max_sum(base: u32, lid: u32) -> vec2<f32> {
-    var m = p.neg_inf;
-    var s = 0.0;
-    for (var j = lid; j < p.cols; j += RED_WG) {
-        let v = x[base + j];
-        if v > m {
-            s = s * exp(m - v) + 1.0;
-            m = v;
-        } else if v != p.neg_inf {
-            s += exp(v - m);
-        }
-    }
-    let row_max = wg_max(m, lid);
-    // An invocation that saw only -inf holds s = 0 and must not turn exp(-inf - -inf) into NaN.
-    let scaled = select(s * exp(m - row_max), 0.0, m == p.neg_inf);
-    return vec2<f32>(row_max, wg_sum(scaled, lid));
-}
-
 @compute @workgroup_size(RED_WG)
 fn softmax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
            @builtin(local_invocation_index) lid: u32) {
     let groups = nwg.x * nwg.y;
     for (var row = wid.x + wid.y * nwg.x; row < p.rows; row += groups) {
         let base = row * p.cols;
-        let ms = row_max_sum(base, lid);
+        let ms = row_max_sum(base, p.cols, lid);
         let m = ms.x;
         let s = ms.y;
         let log_sum = log(s);

@@ -1,65 +1,11 @@
 // grad * d op(x)/dx given the forward input x and output y; `op` is UnaryOp::code().
-// Derivatives mirror unary_derivative in rumus/src/backend/cpu/elementwise.rs.
+// Derivatives mirror unary_derivative in rumus/src/backend/cpu/elementwise.rs; parameters and
+// the activation math are in lib/activation.wgsl.
 
-struct Params {
-    n: u32,
-    op: u32,
-    s0: f32,
-    s1: f32,
-    // Passed in because WGSL constant expressions cannot be infinite or NaN.
-    inf: f32,
-    nan: f32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> y: array<f32>;
 @group(0) @binding(3) var<storage, read> grad: array<f32>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
-
-const SQRT_2_OVER_PI: f32 = 0.7978846;
-const GELU_TANH_C: f32 = 0.044715;
-const INV_SQRT_2: f32 = 0.70710678118654752;
-const INV_SQRT_2PI: f32 = 0.3989423;
-
-fn sigmoid(v: f32) -> f32 {
-    return 1.0 / (1.0 + exp(-v));
-}
-
-// tanh through exp(-2|v|): never overflows, unlike some drivers' builtin for large |v|.
-fn stable_tanh(v: f32) -> f32 {
-    let e = exp(-2.0 * abs(v));
-    return sign(v) * (1.0 - e) / (1.0 + e);
-}
-
-// erf to ~1e-7 (Numerical Recipes' erfc Chebyshev fit).
-fn erf(v: f32) -> f32 {
-    let z = abs(v);
-    let t = 1.0 / (1.0 + 0.5 * z);
-    let r = t * exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806
-        + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
-    let e = 1.0 - r;
-    return select(-e, e, v >= 0.0);
-}
-
-// x^p with the host's semantics for negative bases and integer exponents.
-fn powf(v: f32, e: f32) -> f32 {
-    if e == 0.0 {
-        return 1.0;
-    }
-    if v == 0.0 {
-        return select(p.inf, 0.0, e > 0.0);
-    }
-    if v < 0.0 {
-        if floor(e) != e {
-            return p.nan;
-        }
-        let m = pow(-v, e);
-        let odd = abs(e % 2.0) == 1.0;
-        return select(m, -m, odd);
-    }
-    return pow(v, e);
-}
 
 fn derivative(op: u32, v: f32, w: f32, s0: f32, s1: f32) -> f32 {
     switch op {

@@ -44,6 +44,14 @@ const MIN_CHUNK: usize = 4096;
 const SPREAD_THREADS: usize = 65_536;
 const MIN_COL_CHUNK: usize = 64;
 
+/// The WGSL of every kernel file as the backend compiles it on an adapter with or without
+/// subgroups (reduction prelude and `shaders/lib/` includes in place), as `(file name, source)`.
+/// For the naga validation in `tests/shaders_validate.rs`.
+#[doc(hidden)]
+pub fn compiled_sources(subgroups: bool) -> Vec<(&'static str, String)> {
+    pipelines::ALL.iter().map(|s| (s.name, Pipelines::source(s, subgroups))).collect()
+}
+
 /// Kernels of one wgpu device. All handles share one backend (and so one device and pool).
 pub struct WgpuBackend {
     ctx: Arc<WgpuContext>,

@@ -7,58 +7,95 @@ use std::sync::{Arc, Mutex};
 
 use crate::{Error, Result};
 
-/// One WGSL file. `row_reduce` files call `wg_sum`/`wg_max`, supplied by a prelude chosen per
-/// adapter: subgroup operations where available, workgroup shared memory otherwise.
+/// One WGSL file and what is placed before it: `includes` (files of `shaders/lib/` it shares
+/// with other kernels) and, for `row_reduce` files, which call `wg_sum`/`wg_max`, a prelude
+/// chosen per adapter: subgroup operations where available, workgroup shared memory otherwise.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Shader {
     pub name: &'static str,
     pub source: &'static str,
+    pub includes: &'static [&'static str],
     pub row_reduce: bool,
     /// Compiled without wgpu's injected runtime checks (see [`Pipelines::get`]).
     pub trusted: bool,
 }
 
+impl Shader {
+    const fn new(name: &'static str, source: &'static str) -> Shader {
+        Shader { name, source, includes: &[], row_reduce: false, trusted: false }
+    }
+
+    const fn including(self, includes: &'static [&'static str]) -> Shader {
+        Shader { includes, ..self }
+    }
+
+    const fn row_reduce(self) -> Shader {
+        Shader { row_reduce: true, ..self }
+    }
+
+    const fn trusted(self) -> Shader {
+        Shader { trusted: true, ..self }
+    }
+}
+
 macro_rules! shader {
     ($name:literal) => {
-        shader!($name, false, false)
+        Shader::new($name, include_str!(concat!("../../../../shaders/", $name, ".wgsl")))
     };
-    ($name:literal, row_reduce) => {
-        shader!($name, true, false)
-    };
-    ($name:literal, trusted) => {
-        shader!($name, false, true)
-    };
-    ($name:literal, $row_reduce:expr, $trusted:expr) => {
-        Shader {
-            name: $name,
-            source: include_str!(concat!("../../../../shaders/", $name, ".wgsl")),
-            row_reduce: $row_reduce,
-            trusted: $trusted,
-        }
+}
+
+macro_rules! lib {
+    ($name:literal) => {
+        include_str!(concat!("../../../../shaders/lib/", $name, ".wgsl"))
     };
 }
 
 pub(crate) const PRELUDE_SUBGROUP: &str = include_str!("../../../../shaders/prelude_reduce_subgroup.wgsl");
 pub(crate) const PRELUDE_SHARED: &str = include_str!("../../../../shaders/prelude_reduce_shared.wgsl");
+const ACTIVATION: &str = lib!("activation");
+const WINDOW: &str = lib!("window");
+const ROW_MAX_SUM: &str = lib!("row_max_sum");
 
 pub(crate) const FILL: Shader = shader!("fill");
 pub(crate) const COPY_STRIDED: Shader = shader!("copy_strided");
 pub(crate) const RANDOM: Shader = shader!("random");
-pub(crate) const UNARY: Shader = shader!("unary");
-pub(crate) const UNARY_BACKWARD: Shader = shader!("unary_backward");
+pub(crate) const UNARY: Shader = shader!("unary").including(&[ACTIVATION]);
+pub(crate) const UNARY_BACKWARD: Shader = shader!("unary_backward").including(&[ACTIVATION]);
 pub(crate) const BINARY: Shader = shader!("binary");
-pub(crate) const REDUCE: Shader = shader!("reduce", row_reduce);
+pub(crate) const REDUCE: Shader = shader!("reduce").row_reduce();
 pub(crate) const ARGMAX: Shader = shader!("argmax");
-pub(crate) const MATMUL: Shader = shader!("matmul", trusted);
-pub(crate) const MATMUL_VEC4: Shader = shader!("matmul_vec4", trusted);
-pub(crate) const SOFTMAX: Shader = shader!("softmax", row_reduce);
-pub(crate) const SOFTMAX_BACKWARD: Shader = shader!("softmax_backward", row_reduce);
-pub(crate) const CROSS_ENTROPY: Shader = shader!("cross_entropy", row_reduce);
-pub(crate) const IM2COL: Shader = shader!("im2col");
-pub(crate) const COL2IM: Shader = shader!("col2im");
-pub(crate) const POOL: Shader = shader!("pool");
+pub(crate) const MATMUL: Shader = shader!("matmul").trusted();
+pub(crate) const MATMUL_VEC4: Shader = shader!("matmul_vec4").trusted();
+pub(crate) const SOFTMAX: Shader = shader!("softmax").row_reduce().including(&[ROW_MAX_SUM]);
+pub(crate) const SOFTMAX_BACKWARD: Shader = shader!("softmax_backward").row_reduce();
+pub(crate) const CROSS_ENTROPY: Shader = shader!("cross_entropy").row_reduce().including(&[ROW_MAX_SUM]);
+pub(crate) const IM2COL: Shader = shader!("im2col").including(&[WINDOW]);
+pub(crate) const COL2IM: Shader = shader!("col2im").including(&[WINDOW]);
+pub(crate) const POOL: Shader = shader!("pool").including(&[WINDOW]);
 pub(crate) const INDEX: Shader = shader!("index");
 pub(crate) const OPTIMIZER: Shader = shader!("optimizer");
+
+/// Every shader the backend compiles (for validation in tests).
+pub(crate) const ALL: &[Shader] = &[
+    FILL,
+    COPY_STRIDED,
+    RANDOM,
+    UNARY,
+    UNARY_BACKWARD,
+    BINARY,
+    REDUCE,
+    ARGMAX,
+    MATMUL,
+    MATMUL_VEC4,
+    SOFTMAX,
+    SOFTMAX_BACKWARD,
+    CROSS_ENTROPY,
+    IM2COL,
+    COL2IM,
+    POOL,
+    INDEX,
+    OPTIMIZER,
+];
 
 /// How a kernel uses one buffer binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -95,12 +132,13 @@ impl Pipelines {
 
     /// The full WGSL text of `shader` as compiled on an adapter with or without subgroups.
     pub fn source(shader: &Shader, subgroups: bool) -> String {
+        let mut parts: Vec<&str> = Vec::new();
         if shader.row_reduce {
-            let prelude = if subgroups { PRELUDE_SUBGROUP } else { PRELUDE_SHARED };
-            format!("{prelude}\n{}", shader.source)
-        } else {
-            shader.source.to_string()
+            parts.push(if subgroups { PRELUDE_SUBGROUP } else { PRELUDE_SHARED });
         }
+        parts.extend(shader.includes);
+        parts.push(shader.source);
+        parts.join("\n")
     }
 
     /// The pipeline for `entry` of `shader` with buffer bindings `signature`, compiled on first use.
