@@ -3,7 +3,7 @@
 //! `bench/torch_bench.py`; run both in the same session and compare ratios (BENCHMARKS.md).
 //!
 //! ```text
-//! cargo run --release --example bench -- [--device cpu|wgpu] [--only matmul,softmax] [--json out.json]
+//! cargo run --release --example bench -- [--device cpu|wgpu] [--only matmul,softmax,conv,step,memory,epoch] [--json out.json]
 //! ```
 
 use std::time::Instant;
@@ -74,6 +74,35 @@ fn bench_softmax(device: &Device, rows: usize, cols: usize) -> Result<Record> {
     })
 }
 
+/// A convolution's forward and backward (weight, bias and input gradients) on [n, c, h, h] with
+/// `out` filters of k×k, stride 1 and `pad` padding. The rate counts three forward products.
+fn bench_conv(
+    device: &Device,
+    name: &str,
+    (n, c, h, out, k, pad): (usize, usize, usize, usize, usize, usize),
+) -> Result<Record> {
+    let conv = Conv2d::new(device, Conv2dConfig { padding: (pad, pad), ..Conv2dConfig::new(c, out, (k, k)) }, 9)?;
+    let x = RawTensor::randn(&[n, c, h, h], 0.0, 1.0, 10, device)?.requires_grad_()?;
+    let secs = time(3, 10, || {
+        let grads = conv.forward_raw(&x)?.sum_all()?.backward()?;
+        grads.get(&x).map(sync).unwrap_or(Ok(()))
+    })?;
+    let oh = h + 2 * pad + 1 - k;
+    let flops = 3.0 * 2.0 * (n * out * oh * oh * c * k * k) as f64;
+    Ok(Record { name: format!("{name} fwd+bwd"), median_s: secs, rate: flops / secs / 1e9, unit: "GFLOP/s" })
+}
+
+/// The MLP of the PyTorch twin: 784-300-100-10 with relu.
+fn mlp(device: &Device) -> Result<Sequential> {
+    Ok(Sequential::new()
+        .with(Flatten::new())
+        .with(Linear::new(device, 784, 300, true, 11)?)
+        .with(Relu)
+        .with(Linear::new(device, 300, 100, true, 12)?)
+        .with(Relu)
+        .with(Linear::new(device, 100, 10, true, 13)?))
+}
+
 /// LeNet-5 as in examples/mnist.rs and bench/torch_bench.py (61,706 parameters).
 fn lenet(device: &Device) -> Result<Sequential> {
     let conv = |cin, cout, pad| Conv2dConfig { padding: (pad, pad), ..Conv2dConfig::new(cin, cout, (5, 5)) };
@@ -93,9 +122,9 @@ fn lenet(device: &Device) -> Result<Sequential> {
         .with(Linear::new(device, 84, 10, true, 5)?))
 }
 
-/// One training step (forward, cross-entropy, backward, Adam update) of LeNet-5 at `batch`.
-fn bench_lenet_step(device: &Device, batch: usize) -> Result<Record> {
-    let model = lenet(device)?;
+/// One training step (forward, cross-entropy, backward, Adam update) of `model` on MNIST-shaped
+/// input at `batch`.
+fn bench_step(device: &Device, name: &str, model: Sequential, batch: usize) -> Result<Record> {
     let params = rumus::nn::named_params(&model);
     let mut adam = Adam::new(1e-3);
     let x = RawTensor::randn(&[batch, 1, 28, 28], 0.0, 1.0, 6, device)?;
@@ -108,7 +137,7 @@ fn bench_lenet_step(device: &Device, batch: usize) -> Result<Record> {
         loss.item().map(|_| ())
     })?;
     Ok(Record {
-        name: format!("lenet train step b{batch}"),
+        name: format!("{name} train step b{batch}"),
         median_s: secs,
         rate: batch as f64 / secs,
         unit: "samples/s",
@@ -206,10 +235,15 @@ fn main() -> Result<()> {
     if wanted("softmax") {
         records.push(bench_softmax(&device, 65536, 1024)?);
     }
+    if wanted("conv") {
+        records.push(bench_conv(&device, "conv2d lenet1 [64,1,28,28]->6 k5", (64, 1, 28, 6, 5, 2))?);
+        records.push(bench_conv(&device, "conv2d resblock [32,64,56,56]->64 k3", (32, 64, 56, 64, 3, 1))?);
+    }
     if wanted("step") {
         for batch in [64, 256] {
-            records.push(bench_lenet_step(&device, batch)?);
+            records.push(bench_step(&device, "lenet", lenet(&device)?, batch)?);
         }
+        records.push(bench_step(&device, "mlp", mlp(&device)?, 64)?);
     }
     if wanted("memory") {
         records.extend(bench_lenet_memory(&device)?);
