@@ -36,11 +36,11 @@ fn step(
 fn ten_thousand_cpu_steps_keep_the_pool_bounded_and_host_memory_flat() {
     let _guard = serial();
     let cpu = Device::cpu();
-    // Batch 1,024: activations of 16K and 8K values, so the larger buffers go through the pool.
+    // Batch 2,048: activations and their gradients of 16K values, so they go through the pool.
     let layer = Linear::new(&cpu, 16, 8, true, 1).unwrap();
     let params = named_params(&layer);
-    let x = RawTensor::randn(&[1024, 16], 0.0, 1.0, 2, &cpu).unwrap();
-    let y = RawTensor::randn(&[1024, 8], 0.0, 1.0, 3, &cpu).unwrap();
+    let x = RawTensor::randn(&[2048, 16], 0.0, 1.0, 2, &cpu).unwrap();
+    let y = RawTensor::randn(&[2048, 8], 0.0, 1.0, 3, &cpu).unwrap();
     let mut opt = Adam::new(1e-3);
     let (mut warm_pool, mut warm_rss, mut max_pool_after) = (0, 0, 0);
     let mut first_loss = 0.0;

@@ -59,6 +59,22 @@ fn backward_needs_a_scalar_that_requires_grad() {
 }
 
 #[test]
+fn a_second_backward_through_a_freed_graph_is_an_error() {
+    let x = RawTensor::from_vec(vec![1.0, 2.0], &[2], &cpu()).unwrap().requires_grad_().unwrap();
+    let y = x.exp().unwrap();
+    let loss = y.sum_all().unwrap();
+    assert!(loss.backward().is_ok());
+    const SECOND_TIME: &str = "backward through the graph a second time";
+    let second_time = |result: rumus::Result<rumus::Gradients>| matches!(result, Err(Error::Autograd(message)) if message.contains(SECOND_TIME));
+    assert!(second_time(loss.backward()));
+    // A new root over part of the old graph reaches the freed node too.
+    assert!(second_time(y.mean_all().unwrap().backward()));
+    // A fresh forward pass builds a fresh graph from the same leaf.
+    let grads = x.exp().unwrap().sum_all().unwrap().backward().unwrap();
+    assert_eq!(grads.get(&x).unwrap().to_vec().unwrap(), vec![1f32.exp(), 2f32.exp()]);
+}
+
+#[test]
 fn softmax_family_is_stable_at_extreme_logits() {
     let big = RawTensor::from_vec(vec![1e4, -1e4, 0.0, 1e4, 1e4, 1e4], &[2, 3], &cpu()).unwrap();
     let y = big.softmax(-1).unwrap().to_vec().unwrap();

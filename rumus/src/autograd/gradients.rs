@@ -21,8 +21,8 @@ impl Gradients {
         self.grads.remove(&tensor.id())
     }
 
-    pub(crate) fn insert(&mut self, tensor: &RawTensor, grad: RawTensor) {
-        self.grads.insert(tensor.id(), grad);
+    pub(crate) fn insert(&mut self, id: TensorId, grad: RawTensor) {
+        self.grads.insert(id, grad);
     }
 
     pub fn len(&self) -> usize {

@@ -1,10 +1,11 @@
 //! 2-D convolution over NCHW input, as im2col followed by one batched matmul.
 //!
-//! `im2col` is its own differentiable op (its backward is `col2im`), so conv2d's backward comes
-//! from composition: the matmul's backward yields `dW = Σ_batch grad @ colsᵀ` and
-//! `dcols = Wᵀ @ grad`, which `col2im` folds back into `dX`.
+//! conv2d is one graph node that saves its input, not the im2col columns (kh·kw times larger):
+//! the backward pass rebuilds the columns for `dW = Σ_batch grad @ colsᵀ`, and folds
+//! `dcols = Wᵀ @ grad` back into `dX` with `col2im`. `im2col` is also a differentiable op of its
+//! own (its backward is `col2im`).
 
-use crate::autograd::BackwardOp;
+use crate::autograd::{BackwardOp, NoGradGuard};
 use crate::backend::ConvGeom;
 use crate::tensor::RawTensor;
 use crate::{Error, Result};
@@ -91,6 +92,46 @@ impl BackwardOp for Im2colBackward {
     }
 }
 
+/// Inputs: the contiguous input, the weight and, when there is one, the bias.
+struct Conv2dBackward {
+    geom: ConvGeom,
+    groups: usize,
+}
+
+impl BackwardOp for Conv2dBackward {
+    fn name(&self) -> &'static str {
+        "conv2d"
+    }
+    fn backward(&self, inputs: &[RawTensor], grad: &RawTensor) -> Result<Vec<Option<RawTensor>>> {
+        let (x, weight, bias) = (&inputs[0], &inputs[1], inputs.get(2));
+        let geom = &self.geom;
+        let (n, groups, spatial) = (geom.batch, self.groups, geom.out_h * geom.out_w);
+        let out_channels = weight.shape()[0];
+        let per_group = weight.shape()[1] * geom.kernel_h * geom.kernel_w;
+        // The grouped product of the forward pass, [n, g, o/g, oh·ow] = [g, o/g, c/g·kh·kw] @
+        // [n, g, c/g·kh·kw, oh·ow]; with one group the extra axis has size 1 and costs nothing.
+        let grad_groups = grad.reshape(&[n, groups, out_channels / groups, spatial])?;
+        let w = weight.reshape(&[groups, out_channels / groups, per_group])?;
+        let gw = weight
+            .requires_grad()
+            .then(|| {
+                let cols = x.im2col_geom(*geom)?.reshape(&[n, groups, per_group, spatial])?;
+                grad_groups.matmul(&cols.transpose(-1, -2)?)?.sum_to_shape(w.shape())?.reshape(weight.shape())
+            })
+            .transpose()?;
+        let gx = x
+            .requires_grad()
+            .then(|| {
+                let dcols = w.transpose(-1, -2)?.matmul(&grad_groups)?;
+                let storage = x.device().backend().col2im(dcols.storage(), geom)?;
+                Ok::<_, Error>(RawTensor::from_kernel(storage, x.shape(), x.device()))
+            })
+            .transpose()?;
+        let gb = bias.filter(|b| b.requires_grad()).map(|_| grad.sum(&[0, 2, 3], false)).transpose()?;
+        Ok(vec![gx, gw, gb])
+    }
+}
+
 impl RawTensor {
     /// Unfolds sliding windows of an NCHW tensor into columns `[n, c·kh·kw, oh·ow]` (PyTorch's
     /// `unfold`). Rows are ordered channel-major, then kernel row, then kernel column.
@@ -172,7 +213,13 @@ impl RawTensor {
         }
         let geom = Window { kernel: (kh, kw), stride, padding, dilation }.geometry(OP, self)?;
         let (n, spatial, taps) = (geom.batch, geom.out_h * geom.out_w, kh * kw);
-        let cols = self.im2col_geom(geom)?;
+        let x = self.contiguous()?;
+        let mut inputs = vec![&x, weight];
+        inputs.extend(bias);
+        // The ops below record no graph: Conv2dBackward differentiates the whole convolution, so
+        // the columns are freed when the forward pass is done with them.
+        let guard = NoGradGuard::new();
+        let cols = x.im2col_geom(geom)?;
         let out = if groups == 1 {
             // [o, c·kh·kw] broadcast against [n, c·kh·kw, oh·ow]: one batched matmul.
             let w = weight.reshape(&[out_channels, channels * taps])?;
@@ -189,6 +236,10 @@ impl RawTensor {
             Some(b) => out.add(&b.reshape(&[out_channels, 1])?)?,
             None => out,
         };
-        out.reshape(&[n, out_channels, geom.out_h, geom.out_w])
+        drop(guard);
+        let shape = [n, out_channels, geom.out_h, geom.out_w];
+        Ok(RawTensor::from_op_contiguous(out.storage().clone(), &shape, x.device(), &inputs, || {
+            Box::new(Conv2dBackward { geom, groups })
+        }))
     }
 }

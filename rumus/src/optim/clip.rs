@@ -32,7 +32,7 @@ pub fn clip_grad_norm(params: &[(String, Param)], grads: &mut Gradients, max_nor
     let coef = norm.add_scalar(1e-6)?.powf(-1.0)?.mul_scalar(max_norm)?.clamp(0.0, 1.0)?;
     for param in with_grad {
         if let Some(g) = grads.remove(param.tensor()) {
-            grads.insert(param.tensor(), g.mul(&coef)?);
+            grads.insert(param.tensor().id(), g.mul(&coef)?);
         }
     }
     Ok(norm)

@@ -25,7 +25,7 @@ struct TensorData {
     layout: Layout,
     device: Device,
     requires_grad: bool,
-    grad_node: Option<GradNode>,
+    grad_node: Option<Arc<GradNode>>,
 }
 
 /// A tensor of any rank whose shape is known only at run time: the escape hatch under the typed
@@ -60,8 +60,7 @@ impl RawTensor {
         backward: impl FnOnce() -> Box<dyn BackwardOp>,
     ) -> Self {
         let tracked = autograd::is_grad_enabled() && inputs.iter().any(|t| t.requires_grad());
-        let grad_node =
-            tracked.then(|| GradNode { op: backward(), inputs: inputs.iter().map(|t| (*t).clone()).collect() });
+        let grad_node = tracked.then(|| GradNode::new(backward(), inputs.iter().map(|t| (*t).clone()).collect()));
         RawTensor(Arc::new(TensorData {
             id: TensorId::next(),
             storage,
@@ -127,7 +126,7 @@ impl RawTensor {
         self.0.requires_grad
     }
 
-    pub(crate) fn grad_node(&self) -> Option<&GradNode> {
+    pub(crate) fn grad_node(&self) -> Option<&Arc<GradNode>> {
         self.0.grad_node.as_ref()
     }
 
@@ -166,7 +165,8 @@ impl RawTensor {
     }
 
     /// Backpropagates from this scalar; returns the gradient of every leaf that requires grad.
-    /// The graph is released when the last handle to this tensor is dropped.
+    /// The pass frees the graph's saved tensors as it goes, so a second call on the same graph
+    /// is an error.
     pub fn backward(&self) -> Result<Gradients> {
         autograd::backward(self)
     }
