@@ -197,6 +197,15 @@ impl ConvGeom {
     }
 }
 
+/// A grouped 2-D convolution without bias: input `[batch, channels, in_h, in_w]`, weight
+/// `[out_channels, channels/groups, kernel_h, kernel_w]`, output `[batch, out_channels, out_h, out_w]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv2dArgs {
+    pub geom: ConvGeom,
+    pub out_channels: usize,
+    pub groups: usize,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IndexArgs {
     pub outer: usize,

@@ -1,11 +1,12 @@
-//! 2-D convolution over NCHW input, as im2col followed by one batched matmul.
+//! 2-D convolution over NCHW input. Backends with a fused kernel (the CPU) run it as one op with
+//! its own backward; elsewhere it is im2col followed by one batched matmul.
 //!
-//! `im2col` is its own differentiable op (its backward is `col2im`), so conv2d's backward comes
-//! from composition: the matmul's backward yields `dW = Σ_batch grad @ colsᵀ` and
+//! `im2col` is its own differentiable op (its backward is `col2im`), so the composed conv2d's
+//! backward comes from composition: the matmul's backward yields `dW = Σ_batch grad @ colsᵀ` and
 //! `dcols = Wᵀ @ grad`, which `col2im` folds back into `dX`.
 
 use crate::autograd::BackwardOp;
-use crate::backend::ConvGeom;
+use crate::backend::{Conv2dArgs, ConvGeom, Storage};
 use crate::tensor::RawTensor;
 use crate::{Error, Result};
 
@@ -91,6 +92,32 @@ impl BackwardOp for Im2colBackward {
     }
 }
 
+struct Conv2dBackward {
+    args: Conv2dArgs,
+}
+
+impl BackwardOp for Conv2dBackward {
+    fn name(&self) -> &'static str {
+        "conv2d"
+    }
+    fn backward(&self, inputs: &[RawTensor], grad: &RawTensor) -> Result<Vec<Option<RawTensor>>> {
+        let (x, w) = (&inputs[0], &inputs[1]);
+        let grad = grad.contiguous()?;
+        // Only the gradients autograd will keep: a first layer's input is data.
+        let (dx, dw) = grad.device().backend().conv2d_backward(
+            x.storage(),
+            w.storage(),
+            grad.storage(),
+            &self.args,
+            x.requires_grad(),
+            w.requires_grad(),
+        )?;
+        let wrap =
+            |s: Option<Storage>, like: &RawTensor| s.map(|s| RawTensor::from_kernel(s, like.shape(), grad.device()));
+        Ok(vec![wrap(dx, x), wrap(dw, w)])
+    }
+}
+
 impl RawTensor {
     /// Unfolds sliding windows of an NCHW tensor into columns `[n, c·kh·kw, oh·ow]` (PyTorch's
     /// `unfold`). Rows are ordered channel-major, then kernel row, then kernel column.
@@ -172,8 +199,15 @@ impl RawTensor {
         }
         let geom = Window { kernel: (kh, kw), stride, padding, dilation }.geometry(OP, self)?;
         let (n, spatial, taps) = (geom.batch, geom.out_h * geom.out_w, kh * kw);
-        let cols = self.im2col_geom(geom)?;
-        let out = if groups == 1 {
+        let (x, weight) = (self.contiguous()?, weight.contiguous()?);
+        let args = Conv2dArgs { geom, out_channels, groups };
+        let out = if let Some(storage) = x.device().backend().conv2d(x.storage(), weight.storage(), &args)? {
+            let shape = [n, out_channels, spatial];
+            RawTensor::from_op_contiguous(storage, &shape, x.device(), &[&x, &weight], || {
+                Box::new(Conv2dBackward { args })
+            })
+        } else if groups == 1 {
+            let cols = x.im2col_geom(geom)?;
             // [o, c·kh·kw] broadcast against [n, c·kh·kw, oh·ow]: one batched matmul.
             let w = weight.reshape(&[out_channels, channels * taps])?;
             w.matmul(&cols)?
@@ -181,7 +215,7 @@ impl RawTensor {
             // Rows of `cols` are channel-major, so group g owns a contiguous block of rows:
             // [n, g, c/g·kh·kw, oh·ow] against [g, o/g, c/g·kh·kw], still one batched matmul.
             let per_group = group_channels * taps;
-            let cols = cols.reshape(&[n, groups, per_group, spatial])?;
+            let cols = x.im2col_geom(geom)?.reshape(&[n, groups, per_group, spatial])?;
             let w = weight.reshape(&[groups, out_channels / groups, per_group])?;
             w.matmul(&cols)?.reshape(&[n, out_channels, spatial])?
         };

@@ -1,6 +1,7 @@
 //! The CPU backend: `gemm` for matmul, rayon across cores for everything large.
 
 mod conv;
+mod conv2d;
 mod denormals;
 mod elementwise;
 mod index;
@@ -184,6 +185,30 @@ impl Backend for CpuBackend {
 
     fn col2im(&self, cols: &Storage, geom: &ConvGeom) -> Result<Storage> {
         read_f32!(cols, "conv2d", |c| Ok(f32_storage(conv::col2im(c, geom))))
+    }
+
+    fn conv2d(&self, x: &Storage, weight: &Storage, args: &Conv2dArgs) -> Result<Option<Storage>> {
+        if !conv2d::supports(args) {
+            return Ok(None);
+        }
+        read_f32!(x, "conv2d", |x| read_f32!(weight, "conv2d", |w| {
+            Ok(Some(f32_storage(conv2d::conv2d(x, w, args))))
+        }))
+    }
+
+    fn conv2d_backward(
+        &self,
+        x: &Storage,
+        weight: &Storage,
+        grad: &Storage,
+        args: &Conv2dArgs,
+        need_x: bool,
+        need_weight: bool,
+    ) -> Result<(Option<Storage>, Option<Storage>)> {
+        read_f32!(x, "conv2d", |x| read_f32!(weight, "conv2d", |w| read_f32!(grad, "conv2d", |g| {
+            let (dx, dw) = conv2d::conv2d_backward(x, w, g, args, need_x, need_weight);
+            Ok((dx.map(f32_storage), dw.map(f32_storage)))
+        })))
     }
 
     fn max_pool2d(&self, x: &Storage, geom: &ConvGeom) -> Result<(Storage, Storage)> {
