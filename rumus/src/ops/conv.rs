@@ -6,7 +6,7 @@
 //! `dcols = Wᵀ @ grad`, which `col2im` folds back into `dX`.
 
 use crate::autograd::BackwardOp;
-use crate::backend::{Conv2dArgs, ConvGeom, Storage};
+use crate::backend::{Conv2dArgs, Conv2dWanted, ConvGeom, Storage};
 use crate::tensor::RawTensor;
 use crate::{Error, Result};
 
@@ -100,21 +100,25 @@ impl BackwardOp for Conv2dBackward {
     fn name(&self) -> &'static str {
         "conv2d"
     }
+    /// Inputs: `x`, `weight` and, when there is one, `bias`.
     fn backward(&self, inputs: &[RawTensor], grad: &RawTensor) -> Result<Vec<Option<RawTensor>>> {
-        let (x, w) = (&inputs[0], &inputs[1]);
+        let (x, w, bias) = (&inputs[0], &inputs[1], inputs.get(2));
         let grad = grad.contiguous()?;
         // Only the gradients autograd will keep: a first layer's input is data.
-        let (dx, dw) = grad.device().backend().conv2d_backward(
-            x.storage(),
-            w.storage(),
-            grad.storage(),
-            &self.args,
-            x.requires_grad(),
-            w.requires_grad(),
-        )?;
+        let wanted = Conv2dWanted {
+            x: x.requires_grad(),
+            weight: w.requires_grad(),
+            bias: bias.is_some_and(RawTensor::requires_grad),
+        };
+        let grads =
+            grad.device().backend().conv2d_backward(x.storage(), w.storage(), grad.storage(), &self.args, wanted)?;
         let wrap =
             |s: Option<Storage>, like: &RawTensor| s.map(|s| RawTensor::from_kernel(s, like.shape(), grad.device()));
-        Ok(vec![wrap(dx, x), wrap(dw, w)])
+        let mut out = vec![wrap(grads.x, x), wrap(grads.weight, w)];
+        if let Some(bias) = bias {
+            out.push(wrap(grads.bias, bias));
+        }
+        Ok(out)
     }
 }
 
@@ -200,13 +204,18 @@ impl RawTensor {
         let geom = Window { kernel: (kh, kw), stride, padding, dilation }.geometry(OP, self)?;
         let (n, spatial, taps) = (geom.batch, geom.out_h * geom.out_w, kh * kw);
         let (x, weight) = (self.contiguous()?, weight.contiguous()?);
+        let bias = bias.map(RawTensor::contiguous).transpose()?;
         let args = Conv2dArgs { geom, out_channels, groups };
-        let out = if let Some(storage) = x.device().backend().conv2d(x.storage(), weight.storage(), &args)? {
-            let shape = [n, out_channels, spatial];
-            RawTensor::from_op_contiguous(storage, &shape, x.device(), &[&x, &weight], || {
+        let fused =
+            x.device().backend().conv2d(x.storage(), weight.storage(), bias.as_ref().map(|b| b.storage()), &args)?;
+        if let Some(storage) = fused {
+            let shape = [n, out_channels, geom.out_h, geom.out_w];
+            let inputs: Vec<&RawTensor> = [&x, &weight].into_iter().chain(bias.as_ref()).collect();
+            return Ok(RawTensor::from_op_contiguous(storage, &shape, x.device(), &inputs, || {
                 Box::new(Conv2dBackward { args })
-            })
-        } else if groups == 1 {
+            }));
+        }
+        let out = if groups == 1 {
             let cols = x.im2col_geom(geom)?;
             // [o, c·kh·kw] broadcast against [n, c·kh·kw, oh·ow]: one batched matmul.
             let w = weight.reshape(&[out_channels, channels * taps])?;
@@ -219,7 +228,7 @@ impl RawTensor {
             let w = weight.reshape(&[groups, out_channels / groups, per_group])?;
             w.matmul(&cols)?.reshape(&[n, out_channels, spatial])?
         };
-        let out = match bias {
+        let out = match &bias {
             Some(b) => out.add(&b.reshape(&[out_channels, 1])?)?,
             None => out,
         };

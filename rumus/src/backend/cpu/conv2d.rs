@@ -17,7 +17,7 @@ use rayon::prelude::*;
 
 use super::matmul::gemm_into;
 use super::pool;
-use crate::backend::{Conv2dArgs, MatrixLayout};
+use crate::backend::{Conv2dArgs, Conv2dGrads, Conv2dWanted, MatrixLayout};
 
 /// Column elements per chunk (512 KiB): a quarter of a core's L2, leaving room for the chunk's
 /// output or gradient block and gemm's packed panels.
@@ -131,24 +131,24 @@ fn unfold_chunk(x: &[f32], d: &Dims, first: usize, samples: usize, clean: bool) 
     cols
 }
 
-/// Forward: `[n, c, h, w]` with weight `[o, c/groups, kh, kw]` → `[n, o, oh, ow]`.
-pub fn conv2d(x: &[f32], weight: &[f32], a: &Conv2dArgs) -> Vec<f32> {
-    forward(x, weight, a, CHUNK_COLUMN_ELEMS)
+/// Forward: `[n, c, h, w]` with weight `[o, c/groups, kh, kw]` and an optional bias `[o]` →
+/// `[n, o, oh, ow]`.
+pub fn conv2d(x: &[f32], weight: &[f32], bias: Option<&[f32]>, a: &Conv2dArgs) -> Vec<f32> {
+    forward(x, weight, bias, a, CHUNK_COLUMN_ELEMS)
 }
 
-/// Backward: the input gradient (when `need_x`) and the weight gradient (when `need_weight`).
+/// Backward: the gradients in `wanted`.
 pub fn conv2d_backward(
     x: &[f32],
     weight: &[f32],
     grad: &[f32],
     a: &Conv2dArgs,
-    need_x: bool,
-    need_weight: bool,
-) -> (Option<Vec<f32>>, Option<Vec<f32>>) {
-    backward(x, weight, grad, a, (need_x, need_weight), CHUNK_COLUMN_ELEMS)
+    wanted: Conv2dWanted,
+) -> Conv2dGrads<Vec<f32>> {
+    backward(x, weight, grad, a, wanted, CHUNK_COLUMN_ELEMS)
 }
 
-fn forward(x: &[f32], weight: &[f32], a: &Conv2dArgs, budget: usize) -> Vec<f32> {
+fn forward(x: &[f32], weight: &[f32], bias: Option<&[f32]>, a: &Conv2dArgs, budget: usize) -> Vec<f32> {
     let d = Dims::new(a, budget);
     let g = &a.geom;
     let per_sample = a.out_channels * g.out_h * g.out_w;
@@ -167,12 +167,16 @@ fn forward(x: &[f32], weight: &[f32], a: &Conv2dArgs, budget: usize) -> Vec<f32>
             let dst = &mut y[gi * d.group_outs * width..];
             gemm_into(dst, weight, &w, &cols, &c, (d.group_outs, d.group_rows, width), d.gemm_threads);
         }
-        // [o, samples, oh, wp] → [samples, o, oh, ow], dropping the junk columns.
+        // [o, samples, oh, wp] → [samples, o, oh, ow], dropping the junk columns and adding the
+        // bias on the way (a pass of its own over the output otherwise).
         for (b, out_b) in out_chunk.chunks_exact_mut(per_sample).enumerate() {
             for (o, out_bo) in out_b.chunks_exact_mut(g.out_h * g.out_w).enumerate() {
                 let src = &y[o * width + b * d.ext..][..d.ext];
                 for (dst, src) in out_bo.chunks_exact_mut(g.out_w).zip(src.chunks_exact(d.wp)) {
-                    dst.copy_from_slice(&src[..g.out_w]);
+                    match bias {
+                        Some(bias) => dst.iter_mut().zip(src).for_each(|(d, s)| *d = s + bias[o]),
+                        None => dst.copy_from_slice(&src[..g.out_w]),
+                    }
                 }
             }
         }
@@ -187,9 +191,9 @@ fn backward(
     weight: &[f32],
     grad: &[f32],
     a: &Conv2dArgs,
-    (need_x, need_weight): (bool, bool),
+    wanted: Conv2dWanted,
     budget: usize,
-) -> (Option<Vec<f32>>, Option<Vec<f32>>) {
+) -> Conv2dGrads<Vec<f32>> {
     let d = Dims::new(a, budget);
     let g = &a.geom;
     let n = g.batch;
@@ -198,8 +202,10 @@ fn backward(
         let (first, samples) = (ci * d.chunk, d.chunk.min(n - ci * d.chunk));
         let width = samples * d.ext;
         // The output gradient as [o, samples, oh, wp] with zeros in the junk columns, matching
-        // the columns; the zeros keep junk out of both products.
+        // the columns; the zeros keep junk out of both products. The bias gradient (this
+        // chunk's share) is summed on the way.
         let mut gy = pool::take(a.out_channels * width);
+        let mut db = wanted.bias.then(|| vec![0.0; a.out_channels]);
         for b in 0..samples {
             for o in 0..a.out_channels {
                 let src = &grad[((first + b) * a.out_channels + o) * out_plane..][..out_plane];
@@ -208,11 +214,14 @@ fn backward(
                     dst[..g.out_w].copy_from_slice(src);
                     dst[g.out_w..].fill(0.0);
                 }
+                if let Some(db) = db.as_mut() {
+                    db[o] += src.iter().sum::<f32>();
+                }
             }
         }
         // dW_g = gy_g @ cols_gᵀ, this chunk's share. Junk columns meet zero gradients, which
         // cancels them exactly unless they hold a non-finite input (then they are zeroed too).
-        let dw = need_weight.then(|| {
+        let dw = wanted.weight.then(|| {
             let inputs = &x[first * per_sample..(first + samples) * per_sample];
             // A fold, not `all`: without the early exit the scan vectorises.
             let clean = !inputs.iter().fold(true, |finite, v| finite & v.is_finite());
@@ -254,25 +263,32 @@ fn backward(
             pool::give_back(dcols);
         }
         pool::give_back(gy);
-        dw
+        // This chunk's shares of the parameter gradients (its input gradient is written in place).
+        Conv2dGrads { x: None, weight: dw, bias: db }
     };
     let chunks = n.div_ceil(d.chunk);
-    let mut dx = need_x.then(|| pool::take(n * per_sample));
-    let partials: Vec<Option<Vec<f32>>> = match dx.as_mut().filter(|dx| !dx.is_empty()) {
+    let mut dx = wanted.x.then(|| pool::take(n * per_sample));
+    let shares: Vec<Conv2dGrads<Vec<f32>>> = match dx.as_mut().filter(|dx| !dx.is_empty()) {
         Some(dx) => {
             dx.par_chunks_mut(d.chunk * per_sample).enumerate().map(|(ci, dx)| backward_chunk(ci, Some(dx))).collect()
         }
         None => (0..chunks).into_par_iter().map(|ci| backward_chunk(ci, None)).collect(),
     };
     // Chunk shares summed in chunk order: the same result on any number of threads.
-    let dw = need_weight.then(|| {
-        let mut dw = vec![0.0; a.out_channels * d.group_rows];
-        for share in partials.iter().flatten() {
-            dw.iter_mut().zip(share).for_each(|(t, s)| *t += s);
+    let sum = |len: usize, shares: &mut dyn Iterator<Item = &Vec<f32>>| {
+        let mut total = vec![0.0; len];
+        for share in shares {
+            total.iter_mut().zip(share).for_each(|(t, s)| *t += s);
         }
-        dw
-    });
-    (dx, dw)
+        total
+    };
+    Conv2dGrads {
+        x: dx,
+        weight: wanted
+            .weight
+            .then(|| sum(a.out_channels * d.group_rows, &mut shares.iter().filter_map(|s| s.weight.as_ref()))),
+        bias: wanted.bias.then(|| sum(a.out_channels, &mut shares.iter().filter_map(|s| s.bias.as_ref()))),
+    }
 }
 
 #[cfg(test)]
@@ -368,27 +384,36 @@ mod tests {
             let x = values(g.batch * g.channels * g.in_h * g.in_w, 3 * k as u32);
             let w = values(a.out_channels * g.channels / a.groups * g.kernel_h * g.kernel_w, 3 * k as u32 + 1);
             let gy = values(g.batch * a.out_channels * g.out_h * g.out_w, 3 * k as u32 + 2);
+            let bias = values(a.out_channels, 3 * k as u32 + 3);
             let (mut y, mut dx, mut dw) = (vec![0.0; gy.len()], vec![0.0; x.len()], vec![0.0; w.len()]);
             for_each_tap(a, |yi, xi, wi| {
                 y[yi] += x[xi] * w[wi];
                 dx[xi] += gy[yi] * w[wi];
                 dw[wi] += gy[yi] * x[xi];
             });
+            let out_plane = g.out_h * g.out_w;
+            let y_bias: Vec<f32> =
+                y.iter().enumerate().map(|(i, v)| v + bias[i / out_plane % a.out_channels]).collect();
+            let mut db = vec![0.0; a.out_channels];
+            gy.iter().enumerate().for_each(|(i, v)| db[i / out_plane % a.out_channels] += v);
             let per_sample = g.channels * g.kernel_h * g.kernel_w * g.out_h * (g.in_w + 2 * g.pad_w);
             // One sample per chunk, two per chunk (a short last chunk when the batch is odd), and
             // the whole batch in one chunk.
             for budget in [1, 2 * per_sample, usize::MAX / 2] {
                 let what = format!("case {k} budget {budget}");
-                assert_close(&forward(&x, &w, a, budget), &y, &format!("{what} y"));
-                let (got_dx, got_dw) = backward(&x, &w, &gy, a, (true, true), budget);
-                assert_close(&got_dx.unwrap(), &dx, &format!("{what} dx"));
-                assert_close(&got_dw.unwrap(), &dw, &format!("{what} dw"));
-                let (none, only_dw) = backward(&x, &w, &gy, a, (false, true), budget);
-                assert!(none.is_none());
-                assert_close(&only_dw.unwrap(), &dw, &format!("{what} dw alone"));
-                let (only_dx, none) = backward(&x, &w, &gy, a, (true, false), budget);
-                assert!(none.is_none());
-                assert_close(&only_dx.unwrap(), &dx, &format!("{what} dx alone"));
+                assert_close(&forward(&x, &w, None, a, budget), &y, &format!("{what} y"));
+                assert_close(&forward(&x, &w, Some(&bias), a, budget), &y_bias, &format!("{what} y + bias"));
+                for (wx, ww, wb) in
+                    [(true, true, true), (false, true, false), (true, false, false), (false, false, true)]
+                {
+                    let wanted = Conv2dWanted { x: wx, weight: ww, bias: wb };
+                    let got = backward(&x, &w, &gy, a, wanted, budget);
+                    let what = format!("{what} {wanted:?}");
+                    assert_eq!((got.x.is_some(), got.weight.is_some(), got.bias.is_some()), (wx, ww, wb), "{what}");
+                    got.x.inspect(|got| assert_close(got, &dx, &format!("{what} dx")));
+                    got.weight.inspect(|got| assert_close(got, &dw, &format!("{what} dw")));
+                    got.bias.inspect(|got| assert_close(got, &db, &format!("{what} db")));
+                }
             }
         }
     }
@@ -401,8 +426,8 @@ mod tests {
         let mut x = values(12, 7);
         x[4] = f32::INFINITY;
         let gy = values(9, 8);
-        let (_, dw) = backward(&x, &[0.5, 0.25], &gy, &a, (false, true), CHUNK_COLUMN_ELEMS);
-        let dw = dw.unwrap();
+        let wanted = Conv2dWanted { x: false, weight: true, bias: false };
+        let dw = backward(&x, &[0.5, 0.25], &gy, &a, wanted, CHUNK_COLUMN_ELEMS).weight.unwrap();
         assert!(!dw[0].is_finite());
         let want: f32 =
             (0..3).flat_map(|i| (0..3).map(move |j| (i, j))).map(|(i, j)| gy[i * 3 + j] * x[i * 4 + j + 1]).sum();

@@ -187,12 +187,20 @@ impl Backend for CpuBackend {
         read_f32!(cols, "conv2d", |c| Ok(f32_storage(conv::col2im(c, geom))))
     }
 
-    fn conv2d(&self, x: &Storage, weight: &Storage, args: &Conv2dArgs) -> Result<Option<Storage>> {
+    fn conv2d(
+        &self,
+        x: &Storage,
+        weight: &Storage,
+        bias: Option<&Storage>,
+        args: &Conv2dArgs,
+    ) -> Result<Option<Storage>> {
         if !conv2d::supports(args) {
             return Ok(None);
         }
+        let bias_guard = bias.map(|b| host(b, "conv2d")).transpose()?.map(|b| b.read());
+        let bias = bias_guard.as_ref().map(|b| b.as_f32("conv2d")).transpose()?;
         read_f32!(x, "conv2d", |x| read_f32!(weight, "conv2d", |w| {
-            Ok(Some(f32_storage(conv2d::conv2d(x, w, args))))
+            Ok(Some(f32_storage(conv2d::conv2d(x, w, bias, args))))
         }))
     }
 
@@ -202,12 +210,15 @@ impl Backend for CpuBackend {
         weight: &Storage,
         grad: &Storage,
         args: &Conv2dArgs,
-        need_x: bool,
-        need_weight: bool,
-    ) -> Result<(Option<Storage>, Option<Storage>)> {
+        wanted: Conv2dWanted,
+    ) -> Result<Conv2dGrads<Storage>> {
         read_f32!(x, "conv2d", |x| read_f32!(weight, "conv2d", |w| read_f32!(grad, "conv2d", |g| {
-            let (dx, dw) = conv2d::conv2d_backward(x, w, g, args, need_x, need_weight);
-            Ok((dx.map(f32_storage), dw.map(f32_storage)))
+            let grads = conv2d::conv2d_backward(x, w, g, args, wanted);
+            Ok(Conv2dGrads {
+                x: grads.x.map(f32_storage),
+                weight: grads.weight.map(f32_storage),
+                bias: grads.bias.map(f32_storage),
+            })
         })))
     }
 
