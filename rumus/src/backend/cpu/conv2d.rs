@@ -16,7 +16,7 @@
 use rayon::prelude::*;
 
 use super::matmul::gemm_into;
-use super::pool;
+use super::{pool, reduce};
 use crate::backend::{Conv2dArgs, Conv2dGrads, Conv2dWanted, MatrixLayout};
 
 /// Column elements per chunk (512 KiB): a quarter of a core's L2, leaving room for the chunk's
@@ -215,7 +215,7 @@ fn backward(
                     dst[g.out_w..].fill(0.0);
                 }
                 if let Some(db) = db.as_mut() {
-                    db[o] += src.iter().sum::<f32>();
+                    db[o] += reduce::sum(src);
                 }
             }
         }
