@@ -90,6 +90,29 @@ fn binary_broadcasting_values_and_gradients() -> Result<()> {
 }
 
 #[test]
+fn large_broadcasts_match_per_element_values() -> Result<()> {
+    // Big enough for the threaded path, with short rows (a conv bias: one value per plane) and
+    // long ones (a linear bias: one value per column), and a strided lhs.
+    let x = randn(&[9, 6, 700], 3);
+    let per_plane = randn(&[6, 1], 4);
+    let per_column = randn(&[700], 5);
+    let (xv, pv, cv) = (x.to_vec()?, per_plane.to_vec()?, per_column.to_vec()?);
+    let sum = x.add(&per_plane)?.to_vec()?;
+    let quotient = x.div(&per_column)?.to_vec()?;
+    for (i, &v) in xv.iter().enumerate() {
+        assert_eq!(sum[i], v + pv[i / 700 % 6], "add at {i}");
+        assert_eq!(quotient[i], v / cv[i % 700], "div at {i}");
+    }
+    let xt = x.transpose(0, 1)?;
+    let product = xt.mul(&per_column)?.to_vec()?;
+    for (i, p) in product.iter().enumerate() {
+        let (c, n, k) = (i / (9 * 700), i / 700 % 9, i % 700);
+        assert_eq!(*p, xv[(n * 6 + c) * 700 + k] * cv[k], "mul at {i}");
+    }
+    Ok(())
+}
+
+#[test]
 fn non_contiguous_inputs_are_handled() -> Result<()> {
     let a = t(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
     let at = a.transpose(0, 1)?;

@@ -197,6 +197,31 @@ impl ConvGeom {
     }
 }
 
+/// A grouped 2-D convolution: input `[batch, channels, in_h, in_w]`, weight
+/// `[out_channels, channels/groups, kernel_h, kernel_w]`, output `[batch, out_channels, out_h, out_w]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv2dArgs {
+    pub geom: ConvGeom,
+    pub out_channels: usize,
+    pub groups: usize,
+}
+
+/// The gradients a conv2d backward is asked for (autograd wants none for data inputs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv2dWanted {
+    pub x: bool,
+    pub weight: bool,
+    pub bias: bool,
+}
+
+/// Gradients of a fused conv2d, each present when it was wanted.
+#[derive(Debug)]
+pub struct Conv2dGrads<S> {
+    pub x: Option<S>,
+    pub weight: Option<S>,
+    pub bias: Option<S>,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IndexArgs {
     pub outer: usize,

@@ -81,6 +81,31 @@ pub trait Backend: Send + Sync {
     fn im2col(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage>;
     /// Adjoint of `im2col`: columns `[n, c*kh*kw, oh*ow]` summed back into `[n, c, h, w]`.
     fn col2im(&self, cols: &Storage, geom: &ConvGeom) -> Result<Storage>;
+    /// Fused convolution (see [`Conv2dArgs`]) plus an optional bias `[o]`, or `None` where the
+    /// backend has none: the op then composes `im2col`, `matmul` and a broadcast add.
+    fn conv2d(
+        &self,
+        x: &Storage,
+        weight: &Storage,
+        bias: Option<&Storage>,
+        args: &Conv2dArgs,
+    ) -> Result<Option<Storage>> {
+        let _ = (x, weight, bias, args);
+        Ok(None)
+    }
+    /// Backward of a fused [`Backend::conv2d`]: the gradients in `wanted`. Only called on
+    /// backends whose `conv2d` returned a result.
+    fn conv2d_backward(
+        &self,
+        x: &Storage,
+        weight: &Storage,
+        grad: &Storage,
+        args: &Conv2dArgs,
+        wanted: Conv2dWanted,
+    ) -> Result<Conv2dGrads<Storage>> {
+        let _ = (x, weight, grad, args, wanted);
+        Err(crate::Error::invalid("conv2d", format!("backend {} has no fused conv2d backward", self.name())))
+    }
     /// Returns the pooled values and the flat input index (u32, per plane) of each maximum.
     fn max_pool2d(&self, x: &Storage, geom: &ConvGeom) -> Result<(Storage, Storage)>;
     fn max_pool2d_backward(&self, grad: &Storage, argmax: &Storage, geom: &ConvGeom) -> Result<Storage>;

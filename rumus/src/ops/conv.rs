@@ -1,12 +1,14 @@
-//! 2-D convolution over NCHW input, as im2col followed by one batched matmul.
+//! 2-D convolution over NCHW input: one graph node either way. Backends with a fused kernel (the
+//! CPU, for stride 1) convolve in one op with a backward of their own; elsewhere it is im2col
+//! followed by one batched matmul.
 //!
-//! conv2d is one graph node that saves its input, not the im2col columns (kh·kw times larger):
-//! the backward pass rebuilds the columns for `dW = Σ_batch grad @ colsᵀ`, and folds
-//! `dcols = Wᵀ @ grad` back into `dX` with `col2im`. `im2col` is also a differentiable op of its
-//! own (its backward is `col2im`).
+//! The composed node saves its input, not the im2col columns (kh·kw times larger): the backward
+//! pass rebuilds the columns for `dW = Σ_batch grad @ colsᵀ`, and folds `dcols = Wᵀ @ grad` back
+//! into `dX` with `col2im`. `im2col` is also a differentiable op of its own (its backward is
+//! `col2im`).
 
 use crate::autograd::{BackwardOp, NoGradGuard};
-use crate::backend::ConvGeom;
+use crate::backend::{Conv2dArgs, Conv2dWanted, ConvGeom, Storage};
 use crate::tensor::RawTensor;
 use crate::{Error, Result};
 
@@ -92,7 +94,39 @@ impl BackwardOp for Im2colBackward {
     }
 }
 
-/// Inputs: the contiguous input, the weight and, when there is one, the bias.
+/// A backend's fused convolution (see [`Backend::conv2d`](crate::backend::Backend::conv2d)).
+struct FusedConv2dBackward {
+    args: Conv2dArgs,
+}
+
+impl BackwardOp for FusedConv2dBackward {
+    fn name(&self) -> &'static str {
+        "conv2d"
+    }
+    /// Inputs: `x`, `weight` and, when there is one, `bias`.
+    fn backward(&self, inputs: &[RawTensor], grad: &RawTensor) -> Result<Vec<Option<RawTensor>>> {
+        let (x, w, bias) = (&inputs[0], &inputs[1], inputs.get(2));
+        let grad = grad.contiguous()?;
+        // Only the gradients autograd will keep: a first layer's input is data.
+        let wanted = Conv2dWanted {
+            x: x.requires_grad(),
+            weight: w.requires_grad(),
+            bias: bias.is_some_and(RawTensor::requires_grad),
+        };
+        let grads =
+            grad.device().backend().conv2d_backward(x.storage(), w.storage(), grad.storage(), &self.args, wanted)?;
+        let wrap =
+            |s: Option<Storage>, like: &RawTensor| s.map(|s| RawTensor::from_kernel(s, like.shape(), grad.device()));
+        let mut out = vec![wrap(grads.x, x), wrap(grads.weight, w)];
+        if let Some(bias) = bias {
+            out.push(wrap(grads.bias, bias));
+        }
+        Ok(out)
+    }
+}
+
+/// The composed convolution. Inputs: the contiguous input, the weight and, when there is one,
+/// the bias.
 struct Conv2dBackward {
     geom: ConvGeom,
     groups: usize,
@@ -213,9 +247,18 @@ impl RawTensor {
         }
         let geom = Window { kernel: (kh, kw), stride, padding, dilation }.geometry(OP, self)?;
         let (n, spatial, taps) = (geom.batch, geom.out_h * geom.out_w, kh * kw);
-        let x = self.contiguous()?;
-        let mut inputs = vec![&x, weight];
-        inputs.extend(bias);
+        let (x, weight) = (self.contiguous()?, weight.contiguous()?);
+        let bias = bias.map(RawTensor::contiguous).transpose()?;
+        let inputs: Vec<&RawTensor> = [&x, &weight].into_iter().chain(bias.as_ref()).collect();
+        let shape = [n, out_channels, geom.out_h, geom.out_w];
+        let args = Conv2dArgs { geom, out_channels, groups };
+        let fused =
+            x.device().backend().conv2d(x.storage(), weight.storage(), bias.as_ref().map(|b| b.storage()), &args)?;
+        if let Some(storage) = fused {
+            return Ok(RawTensor::from_op_contiguous(storage, &shape, x.device(), &inputs, || {
+                Box::new(FusedConv2dBackward { args })
+            }));
+        }
         // The ops below record no graph: Conv2dBackward differentiates the whole convolution, so
         // the columns are freed when the forward pass is done with them.
         let guard = NoGradGuard::new();
@@ -232,12 +275,11 @@ impl RawTensor {
             let w = weight.reshape(&[groups, out_channels / groups, per_group])?;
             w.matmul(&cols)?.reshape(&[n, out_channels, spatial])?
         };
-        let out = match bias {
+        let out = match &bias {
             Some(b) => out.add(&b.reshape(&[out_channels, 1])?)?,
             None => out,
         };
         drop(guard);
-        let shape = [n, out_channels, geom.out_h, geom.out_w];
         Ok(RawTensor::from_op_contiguous(out.storage().clone(), &shape, x.device(), &inputs, || {
             Box::new(Conv2dBackward { geom, groups })
         }))

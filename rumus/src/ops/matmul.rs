@@ -14,8 +14,8 @@ impl BackwardOp for MatmulBackward {
     }
     fn backward(&self, inputs: &[RawTensor], grad: &RawTensor) -> Result<Vec<Option<RawTensor>>> {
         let (a, b) = (&inputs[0], &inputs[1]);
-        // Transposes are free views: the kernel takes strides. An input that needs no gradient
-        // (input data, a frozen weight) skips its product.
+        // Transposes are free views: the kernel takes strides. An operand that needs no gradient
+        // (input data, or a first conv layer's unfolded input) skips its product entirely.
         let ga = a.requires_grad().then(|| grad.matmul(&b.transpose(-1, -2)?)?.sum_to_shape(a.shape())).transpose()?;
         let gb = b.requires_grad().then(|| a.transpose(-1, -2)?.matmul(grad)?.sum_to_shape(b.shape())).transpose()?;
         Ok(vec![ga, gb])

@@ -177,6 +177,24 @@ fn row_start(layout: &Layout, row: usize) -> usize {
     at
 }
 
+/// One output row from a contiguous lhs row and an rhs row that is contiguous or a single
+/// broadcast value (a bias per row or per column), in loops the compiler vectorises.
+fn binary_row(op: BinaryOp, o: &mut [f32], a: &[f32], b: &[f32]) {
+    fn each(o: &mut [f32], a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) {
+        match b {
+            [b] => o.iter_mut().zip(a).for_each(|(o, &a)| *o = f(a, *b)),
+            _ => o.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (&a, &b))| *o = f(a, b)),
+        }
+    }
+    match op {
+        BinaryOp::Add => each(o, a, b, |a, b| a + b),
+        BinaryOp::Sub => each(o, a, b, |a, b| a - b),
+        BinaryOp::Mul => each(o, a, b, |a, b| a * b),
+        BinaryOp::Div => each(o, a, b, |a, b| a / b),
+        _ => each(o, a, b, |a, b| binary_scalar(op, a, b)),
+    }
+}
+
 /// `lhs op rhs` over two views of the output's shape (broadcast strides may be 0).
 pub fn binary(op: BinaryOp, lhs: &[f32], lhs_layout: &Layout, rhs: &[f32], rhs_layout: &Layout) -> Vec<f32> {
     let len = lhs_layout.numel();
@@ -199,6 +217,10 @@ pub fn binary(op: BinaryOp, lhs: &[f32], lhs_layout: &Layout, rhs: &[f32], rhs_l
     let mut out = pool::take(len);
     let kernel = |(row, o): (usize, &mut [f32])| {
         let (mut a, mut b) = (row_start(lhs_layout, row), row_start(rhs_layout, row));
+        if ls == 1 && rs <= 1 {
+            let b_row = if rs == 1 { &rhs[b..][..last] } else { &rhs[b..][..1] };
+            return binary_row(op, o, &lhs[a..][..last], b_row);
+        }
         for o in o.iter_mut() {
             *o = binary_scalar(op, lhs[a], rhs[b]);
             a += ls;
@@ -206,7 +228,9 @@ pub fn binary(op: BinaryOp, lhs: &[f32], lhs_layout: &Layout, rhs: &[f32], rhs_l
         }
     };
     if len >= PAR_THRESHOLD {
-        out.par_chunks_mut(last.max(1)).enumerate().for_each(kernel);
+        // Rows can be short (a conv bias add walks rows of one output plane): batch them.
+        let rows_per_task = (CHUNK / last.max(1)).max(1);
+        out.par_chunks_mut(last.max(1)).enumerate().with_min_len(rows_per_task).for_each(kernel);
     } else {
         out.chunks_mut(last.max(1)).enumerate().for_each(kernel);
     }

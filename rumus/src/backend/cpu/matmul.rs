@@ -55,6 +55,32 @@ fn extent(l: &MatrixLayout, rows: usize, cols: usize, batch: usize) -> usize {
         + cols.saturating_sub(1) * l.col_stride
 }
 
+/// One `m×k @ k×n` product into `dst` (row-major `m×n`, overwritten), for kernels that split
+/// their work across threads themselves (`threads` > 1 lets gemm split this product too).
+pub(super) fn gemm_into(
+    dst: &mut [f32],
+    lhs: &[f32],
+    l: &MatrixLayout,
+    rhs: &[f32],
+    r: &MatrixLayout,
+    (m, k, n): (usize, usize, usize),
+    threads: usize,
+) {
+    let args = MatmulArgs { batch: 1, m, k, n, lhs: *l, rhs: *r };
+    let dst = &mut dst[..m * n];
+    if m * n == 0 {
+        return;
+    }
+    if k == 0 {
+        dst.fill(0.0);
+        return;
+    }
+    assert!(extent(l, m, k, 1) < lhs.len(), "gemm: lhs layout out of bounds");
+    assert!(extent(r, k, n, 1) < rhs.len(), "gemm: rhs layout out of bounds");
+    // SAFETY: the asserts above bound every element the layouts address inside the slices.
+    unsafe { gemm_one(dst, lhs[l.offset..].as_ptr(), l, rhs[r.offset..].as_ptr(), r, &args, threads) };
+}
+
 pub fn matmul(lhs: &[f32], rhs: &[f32], args: &MatmulArgs) -> Vec<f32> {
     let mn = args.m * args.n;
     // gemm overwrites every element (read_dst = false), so a stale pooled buffer will do.

@@ -1,6 +1,7 @@
 //! The CPU backend: `gemm` for matmul, rayon across cores for everything large.
 
 mod conv;
+mod conv2d;
 mod denormals;
 mod elementwise;
 mod index;
@@ -184,6 +185,41 @@ impl Backend for CpuBackend {
 
     fn col2im(&self, cols: &Storage, geom: &ConvGeom) -> Result<Storage> {
         read_f32!(cols, "conv2d", |c| Ok(f32_storage(conv::col2im(c, geom))))
+    }
+
+    fn conv2d(
+        &self,
+        x: &Storage,
+        weight: &Storage,
+        bias: Option<&Storage>,
+        args: &Conv2dArgs,
+    ) -> Result<Option<Storage>> {
+        if !conv2d::supports(args) {
+            return Ok(None);
+        }
+        let bias_guard = bias.map(|b| host(b, "conv2d")).transpose()?.map(|b| b.read());
+        let bias = bias_guard.as_ref().map(|b| b.as_f32("conv2d")).transpose()?;
+        read_f32!(x, "conv2d", |x| read_f32!(weight, "conv2d", |w| {
+            Ok(Some(f32_storage(conv2d::conv2d(x, w, bias, args))))
+        }))
+    }
+
+    fn conv2d_backward(
+        &self,
+        x: &Storage,
+        weight: &Storage,
+        grad: &Storage,
+        args: &Conv2dArgs,
+        wanted: Conv2dWanted,
+    ) -> Result<Conv2dGrads<Storage>> {
+        read_f32!(x, "conv2d", |x| read_f32!(weight, "conv2d", |w| read_f32!(grad, "conv2d", |g| {
+            let grads = conv2d::conv2d_backward(x, w, g, args, wanted);
+            Ok(Conv2dGrads {
+                x: grads.x.map(f32_storage),
+                weight: grads.weight.map(f32_storage),
+                bias: grads.bias.map(f32_storage),
+            })
+        })))
     }
 
     fn max_pool2d(&self, x: &Storage, geom: &ConvGeom) -> Result<(Storage, Storage)> {
