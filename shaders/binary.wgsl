@@ -20,10 +20,6 @@ struct Params {
 @group(0) @binding(2) var<storage, read> rhs: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
-fn at(v: array<vec4<u32>, 2>, axis: u32) -> u32 {
-    return v[axis / 4u][axis % 4u];
-}
-
 fn apply(op: u32, a: f32, b: f32) -> f32 {
     switch op {
         case 0u: { return a + b; }
@@ -54,11 +50,11 @@ fn binary(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
         var rest = i;
         for (var k = 0u; k < p.rank; k++) {
             let axis = p.rank - 1u - k;
-            let dim = at(p.shape, axis);
+            let dim = p.shape[axis / 4u][axis % 4u];
             let c = rest % dim;
             rest = rest / dim;
-            a += c * at(p.lhs_strides, axis);
-            b += c * at(p.rhs_strides, axis);
+            a += c * p.lhs_strides[axis / 4u][axis % 4u];
+            b += c * p.rhs_strides[axis / 4u][axis % 4u];
         }
     }
     out[i] = apply(p.op, lhs[a], rhs[b]);

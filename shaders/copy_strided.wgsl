@@ -15,10 +15,6 @@ struct Params {
 @group(0) @binding(1) var<storage, read> src: array<u32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<u32>;
 
-fn at(v: array<vec4<u32>, 2>, axis: u32) -> u32 {
-    return v[axis / 4u][axis % 4u];
-}
-
 @compute @workgroup_size(256)
 fn copy_strided(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                 @builtin(local_invocation_index) lid: u32) {
@@ -31,11 +27,11 @@ fn copy_strided(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     var d = p.dst_offset;
     for (var k = 0u; k < p.rank; k++) {
         let axis = p.rank - 1u - k;
-        let dim = at(p.shape, axis);
+        let dim = p.shape[axis / 4u][axis % 4u];
         let c = rest % dim;
         rest = rest / dim;
-        s += c * at(p.src_strides, axis);
-        d += c * at(p.dst_strides, axis);
+        s += c * p.src_strides[axis / 4u][axis % 4u];
+        d += c * p.dst_strides[axis / 4u][axis % 4u];
     }
     dst[d] = src[s];
 }
