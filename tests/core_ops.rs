@@ -170,6 +170,21 @@ fn matmul_values_and_gradients() -> Result<()> {
     Ok(())
 }
 
+/// `x @ w.T` (a linear layer) gives `w` a gradient in `w`'s own memory order, so the optimizer
+/// reads it without a copy. Its values are checked against finite differences above.
+#[test]
+fn a_transposed_matmul_operand_gets_a_contiguous_gradient() -> Result<()> {
+    let w = randn(&[3, 5], 9).requires_grad_()?;
+    let x = randn(&[4, 5], 10).requires_grad_()?;
+    let grads = x.matmul(&w.transpose(0, 1)?)?.sum_all()?.backward()?;
+    for (name, t) in [("w", &w), ("x", &x)] {
+        let g = grads.get(t).expect("a gradient");
+        assert_eq!(g.shape(), t.shape(), "{name}");
+        assert!(g.is_contiguous(), "gradient of {name} has strides {:?}", g.layout().strides());
+    }
+    Ok(())
+}
+
 #[test]
 fn softmax_rows_of_every_edge_length_are_stable() -> Result<()> {
     for cols in [1usize, 63, 64, 65, 1000] {

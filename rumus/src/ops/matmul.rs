@@ -16,9 +16,32 @@ impl BackwardOp for MatmulBackward {
         let (a, b) = (&inputs[0], &inputs[1]);
         // Transposes are free views: the kernel takes strides. An operand that needs no gradient
         // (input data, or a first conv layer's unfolded input) skips its product entirely.
-        let ga = a.requires_grad().then(|| grad.matmul(&b.transpose(-1, -2)?)?.sum_to_shape(a.shape())).transpose()?;
-        let gb = b.requires_grad().then(|| a.transpose(-1, -2)?.matmul(grad)?.sum_to_shape(b.shape())).transpose()?;
+        // Each gradient is computed in its operand's memory order (see `in_layout_of`).
+        let ga = a
+            .requires_grad()
+            .then(|| in_layout_of(a, grad, &b.transpose(-1, -2)?)?.sum_to_shape(a.shape()))
+            .transpose()?;
+        let gb = b
+            .requires_grad()
+            .then(|| in_layout_of(b, &a.transpose(-1, -2)?, grad)?.sum_to_shape(b.shape()))
+            .transpose()?;
         Ok(vec![ga, gb])
+    }
+}
+
+/// `lhs @ rhs`, the gradient of `operand`, computed as `(rhsᵀ @ lhsᵀ)ᵀ` when `operand` is a
+/// transposed view (its last two axes column-major, as `x @ w.T` makes of a linear layer's
+/// weight). The gradient then has the operand's memory order, and once the transpose's own
+/// backward turns it round it is contiguous, so the optimizer reads it without a copy.
+fn in_layout_of(operand: &RawTensor, lhs: &RawTensor, rhs: &RawTensor) -> Result<RawTensor> {
+    let strides = operand.layout().strides();
+    let shape = operand.shape();
+    let rank = shape.len();
+    let transposed = rank >= 2 && strides[rank - 2] == 1 && shape[rank - 2] > 1 && shape[rank - 1] > 1;
+    if transposed {
+        rhs.transpose(-1, -2)?.matmul(&lhs.transpose(-1, -2)?)?.transpose(-1, -2)
+    } else {
+        lhs.matmul(rhs)
     }
 }
 
