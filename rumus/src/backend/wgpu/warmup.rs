@@ -42,10 +42,22 @@ extern "C" fn wait_for_warmup() {
     }
 }
 
-fn finished() {
-    let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
-    *running = running.saturating_sub(1);
-    FINISHED.notify_all();
+/// Counts one warm-up thread as running until dropped (even by a panic).
+struct Running;
+
+impl Running {
+    fn new() -> Running {
+        *RUNNING.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        Running
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+        *running = running.saturating_sub(1);
+        FINISHED.notify_all();
+    }
 }
 
 /// Starts the warm-up threads (detached; they finish within a fraction of a second).
@@ -76,15 +88,13 @@ pub(crate) fn start(device: &Device) {
     ];
     for work in works {
         let device = device.clone();
-        *RUNNING.lock().unwrap_or_else(|p| p.into_inner()) += 1;
-        let spawned = std::thread::Builder::new().name("rumus-warmup".into()).spawn(move || {
+        let running = Running::new();
+        // Without threads the kernels simply compile on first use (a failed spawn drops
+        // `running` with the closure).
+        let _ = std::thread::Builder::new().name("rumus-warmup".into()).spawn(move || {
+            let _running = running;
             let _ = work(&device);
-            finished();
         });
-        // Without threads the kernels simply compile on first use.
-        if spawned.is_err() {
-            finished();
-        }
     }
 }
 
