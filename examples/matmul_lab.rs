@@ -8,12 +8,13 @@
 //! ```
 //!
 //! Each `*.wgsl` in the directory, plus the shipped `shaders/matmul.wgsl` and
-//! `shaders/matmul_vec4.wgsl`, is compiled twice: with wgpu's runtime checks (as the product
-//! did before) and as a trusted module (no injected loop bounding or index clamping, which is
-//! how the product compiles the matmul shaders now). Both tiled entries of every variant
-//! (`matmul_large`, 128×128, and `matmul`, 64×64) run on row-major, transposed-lhs and transposed-rhs operands, is checked on sampled outputs
-//! against an f64 reference (a square size that is not a multiple of the tile, and the largest
-//! timed size), then timed: median of repeats, each bracketed by timestamp queries.
+//! `shaders/matmul_vec4.wgsl`, is compiled twice: with wgpu's runtime checks and as a trusted
+//! module (no injected loop bounding or index clamping, which is how the backend compiles the
+//! matmul shaders). Both tiled entries of every variant (`matmul_large`, 128×128, and `matmul`,
+//! 64×64) run on row-major, transposed-lhs and transposed-rhs operands; each result is checked
+//! on sampled outputs against an f64 reference (a square size that is not a multiple of the
+//! tile, and the largest timed size), then timed: median of repeats, each bracketed by
+//! timestamp queries. The lab needs TIMESTAMP_QUERY (a real GPU; lavapipe has it too).
 
 use std::path::{Path, PathBuf};
 
