@@ -5,8 +5,8 @@ mod common;
 
 use std::sync::Mutex;
 
-use common::rss_bytes;
-use rumus::nn::{join_name, named_params, Conv2d, Conv2dConfig, Linear, MaxPool2d, Module, Param};
+use common::{rss_bytes, SmallCnn};
+use rumus::nn::{named_params, Linear, Module, Param};
 use rumus::optim::Optimizer;
 use rumus::prelude::*;
 use rumus::testing::wgpu_or_skip;
@@ -111,43 +111,6 @@ fn a_thousand_wgpu_steps_keep_the_buffer_count_bounded() {
     assert!(warm.live_buffers < 100 && worst.idle_bytes < 1 << 20, "{warm:?} {worst:?}");
 }
 
-/// conv 5×5 (1 => 4) → ReLU → max-pool 2 → Linear(144 => 10) on 16×16 images.
-struct SmallCnn {
-    conv: Conv2d,
-    pool: MaxPool2d,
-    fc: Linear,
-}
-
-impl SmallCnn {
-    fn new(seed: u64) -> Result<Self> {
-        let d = Device::cpu();
-        Ok(SmallCnn {
-            conv: Conv2d::new(&d, Conv2dConfig::new(1, 4, (5, 5)), seed)?,
-            pool: MaxPool2d::new((2, 2), (2, 2), (0, 0), (1, 1)),
-            fc: Linear::new(&d, 4 * 6 * 6, 10, true, seed + 1)?,
-        })
-    }
-}
-
-impl Module for SmallCnn {
-    fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
-        let h = self.pool.forward_raw(&self.conv.forward_raw(x)?.relu()?)?;
-        self.fc.forward_raw(&h.flatten_from(1)?)
-    }
-    fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param)) {
-        self.conv.visit_params(&join_name(prefix, "conv"), visitor);
-        self.fc.visit_params(&join_name(prefix, "fc"), visitor);
-    }
-    fn describe(&self) -> String {
-        "SmallCnn".into()
-    }
-}
-
-impl Model for SmallCnn {
-    type Input = Shape3<1, 16, 16>;
-    type Output = Shape1<10>;
-}
-
 #[test]
 fn the_same_seed_gives_bit_identical_weights_on_the_cpu() {
     let _guard = serial();
@@ -157,7 +120,7 @@ fn the_same_seed_gives_bit_identical_weights_on_the_cpu() {
     let data = ClassDataset::<Shape3<1, 16, 16>, 10>::new(pixels, labels).unwrap();
     // 10 epochs of 20 shuffled batches of 32 with Adam: 200 steps per run.
     let run = || -> Vec<(String, Vec<u32>)> {
-        let mut model = SmallCnn::new(5).unwrap();
+        let mut model = SmallCnn::<16>::new(&Device::cpu(), 5).unwrap();
         let cfg = Fit::epochs(10).batch_size(32).shuffle_seed(3).optimizer(Adam::new(1e-3)).verbose(Verbosity::Quiet);
         model.fit(&data, cfg).unwrap();
         common::weights(&model).into_iter().map(|(k, v)| (k, v.iter().map(|f| f.to_bits()).collect())).collect()
@@ -165,7 +128,7 @@ fn the_same_seed_gives_bit_identical_weights_on_the_cpu() {
     let (a, b) = (run(), run());
     assert!(a == b, "two runs with the same seeds must give bit-identical weights");
     // Guard against a vacuous pass: a different seed changes the result.
-    let mut other = SmallCnn::new(6).unwrap();
+    let mut other = SmallCnn::<16>::new(&Device::cpu(), 6).unwrap();
     other.fit(&data, Fit::epochs(1).batch_size(32).verbose(Verbosity::Quiet)).unwrap();
     assert_ne!(common::weights(&other)[0].1.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), a[0].1);
 }

@@ -4,47 +4,13 @@
 
 mod common;
 
-use common::mnist;
+use common::{mnist, SmallCnn};
 use rumus::data::{ClassDataset, Dataset};
-use rumus::nn::{join_name, Conv2d, Conv2dConfig, Linear, MaxPool2d, Module, Param};
 use rumus::prelude::*;
 use rumus::testing::wgpu_or_skip;
 
-/// conv 5×5 (1 => 4) → ReLU → max-pool 2 → flatten → Linear(576 => 10).
-struct TinyCnn {
-    conv: Conv2d,
-    pool: MaxPool2d,
-    fc: Linear,
-}
-
-impl TinyCnn {
-    fn new(device: &Device) -> Result<Self> {
-        Ok(TinyCnn {
-            conv: Conv2d::new(device, Conv2dConfig::new(1, 4, (5, 5)), 3)?,
-            pool: MaxPool2d::new((2, 2), (2, 2), (0, 0), (1, 1)),
-            fc: Linear::new(device, 4 * 12 * 12, 10, true, 4)?,
-        })
-    }
-}
-
-impl Module for TinyCnn {
-    fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
-        let h = self.pool.forward_raw(&self.conv.forward_raw(x)?.relu()?)?;
-        self.fc.forward_raw(&h.flatten_from(1)?)
-    }
-    fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param)) {
-        self.conv.visit_params(&join_name(prefix, "conv"), visitor);
-        self.fc.visit_params(&join_name(prefix, "fc"), visitor);
-    }
-    fn describe(&self) -> String {
-        "TinyCnn".into()
-    }
-}
-
-impl Model for TinyCnn {
-    type Input = Shape3<1, 28, 28>;
-    type Output = Shape1<10>;
-}
+/// conv 5×5 (1 => 4) → ReLU → max-pool 2 → flatten → Linear(576 => 10) on MNIST.
+type TinyCnn = SmallCnn<28>;
 
 #[test]
 fn fit_on_wgpu_follows_the_cpu() -> Result<()> {
@@ -54,7 +20,7 @@ fn fit_on_wgpu_follows_the_cpu() -> Result<()> {
     let (train, test) = mnist();
     let (train, test) = (train.take(2000)?, test.take(500)?);
     let run = |device: &Device| -> Result<(Vec<f32>, f32, f32)> {
-        let mut model = TinyCnn::new(device)?;
+        let mut model = TinyCnn::new(device, 3)?;
         let cfg = Fit::epochs(2).batch_size(64).optimizer(Adam::new(2e-3)).shuffle_seed(5).verbose(Verbosity::Quiet);
         let history = model.fit(&train, cfg)?;
         let eval = model.evaluate(&test)?;

