@@ -127,6 +127,18 @@ def main():
             b_ = torch.randn(n, n, device=dev)
             s = timer(dev, 3, 10 if n >= 2048 else 20, lambda: a_ @ b_)
             add(f"matmul {n}x{n}x{n}", s, 2 * n**3 / s / 1e9, "GFLOP/s")
+        if dev == "cuda":
+            # The peers of rumus's opt-in tensor-core matmul (f16 inputs, f32 accumulation):
+            # cuBLAS with TF32 allowed, and cuBLAS on f16 operands.
+            n = 4096
+            a_, b_ = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev)
+            torch.backends.cuda.matmul.allow_tf32 = True
+            s = timer(dev, 3, 10, lambda: a_ @ b_)
+            torch.backends.cuda.matmul.allow_tf32 = False
+            add(f"matmul {n}x{n}x{n} tf32", s, 2 * n**3 / s / 1e9, "GFLOP/s")
+            a_, b_ = a_.half(), b_.half()
+            s = timer(dev, 3, 10, lambda: a_ @ b_)
+            add(f"matmul {n}x{n}x{n} f16", s, 2 * n**3 / s / 1e9, "GFLOP/s")
     if wanted("softmax"):
         rows_, cols = (65536, 1024)
         x = torch.randn(rows_, cols, device=dev, requires_grad=True)

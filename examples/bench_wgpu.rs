@@ -1,5 +1,5 @@
-//! WGSL kernel benchmark: matmul at 1024³ and 4096³ (TFLOP/s) and softmax forward + backward on
-//! [65536, 1024] (GB/s), timed with GPU timestamp queries where the adapter has TIMESTAMP_QUERY
+//! WGSL kernel benchmark: matmul at 1024³ and 4096³ (TFLOP/s; also on tensor cores with f16
+//! inputs where the adapter has them) and softmax forward + backward on [65536, 1024] (GB/s), timed with GPU timestamp queries where the adapter has TIMESTAMP_QUERY
 //! (else wall time between full synchronisations). Warm-up runs first, then the median of repeats.
 //!
 //! ```text
@@ -9,7 +9,7 @@
 
 use rumus::backend::wgpu::WgpuBackend;
 use rumus::backend::{Backend, MatmulArgs, MatrixLayout, Storage};
-use rumus::{Device, Result};
+use rumus::{Device, MatmulPrecision, Result};
 
 struct Row {
     name: String,
@@ -41,7 +41,8 @@ fn time(b: &WgpuBackend, warmup: usize, repeats: usize, work: &dyn Fn() -> Resul
     Ok(median(samples))
 }
 
-fn bench_matmul(b: &WgpuBackend, size: usize, repeats: usize) -> Result<Row> {
+fn bench_matmul(b: &WgpuBackend, size: usize, repeats: usize, precision: MatmulPrecision) -> Result<Row> {
+    b.set_matmul_precision(precision)?;
     let lhs = random(b, size * size, 1)?;
     let rhs = random(b, size * size, 2)?;
     let args = MatmulArgs {
@@ -53,9 +54,10 @@ fn bench_matmul(b: &WgpuBackend, size: usize, repeats: usize) -> Result<Row> {
         rhs: MatrixLayout::row_major(size, size),
     };
     let secs = time(b, 2, repeats, &|| b.matmul(&lhs, &rhs, &args).map(drop))?;
+    b.set_matmul_precision(MatmulPrecision::F32)?;
     let flops = 2.0 * (size as f64).powi(3);
     Ok(Row {
-        name: "matmul f32".into(),
+        name: format!("matmul {precision}"),
         shape: format!("{size}x{size}x{size}"),
         median_ms: secs * 1e3,
         rate: flops / secs / 1e12,
@@ -98,14 +100,20 @@ fn main() -> Result<()> {
     let (sizes, (rows, cols), repeats) =
         if quick { (vec![128, 256], (4096, 1024), 3) } else { (vec![1024, 4096], (65536, 1024), 10) };
     let mut rows_out = Vec::new();
-    for size in sizes {
-        rows_out.push(bench_matmul(&b, size, repeats)?);
+    let mut precisions = vec![MatmulPrecision::F32];
+    if ctx.has_tensor_cores() {
+        precisions.push(MatmulPrecision::F16TensorCores);
+    }
+    for precision in precisions {
+        for &size in &sizes {
+            rows_out.push(bench_matmul(&b, size, repeats, precision)?);
+        }
     }
     rows_out.push(bench_softmax(&b, rows, cols, repeats)?);
 
-    println!("{:<18} {:>16} {:>12} {:>14}", "kernel", "shape", "median ms", "rate");
+    println!("{:<28} {:>16} {:>12} {:>14}", "kernel", "shape", "median ms", "rate");
     for r in &rows_out {
-        println!("{:<18} {:>16} {:>12.3} {:>9.2} {}", r.name, r.shape, r.median_ms, r.rate, r.unit);
+        println!("{:<28} {:>16} {:>12.3} {:>9.2} {}", r.name, r.shape, r.median_ms, r.rate, r.unit);
     }
     let entries: Vec<String> = rows_out
         .iter()

@@ -4,17 +4,19 @@
 //!
 //! ```text
 //! python3 shaders/gen/matmul.py --lab /tmp/lab     # writes the variants
-//! cargo run --release --example matmul_lab -- /tmp/lab [--quick]
+//! cargo run --release --example matmul_lab -- /tmp/lab [--quick] [--trusted]
 //! ```
 //!
-//! Each `*.wgsl` in the directory, plus the shipped `shaders/matmul.wgsl` and
-//! `shaders/matmul_vec4.wgsl`, is compiled twice: with wgpu's runtime checks and as a trusted
-//! module (no injected loop bounding or index clamping, which is how the backend compiles the
-//! matmul shaders). Both tiled entries of every variant (`matmul_large`, 128×128, and `matmul`,
-//! 64×64) run on row-major, transposed-lhs and transposed-rhs operands; each result is checked
-//! on sampled outputs against an f64 reference (a square size that is not a multiple of the
-//! tile, and the largest timed size), then timed: median of repeats, each bracketed by
-//! timestamp queries. The lab needs TIMESTAMP_QUERY (a real GPU; lavapipe has it too).
+//! Each `*.wgsl` in the directory, plus the shipped `shaders/matmul.wgsl`,
+//! `shaders/matmul_vec4.wgsl` and `shaders/matmul_coop.wgsl`, is compiled twice: with wgpu's
+//! runtime checks and as a trusted module (no injected loop bounding or index clamping, which is
+//! how the backend compiles the matmul shaders). Variants that use cooperative matrices (tensor
+//! cores, f16 inputs) run only where the adapter has them, and are checked to f16 accuracy. The
+//! tiled entries of every variant (`matmul_large`, 128×128, and `matmul`, 64×64, where present)
+//! run on row-major, transposed-lhs and transposed-rhs operands; each result is checked on
+//! sampled outputs against an f64 reference (a square size that is not a multiple of the tile,
+//! and the largest timed size), then timed: median of repeats, each bracketed by timestamp
+//! queries. The lab needs TIMESTAMP_QUERY (a real GPU; lavapipe has it too).
 
 use std::path::{Path, PathBuf};
 
@@ -34,6 +36,8 @@ struct Gpu {
     device: wgpu::Device,
     queue: wgpu::Queue,
     name: String,
+    /// Whether cooperative-matrix (tensor-core) shaders can run.
+    coop: bool,
 }
 
 fn open_gpu() -> Result<Gpu, Error> {
@@ -49,15 +53,29 @@ fn open_gpu() -> Result<Gpu, Error> {
     if !adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
         return Err("the adapter has no TIMESTAMP_QUERY".into());
     }
+    // Tensor-core variants need cooperative matrices and f16; they are skipped without them.
+    let tensor_cores = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16;
+    let coop = adapter.features().contains(tensor_cores);
+    for c in adapter.cooperative_matrix_properties() {
+        println!("cooperative matrix: {c:?}");
+    }
+    let info = adapter.get_info();
+    println!("subgroup sizes: {}..{}", info.subgroup_min_size, info.subgroup_max_size);
+    let features = wgpu::Features::TIMESTAMP_QUERY | if coop { tensor_cores } else { wgpu::Features::empty() };
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("matmul lab"),
-        required_features: wgpu::Features::TIMESTAMP_QUERY,
+        required_features: features,
         required_limits: adapter.limits(),
-        experimental_features: wgpu::ExperimentalFeatures::disabled(),
+        // SAFETY: only the lab's cooperative-matrix shaders use the experimental feature.
+        experimental_features: if coop {
+            unsafe { wgpu::ExperimentalFeatures::enabled() }
+        } else {
+            wgpu::ExperimentalFeatures::disabled()
+        },
         memory_hints: wgpu::MemoryHints::Performance,
         trace: wgpu::Trace::Off,
     }))?;
-    Ok(Gpu { device, queue, name: adapter.get_info().name })
+    Ok(Gpu { device, queue, name: info.name, coop })
 }
 
 /// A deterministic pseudo-random matrix in [-1, 1).
@@ -101,7 +119,10 @@ fn compile(gpu: &Gpu, source: &str, trusted: bool) -> Result<Vec<Kernel>, Error>
     } else {
         gpu.device.create_shader_module(desc)
     };
+    // Tensor-core variants may have only the large tile.
     let kernels = ENTRIES
+        .into_iter()
+        .filter(|(entry, _)| source.contains(&format!("fn {entry}(")))
         .map(|(entry, tile)| Kernel {
             pipeline: gpu.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some(entry),
@@ -113,7 +134,7 @@ fn compile(gpu: &Gpu, source: &str, trusted: bool) -> Result<Vec<Kernel>, Error>
             }),
             tile,
         })
-        .into();
+        .collect();
     if let Some(e) = pollster::block_on(scope.pop()) {
         return Err(e.to_string().into());
     }
@@ -256,7 +277,8 @@ fn read(gpu: &Gpu, buffer: &wgpu::Buffer) -> Result<Vec<u8>, Error> {
 
 fn variants(dir: &Path) -> Result<Vec<(String, String)>, Error> {
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
-    let mut files: Vec<PathBuf> = vec![shipped.join("matmul.wgsl"), shipped.join("matmul_vec4.wgsl")];
+    let mut files: Vec<PathBuf> =
+        ["matmul.wgsl", "matmul_vec4.wgsl", "matmul_coop.wgsl"].iter().map(|f| shipped.join(f)).collect();
     let mut lab: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "wgsl"))
@@ -276,7 +298,9 @@ fn variants(dir: &Path) -> Result<Vec<(String, String)>, Error> {
 fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
-    let dir = args.iter().find(|a| !a.starts_with("--")).ok_or("usage: matmul_lab DIR [--quick]")?;
+    // The shipped kernels are compiled trusted; `--trusted` skips timing the checked builds.
+    let modes: &[bool] = if args.iter().any(|a| a == "--trusted") { &[true] } else { &[false, true] };
+    let dir = args.iter().find(|a| !a.starts_with("--")).ok_or("usage: matmul_lab DIR [--quick] [--trusted]")?;
     let gpu = open_gpu()?;
     println!("adapter: {}", gpu.name);
     // The check size is square but not a multiple of any tile, so partial tiles are exercised.
@@ -294,7 +318,14 @@ fn main() -> Result<(), Error> {
         "variant/tile", "checks", "layout", "size", "ms", "TFLOP/s", "error"
     );
     for (name, source) in variants(Path::new(dir))? {
-        for trusted in [false, true] {
+        let tensor_cores = source.contains("enable wgpu_cooperative_matrix");
+        if tensor_cores && !gpu.coop {
+            println!("{name:<26} skipped: the adapter has no cooperative matrices with f16");
+            continue;
+        }
+        // f16 inputs carry 11 significant bits, f32 ones 24.
+        let tolerance = if tensor_cores { 1e-3 } else { 1e-5 };
+        for &trusted in modes {
             let checks = if trusted { "trusted" } else { "checked" };
             let kernels = match compile(&gpu, &source, trusted) {
                 Ok(k) => k,
@@ -313,7 +344,7 @@ fn main() -> Result<(), Error> {
                 let verdict = if error.is_nan() {
                     String::new()
                 } else {
-                    format!("{error:.1e}{}", if error > 1e-5 { " FAIL" } else { "" })
+                    format!("{error:.1e}{}", if error > tolerance { " FAIL" } else { "" })
                 };
                 println!(
                     "{name:<26} {checks:<8} {:<6} {:>6} {:>10.3} {rate:>10} {verdict:>10}",

@@ -420,8 +420,9 @@ fn an_adapter_that_reports_f16_comes_up_and_runs_f32_kernels() {
         );
         return;
     }
-    // lavapipe reports SHADER_F16: this is the f16-reporting case. rumus does not request it.
-    assert!(!ctx.device_has_f16(), "SHADER_F16 must not be requested");
+    // lavapipe reports SHADER_F16: this is the f16-reporting case. rumus requests it only with
+    // cooperative matrices, for the opt-in tensor-core matmul.
+    assert_eq!(ctx.device_has_f16(), ctx.has_tensor_cores(), "SHADER_F16 requested without tensor cores");
     let device = Device::Wgpu(gpu.clone());
     let x = RawTensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3], &device).unwrap();
     let w = RawTensor::from_vec(vec![1.0, 0.0, 0.0, 1.0, 1.0, 1.0], &[3, 2], &device).unwrap();

@@ -1,6 +1,6 @@
-//! Parses and validates every kernel with naga, exactly as the wgpu backend composes it (the
-//! reduction prelude for its adapter kind and the `shaders/lib/` files it includes), so a broken
-//! kernel fails CI without a GPU. Kernels are validated for adapters with subgroups and, with
+//! Parses, validates and translates to SPIR-V every kernel with naga, exactly as the wgpu
+//! backend composes it (the reduction prelude for its adapter kind and the `shaders/lib/` files
+//! it includes), so a broken kernel fails CI without a GPU. Kernels are validated for adapters with subgroups and, with
 //! the shared-memory prelude, without the subgroup capability. Every `.wgsl` file in `shaders/`
 //! must be part of some kernel, so none escapes validation.
 
@@ -9,13 +9,22 @@ use std::path::Path;
 use naga::valid::{Capabilities, ValidationFlags, Validator};
 use rumus::backend::wgpu::compiled_sources;
 
+/// Parses, validates and translates to SPIR-V (what wgpu does on Vulkan; naga's writer has
+/// failed on valid modules before, e.g. on expressions used only inside `coopStore`).
 fn validate(name: &str, source: &str, caps: Capabilities) -> Result<usize, String> {
     let module = naga::front::wgsl::parse_str(source)
         .map_err(|e| format!("{name}: parse error:\n{}", e.emit_to_string(source)))?;
-    Validator::new(ValidationFlags::all(), caps)
+    let info = Validator::new(ValidationFlags::all(), caps)
         .validate(&module)
         .map_err(|e| format!("{name}: validation error:\n{}", e.emit_to_string(source)))?;
-    Ok(module.entry_points.len())
+    let spirv = std::panic::catch_unwind(|| {
+        naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
+    });
+    match spirv {
+        Ok(Ok(_)) => Ok(module.entry_points.len()),
+        Ok(Err(e)) => Err(format!("{name}: SPIR-V translation failed: {e}")),
+        Err(_) => Err(format!("{name}: naga's SPIR-V writer panicked")),
+    }
 }
 
 /// The `.wgsl` files under `dir`, recursively, with their contents.

@@ -10,7 +10,7 @@ use rumus::backend::cpu::CpuBackend;
 use rumus::backend::wgpu::WgpuBackend;
 use rumus::backend::*;
 use rumus::testing::wgpu_or_skip;
-use rumus::{Device, Layout, RawTensor, Result};
+use rumus::{Device, Layout, MatmulPrecision, RawTensor, Result};
 
 /// Deterministic pseudo-random data (CPU generator), so both devices get identical inputs.
 fn data(len: usize, seed: u64) -> Vec<f32> {
@@ -253,6 +253,59 @@ fn matmul_kernel_choices_match() {
     parity(&gpu, "vec4 128-tile a bT", &[a, b], 1e-4, |t| t[0].matmul(&t[1].transpose(1, 2)?));
     let (a, b) = (input(&[64, 130, 13], 53), input(&[13, 131], 54));
     parity(&gpu, "strided 128-tile batched", &[a, b], 1e-4, |t| t[0].matmul(&t[1]));
+}
+
+/// `MatmulPrecision::F16TensorCores`: where the adapter has tensor cores, products (and the
+/// gradients, which take transposed operands) agree with the CPU's f32 ones to f16 input
+/// rounding, and differ from the f32 kernels' (so the tensor-core kernel really ran). Elsewhere
+/// asking for it is an error that leaves the precision at f32.
+#[test]
+fn tensor_core_matmul_matches_to_f16_rounding() {
+    let cpu_err = Device::cpu().set_matmul_precision(MatmulPrecision::F16TensorCores).unwrap_err();
+    assert!(matches!(cpu_err, rumus::Error::InvalidArgument { .. }), "{cpu_err}");
+    if wgpu_or_skip().is_none() {
+        return;
+    }
+    // Its own backend: the setting would otherwise apply to the other tests' matmuls.
+    let gpu = Device::Wgpu(std::sync::Arc::new(WgpuBackend::independent().unwrap()));
+    let Device::Wgpu(backend) = &gpu else { unreachable!() };
+    if !backend.context().has_tensor_cores() {
+        let err = gpu.set_matmul_precision(MatmulPrecision::F16TensorCores).unwrap_err();
+        assert!(matches!(err, rumus::Error::Gpu(ref m) if m.contains("tensor-core")), "{err}");
+        assert_eq!(gpu.matmul_precision(), MatmulPrecision::F32);
+        return;
+    }
+    gpu.set_matmul_precision(MatmulPrecision::F16TensorCores).unwrap();
+    let f32_gpu = Device::wgpu().unwrap();
+    type Product = fn(&[RawTensor]) -> Result<RawTensor>;
+    let cases: [(&str, Vec<usize>, Vec<usize>, Product); 5] = [
+        ("128x64x128", vec![128, 64], vec![64, 128], |t| t[0].matmul(&t[1])),
+        // Edge tiles in m and n, a partial last K slice.
+        ("200x100x132", vec![200, 100], vec![100, 132], |t| t[0].matmul(&t[1])),
+        ("aT b", vec![100, 200], vec![100, 132], |t| t[0].transpose(0, 1)?.matmul(&t[1])),
+        ("a bT", vec![200, 100], vec![132, 100], |t| t[0].matmul(&t[1].transpose(0, 1)?)),
+        ("batched broadcast", vec![3, 40, 36], vec![36, 260], |t| t[0].matmul(&t[1])),
+    ];
+    for (name, a, b, f) in cases {
+        let inputs = [input(&a, 61), input(&b, 62)];
+        let (cf, cg) = run_on(&Device::cpu(), &inputs, &f).unwrap();
+        let (gf, gg) = run_on(&gpu, &inputs, &f).unwrap();
+        let (ff, _) = run_on(&f32_gpu, &inputs, &f).unwrap();
+        // Inputs in [-2, 2) rounded to f16 (relative error 2^-11): the error of a sum of d
+        // products grows like sqrt(d); a wrong element is off by O(sqrt(d)).
+        let depth = a.iter().chain(&b).max().copied().unwrap_or(1) as f32;
+        let tol = 1e-2 * depth.sqrt();
+        for (what, got, want) in
+            std::iter::once(("forward", &gf, &cf)).chain(gg.iter().zip(&cg).map(|(g, c)| ("gradient", g, c)))
+        {
+            assert_eq!(got.len(), want.len());
+            let worst = got.iter().zip(want.iter()).map(|(g, w)| (g - w).abs()).fold(0f32, f32::max);
+            assert!(worst <= tol, "tensor-core matmul {name} {what}: off by {worst} (allowed {tol})");
+        }
+        assert!(gf != ff, "tensor-core matmul {name}: bit-identical to the f32 kernels, so they ran instead");
+    }
+    gpu.set_matmul_precision(MatmulPrecision::F32).unwrap();
+    assert_eq!(gpu.matmul_precision(), MatmulPrecision::F32);
 }
 
 #[test]

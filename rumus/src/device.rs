@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::backend::cpu::CpuBackend;
 use crate::backend::wgpu::WgpuBackend;
 use crate::backend::Backend;
-use crate::Result;
+use crate::{Error, MatmulPrecision, Result};
 
 static CPU: CpuBackend = CpuBackend;
 
@@ -95,6 +95,29 @@ impl Device {
             (Device::Cpu, Device::Cpu) => true,
             (Device::Wgpu(a), Device::Wgpu(b)) => Arc::ptr_eq(a.context(), b.context()),
             _ => false,
+        }
+    }
+
+    /// Sets how f32 matmuls on this device compute, for every handle of it and every tensor
+    /// on it (like PyTorch's global `allow_tf32`). [`MatmulPrecision::F16TensorCores`] needs a
+    /// wgpu adapter with cooperative matrices (f16 16×16×16 with f32 accumulation, subgroups of
+    /// 32); elsewhere it is an error, never a silent f32 fallback.
+    pub fn set_matmul_precision(&self, precision: MatmulPrecision) -> Result<()> {
+        match (self, precision) {
+            (Device::Wgpu(backend), _) => backend.set_matmul_precision(precision),
+            (Device::Cpu, MatmulPrecision::F32) => Ok(()),
+            (Device::Cpu, _) => Err(Error::invalid(
+                "set_matmul_precision",
+                format!("the CPU backend has no {precision} matmul; only MatmulPrecision::F32"),
+            )),
+        }
+    }
+
+    /// How f32 matmuls on this device compute (see [`Device::set_matmul_precision`]).
+    pub fn matmul_precision(&self) -> MatmulPrecision {
+        match self {
+            Device::Cpu => MatmulPrecision::F32,
+            Device::Wgpu(backend) => backend.matmul_precision(),
         }
     }
 

@@ -16,6 +16,7 @@ mod model;
 pub mod nn;
 mod ops;
 pub mod optim;
+mod precision;
 pub mod rng;
 mod tensor;
 pub mod testing;
@@ -27,6 +28,7 @@ pub use error::{Error, Result};
 pub use layout::Layout;
 pub use model::Model;
 pub use ops::RunningStats;
+pub use precision::MatmulPrecision;
 pub use tensor::{RawTensor, Shape, Shape1, Shape2, Shape3, Shape4, Tensor, TensorId};
 
 /// The names most programs need.

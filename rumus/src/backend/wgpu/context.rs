@@ -14,11 +14,17 @@ pub struct WgpuContext {
     pub(crate) subgroups: bool,
     /// Timestamp queries are available (used by benchmarks).
     pub(crate) timestamps: bool,
-    /// The adapter reports SHADER_F16 (never requested: no kernel needs it).
+    /// The adapter reports SHADER_F16 (requested only for the tensor-core matmul).
     pub(crate) reports_f16: bool,
+    /// The device was opened with cooperative matrices and f16, for `matmul_coop.wgsl`.
+    pub(crate) tensor_cores: bool,
     /// The first error the driver reported outside an error scope, surfaced at the next sync.
     pub(crate) uncaptured: Arc<Mutex<Option<String>>>,
 }
+
+/// What the tensor-core matmul needs of the device.
+const TENSOR_CORE_FEATURES: ::wgpu::Features =
+    ::wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX.union(::wgpu::Features::SHADER_F16);
 
 static CONTEXT: OnceLock<std::result::Result<Arc<WgpuContext>, String>> = OnceLock::new();
 
@@ -48,17 +54,29 @@ impl WgpuContext {
             pollster::block_on(instance.request_adapter(&options)).map_err(|e| format!("{NO_ADAPTER_HELP} ({e})"))?;
         let info = adapter.get_info();
         let available = adapter.features();
-        // Ask only for what the kernels use. Never SHADER_F16: no kernel needs it, and adapters
-        // that report it must still work.
+        // Ask only for what the kernels use. SHADER_F16 only together with cooperative
+        // matrices, for the opt-in tensor-core matmul; adapters that report f16 alone must
+        // work like any other.
+        let tensor_cores = Self::supports_tensor_core_matmul(&adapter, &info);
         let wanted = ::wgpu::Features::SUBGROUP | ::wgpu::Features::TIMESTAMP_QUERY;
-        let features = available & wanted;
+        let mut features = available & wanted;
+        if tensor_cores {
+            features |= TENSOR_CORE_FEATURES;
+        }
         // The adapter's own limits, not the WebGPU defaults (which cap bindings at 128 MiB).
         let limits = adapter.limits();
         let device_desc = ::wgpu::DeviceDescriptor {
             label: Some("rumus"),
             required_features: features,
             required_limits: limits.clone(),
-            experimental_features: ::wgpu::ExperimentalFeatures::disabled(),
+            experimental_features: if tensor_cores {
+                // SAFETY: wgpu calls cooperative matrices experimental because its validation of
+                // them is incomplete. Only `matmul_coop.wgsl` uses them, and its dispatcher
+                // checks every operand's extent and alignment against the buffers first.
+                unsafe { ::wgpu::ExperimentalFeatures::enabled() }
+            } else {
+                ::wgpu::ExperimentalFeatures::disabled()
+            },
             memory_hints: ::wgpu::MemoryHints::Performance,
             trace: ::wgpu::Trace::Off,
         };
@@ -80,9 +98,24 @@ impl WgpuContext {
             subgroups: features.contains(::wgpu::Features::SUBGROUP),
             timestamps: features.contains(::wgpu::Features::TIMESTAMP_QUERY),
             reports_f16: available.contains(::wgpu::Features::SHADER_F16),
+            tensor_cores,
             info,
             uncaptured,
         })
+    }
+
+    /// Whether `matmul_coop.wgsl` can run: cooperative matrices with f16 inputs and f32
+    /// accumulation in 16×16×16 blocks, f16 arithmetic, and subgroups of exactly 32 (the kernel
+    /// splits its workgroup into 8 subgroups).
+    fn supports_tensor_core_matmul(adapter: &::wgpu::Adapter, info: &::wgpu::AdapterInfo) -> bool {
+        use ::wgpu::CooperativeScalarType::{F16, F32};
+        adapter.features().contains(TENSOR_CORE_FEATURES)
+            && info.subgroup_min_size == 32
+            && info.subgroup_max_size == 32
+            && adapter
+                .cooperative_matrix_properties()
+                .iter()
+                .any(|c| (c.m_size, c.n_size, c.k_size, c.ab_type, c.cr_type) == (16, 16, 16, F16, F32))
     }
 
     /// Adapter name and backend, for messages.
@@ -100,15 +133,22 @@ impl WgpuContext {
         self.subgroups
     }
 
-    /// Whether the adapter reports SHADER_F16. rumus never requests it (its kernels are f32);
-    /// such adapters must work like any other.
+    /// Whether the adapter reports SHADER_F16. rumus requests it only with cooperative
+    /// matrices (the tensor-core matmul); other adapters that report it must work like any other.
     pub fn adapter_reports_f16(&self) -> bool {
         self.reports_f16
     }
 
-    /// Whether the device was opened with SHADER_F16 (never: no kernel needs it).
+    /// Whether the device was opened with SHADER_F16 (only with tensor cores).
     pub fn device_has_f16(&self) -> bool {
         self.device.features().contains(::wgpu::Features::SHADER_F16)
+    }
+
+    /// Whether the tensor-core matmul ([`MatmulPrecision::F16TensorCores`]) can run here.
+    ///
+    /// [`MatmulPrecision::F16TensorCores`]: crate::MatmulPrecision::F16TensorCores
+    pub fn has_tensor_cores(&self) -> bool {
+        self.tensor_cores
     }
 
     /// Whether the device can write GPU timestamps (TIMESTAMP_QUERY).

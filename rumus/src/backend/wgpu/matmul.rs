@@ -1,9 +1,15 @@
-//! Matmul dispatch: which of the kernels in `matmul.wgsl` / `matmul_vec4.wgsl` a product takes.
+//! Matmul dispatch: which of the kernels in `matmul.wgsl` / `matmul_vec4.wgsl` /
+//! `matmul_coop.wgsl` a product takes, and the device's matmul precision.
+
+use std::sync::atomic::Ordering;
 
 use super::pipelines::{self, Access};
 use super::{bind, gpu, matrix_extent, WgpuBackend};
 use crate::backend::{DType, MatmulArgs, MatrixLayout, Storage};
-use crate::{Error, Result};
+use crate::{Error, MatmulPrecision, Result};
+
+/// Buffer bindings of every matmul kernel: lhs, rhs, out.
+const SIGNATURE: [Access; 3] = [Access::Read, Access::Read, Access::Write];
 
 /// Below this many 128×128 tiles the 64×64 kernel keeps more of a big GPU busy: on the H200
 /// (132 SMs) 1024³ runs at 27 TFLOP/s in 64×64 tiles but 14 in 128×128 ones; from 2048³ (256
@@ -13,6 +19,10 @@ const MIN_LARGE_TILES: usize = 256;
 /// Shared memory of `matmul_large` in `matmul_vec4.wgsl`: two operands, two buffers, K slices of
 /// 8, rows of 33 vec4. Adapters with less (WebGPU's minimum is 16 KiB) take the strided kernel.
 const VEC4_LARGE_SHARED_BYTES: u32 = 2 * 2 * 8 * 33 * 16;
+
+/// Shared memory of `matmul_coop.wgsl`: two operands, two buffers of 128×40 halves (the larger
+/// of its two slice shapes), plus 8 subgroups' 16×16 f32 edge blocks.
+const COOP_SHARED_BYTES: u32 = 2 * 2 * 128 * 40 * 2 + 8 * 256 * 4;
 
 /// Whether `l` can be read as vec4s along its contiguous side: that side (`cols` when the
 /// columns are contiguous, `rows` when transposed) a multiple of 4, and every other stride and
@@ -29,6 +39,39 @@ fn vec4_readable(l: &MatrixLayout, rows: usize, cols: usize, batch: usize) -> bo
 }
 
 impl WgpuBackend {
+    /// See [`Device::set_matmul_precision`](crate::Device::set_matmul_precision). Turning tensor
+    /// cores on compiles their kernel at once, so a driver that rejects it fails here.
+    pub fn set_matmul_precision(&self, precision: MatmulPrecision) -> Result<()> {
+        let tensor_cores = precision == MatmulPrecision::F16TensorCores;
+        if tensor_cores {
+            if !self.ctx.tensor_cores {
+                return Err(Error::Gpu(format!(
+                    "{} has no tensor-core matmul: it needs cooperative matrices with f16 inputs and f32 \
+                     accumulation (16x16x16), SHADER_F16 and subgroups of 32; use MatmulPrecision::F32",
+                    self.ctx.adapter_name()
+                )));
+            }
+            if self.ctx.limits.max_compute_workgroup_storage_size < COOP_SHARED_BYTES {
+                return Err(Error::Gpu(format!(
+                    "{} offers {} bytes of workgroup memory; the tensor-core matmul needs {COOP_SHARED_BYTES}",
+                    self.ctx.adapter_name(),
+                    self.ctx.limits.max_compute_workgroup_storage_size
+                )));
+            }
+            self.pipelines.get(&self.ctx.device, &pipelines::MATMUL_COOP, "matmul_large", &SIGNATURE)?;
+        }
+        self.tensor_core_matmul.store(tensor_cores, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub fn matmul_precision(&self) -> MatmulPrecision {
+        if self.tensor_core_matmul.load(Ordering::Relaxed) {
+            MatmulPrecision::F16TensorCores
+        } else {
+            MatmulPrecision::F32
+        }
+    }
+
     pub(super) fn matmul_dispatch(&self, lhs: &Storage, rhs: &Storage, args: &MatmulArgs) -> Result<Storage> {
         let (l, r) = (gpu(lhs, DType::F32, "matmul")?, gpu(rhs, DType::F32, "matmul")?);
         let n_out = args.batch * args.m * args.n;
@@ -61,35 +104,55 @@ impl WgpuBackend {
         ]
         .map(|v| v as u32);
         let buffers = [bind(l), bind(r), bind(&out)];
-        let signature = [Access::Read, Access::Read, Access::Write];
         // A short side would leave most of a tile idle: one invocation per output instead.
         if args.m < 16 || args.n < 16 {
             let groups = self.groups_for(n_out, "matmul")?;
-            self.run(&pipelines::MATMUL, "matmul_small", &signature, &params, &buffers, groups)?;
+            self.run(&pipelines::MATMUL, "matmul_small", &SIGNATURE, &params, &buffers, groups)?;
+            return Ok(self.output(out));
+        }
+        let vec4 = args.n.is_multiple_of(4)
+            && vec4_readable(a, args.m, args.k, args.batch)
+            && vec4_readable(b, args.k, args.n, args.batch);
+        // Workgroups of square `tile`s; the kernels' grid-stride loops cover what a capped
+        // dimension leaves out.
+        let max = self.ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize;
+        let grid = |tile: usize| [args.n.div_ceil(tile), args.m.div_ceil(tile), args.batch].map(|g| g.min(max) as u32);
+        if vec4 && self.tensor_core_matmul.load(Ordering::Relaxed) {
+            self.run(&pipelines::MATMUL_COOP, "matmul_large", &SIGNATURE, &params, &buffers, grid(128))?;
             return Ok(self.output(out));
         }
         // Big products take 128×128 tiles (8×8 per invocation); the rest 64×64 (4×4), which
         // keep more workgroups busy.
         let large_tiles = args.m.div_ceil(128) * args.n.div_ceil(128) * args.batch;
         let tile = if large_tiles >= MIN_LARGE_TILES { 128 } else { 64 };
-        let max = self.ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize;
-        let groups =
-            [args.n.div_ceil(tile).min(max) as u32, args.m.div_ceil(tile).min(max) as u32, args.batch.min(max) as u32];
         let entry = if tile == 128 { "matmul_large" } else { "matmul" };
         let shared = self.ctx.limits.max_compute_workgroup_storage_size;
-        let vec4 = args.n.is_multiple_of(4)
-            && (tile == 64 || shared >= VEC4_LARGE_SHARED_BYTES)
-            && vec4_readable(a, args.m, args.k, args.batch)
-            && vec4_readable(b, args.k, args.n, args.batch);
+        let vec4 = vec4 && (tile == 64 || shared >= VEC4_LARGE_SHARED_BYTES);
         let shader = if vec4 { &pipelines::MATMUL_VEC4 } else { &pipelines::MATMUL };
-        self.run(shader, entry, &signature, &params, &buffers, groups)?;
+        self.run(shader, entry, &SIGNATURE, &params, &buffers, grid(tile))?;
         Ok(self.output(out))
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::VEC4_LARGE_SHARED_BYTES;
+    use super::{COOP_SHARED_BYTES, VEC4_LARGE_SHARED_BYTES};
+
+    /// The value of `const NAME: u32 = <value>u;` in a shader.
+    fn shader_const(source: &str, name: &str) -> u32 {
+        let prefix = format!("const {name}: u32 = ");
+        let line = source.lines().find_map(|l| l.strip_prefix(prefix.as_str())).expect("constant in shader");
+        line.trim_end_matches(';').trim_end_matches('u').parse().expect("integer constant")
+    }
+
+    /// The constant follows the tensor-core shader's tile and K slice (rows padded by 8 halves).
+    #[test]
+    fn coop_shared_bytes_match_the_shader() {
+        let source = include_str!("../../../../shaders/matmul_coop.wgsl");
+        let (tile, bk) = (shader_const(source, "TILE"), shader_const(source, "BK"));
+        let slice = (tile * (bk + 8)).max(bk * (tile + 8));
+        assert_eq!(2 * 2 * slice * 2 + 8 * 256 * 4, COOP_SHARED_BYTES);
+    }
 
     /// The constant follows the generated shader (`shaders/gen/matmul.py`).
     #[test]

@@ -16,6 +16,7 @@ pub use encoder::transfer_count;
 pub use pool::PoolStats;
 pub use storage::WgpuStorage;
 
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 
 use bytemuck::cast_slice;
@@ -60,6 +61,8 @@ pub struct WgpuBackend {
     recorder: Recorder,
     /// Bound where a kernel declares a buffer an entry point does not use.
     dummy: ::wgpu::Buffer,
+    /// f32 matmuls may run on tensor cores with f16 inputs (`MatmulPrecision::F16TensorCores`).
+    tensor_core_matmul: AtomicBool,
 }
 
 static BACKEND: OnceLock<std::result::Result<Arc<WgpuBackend>, String>> = OnceLock::new();
@@ -78,6 +81,12 @@ impl WgpuBackend {
             })
             .clone()
             .map_err(|e| Error::Gpu(e.trim_start_matches("gpu: ").to_string()))
+    }
+
+    /// A second backend on the shared device with its own buffer pool, kernels and settings
+    /// (such as the matmul precision), for work that must not change the shared backend's.
+    pub fn independent() -> Result<WgpuBackend> {
+        Ok(WgpuBackend::new(WgpuContext::get()?))
     }
 
     /// A second backend on the shared device whose reductions use workgroup shared memory even
@@ -106,6 +115,7 @@ impl WgpuBackend {
             pipelines: Pipelines::new(ctx.subgroups),
             recorder: Recorder::new(&ctx),
             dummy,
+            tensor_core_matmul: AtomicBool::new(false),
             ctx,
         }
     }

@@ -66,6 +66,8 @@ pub(crate) const REDUCE: Shader = shader!("reduce").row_reduce();
 pub(crate) const ARGMAX: Shader = shader!("argmax");
 pub(crate) const MATMUL: Shader = shader!("matmul").trusted();
 pub(crate) const MATMUL_VEC4: Shader = shader!("matmul_vec4").trusted();
+/// Compiled only on devices opened with cooperative matrices (`WgpuContext::has_tensor_cores`).
+pub(crate) const MATMUL_COOP: Shader = shader!("matmul_coop").trusted();
 pub(crate) const SOFTMAX: Shader = shader!("softmax").row_reduce().including(&[ROW_MAX_SUM]);
 pub(crate) const SOFTMAX_BACKWARD: Shader = shader!("softmax_backward").row_reduce();
 pub(crate) const CROSS_ENTROPY: Shader = shader!("cross_entropy").row_reduce().including(&[ROW_MAX_SUM]);
@@ -87,6 +89,7 @@ pub(crate) const ALL: &[Shader] = &[
     ARGMAX,
     MATMUL,
     MATMUL_VEC4,
+    MATMUL_COOP,
     SOFTMAX,
     SOFTMAX_BACKWARD,
     CROSS_ENTROPY,
@@ -170,7 +173,10 @@ impl Pipelines {
                     // sizes, touch lhs/rhs only where the dispatcher has checked the layout's
                     // extent against the buffer (`matrix_extent`), write only outputs inside
                     // [batch, m, n], divide only by nonzero sizes, and every loop runs to a
-                    // uniform bound with a positive step. Dropping the checks (loop counters,
+                    // uniform bound with a positive step. The tensor-core kernel's fragment
+                    // loads read 16 rows of a shared tile at its padded row stride, inside the
+                    // tile, and its direct fragment stores cover only tiles wholly inside
+                    // [m, n] (edge tiles go through shared memory and are bounds-checked). Dropping the checks (loop counters,
                     // index clamps on every shared-memory read) makes them 1.2-1.5x faster on
                     // the H200; `examples/matmul_lab.rs` measures both.
                     unsafe { device.create_shader_module_trusted(desc, ::wgpu::ShaderRuntimeChecks::unchecked()) }

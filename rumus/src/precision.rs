@@ -1,0 +1,27 @@
+//! How much precision f32 matmuls may trade for speed (PyTorch's `allow_tf32`).
+
+use std::fmt;
+
+/// The arithmetic of f32 matrix products on a device, set with
+/// [`Device::set_matmul_precision`](crate::Device::set_matmul_precision).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MatmulPrecision {
+    /// f32 inputs and f32 accumulation everywhere: the default.
+    #[default]
+    F32,
+    /// Inputs rounded to f16 and multiplied on tensor cores, accumulated in f32 (wgpu adapters
+    /// with cooperative matrices, such as NVIDIA GPUs). f16 keeps TF32's 10-bit mantissa but
+    /// has a 5-bit exponent: inputs past ±65504 become infinite and ones below about 6e-8
+    /// become zero. Products whose operands the tensor-core kernel cannot read as vec4s
+    /// (a contiguous side or a stride not a multiple of 4) still run in f32.
+    F16TensorCores,
+}
+
+impl fmt::Display for MatmulPrecision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            MatmulPrecision::F32 => "f32",
+            MatmulPrecision::F16TensorCores => "f16 tensor-core",
+        })
+    }
+}
