@@ -132,11 +132,11 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     }
 }
 
-// ----- matmul_large: 128×128 tile, 8×8 per invocation, K slices of 8, double buffered -----
+// ----- matmul_large: 128×128 tile, 8×8 per invocation, K slices of 16, each loaded when its turn comes -----
 
 const LTILE: u32 = 128u;
 const LROW: u32 = 33u;
-const LBK: u32 = 8u;
+const LBK: u32 = 16u;
 
 var<workgroup> la: array<vec4<f32>, 528>;
 var<workgroup> lb: array<vec4<f32>, 528>;
@@ -177,42 +177,61 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                 var acc15 = vec4<f32>(0.0);
                 var ra0: vec4<f32>;
                 var rb0: vec4<f32>;
+                var ra1: vec4<f32>;
+                var rb1: vec4<f32>;
                 let ia0 = lid + 0u;
                 let ar0 = select((ia0 % (LTILE / 4u)) * 4u, ia0 / (LBK / 4u), lhs_k_fast);
                 let ak0 = select(ia0 / (LTILE / 4u), (ia0 % (LBK / 4u)) * 4u, lhs_k_fast);
                 let bc0 = select(ia0 / (LBK / 4u), (ia0 % (LTILE / 4u)) * 4u, rhs_n_fast);
                 let bk0 = select((ia0 % (LBK / 4u)) * 4u, ia0 / (LTILE / 4u), rhs_n_fast);
-                ra0 = lhs_at(lhs_base, row0 + ar0, 0u + ak0);
-                rb0 = rhs_at(rhs_base, 0u + bk0, col0 + bc0);
-                if lhs_k_fast {
-                    la[0u + (ak0 + 0u) * LROW + ar0 / 4u][ar0 % 4u] = ra0.x;
-                    la[0u + (ak0 + 1u) * LROW + ar0 / 4u][ar0 % 4u] = ra0.y;
-                    la[0u + (ak0 + 2u) * LROW + ar0 / 4u][ar0 % 4u] = ra0.z;
-                    la[0u + (ak0 + 3u) * LROW + ar0 / 4u][ar0 % 4u] = ra0.w;
-                } else {
-                    la[0u + ak0 * LROW + ar0 / 4u] = ra0;
-                }
-                if rhs_n_fast {
-                    lb[0u + bk0 * LROW + bc0 / 4u] = rb0;
-                } else {
-                    lb[0u + (bk0 + 0u) * LROW + bc0 / 4u][bc0 % 4u] = rb0.x;
-                    lb[0u + (bk0 + 1u) * LROW + bc0 / 4u][bc0 % 4u] = rb0.y;
-                    lb[0u + (bk0 + 2u) * LROW + bc0 / 4u][bc0 % 4u] = rb0.z;
-                    lb[0u + (bk0 + 3u) * LROW + bc0 / 4u][bc0 % 4u] = rb0.w;
-                }
-                workgroupBarrier();
-                var cur = 0u;
+                let ia1 = lid + 256u;
+                let ar1 = select((ia1 % (LTILE / 4u)) * 4u, ia1 / (LBK / 4u), lhs_k_fast);
+                let ak1 = select(ia1 / (LTILE / 4u), (ia1 % (LBK / 4u)) * 4u, lhs_k_fast);
+                let bc1 = select(ia1 / (LBK / 4u), (ia1 % (LTILE / 4u)) * 4u, rhs_n_fast);
+                let bk1 = select((ia1 % (LBK / 4u)) * 4u, ia1 / (LTILE / 4u), rhs_n_fast);
                 for (var k0 = 0u; k0 < p.k; k0 += LBK) {
-                    let next = k0 + LBK;
-                    if next < p.k {
-                        ra0 = lhs_at(lhs_base, row0 + ar0, next + ak0);
-                        rb0 = rhs_at(rhs_base, next + bk0, col0 + bc0);
+                    ra0 = lhs_at(lhs_base, row0 + ar0, k0 + ak0);
+                    rb0 = rhs_at(rhs_base, k0 + bk0, col0 + bc0);
+                    ra1 = lhs_at(lhs_base, row0 + ar1, k0 + ak1);
+                    rb1 = rhs_at(rhs_base, k0 + bk1, col0 + bc1);
+                    if lhs_k_fast {
+                        la[0u + (ak0 + 0u) * LROW + ar0 / 4u][ar0 % 4u] = ra0.x;
+                        la[0u + (ak0 + 1u) * LROW + ar0 / 4u][ar0 % 4u] = ra0.y;
+                        la[0u + (ak0 + 2u) * LROW + ar0 / 4u][ar0 % 4u] = ra0.z;
+                        la[0u + (ak0 + 3u) * LROW + ar0 / 4u][ar0 % 4u] = ra0.w;
+                    } else {
+                        la[0u + ak0 * LROW + ar0 / 4u] = ra0;
                     }
-                    for (var kk = 0u; kk < LBK; kk++) {
-                        let a0 = la[cur + kk * LROW + 0u + ty];
-                        let a1 = la[cur + kk * LROW + 16u + ty];
-                        let b0 = lb[cur + kk * LROW + 0u + tx];
-                        let b1 = lb[cur + kk * LROW + 16u + tx];
+                    if rhs_n_fast {
+                        lb[0u + bk0 * LROW + bc0 / 4u] = rb0;
+                    } else {
+                        lb[0u + (bk0 + 0u) * LROW + bc0 / 4u][bc0 % 4u] = rb0.x;
+                        lb[0u + (bk0 + 1u) * LROW + bc0 / 4u][bc0 % 4u] = rb0.y;
+                        lb[0u + (bk0 + 2u) * LROW + bc0 / 4u][bc0 % 4u] = rb0.z;
+                        lb[0u + (bk0 + 3u) * LROW + bc0 / 4u][bc0 % 4u] = rb0.w;
+                    }
+                    if lhs_k_fast {
+                        la[0u + (ak1 + 0u) * LROW + ar1 / 4u][ar1 % 4u] = ra1.x;
+                        la[0u + (ak1 + 1u) * LROW + ar1 / 4u][ar1 % 4u] = ra1.y;
+                        la[0u + (ak1 + 2u) * LROW + ar1 / 4u][ar1 % 4u] = ra1.z;
+                        la[0u + (ak1 + 3u) * LROW + ar1 / 4u][ar1 % 4u] = ra1.w;
+                    } else {
+                        la[0u + ak1 * LROW + ar1 / 4u] = ra1;
+                    }
+                    if rhs_n_fast {
+                        lb[0u + bk1 * LROW + bc1 / 4u] = rb1;
+                    } else {
+                        lb[0u + (bk1 + 0u) * LROW + bc1 / 4u][bc1 % 4u] = rb1.x;
+                        lb[0u + (bk1 + 1u) * LROW + bc1 / 4u][bc1 % 4u] = rb1.y;
+                        lb[0u + (bk1 + 2u) * LROW + bc1 / 4u][bc1 % 4u] = rb1.z;
+                        lb[0u + (bk1 + 3u) * LROW + bc1 / 4u][bc1 % 4u] = rb1.w;
+                    }
+                    workgroupBarrier();
+                    {
+                        let a0 = la[0u + 0u * LROW + 0u + ty];
+                        let a1 = la[0u + 0u * LROW + 16u + ty];
+                        let b0 = lb[0u + 0u * LROW + 0u + tx];
+                        let b1 = lb[0u + 0u * LROW + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -230,26 +249,337 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc14 = fma(vec4<f32>(a1.w), b0, acc14);
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
-                    if next < p.k {
-                        if lhs_k_fast {
-                            la[(LBK * LROW - cur) + (ak0 + 0u) * LROW + ar0 / 4u][ar0 % 4u] = ra0.x;
-                            la[(LBK * LROW - cur) + (ak0 + 1u) * LROW + ar0 / 4u][ar0 % 4u] = ra0.y;
-                            la[(LBK * LROW - cur) + (ak0 + 2u) * LROW + ar0 / 4u][ar0 % 4u] = ra0.z;
-                            la[(LBK * LROW - cur) + (ak0 + 3u) * LROW + ar0 / 4u][ar0 % 4u] = ra0.w;
-                        } else {
-                            la[(LBK * LROW - cur) + ak0 * LROW + ar0 / 4u] = ra0;
-                        }
-                        if rhs_n_fast {
-                            lb[(LBK * LROW - cur) + bk0 * LROW + bc0 / 4u] = rb0;
-                        } else {
-                            lb[(LBK * LROW - cur) + (bk0 + 0u) * LROW + bc0 / 4u][bc0 % 4u] = rb0.x;
-                            lb[(LBK * LROW - cur) + (bk0 + 1u) * LROW + bc0 / 4u][bc0 % 4u] = rb0.y;
-                            lb[(LBK * LROW - cur) + (bk0 + 2u) * LROW + bc0 / 4u][bc0 % 4u] = rb0.z;
-                            lb[(LBK * LROW - cur) + (bk0 + 3u) * LROW + bc0 / 4u][bc0 % 4u] = rb0.w;
-                        }
+                    {
+                        let a0 = la[0u + 1u * LROW + 0u + ty];
+                        let a1 = la[0u + 1u * LROW + 16u + ty];
+                        let b0 = lb[0u + 1u * LROW + 0u + tx];
+                        let b1 = lb[0u + 1u * LROW + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 2u * LROW + 0u + ty];
+                        let a1 = la[0u + 2u * LROW + 16u + ty];
+                        let b0 = lb[0u + 2u * LROW + 0u + tx];
+                        let b1 = lb[0u + 2u * LROW + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 3u * LROW + 0u + ty];
+                        let a1 = la[0u + 3u * LROW + 16u + ty];
+                        let b0 = lb[0u + 3u * LROW + 0u + tx];
+                        let b1 = lb[0u + 3u * LROW + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 4u * LROW + 0u + ty];
+                        let a1 = la[0u + 4u * LROW + 16u + ty];
+                        let b0 = lb[0u + 4u * LROW + 0u + tx];
+                        let b1 = lb[0u + 4u * LROW + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 5u * LROW + 0u + ty];
+                        let a1 = la[0u + 5u * LROW + 16u + ty];
+                        let b0 = lb[0u + 5u * LROW + 0u + tx];
+                        let b1 = lb[0u + 5u * LROW + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 6u * LROW + 0u + ty];
+                        let a1 = la[0u + 6u * LROW + 16u + ty];
+                        let b0 = lb[0u + 6u * LROW + 0u + tx];
+                        let b1 = lb[0u + 6u * LROW + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 7u * LROW + 0u + ty];
+                        let a1 = la[0u + 7u * LROW + 16u + ty];
+                        let b0 = lb[0u + 7u * LROW + 0u + tx];
+                        let b1 = lb[0u + 7u * LROW + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 8u * LROW + 0u + ty];
+                        let a1 = la[0u + 8u * LROW + 16u + ty];
+                        let b0 = lb[0u + 8u * LROW + 0u + tx];
+                        let b1 = lb[0u + 8u * LROW + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 9u * LROW + 0u + ty];
+                        let a1 = la[0u + 9u * LROW + 16u + ty];
+                        let b0 = lb[0u + 9u * LROW + 0u + tx];
+                        let b1 = lb[0u + 9u * LROW + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 10u * LROW + 0u + ty];
+                        let a1 = la[0u + 10u * LROW + 16u + ty];
+                        let b0 = lb[0u + 10u * LROW + 0u + tx];
+                        let b1 = lb[0u + 10u * LROW + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 11u * LROW + 0u + ty];
+                        let a1 = la[0u + 11u * LROW + 16u + ty];
+                        let b0 = lb[0u + 11u * LROW + 0u + tx];
+                        let b1 = lb[0u + 11u * LROW + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 12u * LROW + 0u + ty];
+                        let a1 = la[0u + 12u * LROW + 16u + ty];
+                        let b0 = lb[0u + 12u * LROW + 0u + tx];
+                        let b1 = lb[0u + 12u * LROW + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 13u * LROW + 0u + ty];
+                        let a1 = la[0u + 13u * LROW + 16u + ty];
+                        let b0 = lb[0u + 13u * LROW + 0u + tx];
+                        let b1 = lb[0u + 13u * LROW + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 14u * LROW + 0u + ty];
+                        let a1 = la[0u + 14u * LROW + 16u + ty];
+                        let b0 = lb[0u + 14u * LROW + 0u + tx];
+                        let b1 = lb[0u + 14u * LROW + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 15u * LROW + 0u + ty];
+                        let a1 = la[0u + 15u * LROW + 16u + ty];
+                        let b0 = lb[0u + 15u * LROW + 0u + tx];
+                        let b1 = lb[0u + 15u * LROW + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     workgroupBarrier();
-                    cur = LBK * LROW - cur;
                 }
                 store4(out_base, row0 + 0u + ty * 4u, col0 + 0u + tx * 4u, acc0);
                 store4(out_base, row0 + 0u + ty * 4u, col0 + 64u + tx * 4u, acc1);

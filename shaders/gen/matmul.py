@@ -6,8 +6,9 @@ tile shapes is error-prone, so this script does it. Edit here, regenerate, then 
 `cargo test --release --test shaders_validate --test wgpu_parity`.
 
 `python3 shaders/gen/matmul.py --lab DIR` also writes the variants that
-`examples/matmul_lab.rs` validates and times against each other (single or double buffered
-shared memory, K slice of 8 or 16, scalar or vec4 global loads).
+`examples/matmul_lab.rs` validates and times against each other (the next slice prefetched into
+registers or not, single or double buffered shared memory, K slices of 8, 16 or 32, scalar or
+vec4 global loads, k steps looped or written out).
 """
 
 import os
@@ -128,7 +129,7 @@ fn store4(base: u32, r: u32, c0: u32, v: vec4<f32>) {
 '''
 
 
-def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False, warp=False):
+def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False, prefetch=True):
     """One tiled entry point: a (64·H)² tile, (4·H)² outputs per invocation, K slices of `bk`."""
     T = prefix.upper() + "TILE"
     R = prefix.upper() + "ROW"
@@ -216,14 +217,6 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
                 idx = (hr * 4 + i) * H + hc
                 stores.append(f"{ind}store4(out_base, row0 + {64*hr + i}u + ty * 4u, col0 + {64*hc}u + tx * 4u, acc{idx});")
 
-    if warp:
-        # Each subgroup of 32 covers 8 columns × 4 rows of invocations (a 32×64 block of outputs
-        # per 4×4 register block) instead of 16 × 2: fewer distinct shared-memory vectors per
-        # k step for the whole subgroup to read.
-        thread_map = ("    let lane = lid % 32u;\n    let warp = lid / 32u;\n"
-                      "    let tx = (warp % 2u) * 8u + lane % 8u;\n    let ty = (warp / 2u) * 4u + lane / 8u;")
-    else:
-        thread_map = "    let tx = local.x;\n    let ty = local.y;"
     i20, i24 = " " * 20, " " * 24
     if double:
         # Two shared buffers: the slice after next is stored into the idle one while this one is
@@ -244,6 +237,16 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
                     workgroupBarrier();
                     cur = SLICE - cur;
                 }}'''.replace("SLICE", f"{BK} * {R}")
+    elif not prefetch:
+        # Each slice is loaded and stored at the top of its iteration: fewer live registers
+        # (more workgroups per SM hide the load latency instead).
+        body = f'''                for (var k0 = 0u; k0 < p.k; k0 += {BK}) {{
+{fetch("k0", i20)}
+{stash("0u", i20)}
+                    workgroupBarrier();
+{multiply("0u", i20)}
+                    workgroupBarrier();
+                }}'''
     else:
         body = f'''{fetch("0u", ind)}
                 for (var k0 = 0u; k0 < p.k; k0 += {BK}) {{
@@ -257,7 +260,7 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
                     workgroupBarrier();
                 }}'''
     return f'''
-// ----- {name}: {tile}×{tile} tile, {4*H}×{4*H} per invocation, K slices of {bk}{", double buffered" if double else ""} -----
+// ----- {name}: {tile}×{tile} tile, {4*H}×{4*H} per invocation, K slices of {bk}{", double buffered" if double else ""}{"" if prefetch else ", each loaded when its turn comes"} -----
 
 const {T}: u32 = {tile}u;
 const {R}: u32 = {row}u;
@@ -269,7 +272,8 @@ var<workgroup> {prefix}b: array<vec4<f32>, {nbuf * bk * row}>;
 @compute @workgroup_size(16, 16)
 fn {name}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_id) local: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
-{thread_map}
+    let tx = local.x;
+    let ty = local.y;
     let tiles_n = (p.n + {T} - 1u) / {T};
     let tiles_m = (p.m + {T} - 1u) / {T};
     // lhs: k fastest when its columns are contiguous, rows fastest otherwise (transposed).
@@ -322,12 +326,15 @@ fn matmul_small(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
 
 
 # The shipped configurations, chosen with examples/matmul_lab.rs on the H200 (BENCHMARKS.md):
-# K slices of 8 beat 16 for the 128×128 tile once runtime checks are off; double buffering pays
-# with vec4 loads (one barrier per slice) but not with scalar ones, which gain from the k steps
-# written out instead (30 -> 35 TFLOP/s at 4096³). The vec4 tile needs 16.5 KiB of shared memory
-# (VEC4_LARGE_SHARED_BYTES in backend/wgpu/matmul.rs); pad=0 would fit 16 KiB but runs 5 % slower.
+# K slices of 8 beat 16 for the scalar 128×128 tile once runtime checks are off, and it gains
+# from the k steps written out (30 -> 35 TFLOP/s at 4096³). The vec4 tile is bound by occupancy:
+# the driver gives the prefetching variants 157-169 registers per invocation, one workgroup per
+# SM (examples/kernel_stats.rs); loading each K slice of 16 at the top of its iteration, with
+# the k steps written out, needs 127, so two workgroups share an SM and hide each other's loads
+# and barriers (36 -> 39.5 TFLOP/s). It needs 16.5 KiB of shared memory
+# (VEC4_LARGE_SHARED_BYTES in backend/wgpu/matmul.rs); pad=0 would fit 16 KiB but runs slower.
 SCALAR_LARGE = dict(bk=8, unroll=True)
-VEC4_LARGE = dict(bk=8, double=True)
+VEC4_LARGE = dict(bk=16, prefetch=False, unroll=True)
 
 
 def scalar_file(small={}, large=SCALAR_LARGE):
@@ -351,12 +358,10 @@ if len(sys.argv) == 3 and sys.argv[1] == "--lab":
     lab = sys.argv[2]
     os.makedirs(lab, exist_ok=True)
     # The shipped pair against the alternatives still open (earlier rounds: BENCHMARKS.md).
-    warp = dict(warp=True)
-    write(os.path.join(lab, "vec4_warp.wgsl"), vec4_file(small=warp, large=dict(VEC4_LARGE, **warp)))
-    write(os.path.join(lab, "vec4_warp_unrolled.wgsl"),
-          vec4_file(small=dict(unroll=True, **warp), large=dict(VEC4_LARGE, unroll=True, **warp)))
-    write(os.path.join(lab, "vec4_warp_double16.wgsl"), vec4_file(small=warp, large=dict(bk=16, double=True, **warp)))
-    write(os.path.join(lab, "scalar_warp.wgsl"), scalar_file(small=warp, large=dict(SCALAR_LARGE, **warp)))
+    # Alternatives to the shipped tiles (the earlier rounds' are in BENCHMARKS.md).
+    write(os.path.join(lab, "vec4_double8.wgsl"), vec4_file(large=dict(bk=8, double=True)))
+    write(os.path.join(lab, "vec4_noprefetch32_unrolled.wgsl"), vec4_file(large=dict(bk=32, prefetch=False, unroll=True)))
+    write(os.path.join(lab, "scalar_noprefetch16_unrolled.wgsl"), scalar_file(large=dict(bk=16, prefetch=False, unroll=True)))
 else:
     write(os.path.join(here, "matmul.wgsl"), scalar_file())
     write(os.path.join(here, "matmul_vec4.wgsl"), vec4_file())

@@ -16,9 +16,9 @@ const SIGNATURE: [Access; 3] = [Access::Read, Access::Read, Access::Write];
 /// tiles) the large tile wins (35 against 30). Measured with `examples/matmul_lab.rs`.
 const MIN_LARGE_TILES: usize = 256;
 
-/// Shared memory of `matmul_large` in `matmul_vec4.wgsl`: two operands, two buffers, K slices of
-/// 8, rows of 33 vec4. Adapters with less (WebGPU's minimum is 16 KiB) take the strided kernel.
-const VEC4_LARGE_SHARED_BYTES: u32 = 2 * 2 * 8 * 33 * 16;
+/// Shared memory of `matmul_large` in `matmul_vec4.wgsl`: two operands, K slices of 16, rows of
+/// 33 vec4. Adapters with less (WebGPU's minimum is 16 KiB) take the strided kernel.
+const VEC4_LARGE_SHARED_BYTES: u32 = 2 * 16 * 33 * 16;
 
 /// Shared memory of `matmul_coop.wgsl`: two operands, two buffers of 128×40 halves (the larger
 /// of its two slice shapes), plus 8 subgroups' 16×16 f32 edge blocks.
