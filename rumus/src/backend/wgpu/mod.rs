@@ -4,6 +4,7 @@
 //! readbacks are counted (see [`transfer_count`]).
 
 mod context;
+mod conv2d;
 mod encoder;
 mod matmul;
 mod pipelines;
@@ -859,6 +860,28 @@ impl Backend for WgpuBackend {
             self.groups_for(n, "conv2d")?,
         )?;
         Ok(self.output(out))
+    }
+
+    /// Every geometry runs fused: implicit GEMMs in `conv2d.wgsl` (see `conv2d.rs`).
+    fn conv2d(
+        &self,
+        x: &Storage,
+        weight: &Storage,
+        bias: Option<&Storage>,
+        args: &Conv2dArgs,
+    ) -> Result<Option<Storage>> {
+        self.conv2d_fused(x, weight, bias, args).map(Some)
+    }
+
+    fn conv2d_backward(
+        &self,
+        x: &Storage,
+        weight: &Storage,
+        grad: &Storage,
+        args: &Conv2dArgs,
+        wanted: Conv2dWanted,
+    ) -> Result<Conv2dGrads<Storage>> {
+        self.conv2d_fused_backward(x, weight, grad, args, wanted)
     }
 
     fn max_pool2d(&self, x: &Storage, geom: &ConvGeom) -> Result<(Storage, Storage)> {
