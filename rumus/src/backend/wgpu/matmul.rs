@@ -72,7 +72,7 @@ impl WgpuBackend {
         // keep more workgroups busy.
         let large_tiles = args.m.div_ceil(128) * args.n.div_ceil(128) * args.batch;
         let tile = if large_tiles >= MIN_LARGE_TILES { 128 } else { 64 };
-        let max = self.ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize;
+        let max = self.max_groups;
         let groups =
             [args.n.div_ceil(tile).min(max) as u32, args.m.div_ceil(tile).min(max) as u32, args.batch.min(max) as u32];
         let entry = if tile == 128 { "matmul_large" } else { "matmul" };

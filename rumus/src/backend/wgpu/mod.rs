@@ -61,6 +61,8 @@ pub struct WgpuBackend {
     recorder: Recorder,
     /// Bound where a kernel declares a buffer an entry point does not use.
     dummy: ::wgpu::Buffer,
+    /// Workgroups per dispatch dimension: the adapter's limit (less in a test variant).
+    max_groups: usize,
 }
 
 static BACKEND: OnceLock<std::result::Result<Arc<WgpuBackend>, String>> = OnceLock::new();
@@ -90,6 +92,17 @@ impl WgpuBackend {
         Ok(backend)
     }
 
+    /// A second backend on the shared device that dispatches at most `limit` workgroups per
+    /// dimension, as an adapter with that limit would: the kernels that walk rows or tiles with a
+    /// grid stride then run many laps at small sizes, which tests those loops cheaply. Kernels
+    /// without one fail with a dispatch-limit error past `limit²` workgroups.
+    pub fn with_dispatch_limit(limit: u32) -> Result<WgpuBackend> {
+        let ctx = WgpuContext::get()?;
+        let mut backend = WgpuBackend::new(ctx);
+        backend.max_groups = backend.max_groups.min(limit.max(1) as usize);
+        Ok(backend)
+    }
+
     /// True when this backend's reductions use subgroup operations.
     pub fn uses_subgroups(&self) -> bool {
         self.pipelines.subgroups()
@@ -107,6 +120,7 @@ impl WgpuBackend {
             pipelines: Pipelines::new(ctx.subgroups),
             recorder: Recorder::new(&ctx),
             dummy,
+            max_groups: ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize,
             ctx,
         }
     }
@@ -198,7 +212,7 @@ impl WgpuBackend {
     }
 
     fn groups_2d(&self, groups: usize, op: &str) -> Result<[u32; 3]> {
-        let max = self.ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize;
+        let max = self.max_groups;
         let x = groups.min(max);
         let y = groups.div_ceil(x.max(1));
         if y > max {
@@ -210,7 +224,7 @@ impl WgpuBackend {
     /// Workgroups for kernels that walk rows with a grid stride: one per row up to one
     /// dispatch dimension (65,535 workgroups keep any GPU busy); beyond, each takes several rows.
     fn groups_rows(&self, rows: usize) -> [u32; 3] {
-        let max = self.ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize;
+        let max = self.max_groups;
         [rows.min(max) as u32, 1, 1]
     }
 
