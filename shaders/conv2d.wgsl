@@ -144,6 +144,13 @@ fn multiply(tx: u32, ty: u32) {
     mac(15u, tx, ty);
 }
 
+// Whether this invocation's 4×4 block holds any output of an m×n matrix. Blocks wholly outside
+// skip the products; with few rows (a first layer's channels, depthwise) whole warps do, which
+// leaves their SM to other workgroups.
+fn block_inside(row0: u32, col0: u32, tx: u32, ty: u32, m: u32, n: u32) -> bool {
+    return row0 + ty * 4u < m && col0 + tx * 4u < n;
+}
+
 fn clear() {
     acc0 = vec4<f32>(0.0);
     acc1 = vec4<f32>(0.0);
@@ -258,6 +265,7 @@ fn conv2d_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
         let win = window(col / z.spatial, g * z.cg, col % z.spatial, z);
         let w_base = (g * z.og + row0) * k_len;
         let rows = z.og - row0;
+        let busy = block_inside(row0, col0, tx, ty, z.og, cols);
         clear();
         if lid < BK {
             kt[lid] = tap(lid, z);
@@ -278,7 +286,9 @@ fn conv2d_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
                 ra = forward_a(w_base, rows, k_len, next, lid);
                 rb = forward_b(win, col < cols, k_len, next, half, gk);
             }
-            multiply(tx, ty);
+            if busy {
+                multiply(tx, ty);
+            }
             workgroupBarrier();
             half = BK - half;
         }
@@ -374,6 +384,7 @@ fn conv2d_weight_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
         let split = t / (tiles * p.groups);
         let j_begin = split * p.split_len;
         let j_end = min(reduction, j_begin + p.split_len);
+        let busy = block_inside(row0, col0, tx, ty, z.og, k_len);
         let r0 = row0 + kc_row(lid, 0u);
         let r2 = row0 + kc_row(lid, 2u);
         let c0 = col0 + kc_row(lid, 0u);
@@ -407,7 +418,9 @@ fn conv2d_weight_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
             if next < j_end {
                 loads = weight_grad_loads(lanes, next, j_end, half, lid);
             }
-            multiply(tx, ty);
+            if busy {
+                multiply(tx, ty);
+            }
             workgroupBarrier();
             half = BK - half;
         }
@@ -527,6 +540,7 @@ fn conv2d_input_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
         let pix = pixel(col, g, z);
         let w_base = (g * z.og * z.cg + row0) * z.taps;
         let rows = z.cg - row0;
+        let busy = block_inside(row0, col0, tx, ty, z.cg, cols);
         clear();
         if lid < BK {
             input_grad_table(lid, lid, z);
@@ -547,7 +561,9 @@ fn conv2d_input_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
                 ra = input_grad_a(w_base, rows, k_len, next, half, lid, z.taps);
                 rb = input_grad_b(pix, col < cols, k_len, next, half, gk);
             }
-            multiply(tx, ty);
+            if busy {
+                multiply(tx, ty);
+            }
             workgroupBarrier();
             half = BK - half;
         }
