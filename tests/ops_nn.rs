@@ -2,7 +2,7 @@
 //! gradient checks for the neural-network ops: conv2d, pooling, normalisation, dropout,
 //! indexing, concat/stack and the losses.
 
-use rumus::testing::{grad_check, GradCheck};
+use rumus::testing::{grad_check, wgpu_or_skip, GradCheck};
 use rumus::{Device, Error, RawTensor, Result, RunningStats};
 
 fn cpu() -> Device {
@@ -136,21 +136,32 @@ fn conv2d_matches_a_direct_loop_for_stride_padding_dilation_and_groups() -> Resu
     Ok(())
 }
 
-#[test]
-fn conv2d_gradients_match_finite_differences() -> Result<()> {
+fn check_conv2d_gradients(device: &Device) -> Result<()> {
     for (k, case) in conv_cases().iter().enumerate() {
-        let x = randn(&[1, case.x[1], 5, 4], 40 + k as u64);
+        let x = randn(&[1, case.x[1], 5, 4], 40 + k as u64).to_device(device)?;
         let ws = [case.out_channels, case.x[1] / case.groups, case.kernel.0, case.kernel.1];
-        let w = randn(&ws, 50 + k as u64).mul_scalar(0.5)?;
-        let b = randn(&[case.out_channels], 60 + k as u64);
+        let w = randn(&ws, 50 + k as u64).mul_scalar(0.5)?.to_device(device)?;
+        let b = randn(&[case.out_channels], 60 + k as u64).to_device(device)?;
         let c = case;
         grad_check(&[x, w, b], GradCheck::default(), |i| {
             let bias = c.bias.then_some(&i[2]);
             i[0].conv2d(&i[1], bias, c.stride, c.padding, c.dilation, c.groups)
         })
-        .unwrap_or_else(|e| panic!("case {k}: {e}"));
+        .unwrap_or_else(|e| panic!("{device} case {k}: {e}"));
     }
     Ok(())
+}
+
+#[test]
+fn conv2d_gradients_match_finite_differences() -> Result<()> {
+    check_conv2d_gradients(&cpu())
+}
+
+/// The wgpu backend's own convolution kernels, against finite differences rather than the CPU.
+#[test]
+fn conv2d_gradients_match_finite_differences_on_wgpu() -> Result<()> {
+    let Some(gpu) = wgpu_or_skip() else { return Ok(()) };
+    check_conv2d_gradients(&gpu)
 }
 
 #[test]

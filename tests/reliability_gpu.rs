@@ -177,7 +177,15 @@ fn tensors_past_the_largest_storage_binding_are_gpu_errors_without_host_allocati
     let col = RawTensor::zeros(&[n / 5000 + 1, 1], &gpu).unwrap();
     let row = RawTensor::zeros(&[1, 5000], &gpu).unwrap();
     gpu_error("matmul", col.matmul(&row));
-    drop((a, b, col, row));
+    // A convolution of one pixel, padded to an output of at least n elements. (Where the
+    // binding holds 2^30 elements, the kernels' 32-bit index check refuses it first.)
+    let pixel = RawTensor::ones(&[1, 1, 1, 1], &gpu).unwrap();
+    let pad = (n as f64).sqrt().ceil() as usize / 2;
+    match pixel.conv2d(&pixel, None, (1, 1), (pad, pad), (1, 1), 1) {
+        Err(Error::Gpu(msg)) => assert!(msg.contains("exceeds"), "conv2d: {msg}"),
+        other => panic!("conv2d: expected Error::Gpu, got {:?}", other.map(|t| t.shape().to_vec())),
+    }
+    drop((a, b, col, row, pixel));
     if let (Some(before), Some(after)) = (rss, rss_bytes()) {
         // The refused tensors were never allocated on the host (lavapipe's device memory is
         // host memory: the 40 MB input above counts).
@@ -213,18 +221,23 @@ fn read_u32(b: &dyn Backend, s: &Storage) -> Vec<u32> {
 /// there is no adapter. Inputs from the random kernel agree bit for bit on lavapipe and to
 /// within a few ulps on GPUs with approximate transcendentals.
 fn big_parity(name: &str, tol: f32, f: impl Fn(&dyn Backend) -> Result<Vec<Storage>>) {
-    let _host = host_memory_shared();
     let Some(gpu) = gpu_backend() else { return };
+    parity_on(&*gpu, name, tol, f);
+}
+
+/// `big_parity` on a given wgpu backend.
+fn parity_on(gpu: &dyn Backend, name: &str, tol: f32, f: impl Fn(&dyn Backend) -> Result<Vec<Storage>>) {
+    let _host = host_memory_shared();
     let cpu = CpuBackend;
     let want = f(&cpu).unwrap_or_else(|e| panic!("{name} on cpu: {e}"));
-    let got = f(&*gpu).unwrap_or_else(|e| panic!("{name} on wgpu: {e}"));
+    let got = f(gpu).unwrap_or_else(|e| panic!("{name} on wgpu: {e}"));
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
         assert_eq!(g.dtype(), w.dtype(), "{name} output {k}");
         if g.dtype() == DType::U32 {
-            assert!(read_u32(&*gpu, g) == read_u32(&cpu, w), "{name} output {k} differs");
+            assert!(read_u32(gpu, g) == read_u32(&cpu, w), "{name} output {k} differs");
             continue;
         }
-        let (g, w) = (read_f32(&*gpu, g), read_f32(&cpu, w));
+        let (g, w) = (read_f32(gpu, g), read_f32(&cpu, w));
         assert_eq!(g.len(), w.len(), "{name} output {k}");
         if let Some(i) = (0..g.len()).find(|&i| !((g[i] - w[i]).abs() <= tol * w[i].abs().max(1.0) || g[i] == w[i])) {
             panic!("{name} output {k}: element {i} of {}: wgpu {}, cpu {}", g.len(), g[i], w[i]);
@@ -334,6 +347,51 @@ fn im2col_col2im_and_pooling_kernels_past_65535_workgroups() {
         let col = b.col2im(&x, &g)?;
         Ok(vec![max, arg, back, avg, col])
     });
+}
+
+/// Forward and every gradient of a stride-1 convolution (which the CPU backend also convolves
+/// fused), from inputs uploaded to `b`: no kernel runs besides the convolution's own.
+fn fused_convolution(b: &dyn Backend, args: &Conv2dArgs) -> Result<Vec<Storage>> {
+    let g = &args.geom;
+    let uniform =
+        |len, seed| Ok::<_, Error>(read_f32(&CpuBackend, &CpuBackend.random(RandomKind::Uniform, len, seed)?));
+    let weight_len = args.out_channels * g.channels / args.groups * g.kernel_h * g.kernel_w;
+    let x = b.from_f32(&uniform(g.batch * g.channels * g.in_h * g.in_w, 51)?)?;
+    let w = b.from_f32(&uniform(weight_len, 52)?)?;
+    let bias = b.from_f32(&uniform(args.out_channels, 53)?)?;
+    let grad = b.from_f32(&uniform(g.batch * args.out_channels * g.out_h * g.out_w, 54)?)?;
+    let y = b.conv2d(&x, &w, Some(&bias), args)?.expect("a fused convolution");
+    let wanted = Conv2dWanted { x: true, weight: true, bias: true };
+    let grads = b.conv2d_backward(&x, &w, &grad, args, wanted)?;
+    Ok([Some(y), grads.x, grads.weight, grads.bias].into_iter().flatten().collect())
+}
+
+#[test]
+fn fused_convolution_kernels_walk_their_tiles_with_a_grid_stride() {
+    // The three kernels dispatch min(tiles, limit) workgroups in one dimension, and each walks
+    // tiles t = wid, wid + nwg, ... (tile → M tile, N tile, group, split). Past 65,535 tiles
+    // only the number of laps changes, so this proxy takes the laps at a small size, on a
+    // backend that dispatches at most 20 workgroups per dimension: 2 M tiles × 18 N tiles × 2
+    // groups in the forward and the input gradient, 2 × 10 × 2 tiles × 3 splits in the weight
+    // gradient. (The reductions behind the bias gradient and the splits fit in 20² workgroups.)
+    if wgpu_or_skip().is_none() {
+        return;
+    }
+    let limited = rumus::backend::wgpu::WgpuBackend::with_dispatch_limit(20).unwrap();
+    let geom = ConvGeom { channels: 132, ..geom(2, (24, 24), 3, 1) };
+    let args = Conv2dArgs { geom, out_channels: 132, groups: 2 };
+    parity_on(&limited, "conv2d over 20 workgroups", 1e-4, |b| fused_convolution(b, &args));
+}
+
+#[test]
+#[ignore = "25 s on lavapipe (65,600 tiles in each of three kernels); run with --ignored on a real GPU"]
+fn fused_convolution_kernels_past_65535_workgroups() {
+    // Depthwise over 65,600 channels of 8×8: one 64×64 tile per channel in each of the three
+    // kernels, so 65,600 tiles for at most 65,535 workgroups of a 1-D dispatch.
+    let channels = 65_600;
+    let geom = ConvGeom { channels, ..geom(1, (8, 8), 3, 1) };
+    let args = Conv2dArgs { geom, out_channels: channels, groups: channels };
+    big_parity("conv2d", 1e-5, |b| fused_convolution(b, &args));
 }
 
 #[test]

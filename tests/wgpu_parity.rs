@@ -577,6 +577,31 @@ fn convolution_and_pooling_kernels_match() {
 }
 
 #[test]
+fn fused_convolution_kernels_compute_the_wanted_gradients() {
+    // Stride 1, which the CPU backend convolves fused too: padding, dilation, groups.
+    let cases = [(geom(2, 4, (9, 7), 3, 1, 1, 1), 6, 2), (geom(3, 3, (12, 10), 3, 1, 2, 2), 5, 1)];
+    for (g, out_channels, groups) in cases {
+        let args = Conv2dArgs { geom: g, out_channels, groups };
+        let x = data(g.batch * g.channels * g.in_h * g.in_w, 76);
+        let w = data(out_channels * g.channels / groups * g.kernel_h * g.kernel_w, 77);
+        let bias = data(out_channels, 78);
+        let grad = data(g.batch * out_channels * g.out_h * g.out_w, 79);
+        let wanted_sets = [(true, true, true), (false, true, true), (true, false, false), (false, false, true)];
+        for (x_wanted, weight_wanted, bias_wanted) in wanted_sets {
+            let wanted = Conv2dWanted { x: x_wanted, weight: weight_wanted, bias: bias_wanted };
+            kernel_parity(&format!("conv2d {args:?} {wanted:?}"), 1e-4, |b| {
+                let (xs, ws, gs) = (b.from_f32(&x)?, b.from_f32(&w)?, b.from_f32(&grad)?);
+                let y = b.conv2d(&xs, &ws, Some(&b.from_f32(&bias)?), &args)?.expect("a fused convolution");
+                let grads = b.conv2d_backward(&xs, &ws, &gs, &args, wanted)?;
+                let got = (grads.x.is_some(), grads.weight.is_some(), grads.bias.is_some());
+                assert_eq!(got, (x_wanted, weight_wanted, bias_wanted), "{} returned other gradients", b.name());
+                Ok([Some(y), grads.x, grads.weight, grads.bias].into_iter().flatten().collect())
+            });
+        }
+    }
+}
+
+#[test]
 fn indexing_kernels_match() {
     for (outer, len, inner, count) in
         [(1usize, 1usize, 1usize, 1usize), (2, 10, 3, 7), (3, 65, 64, 100), (1, 5, 63, 65)]
@@ -721,6 +746,95 @@ fn convolution_and_pooling_ops_match() {
     parity(&gpu, "pool of a transposed view", std::slice::from_ref(&x), 1e-5, |t| {
         t[0].transpose(2, 3)?.max_pool2d((2, 2), (2, 2), (0, 0), (1, 1))
     });
+}
+
+/// One convolution of the fused-kernel parity test.
+#[derive(Clone, Copy)]
+struct Conv {
+    name: &'static str,
+    x: [usize; 4],
+    out: usize,
+    kernel: (usize, usize),
+    stride: (usize, usize),
+    padding: (usize, usize),
+    dilation: (usize, usize),
+    groups: usize,
+    bias: bool,
+}
+
+#[test]
+fn convolution_matches_over_geometries() {
+    let Some(gpu) = wgpu_or_skip() else { return };
+    let base = Conv {
+        name: "",
+        x: [2, 3, 9, 8],
+        out: 4,
+        kernel: (3, 3),
+        stride: (1, 1),
+        padding: (1, 1),
+        dilation: (1, 1),
+        groups: 1,
+        bias: true,
+    };
+    // Sizes are off the tile grid (64 outputs, slices of 16) unless noted.
+    let cases = [
+        Conv {
+            name: "LeNet conv1 (weight gradient in 5 splits)",
+            x: [3, 1, 28, 28],
+            out: 6,
+            kernel: (5, 5),
+            padding: (2, 2),
+            ..base
+        },
+        Conv { name: "LeNet conv2", x: [3, 6, 14, 14], out: 16, kernel: (5, 5), padding: (0, 0), ..base },
+        Conv { name: "stride 2 (3 splits)", x: [4, 5, 33, 31], out: 7, stride: (2, 2), bias: false, ..base },
+        Conv { name: "dilation 2", x: [2, 3, 13, 12], out: 5, padding: (2, 2), dilation: (2, 2), ..base },
+        Conv { name: "groups 2", x: [2, 6, 9, 10], out: 8, groups: 2, ..base },
+        Conv { name: "depthwise", x: [2, 5, 11, 9], out: 5, groups: 5, bias: false, ..base },
+        Conv { name: "depthwise, 2 filters per channel", x: [2, 5, 7, 9], out: 10, groups: 5, ..base },
+        Conv {
+            name: "asymmetric kernel, padding, stride and dilation",
+            x: [2, 3, 10, 13],
+            out: 4,
+            kernel: (2, 5),
+            stride: (1, 2),
+            padding: (0, 2),
+            dilation: (2, 1),
+            ..base
+        },
+        Conv { name: "batch 1, 70 => 67 channels (two tiles of rows)", x: [1, 70, 9, 9], out: 67, ..base },
+        Conv {
+            name: "1x1 stride 2 (pixels no output reads)",
+            x: [2, 8, 9, 9],
+            out: 16,
+            kernel: (1, 1),
+            stride: (2, 2),
+            padding: (0, 0),
+            bias: false,
+            ..base
+        },
+        Conv {
+            name: "stride 3 over a k2 window, padding 3",
+            x: [1, 2, 10, 11],
+            out: 3,
+            kernel: (2, 2),
+            stride: (3, 3),
+            padding: (3, 3),
+            ..base
+        },
+        Conv { name: "exactly one tile: 64 => 64 channels, 8x8", x: [1, 64, 8, 8], out: 64, ..base },
+    ];
+    for (k, c) in cases.iter().enumerate() {
+        let seed = 200 + 3 * k as u64;
+        let w = [c.out, c.x[1] / c.groups, c.kernel.0, c.kernel.1];
+        let inputs = [input(&c.x, seed), input(&w, seed + 1), input(&[c.out], seed + 2)];
+        let conv = |t: &[RawTensor], x: &RawTensor| {
+            x.conv2d(&t[1], c.bias.then_some(&t[2]), c.stride, c.padding, c.dilation, c.groups)
+        };
+        parity(&gpu, c.name, &inputs, 1e-4, |t| conv(t, &t[0]));
+        // The input as data (a first layer): the backward computes no input gradient.
+        parity(&gpu, &format!("{} without input gradient", c.name), &inputs, 1e-4, |t| conv(t, &t[0].detach()));
+    }
 }
 
 #[test]

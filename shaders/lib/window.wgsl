@@ -1,5 +1,6 @@
-// Shared by im2col.wgsl, col2im.wgsl and pool.wgsl: the geometry of a 2-D sliding window over
-// NCHW input (ConvGeom in rumus/src/backend/kernel_args.rs; `n` is the invocation count).
+// Shared by im2col.wgsl, col2im.wgsl, pool.wgsl and conv2d.wgsl: the geometry of a 2-D sliding
+// window over NCHW input (ConvGeom in rumus/src/backend/kernel_args.rs; `n` is the invocation
+// count, unused by conv2d.wgsl).
 
 struct Params {
     n: u32,
@@ -19,6 +20,12 @@ struct Params {
     out_w: u32,
     adaptive: u32,
     neg_inf: f32,
+    // conv2d.wgsl only (zero for the others): the weight's output channels and groups, whether
+    // a bias is bound, and the reduction length per split of the weight gradient.
+    out_channels: u32,
+    groups: u32,
+    has_bias: u32,
+    split_len: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;

@@ -1,5 +1,5 @@
-//! 2-D convolution over NCHW input: one graph node either way. Backends with a fused kernel (the
-//! CPU, for stride 1) convolve in one op with a backward of their own; elsewhere it is im2col
+//! 2-D convolution over NCHW input: one graph node either way. Backends with a fused kernel (wgpu;
+//! the CPU, for stride 1) convolve in one op with a backward of their own; elsewhere it is im2col
 //! followed by one batched matmul.
 //!
 //! The composed node saves its input, not the im2col columns (kh·kw times larger): the backward

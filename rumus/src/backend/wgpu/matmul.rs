@@ -115,7 +115,7 @@ impl WgpuBackend {
             && vec4_readable(b, args.k, args.n, args.batch);
         // Workgroups of square `tile`s; the kernels' grid-stride loops cover what a capped
         // dimension leaves out.
-        let max = self.ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize;
+        let max = self.max_groups;
         let grid = |tile: usize| [args.n.div_ceil(tile), args.m.div_ceil(tile), args.batch].map(|g| g.min(max) as u32);
         if vec4 && self.tensor_core_matmul.load(Ordering::Relaxed) {
             self.run(&pipelines::MATMUL_COOP, "matmul_large", &SIGNATURE, &params, &buffers, grid(128))?;

@@ -4,6 +4,7 @@
 //! readbacks are counted (see [`transfer_count`]).
 
 mod context;
+mod conv2d;
 mod encoder;
 mod matmul;
 mod pipelines;
@@ -63,6 +64,8 @@ pub struct WgpuBackend {
     dummy: ::wgpu::Buffer,
     /// f32 matmuls may run on tensor cores with f16 inputs (`MatmulPrecision::F16TensorCores`).
     tensor_core_matmul: AtomicBool,
+    /// Workgroups per dispatch dimension: the adapter's limit (less in a test variant).
+    max_groups: usize,
 }
 
 static BACKEND: OnceLock<std::result::Result<Arc<WgpuBackend>, String>> = OnceLock::new();
@@ -98,6 +101,17 @@ impl WgpuBackend {
         Ok(backend)
     }
 
+    /// A second backend on the shared device that dispatches at most `limit` workgroups per
+    /// dimension, as an adapter with that limit would: the kernels that walk rows or tiles with a
+    /// grid stride then run many laps at small sizes, which tests those loops cheaply. Kernels
+    /// without one fail with a dispatch-limit error past `limit²` workgroups.
+    pub fn with_dispatch_limit(limit: u32) -> Result<WgpuBackend> {
+        let ctx = WgpuContext::get()?;
+        let mut backend = WgpuBackend::new(ctx);
+        backend.max_groups = backend.max_groups.min(limit.max(1) as usize);
+        Ok(backend)
+    }
+
     /// True when this backend's reductions use subgroup operations.
     pub fn uses_subgroups(&self) -> bool {
         self.pipelines.subgroups()
@@ -116,6 +130,7 @@ impl WgpuBackend {
             recorder: Recorder::new(&ctx),
             dummy,
             tensor_core_matmul: AtomicBool::new(false),
+            max_groups: ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize,
             ctx,
         }
     }
@@ -207,7 +222,7 @@ impl WgpuBackend {
     }
 
     fn groups_2d(&self, groups: usize, op: &str) -> Result<[u32; 3]> {
-        let max = self.ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize;
+        let max = self.max_groups;
         let x = groups.min(max);
         let y = groups.div_ceil(x.max(1));
         if y > max {
@@ -219,7 +234,7 @@ impl WgpuBackend {
     /// Workgroups for kernels that walk rows with a grid stride: one per row up to one
     /// dispatch dimension (65,535 workgroups keep any GPU busy); beyond, each takes several rows.
     fn groups_rows(&self, rows: usize) -> [u32; 3] {
-        let max = self.ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize;
+        let max = self.max_groups;
         [rows.min(max) as u32, 1, 1]
     }
 
@@ -869,6 +884,28 @@ impl Backend for WgpuBackend {
             self.groups_for(n, "conv2d")?,
         )?;
         Ok(self.output(out))
+    }
+
+    /// Every geometry runs fused: implicit GEMMs in `conv2d.wgsl` (see `conv2d.rs`).
+    fn conv2d(
+        &self,
+        x: &Storage,
+        weight: &Storage,
+        bias: Option<&Storage>,
+        args: &Conv2dArgs,
+    ) -> Result<Option<Storage>> {
+        self.conv2d_fused(x, weight, bias, args).map(Some)
+    }
+
+    fn conv2d_backward(
+        &self,
+        x: &Storage,
+        weight: &Storage,
+        grad: &Storage,
+        args: &Conv2dArgs,
+        wanted: Conv2dWanted,
+    ) -> Result<Conv2dGrads<Storage>> {
+        self.conv2d_fused_backward(x, weight, grad, args, wanted)
     }
 
     fn max_pool2d(&self, x: &Storage, geom: &ConvGeom) -> Result<(Storage, Storage)> {

@@ -73,6 +73,7 @@ pub(crate) const SOFTMAX_BACKWARD: Shader = shader!("softmax_backward").row_redu
 pub(crate) const CROSS_ENTROPY: Shader = shader!("cross_entropy").row_reduce().including(&[ROW_MAX_SUM]);
 pub(crate) const IM2COL: Shader = shader!("im2col").including(&[WINDOW]);
 pub(crate) const COL2IM: Shader = shader!("col2im").including(&[WINDOW]);
+pub(crate) const CONV2D: Shader = shader!("conv2d").including(&[WINDOW]);
 pub(crate) const POOL: Shader = shader!("pool").including(&[WINDOW]);
 pub(crate) const INDEX: Shader = shader!("index");
 pub(crate) const OPTIMIZER: Shader = shader!("optimizer");
@@ -95,6 +96,7 @@ pub(crate) const ALL: &[Shader] = &[
     CROSS_ENTROPY,
     IM2COL,
     COL2IM,
+    CONV2D,
     POOL,
     INDEX,
     OPTIMIZER,

@@ -2,7 +2,7 @@
 //! wgpu device exists.
 //!
 //! Measured on the H200, the first LeNet step took 0.34 s, nearly all of it compiling about 25
-//! pipelines one after another, which made a cold first epoch 1.45x a steady one. Here nine
+//! pipelines one after another, which made a cold first epoch 1.45x a steady one. Here eleven
 //! threads run tiny forward/backward/optimizer steps that touch those kernels, so the driver
 //! compiles them in parallel while the program is still loading its data; a kernel a later op
 //! needs is then already in the cache (or being compiled, and the op waits for it).
@@ -19,7 +19,8 @@
 use std::sync::{Condvar, Mutex, Once};
 use std::time::{Duration, Instant};
 
-use crate::nn::{Conv2d, Conv2dConfig, Linear, MaxPool2d, Module};
+use crate::backend::{Conv2dArgs, Conv2dWanted, ConvGeom};
+use crate::nn::{Linear, MaxPool2d, Module};
 use crate::optim::{Adam, Optimizer};
 use crate::{Device, RawTensor, Result};
 
@@ -60,6 +61,22 @@ impl Drop for Running {
     }
 }
 
+/// One thread per group of kernels: the driver compiles each thread's kernels in turn, so many
+/// small groups finish sooner than a few large ones.
+const WORKS: [fn(&Device) -> Result<()>; 11] = [
+    conv_forward,
+    conv_weight_grad,
+    conv_input_grad,
+    pooling,
+    classifier_head,
+    optimizer,
+    matmul_medium,
+    matmul_medium_strided,
+    matmul_large,
+    row_kernels,
+    batch_cutting,
+];
+
 /// Starts the warm-up threads (detached; they finish within a fraction of a second).
 pub(crate) fn start(device: &Device) {
     if std::env::var("RUMUS_WGPU_WARMUP").is_ok_and(|v| v.trim() == "0") {
@@ -73,20 +90,7 @@ pub(crate) fn start(device: &Device) {
             libc::atexit(wait_for_warmup);
         }
     });
-    // One thread per group of kernels: the driver compiles each thread's kernels in turn, so
-    // many small groups finish sooner than a few large ones.
-    let works: [fn(&Device) -> Result<()>; 9] = [
-        conv,
-        pooling,
-        classifier_head,
-        optimizer,
-        matmul_medium,
-        matmul_medium_strided,
-        matmul_large,
-        row_kernels,
-        batch_cutting,
-    ];
-    for work in works {
+    for work in WORKS {
         let device = device.clone();
         let running = Running::new();
         // Without threads the kernels simply compile on first use (a failed spawn drops
@@ -98,11 +102,48 @@ pub(crate) fn start(device: &Device) {
     }
 }
 
-/// Convolution forward and backward: im2col, batched matmul, bias add, col2im, bias reduction.
-fn conv(device: &Device) -> Result<()> {
-    let conv = Conv2d::new(device, Conv2dConfig { padding: (2, 2), ..Conv2dConfig::new(3, 4, (5, 5)) }, 1)?;
-    let x = RawTensor::randn(&[2, 3, 8, 8], 0.0, 1.0, 2, device)?.requires_grad_()?;
-    conv.forward_raw(&x)?.sum_all()?.backward()?;
+/// The fused convolution's three kernels (`conv2d.wgsl`), the largest a training run compiles,
+/// each on a thread of its own: [2, 3, 8, 8] under 4 filters of 5×5 with padding 2.
+fn conv_args() -> Conv2dArgs {
+    let geom = ConvGeom {
+        batch: 2,
+        channels: 3,
+        in_h: 8,
+        in_w: 8,
+        kernel_h: 5,
+        kernel_w: 5,
+        stride_h: 1,
+        stride_w: 1,
+        pad_h: 2,
+        pad_w: 2,
+        dilation_h: 1,
+        dilation_w: 1,
+        out_h: 8,
+        out_w: 8,
+    };
+    Conv2dArgs { geom, out_channels: 4, groups: 1 }
+}
+
+fn conv_forward(device: &Device) -> Result<()> {
+    let b = device.backend();
+    let (x, w, bias) = (b.full(2 * 3 * 64, 1.0)?, b.full(4 * 3 * 25, 0.5)?, b.full(4, 0.25)?);
+    b.conv2d(&x, &w, Some(&bias), &conv_args())?;
+    Ok(())
+}
+
+/// With the bias gradient's reductions.
+fn conv_weight_grad(device: &Device) -> Result<()> {
+    conv_backward(device, Conv2dWanted { x: false, weight: true, bias: true })
+}
+
+fn conv_input_grad(device: &Device) -> Result<()> {
+    conv_backward(device, Conv2dWanted { x: true, weight: false, bias: false })
+}
+
+fn conv_backward(device: &Device, wanted: Conv2dWanted) -> Result<()> {
+    let b = device.backend();
+    let (x, w, grad) = (b.full(2 * 3 * 64, 1.0)?, b.full(4 * 3 * 25, 0.5)?, b.full(2 * 4 * 64, 0.25)?);
+    b.conv2d_backward(&x, &w, &grad, &conv_args(), wanted)?;
     Ok(())
 }
 
@@ -176,4 +217,17 @@ fn row_kernels(device: &Device) -> Result<()> {
     let y = x.sigmoid()?.mul(&x.tanh()?)?.add(&x.gelu()?)?.div(&x.exp()?)?;
     y.sub(&x.mul_scalar(0.5)?)?.mean_all()?.backward()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// The warm-up ignores its errors, so a work that fails would silently compile nothing.
+    #[test]
+    fn every_work_runs_on_wgpu() {
+        let Some(device) = crate::testing::wgpu_or_skip() else { return };
+        for (k, work) in super::WORKS.iter().enumerate() {
+            work(&device).unwrap_or_else(|e| panic!("warm-up work {k}: {e}"));
+        }
+        device.synchronize().unwrap();
+    }
 }

@@ -1,0 +1,186 @@
+//! Fused convolution: dispatch of the implicit GEMMs in `conv2d.wgsl` (forward, weight gradient,
+//! input gradient). Every geometry `Conv2dArgs` describes runs here; the bias gradient and the
+//! sum of the weight gradient's split partials use the backend's reduction.
+
+use super::encoder::Binding;
+use super::pipelines::{self, Access};
+use super::{bind, check_len, gpu, WgpuBackend, WgpuStorage};
+use crate::backend::{Backend, Conv2dArgs, Conv2dGrads, Conv2dWanted, DType, ReduceDims, ReduceOp, Storage};
+use crate::{Error, Result};
+
+const OP: &str = "conv2d";
+/// Output tile side and K slice of the kernels (`TILE` and `BK` in the shader).
+const TILE: usize = 64;
+const SLICE: usize = 16;
+/// The weight gradient has few output tiles (o/g × c/g·kh·kw) and a long reduction (n·oh·ow), so
+/// the reduction is split until about this many workgroups share it (the H200's 132 SMs hold
+/// about 8 of these workgroups each)...
+const SPLIT_TARGET_GROUPS: usize = 1024;
+/// ...in pieces no shorter than this, so the partial sums stay small next to the products.
+const MIN_SPLIT_LEN: usize = 512;
+/// The kernels mix u32 and i32 index arithmetic: each quantity checked against this bound, and
+/// any sum of two of them, stays below 2^31.
+const INDEX_LIMIT: u64 = 1 << 30;
+/// Bindings of every entry point: x, weight, grad, bias, out (unused ones get a dummy buffer).
+const SIGNATURE: [Access; 5] = [Access::Read, Access::Read, Access::Read, Access::Read, Access::Write];
+
+/// Element counts of one convolution's tensors and the extents of its three GEMMs.
+struct Dims {
+    input: usize,
+    weight: usize,
+    output: usize,
+    /// Input and output channels per group.
+    group_in: usize,
+    group_out: usize,
+    /// Weight columns per output channel: c/g·kh·kw.
+    weight_cols: usize,
+    /// The spatial extents the GEMMs run over: n·oh·ow and n·h·w.
+    out_pixels: usize,
+    in_pixels: usize,
+}
+
+impl Dims {
+    fn of(a: &Conv2dArgs) -> Dims {
+        let g = &a.geom;
+        let group_in = g.channels / a.groups;
+        let weight_cols = group_in * g.kernel_h * g.kernel_w;
+        let out_pixels = g.batch * g.out_h * g.out_w;
+        let in_pixels = g.batch * g.in_h * g.in_w;
+        Dims {
+            input: in_pixels * g.channels,
+            weight: a.out_channels * weight_cols,
+            output: out_pixels * a.out_channels,
+            group_in,
+            group_out: a.out_channels / a.groups,
+            weight_cols,
+            out_pixels,
+            in_pixels,
+        }
+    }
+}
+
+/// Refuses a convolution whose indices could leave the kernels' 32-bit range. Vulkan binds at
+/// most 4 GiB, fewer than 2^30 elements, so only absurd paddings or strides get here.
+fn check_index_range(a: &Conv2dArgs) -> Result<()> {
+    let g = &a.geom;
+    let v = |x: usize| x as u64;
+    let padded_plane = (v(g.in_h) + 2 * v(g.pad_h)).saturating_mul(v(g.in_w) + 2 * v(g.pad_w));
+    let quantities = [
+        ("padded input", v(g.batch).saturating_mul(v(g.channels)).saturating_mul(padded_plane)),
+        ("output", v(g.batch * a.out_channels * g.out_h * g.out_w).saturating_add(padded_plane)),
+        ("weight", v(a.out_channels * g.channels / a.groups * g.kernel_h * g.kernel_w)),
+        ("stride", v(g.stride_h).saturating_mul(v(g.stride_w))),
+    ];
+    match quantities.iter().find(|(_, q)| *q > INDEX_LIMIT) {
+        Some((what, q)) => Err(Error::Gpu(format!(
+            "{OP}: the {what} extent {q} exceeds the 32-bit indexing of the wgpu convolution kernels \
+             (at most {INDEX_LIMIT}); use the CPU device"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The window parameters (`lib/window.wgsl`) with the convolution's own.
+fn params(a: &Conv2dArgs, has_bias: bool, split_len: usize) -> Vec<u32> {
+    let mut params = WgpuBackend::geom_params(&a.geom, 0, false);
+    params.extend([a.out_channels, a.groups, has_bias as usize, split_len].map(|v| v as u32));
+    params
+}
+
+impl WgpuBackend {
+    fn unused_binding(&self) -> Binding<'_> {
+        Binding { buffer: &self.dummy, bytes: 4 }
+    }
+
+    pub(super) fn conv2d_fused(
+        &self,
+        x: &Storage,
+        weight: &Storage,
+        bias: Option<&Storage>,
+        a: &Conv2dArgs,
+    ) -> Result<Storage> {
+        let d = Dims::of(a);
+        let (x, w) = (gpu(x, DType::F32, OP)?, gpu(weight, DType::F32, OP)?);
+        check_len(OP, x, d.input)?;
+        check_len(OP, w, d.weight)?;
+        let bias = bias.map(|b| gpu(b, DType::F32, OP)).transpose()?;
+        if let Some(b) = bias {
+            check_len(OP, b, a.out_channels)?;
+        }
+        check_index_range(a)?;
+        let out = self.alloc(d.output, DType::F32, OP)?;
+        // M tiles (output channels) × N tiles (n·oh·ow) × groups, walked with a grid stride.
+        let tiles = d.group_out.div_ceil(TILE) * d.out_pixels.div_ceil(TILE) * a.groups;
+        let buffers = [bind(x), bind(w), self.unused_binding(), bias.map_or(self.unused_binding(), bind), bind(&out)];
+        let params = params(a, bias.is_some(), 0);
+        self.run(&pipelines::CONV2D, "conv2d_forward", &SIGNATURE, &params, &buffers, self.groups_rows(tiles))?;
+        Ok(self.output(out))
+    }
+
+    pub(super) fn conv2d_fused_backward(
+        &self,
+        x: &Storage,
+        weight: &Storage,
+        grad: &Storage,
+        a: &Conv2dArgs,
+        wanted: Conv2dWanted,
+    ) -> Result<Conv2dGrads<Storage>> {
+        let d = Dims::of(a);
+        let (xs, w, g) = (gpu(x, DType::F32, OP)?, gpu(weight, DType::F32, OP)?, gpu(grad, DType::F32, OP)?);
+        check_len(OP, xs, d.input)?;
+        check_len(OP, w, d.weight)?;
+        check_len(OP, g, d.output)?;
+        check_index_range(a)?;
+        Ok(Conv2dGrads {
+            x: wanted.x.then(|| self.conv2d_input_grad(w, g, a, &d)).transpose()?,
+            weight: wanted.weight.then(|| self.conv2d_weight_grad(xs, g, a, &d)).transpose()?,
+            bias: wanted.bias.then(|| self.conv2d_bias_grad(grad, a)).transpose()?,
+        })
+    }
+
+    fn conv2d_input_grad(&self, w: &WgpuStorage, grad: &WgpuStorage, a: &Conv2dArgs, d: &Dims) -> Result<Storage> {
+        let out = self.alloc(d.input, DType::F32, OP)?;
+        // M tiles (input channels) × N tiles (n·h·w) × groups.
+        let tiles = d.group_in.div_ceil(TILE) * d.in_pixels.div_ceil(TILE) * a.groups;
+        let buffers = [self.unused_binding(), bind(w), bind(grad), self.unused_binding(), bind(&out)];
+        let params = params(a, false, 0);
+        self.run(&pipelines::CONV2D, "conv2d_input_grad", &SIGNATURE, &params, &buffers, self.groups_rows(tiles))?;
+        Ok(self.output(out))
+    }
+
+    fn conv2d_weight_grad(&self, x: &WgpuStorage, grad: &WgpuStorage, a: &Conv2dArgs, d: &Dims) -> Result<Storage> {
+        let reduction = d.out_pixels;
+        if reduction == 0 {
+            return Ok(self.output(self.zeroed(d.weight, DType::F32, OP)?));
+        }
+        // M tiles (output channels) × N tiles (c/g·kh·kw) × groups, then splits of n·oh·ow whose
+        // partial sums [split, o, c/g·kh·kw] are added up by a reduction.
+        let tiles = d.group_out.div_ceil(TILE) * d.weight_cols.div_ceil(TILE) * a.groups;
+        // The partials stay inside the index range, like every other buffer.
+        let most = (INDEX_LIMIT as usize / d.weight.max(1)).max(1);
+        let wanted = SPLIT_TARGET_GROUPS.div_ceil(tiles.max(1)).clamp(1, reduction.div_ceil(MIN_SPLIT_LEN).min(most));
+        let split_len = reduction.div_ceil(wanted).next_multiple_of(SLICE);
+        let splits = reduction.div_ceil(split_len);
+        let partials = self.alloc(splits * d.weight, DType::F32, OP)?;
+        let buffers = [bind(x), self.unused_binding(), bind(grad), self.unused_binding(), bind(&partials)];
+        let params = params(a, false, split_len);
+        let groups = self.groups_rows(tiles * splits);
+        self.run(&pipelines::CONV2D, "conv2d_weight_grad", &SIGNATURE, &params, &buffers, groups)?;
+        let partials = self.output(partials);
+        if splits == 1 {
+            return Ok(partials);
+        }
+        self.reduce(ReduceOp::Sum, &partials, ReduceDims { outer: 1, len: splits, inner: d.weight })
+    }
+
+    /// Σ of the output gradient over oh·ow (rows of [n·o, oh·ow]), then over the batch.
+    fn conv2d_bias_grad(&self, grad: &Storage, a: &Conv2dArgs) -> Result<Storage> {
+        let g = &a.geom;
+        let dims = ReduceDims { outer: g.batch * a.out_channels, len: g.out_h * g.out_w, inner: 1 };
+        let per_sample = self.reduce(ReduceOp::Sum, grad, dims)?;
+        if g.batch == 1 {
+            return Ok(per_sample);
+        }
+        self.reduce(ReduceOp::Sum, &per_sample, ReduceDims { outer: 1, len: g.batch, inner: a.out_channels })
+    }
+}
