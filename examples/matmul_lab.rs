@@ -12,7 +12,8 @@
 //! runtime checks and as a trusted module (no injected loop bounding or index clamping, which is
 //! how the backend compiles the matmul shaders). Variants that use cooperative matrices (tensor
 //! cores, f16 inputs) run only where the adapter has them, and are checked to f16 accuracy. The
-//! tiled entries of every variant (`matmul_large`, 128×128, and `matmul`, 64×64, where present)
+//! tiled entries of every variant (`matmul_large` and `matmul` where present, with the tiles their
+//! `LTILE_M`/`LTILE_N` and `STILE_M`/`STILE_N` constants declare: 128×128 and 64×64 by default)
 //! run on row-major, transposed-lhs and transposed-rhs operands; each result is checked on
 //! sampled outputs against an f64 reference (a square size that is not a multiple of the tile,
 //! and the largest timed size), then timed: median of repeats, each bracketed by timestamp
@@ -100,14 +101,22 @@ fn strides(layout: Layout, m: usize, k: usize, n: usize) -> ([usize; 2], [usize;
     }
 }
 
-/// One entry point of a variant and the square tile it computes per workgroup.
+/// One entry point of a variant and the tile (rows, columns) it computes per workgroup.
 struct Kernel {
     pipeline: wgpu::ComputePipeline,
-    tile: usize,
+    tile: (usize, usize),
 }
 
-/// The tiled entry points every variant has.
-const ENTRIES: [(&str, usize); 2] = [("matmul_large", 128), ("matmul", 64)];
+/// The tiled entry points every variant has, with the prefix of their tile constants and the
+/// square tile assumed where a shader declares none (the tensor-core one).
+const ENTRIES: [(&str, &str, usize); 2] = [("matmul_large", "L", 128), ("matmul", "S", 64)];
+
+/// The value of `const NAME: u32 = <value>u;` in a shader, if it declares it.
+fn shader_const(source: &str, name: &str) -> Option<usize> {
+    let prefix = format!("const {name}: u32 = ");
+    let line = source.lines().find_map(|l| l.strip_prefix(prefix.as_str()))?;
+    line.trim_end_matches(';').trim_end_matches('u').parse().ok()
+}
 
 fn compile(gpu: &Gpu, source: &str, trusted: bool) -> Result<Vec<Kernel>, Error> {
     let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
@@ -122,8 +131,8 @@ fn compile(gpu: &Gpu, source: &str, trusted: bool) -> Result<Vec<Kernel>, Error>
     // Tensor-core variants may have only the large tile.
     let kernels = ENTRIES
         .into_iter()
-        .filter(|(entry, _)| source.contains(&format!("fn {entry}(")))
-        .map(|(entry, tile)| Kernel {
+        .filter(|(entry, _, _)| source.contains(&format!("fn {entry}(")))
+        .map(|(entry, prefix, square)| Kernel {
             pipeline: gpu.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some(entry),
                 layout: None,
@@ -132,7 +141,10 @@ fn compile(gpu: &Gpu, source: &str, trusted: bool) -> Result<Vec<Kernel>, Error>
                 compilation_options: Default::default(),
                 cache: None,
             }),
-            tile,
+            tile: (
+                shader_const(source, &format!("{prefix}TILE_M")).unwrap_or(square),
+                shader_const(source, &format!("{prefix}TILE_N")).unwrap_or(square),
+            ),
         })
         .collect();
     if let Some(e) = pollster::block_on(scope.pop()) {
@@ -204,8 +216,8 @@ impl Problem {
         });
         pass.set_pipeline(&kernel.pipeline);
         pass.set_bind_group(0, &group, &[]);
-        let tiles = self.size.div_ceil(kernel.tile) as u32;
-        pass.dispatch_workgroups(tiles, tiles, 1);
+        let (rows, cols) = kernel.tile;
+        pass.dispatch_workgroups(self.size.div_ceil(cols) as u32, self.size.div_ceil(rows) as u32, 1);
     }
 
     /// Runs the kernel `repeats` times, each in a pass bracketed by timestamps; returns the
@@ -314,13 +326,13 @@ fn main() -> Result<(), Error> {
         }
     }
     println!(
-        "{:<26} {:<8} {:<6} {:>6} {:>10} {:>10} {:>10}",
+        "{:<36} {:<8} {:<6} {:>6} {:>10} {:>10} {:>10}",
         "variant/tile", "checks", "layout", "size", "ms", "TFLOP/s", "error"
     );
     for (name, source) in variants(Path::new(dir))? {
         let tensor_cores = source.contains("enable wgpu_cooperative_matrix");
         if tensor_cores && !gpu.coop {
-            println!("{name:<26} skipped: the adapter has no cooperative matrices with f16");
+            println!("{name:<36} skipped: the adapter has no cooperative matrices with f16");
             continue;
         }
         // f16 inputs carry 11 significant bits, f32 ones 24.
@@ -330,12 +342,12 @@ fn main() -> Result<(), Error> {
             let kernels = match compile(&gpu, &source, trusted) {
                 Ok(k) => k,
                 Err(e) => {
-                    println!("{name:<26} {checks:<8} does not compile: {}", e.to_string().lines().next().unwrap_or(""));
+                    println!("{name:<36} {checks:<8} does not compile: {}", e.to_string().lines().next().unwrap_or(""));
                     continue;
                 }
             };
             for (kernel, p) in kernels.iter().flat_map(|k| problems.iter().map(move |p| (k, p))) {
-                let name = format!("{name}/{}", kernel.tile);
+                let name = format!("{name}/{}x{}", kernel.tile.0, kernel.tile.1);
                 let secs = p.time(&gpu, kernel, if p.size == check_size { 1 } else { repeats })?;
                 let timed = p.size != check_size;
                 let error = if !timed || p.size == *sizes.last().unwrap_or(&0) { p.check(&gpu)? } else { f64::NAN };
@@ -347,7 +359,7 @@ fn main() -> Result<(), Error> {
                     format!("{error:.1e}{}", if error > tolerance { " FAIL" } else { "" })
                 };
                 println!(
-                    "{name:<26} {checks:<8} {:<6} {:>6} {:>10.3} {rate:>10} {verdict:>10}",
+                    "{name:<36} {checks:<8} {:<6} {:>6} {:>10.3} {rate:>10} {verdict:>10}",
                     format!("{:?}", p.layout),
                     p.size,
                     secs * 1e3

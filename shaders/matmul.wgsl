@@ -72,10 +72,12 @@ fn store4(base: u32, r: u32, c0: u32, v: vec4<f32>) {
     }
 }
 
-// ----- matmul: 64×64 tile, 4×4 per invocation, K slices of 16 -----
+// ----- matmul: 64×64 tile, 4×4 per invocation of 16×16, K slices of 16 -----
 
-const STILE: u32 = 64u;
-const SROW: u32 = 17u;
+const STILE_M: u32 = 64u;
+const STILE_N: u32 = 64u;
+const SROW_A: u32 = 17u;
+const SROW_B: u32 = 17u;
 const SBK: u32 = 16u;
 
 var<workgroup> sa: array<vec4<f32>, 272>;
@@ -86,8 +88,8 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
         @builtin(local_invocation_id) local: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let tx = local.x;
     let ty = local.y;
-    let tiles_n = (p.n + STILE - 1u) / STILE;
-    let tiles_m = (p.m + STILE - 1u) / STILE;
+    let tiles_n = (p.n + STILE_N - 1u) / STILE_N;
+    let tiles_m = (p.m + STILE_M - 1u) / STILE_M;
     // lhs: k fastest when its columns are contiguous, rows fastest otherwise (transposed).
     let lhs_k_fast = p.lhs_col == 1u;
     let rhs_n_fast = p.rhs_col == 1u || p.rhs_row != 1u;
@@ -97,8 +99,8 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
         let out_base = b * p.m * p.n;
         for (var tm = wid.y; tm < tiles_m; tm += nwg.y) {
             for (var tn = wid.x; tn < tiles_n; tn += nwg.x) {
-                let row0 = tm * STILE;
-                let col0 = tn * STILE;
+                let row0 = tm * STILE_M;
+                let col0 = tn * STILE_N;
                 var acc0 = vec4<f32>(0.0);
                 var acc1 = vec4<f32>(0.0);
                 var acc2 = vec4<f32>(0.0);
@@ -112,25 +114,25 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
                 var ra3: f32;
                 var rb3: f32;
                 let ia0 = lid + 0u;
-                let ar0 = select(ia0 % STILE, ia0 / SBK, lhs_k_fast);
-                let ak0 = select(ia0 / STILE, ia0 % SBK, lhs_k_fast);
-                let bc0 = select(ia0 / SBK, ia0 % STILE, rhs_n_fast);
-                let bk0 = select(ia0 % SBK, ia0 / STILE, rhs_n_fast);
+                let ar0 = select(ia0 % STILE_M, ia0 / SBK, lhs_k_fast);
+                let ak0 = select(ia0 / STILE_M, ia0 % SBK, lhs_k_fast);
+                let bc0 = select(ia0 / SBK, ia0 % STILE_N, rhs_n_fast);
+                let bk0 = select(ia0 % SBK, ia0 / STILE_N, rhs_n_fast);
                 let ia1 = lid + 256u;
-                let ar1 = select(ia1 % STILE, ia1 / SBK, lhs_k_fast);
-                let ak1 = select(ia1 / STILE, ia1 % SBK, lhs_k_fast);
-                let bc1 = select(ia1 / SBK, ia1 % STILE, rhs_n_fast);
-                let bk1 = select(ia1 % SBK, ia1 / STILE, rhs_n_fast);
+                let ar1 = select(ia1 % STILE_M, ia1 / SBK, lhs_k_fast);
+                let ak1 = select(ia1 / STILE_M, ia1 % SBK, lhs_k_fast);
+                let bc1 = select(ia1 / SBK, ia1 % STILE_N, rhs_n_fast);
+                let bk1 = select(ia1 % SBK, ia1 / STILE_N, rhs_n_fast);
                 let ia2 = lid + 512u;
-                let ar2 = select(ia2 % STILE, ia2 / SBK, lhs_k_fast);
-                let ak2 = select(ia2 / STILE, ia2 % SBK, lhs_k_fast);
-                let bc2 = select(ia2 / SBK, ia2 % STILE, rhs_n_fast);
-                let bk2 = select(ia2 % SBK, ia2 / STILE, rhs_n_fast);
+                let ar2 = select(ia2 % STILE_M, ia2 / SBK, lhs_k_fast);
+                let ak2 = select(ia2 / STILE_M, ia2 % SBK, lhs_k_fast);
+                let bc2 = select(ia2 / SBK, ia2 % STILE_N, rhs_n_fast);
+                let bk2 = select(ia2 % SBK, ia2 / STILE_N, rhs_n_fast);
                 let ia3 = lid + 768u;
-                let ar3 = select(ia3 % STILE, ia3 / SBK, lhs_k_fast);
-                let ak3 = select(ia3 / STILE, ia3 % SBK, lhs_k_fast);
-                let bc3 = select(ia3 / SBK, ia3 % STILE, rhs_n_fast);
-                let bk3 = select(ia3 % SBK, ia3 / STILE, rhs_n_fast);
+                let ar3 = select(ia3 % STILE_M, ia3 / SBK, lhs_k_fast);
+                let ak3 = select(ia3 / STILE_M, ia3 % SBK, lhs_k_fast);
+                let bc3 = select(ia3 / SBK, ia3 % STILE_N, rhs_n_fast);
+                let bk3 = select(ia3 % SBK, ia3 / STILE_N, rhs_n_fast);
                 ra0 = lhs_at(lhs_base, row0 + ar0, 0u + ak0);
                 rb0 = rhs_at(rhs_base, 0u + bk0, col0 + bc0);
                 ra1 = lhs_at(lhs_base, row0 + ar1, 0u + ak1);
@@ -140,14 +142,14 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
                 ra3 = lhs_at(lhs_base, row0 + ar3, 0u + ak3);
                 rb3 = rhs_at(rhs_base, 0u + bk3, col0 + bc3);
                 for (var k0 = 0u; k0 < p.k; k0 += SBK) {
-                    sa[0u + ak0 * SROW + ar0 / 4u][ar0 % 4u] = ra0;
-                    sb[0u + bk0 * SROW + bc0 / 4u][bc0 % 4u] = rb0;
-                    sa[0u + ak1 * SROW + ar1 / 4u][ar1 % 4u] = ra1;
-                    sb[0u + bk1 * SROW + bc1 / 4u][bc1 % 4u] = rb1;
-                    sa[0u + ak2 * SROW + ar2 / 4u][ar2 % 4u] = ra2;
-                    sb[0u + bk2 * SROW + bc2 / 4u][bc2 % 4u] = rb2;
-                    sa[0u + ak3 * SROW + ar3 / 4u][ar3 % 4u] = ra3;
-                    sb[0u + bk3 * SROW + bc3 / 4u][bc3 % 4u] = rb3;
+                    sa[0u + ak0 * SROW_A + ar0 / 4u][ar0 % 4u] = ra0;
+                    sb[0u + bk0 * SROW_B + bc0 / 4u][bc0 % 4u] = rb0;
+                    sa[0u + ak1 * SROW_A + ar1 / 4u][ar1 % 4u] = ra1;
+                    sb[0u + bk1 * SROW_B + bc1 / 4u][bc1 % 4u] = rb1;
+                    sa[0u + ak2 * SROW_A + ar2 / 4u][ar2 % 4u] = ra2;
+                    sb[0u + bk2 * SROW_B + bc2 / 4u][bc2 % 4u] = rb2;
+                    sa[0u + ak3 * SROW_A + ar3 / 4u][ar3 % 4u] = ra3;
+                    sb[0u + bk3 * SROW_B + bc3 / 4u][bc3 % 4u] = rb3;
                     workgroupBarrier();
                     let next = k0 + SBK;
                     if next < p.k {
@@ -161,8 +163,8 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
                         rb3 = rhs_at(rhs_base, next + bk3, col0 + bc3);
                     }
                     for (var kk = 0u; kk < SBK; kk++) {
-                        let a0 = sa[0u + kk * SROW + 0u + ty];
-                        let b0 = sb[0u + kk * SROW + 0u + tx];
+                        let a0 = sa[0u + kk * SROW_A + 0u + ty];
+                        let b0 = sb[0u + kk * SROW_B + 0u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.y), b0, acc1);
                         acc2 = fma(vec4<f32>(a0.z), b0, acc2);
@@ -179,10 +181,12 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     }
 }
 
-// ----- matmul_large: 128×128 tile, 8×8 per invocation, K slices of 8 -----
+// ----- matmul_large: 128×128 tile, 8×8 per invocation of 16×16, K slices of 8 -----
 
-const LTILE: u32 = 128u;
-const LROW: u32 = 33u;
+const LTILE_M: u32 = 128u;
+const LTILE_N: u32 = 128u;
+const LROW_A: u32 = 33u;
+const LROW_B: u32 = 33u;
 const LBK: u32 = 8u;
 
 var<workgroup> la: array<vec4<f32>, 264>;
@@ -193,8 +197,8 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         @builtin(local_invocation_id) local: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let tx = local.x;
     let ty = local.y;
-    let tiles_n = (p.n + LTILE - 1u) / LTILE;
-    let tiles_m = (p.m + LTILE - 1u) / LTILE;
+    let tiles_n = (p.n + LTILE_N - 1u) / LTILE_N;
+    let tiles_m = (p.m + LTILE_M - 1u) / LTILE_M;
     // lhs: k fastest when its columns are contiguous, rows fastest otherwise (transposed).
     let lhs_k_fast = p.lhs_col == 1u;
     let rhs_n_fast = p.rhs_col == 1u || p.rhs_row != 1u;
@@ -204,8 +208,8 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         let out_base = b * p.m * p.n;
         for (var tm = wid.y; tm < tiles_m; tm += nwg.y) {
             for (var tn = wid.x; tn < tiles_n; tn += nwg.x) {
-                let row0 = tm * LTILE;
-                let col0 = tn * LTILE;
+                let row0 = tm * LTILE_M;
+                let col0 = tn * LTILE_N;
                 var acc0 = vec4<f32>(0.0);
                 var acc1 = vec4<f32>(0.0);
                 var acc2 = vec4<f32>(0.0);
@@ -231,25 +235,25 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                 var ra3: f32;
                 var rb3: f32;
                 let ia0 = lid + 0u;
-                let ar0 = select(ia0 % LTILE, ia0 / LBK, lhs_k_fast);
-                let ak0 = select(ia0 / LTILE, ia0 % LBK, lhs_k_fast);
-                let bc0 = select(ia0 / LBK, ia0 % LTILE, rhs_n_fast);
-                let bk0 = select(ia0 % LBK, ia0 / LTILE, rhs_n_fast);
+                let ar0 = select(ia0 % LTILE_M, ia0 / LBK, lhs_k_fast);
+                let ak0 = select(ia0 / LTILE_M, ia0 % LBK, lhs_k_fast);
+                let bc0 = select(ia0 / LBK, ia0 % LTILE_N, rhs_n_fast);
+                let bk0 = select(ia0 % LBK, ia0 / LTILE_N, rhs_n_fast);
                 let ia1 = lid + 256u;
-                let ar1 = select(ia1 % LTILE, ia1 / LBK, lhs_k_fast);
-                let ak1 = select(ia1 / LTILE, ia1 % LBK, lhs_k_fast);
-                let bc1 = select(ia1 / LBK, ia1 % LTILE, rhs_n_fast);
-                let bk1 = select(ia1 % LBK, ia1 / LTILE, rhs_n_fast);
+                let ar1 = select(ia1 % LTILE_M, ia1 / LBK, lhs_k_fast);
+                let ak1 = select(ia1 / LTILE_M, ia1 % LBK, lhs_k_fast);
+                let bc1 = select(ia1 / LBK, ia1 % LTILE_N, rhs_n_fast);
+                let bk1 = select(ia1 % LBK, ia1 / LTILE_N, rhs_n_fast);
                 let ia2 = lid + 512u;
-                let ar2 = select(ia2 % LTILE, ia2 / LBK, lhs_k_fast);
-                let ak2 = select(ia2 / LTILE, ia2 % LBK, lhs_k_fast);
-                let bc2 = select(ia2 / LBK, ia2 % LTILE, rhs_n_fast);
-                let bk2 = select(ia2 % LBK, ia2 / LTILE, rhs_n_fast);
+                let ar2 = select(ia2 % LTILE_M, ia2 / LBK, lhs_k_fast);
+                let ak2 = select(ia2 / LTILE_M, ia2 % LBK, lhs_k_fast);
+                let bc2 = select(ia2 / LBK, ia2 % LTILE_N, rhs_n_fast);
+                let bk2 = select(ia2 % LBK, ia2 / LTILE_N, rhs_n_fast);
                 let ia3 = lid + 768u;
-                let ar3 = select(ia3 % LTILE, ia3 / LBK, lhs_k_fast);
-                let ak3 = select(ia3 / LTILE, ia3 % LBK, lhs_k_fast);
-                let bc3 = select(ia3 / LBK, ia3 % LTILE, rhs_n_fast);
-                let bk3 = select(ia3 % LBK, ia3 / LTILE, rhs_n_fast);
+                let ar3 = select(ia3 % LTILE_M, ia3 / LBK, lhs_k_fast);
+                let ak3 = select(ia3 / LTILE_M, ia3 % LBK, lhs_k_fast);
+                let bc3 = select(ia3 / LBK, ia3 % LTILE_N, rhs_n_fast);
+                let bk3 = select(ia3 % LBK, ia3 / LTILE_N, rhs_n_fast);
                 ra0 = lhs_at(lhs_base, row0 + ar0, 0u + ak0);
                 rb0 = rhs_at(rhs_base, 0u + bk0, col0 + bc0);
                 ra1 = lhs_at(lhs_base, row0 + ar1, 0u + ak1);
@@ -259,14 +263,14 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                 ra3 = lhs_at(lhs_base, row0 + ar3, 0u + ak3);
                 rb3 = rhs_at(rhs_base, 0u + bk3, col0 + bc3);
                 for (var k0 = 0u; k0 < p.k; k0 += LBK) {
-                    la[0u + ak0 * LROW + ar0 / 4u][ar0 % 4u] = ra0;
-                    lb[0u + bk0 * LROW + bc0 / 4u][bc0 % 4u] = rb0;
-                    la[0u + ak1 * LROW + ar1 / 4u][ar1 % 4u] = ra1;
-                    lb[0u + bk1 * LROW + bc1 / 4u][bc1 % 4u] = rb1;
-                    la[0u + ak2 * LROW + ar2 / 4u][ar2 % 4u] = ra2;
-                    lb[0u + bk2 * LROW + bc2 / 4u][bc2 % 4u] = rb2;
-                    la[0u + ak3 * LROW + ar3 / 4u][ar3 % 4u] = ra3;
-                    lb[0u + bk3 * LROW + bc3 / 4u][bc3 % 4u] = rb3;
+                    la[0u + ak0 * LROW_A + ar0 / 4u][ar0 % 4u] = ra0;
+                    lb[0u + bk0 * LROW_B + bc0 / 4u][bc0 % 4u] = rb0;
+                    la[0u + ak1 * LROW_A + ar1 / 4u][ar1 % 4u] = ra1;
+                    lb[0u + bk1 * LROW_B + bc1 / 4u][bc1 % 4u] = rb1;
+                    la[0u + ak2 * LROW_A + ar2 / 4u][ar2 % 4u] = ra2;
+                    lb[0u + bk2 * LROW_B + bc2 / 4u][bc2 % 4u] = rb2;
+                    la[0u + ak3 * LROW_A + ar3 / 4u][ar3 % 4u] = ra3;
+                    lb[0u + bk3 * LROW_B + bc3 / 4u][bc3 % 4u] = rb3;
                     workgroupBarrier();
                     let next = k0 + LBK;
                     if next < p.k {
@@ -280,10 +284,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         rb3 = rhs_at(rhs_base, next + bk3, col0 + bc3);
                     }
                     {
-                        let a0 = la[0u + 0u * LROW + 0u + ty];
-                        let a1 = la[0u + 0u * LROW + 16u + ty];
-                        let b0 = lb[0u + 0u * LROW + 0u + tx];
-                        let b1 = lb[0u + 0u * LROW + 16u + tx];
+                        let a0 = la[0u + 0u * LROW_A + 0u + ty];
+                        let a1 = la[0u + 0u * LROW_A + 16u + ty];
+                        let b0 = lb[0u + 0u * LROW_B + 0u + tx];
+                        let b1 = lb[0u + 0u * LROW_B + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -302,10 +306,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 1u * LROW + 0u + ty];
-                        let a1 = la[0u + 1u * LROW + 16u + ty];
-                        let b0 = lb[0u + 1u * LROW + 0u + tx];
-                        let b1 = lb[0u + 1u * LROW + 16u + tx];
+                        let a0 = la[0u + 1u * LROW_A + 0u + ty];
+                        let a1 = la[0u + 1u * LROW_A + 16u + ty];
+                        let b0 = lb[0u + 1u * LROW_B + 0u + tx];
+                        let b1 = lb[0u + 1u * LROW_B + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -324,10 +328,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 2u * LROW + 0u + ty];
-                        let a1 = la[0u + 2u * LROW + 16u + ty];
-                        let b0 = lb[0u + 2u * LROW + 0u + tx];
-                        let b1 = lb[0u + 2u * LROW + 16u + tx];
+                        let a0 = la[0u + 2u * LROW_A + 0u + ty];
+                        let a1 = la[0u + 2u * LROW_A + 16u + ty];
+                        let b0 = lb[0u + 2u * LROW_B + 0u + tx];
+                        let b1 = lb[0u + 2u * LROW_B + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -346,10 +350,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 3u * LROW + 0u + ty];
-                        let a1 = la[0u + 3u * LROW + 16u + ty];
-                        let b0 = lb[0u + 3u * LROW + 0u + tx];
-                        let b1 = lb[0u + 3u * LROW + 16u + tx];
+                        let a0 = la[0u + 3u * LROW_A + 0u + ty];
+                        let a1 = la[0u + 3u * LROW_A + 16u + ty];
+                        let b0 = lb[0u + 3u * LROW_B + 0u + tx];
+                        let b1 = lb[0u + 3u * LROW_B + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -368,10 +372,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 4u * LROW + 0u + ty];
-                        let a1 = la[0u + 4u * LROW + 16u + ty];
-                        let b0 = lb[0u + 4u * LROW + 0u + tx];
-                        let b1 = lb[0u + 4u * LROW + 16u + tx];
+                        let a0 = la[0u + 4u * LROW_A + 0u + ty];
+                        let a1 = la[0u + 4u * LROW_A + 16u + ty];
+                        let b0 = lb[0u + 4u * LROW_B + 0u + tx];
+                        let b1 = lb[0u + 4u * LROW_B + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -390,10 +394,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 5u * LROW + 0u + ty];
-                        let a1 = la[0u + 5u * LROW + 16u + ty];
-                        let b0 = lb[0u + 5u * LROW + 0u + tx];
-                        let b1 = lb[0u + 5u * LROW + 16u + tx];
+                        let a0 = la[0u + 5u * LROW_A + 0u + ty];
+                        let a1 = la[0u + 5u * LROW_A + 16u + ty];
+                        let b0 = lb[0u + 5u * LROW_B + 0u + tx];
+                        let b1 = lb[0u + 5u * LROW_B + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -412,10 +416,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 6u * LROW + 0u + ty];
-                        let a1 = la[0u + 6u * LROW + 16u + ty];
-                        let b0 = lb[0u + 6u * LROW + 0u + tx];
-                        let b1 = lb[0u + 6u * LROW + 16u + tx];
+                        let a0 = la[0u + 6u * LROW_A + 0u + ty];
+                        let a1 = la[0u + 6u * LROW_A + 16u + ty];
+                        let b0 = lb[0u + 6u * LROW_B + 0u + tx];
+                        let b1 = lb[0u + 6u * LROW_B + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -434,10 +438,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 7u * LROW + 0u + ty];
-                        let a1 = la[0u + 7u * LROW + 16u + ty];
-                        let b0 = lb[0u + 7u * LROW + 0u + tx];
-                        let b1 = lb[0u + 7u * LROW + 16u + tx];
+                        let a0 = la[0u + 7u * LROW_A + 0u + ty];
+                        let a1 = la[0u + 7u * LROW_A + 16u + ty];
+                        let b0 = lb[0u + 7u * LROW_B + 0u + tx];
+                        let b1 = lb[0u + 7u * LROW_B + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);

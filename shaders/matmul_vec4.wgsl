@@ -50,10 +50,12 @@ fn store4(base: u32, r: u32, c0: u32, v: vec4<f32>) {
     }
 }
 
-// ----- matmul: 64×64 tile, 4×4 per invocation, K slices of 16 -----
+// ----- matmul: 64×64 tile, 4×4 per invocation of 16×16, K slices of 16 -----
 
-const STILE: u32 = 64u;
-const SROW: u32 = 17u;
+const STILE_M: u32 = 64u;
+const STILE_N: u32 = 64u;
+const SROW_A: u32 = 17u;
+const SROW_B: u32 = 17u;
 const SBK: u32 = 16u;
 
 var<workgroup> sa: array<vec4<f32>, 272>;
@@ -64,8 +66,8 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
         @builtin(local_invocation_id) local: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let tx = local.x;
     let ty = local.y;
-    let tiles_n = (p.n + STILE - 1u) / STILE;
-    let tiles_m = (p.m + STILE - 1u) / STILE;
+    let tiles_n = (p.n + STILE_N - 1u) / STILE_N;
+    let tiles_m = (p.m + STILE_M - 1u) / STILE_M;
     // lhs: k fastest when its columns are contiguous, rows fastest otherwise (transposed).
     let lhs_k_fast = p.lhs_col == 1u;
     let rhs_n_fast = p.rhs_col == 1u;
@@ -75,8 +77,8 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
         let out_base = b * p.m * p.n;
         for (var tm = wid.y; tm < tiles_m; tm += nwg.y) {
             for (var tn = wid.x; tn < tiles_n; tn += nwg.x) {
-                let row0 = tm * STILE;
-                let col0 = tn * STILE;
+                let row0 = tm * STILE_M;
+                let col0 = tn * STILE_N;
                 var acc0 = vec4<f32>(0.0);
                 var acc1 = vec4<f32>(0.0);
                 var acc2 = vec4<f32>(0.0);
@@ -84,28 +86,28 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
                 var ra0: vec4<f32>;
                 var rb0: vec4<f32>;
                 let ia0 = lid + 0u;
-                let ar0 = select((ia0 % (STILE / 4u)) * 4u, ia0 / (SBK / 4u), lhs_k_fast);
-                let ak0 = select(ia0 / (STILE / 4u), (ia0 % (SBK / 4u)) * 4u, lhs_k_fast);
-                let bc0 = select(ia0 / (SBK / 4u), (ia0 % (STILE / 4u)) * 4u, rhs_n_fast);
-                let bk0 = select((ia0 % (SBK / 4u)) * 4u, ia0 / (STILE / 4u), rhs_n_fast);
+                let ar0 = select((ia0 % (STILE_M / 4u)) * 4u, ia0 / (SBK / 4u), lhs_k_fast);
+                let ak0 = select(ia0 / (STILE_M / 4u), (ia0 % (SBK / 4u)) * 4u, lhs_k_fast);
+                let bc0 = select(ia0 / (SBK / 4u), (ia0 % (STILE_N / 4u)) * 4u, rhs_n_fast);
+                let bk0 = select((ia0 % (SBK / 4u)) * 4u, ia0 / (STILE_N / 4u), rhs_n_fast);
                 ra0 = lhs_at(lhs_base, row0 + ar0, 0u + ak0);
                 rb0 = rhs_at(rhs_base, 0u + bk0, col0 + bc0);
                 for (var k0 = 0u; k0 < p.k; k0 += SBK) {
                     if lhs_k_fast {
-                        sa[0u + (ak0 + 0u) * SROW + ar0 / 4u][ar0 % 4u] = ra0.x;
-                        sa[0u + (ak0 + 1u) * SROW + ar0 / 4u][ar0 % 4u] = ra0.y;
-                        sa[0u + (ak0 + 2u) * SROW + ar0 / 4u][ar0 % 4u] = ra0.z;
-                        sa[0u + (ak0 + 3u) * SROW + ar0 / 4u][ar0 % 4u] = ra0.w;
+                        sa[0u + (ak0 + 0u) * SROW_A + ar0 / 4u][ar0 % 4u] = ra0.x;
+                        sa[0u + (ak0 + 1u) * SROW_A + ar0 / 4u][ar0 % 4u] = ra0.y;
+                        sa[0u + (ak0 + 2u) * SROW_A + ar0 / 4u][ar0 % 4u] = ra0.z;
+                        sa[0u + (ak0 + 3u) * SROW_A + ar0 / 4u][ar0 % 4u] = ra0.w;
                     } else {
-                        sa[0u + ak0 * SROW + ar0 / 4u] = ra0;
+                        sa[0u + ak0 * SROW_A + ar0 / 4u] = ra0;
                     }
                     if rhs_n_fast {
-                        sb[0u + bk0 * SROW + bc0 / 4u] = rb0;
+                        sb[0u + bk0 * SROW_B + bc0 / 4u] = rb0;
                     } else {
-                        sb[0u + (bk0 + 0u) * SROW + bc0 / 4u][bc0 % 4u] = rb0.x;
-                        sb[0u + (bk0 + 1u) * SROW + bc0 / 4u][bc0 % 4u] = rb0.y;
-                        sb[0u + (bk0 + 2u) * SROW + bc0 / 4u][bc0 % 4u] = rb0.z;
-                        sb[0u + (bk0 + 3u) * SROW + bc0 / 4u][bc0 % 4u] = rb0.w;
+                        sb[0u + (bk0 + 0u) * SROW_B + bc0 / 4u][bc0 % 4u] = rb0.x;
+                        sb[0u + (bk0 + 1u) * SROW_B + bc0 / 4u][bc0 % 4u] = rb0.y;
+                        sb[0u + (bk0 + 2u) * SROW_B + bc0 / 4u][bc0 % 4u] = rb0.z;
+                        sb[0u + (bk0 + 3u) * SROW_B + bc0 / 4u][bc0 % 4u] = rb0.w;
                     }
                     workgroupBarrier();
                     let next = k0 + SBK;
@@ -114,8 +116,8 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
                         rb0 = rhs_at(rhs_base, next + bk0, col0 + bc0);
                     }
                     for (var kk = 0u; kk < SBK; kk++) {
-                        let a0 = sa[0u + kk * SROW + 0u + ty];
-                        let b0 = sb[0u + kk * SROW + 0u + tx];
+                        let a0 = sa[0u + kk * SROW_A + 0u + ty];
+                        let b0 = sb[0u + kk * SROW_B + 0u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.y), b0, acc1);
                         acc2 = fma(vec4<f32>(a0.z), b0, acc2);
@@ -132,10 +134,12 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     }
 }
 
-// ----- matmul_large: 128×128 tile, 8×8 per invocation, K slices of 16, each loaded when its turn comes -----
+// ----- matmul_large: 128×128 tile, 8×8 per invocation of 16×16, K slices of 16, each loaded when its turn comes -----
 
-const LTILE: u32 = 128u;
-const LROW: u32 = 33u;
+const LTILE_M: u32 = 128u;
+const LTILE_N: u32 = 128u;
+const LROW_A: u32 = 33u;
+const LROW_B: u32 = 33u;
 const LBK: u32 = 16u;
 
 var<workgroup> la: array<vec4<f32>, 528>;
@@ -146,8 +150,8 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         @builtin(local_invocation_id) local: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let tx = local.x;
     let ty = local.y;
-    let tiles_n = (p.n + LTILE - 1u) / LTILE;
-    let tiles_m = (p.m + LTILE - 1u) / LTILE;
+    let tiles_n = (p.n + LTILE_N - 1u) / LTILE_N;
+    let tiles_m = (p.m + LTILE_M - 1u) / LTILE_M;
     // lhs: k fastest when its columns are contiguous, rows fastest otherwise (transposed).
     let lhs_k_fast = p.lhs_col == 1u;
     let rhs_n_fast = p.rhs_col == 1u;
@@ -157,8 +161,8 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         let out_base = b * p.m * p.n;
         for (var tm = wid.y; tm < tiles_m; tm += nwg.y) {
             for (var tn = wid.x; tn < tiles_n; tn += nwg.x) {
-                let row0 = tm * LTILE;
-                let col0 = tn * LTILE;
+                let row0 = tm * LTILE_M;
+                let col0 = tn * LTILE_N;
                 var acc0 = vec4<f32>(0.0);
                 var acc1 = vec4<f32>(0.0);
                 var acc2 = vec4<f32>(0.0);
@@ -180,58 +184,58 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                 var ra1: vec4<f32>;
                 var rb1: vec4<f32>;
                 let ia0 = lid + 0u;
-                let ar0 = select((ia0 % (LTILE / 4u)) * 4u, ia0 / (LBK / 4u), lhs_k_fast);
-                let ak0 = select(ia0 / (LTILE / 4u), (ia0 % (LBK / 4u)) * 4u, lhs_k_fast);
-                let bc0 = select(ia0 / (LBK / 4u), (ia0 % (LTILE / 4u)) * 4u, rhs_n_fast);
-                let bk0 = select((ia0 % (LBK / 4u)) * 4u, ia0 / (LTILE / 4u), rhs_n_fast);
+                let ar0 = select((ia0 % (LTILE_M / 4u)) * 4u, ia0 / (LBK / 4u), lhs_k_fast);
+                let ak0 = select(ia0 / (LTILE_M / 4u), (ia0 % (LBK / 4u)) * 4u, lhs_k_fast);
+                let bc0 = select(ia0 / (LBK / 4u), (ia0 % (LTILE_N / 4u)) * 4u, rhs_n_fast);
+                let bk0 = select((ia0 % (LBK / 4u)) * 4u, ia0 / (LTILE_N / 4u), rhs_n_fast);
                 let ia1 = lid + 256u;
-                let ar1 = select((ia1 % (LTILE / 4u)) * 4u, ia1 / (LBK / 4u), lhs_k_fast);
-                let ak1 = select(ia1 / (LTILE / 4u), (ia1 % (LBK / 4u)) * 4u, lhs_k_fast);
-                let bc1 = select(ia1 / (LBK / 4u), (ia1 % (LTILE / 4u)) * 4u, rhs_n_fast);
-                let bk1 = select((ia1 % (LBK / 4u)) * 4u, ia1 / (LTILE / 4u), rhs_n_fast);
+                let ar1 = select((ia1 % (LTILE_M / 4u)) * 4u, ia1 / (LBK / 4u), lhs_k_fast);
+                let ak1 = select(ia1 / (LTILE_M / 4u), (ia1 % (LBK / 4u)) * 4u, lhs_k_fast);
+                let bc1 = select(ia1 / (LBK / 4u), (ia1 % (LTILE_N / 4u)) * 4u, rhs_n_fast);
+                let bk1 = select((ia1 % (LBK / 4u)) * 4u, ia1 / (LTILE_N / 4u), rhs_n_fast);
                 for (var k0 = 0u; k0 < p.k; k0 += LBK) {
                     ra0 = lhs_at(lhs_base, row0 + ar0, k0 + ak0);
                     rb0 = rhs_at(rhs_base, k0 + bk0, col0 + bc0);
                     ra1 = lhs_at(lhs_base, row0 + ar1, k0 + ak1);
                     rb1 = rhs_at(rhs_base, k0 + bk1, col0 + bc1);
                     if lhs_k_fast {
-                        la[0u + (ak0 + 0u) * LROW + ar0 / 4u][ar0 % 4u] = ra0.x;
-                        la[0u + (ak0 + 1u) * LROW + ar0 / 4u][ar0 % 4u] = ra0.y;
-                        la[0u + (ak0 + 2u) * LROW + ar0 / 4u][ar0 % 4u] = ra0.z;
-                        la[0u + (ak0 + 3u) * LROW + ar0 / 4u][ar0 % 4u] = ra0.w;
+                        la[0u + (ak0 + 0u) * LROW_A + ar0 / 4u][ar0 % 4u] = ra0.x;
+                        la[0u + (ak0 + 1u) * LROW_A + ar0 / 4u][ar0 % 4u] = ra0.y;
+                        la[0u + (ak0 + 2u) * LROW_A + ar0 / 4u][ar0 % 4u] = ra0.z;
+                        la[0u + (ak0 + 3u) * LROW_A + ar0 / 4u][ar0 % 4u] = ra0.w;
                     } else {
-                        la[0u + ak0 * LROW + ar0 / 4u] = ra0;
+                        la[0u + ak0 * LROW_A + ar0 / 4u] = ra0;
                     }
                     if rhs_n_fast {
-                        lb[0u + bk0 * LROW + bc0 / 4u] = rb0;
+                        lb[0u + bk0 * LROW_B + bc0 / 4u] = rb0;
                     } else {
-                        lb[0u + (bk0 + 0u) * LROW + bc0 / 4u][bc0 % 4u] = rb0.x;
-                        lb[0u + (bk0 + 1u) * LROW + bc0 / 4u][bc0 % 4u] = rb0.y;
-                        lb[0u + (bk0 + 2u) * LROW + bc0 / 4u][bc0 % 4u] = rb0.z;
-                        lb[0u + (bk0 + 3u) * LROW + bc0 / 4u][bc0 % 4u] = rb0.w;
+                        lb[0u + (bk0 + 0u) * LROW_B + bc0 / 4u][bc0 % 4u] = rb0.x;
+                        lb[0u + (bk0 + 1u) * LROW_B + bc0 / 4u][bc0 % 4u] = rb0.y;
+                        lb[0u + (bk0 + 2u) * LROW_B + bc0 / 4u][bc0 % 4u] = rb0.z;
+                        lb[0u + (bk0 + 3u) * LROW_B + bc0 / 4u][bc0 % 4u] = rb0.w;
                     }
                     if lhs_k_fast {
-                        la[0u + (ak1 + 0u) * LROW + ar1 / 4u][ar1 % 4u] = ra1.x;
-                        la[0u + (ak1 + 1u) * LROW + ar1 / 4u][ar1 % 4u] = ra1.y;
-                        la[0u + (ak1 + 2u) * LROW + ar1 / 4u][ar1 % 4u] = ra1.z;
-                        la[0u + (ak1 + 3u) * LROW + ar1 / 4u][ar1 % 4u] = ra1.w;
+                        la[0u + (ak1 + 0u) * LROW_A + ar1 / 4u][ar1 % 4u] = ra1.x;
+                        la[0u + (ak1 + 1u) * LROW_A + ar1 / 4u][ar1 % 4u] = ra1.y;
+                        la[0u + (ak1 + 2u) * LROW_A + ar1 / 4u][ar1 % 4u] = ra1.z;
+                        la[0u + (ak1 + 3u) * LROW_A + ar1 / 4u][ar1 % 4u] = ra1.w;
                     } else {
-                        la[0u + ak1 * LROW + ar1 / 4u] = ra1;
+                        la[0u + ak1 * LROW_A + ar1 / 4u] = ra1;
                     }
                     if rhs_n_fast {
-                        lb[0u + bk1 * LROW + bc1 / 4u] = rb1;
+                        lb[0u + bk1 * LROW_B + bc1 / 4u] = rb1;
                     } else {
-                        lb[0u + (bk1 + 0u) * LROW + bc1 / 4u][bc1 % 4u] = rb1.x;
-                        lb[0u + (bk1 + 1u) * LROW + bc1 / 4u][bc1 % 4u] = rb1.y;
-                        lb[0u + (bk1 + 2u) * LROW + bc1 / 4u][bc1 % 4u] = rb1.z;
-                        lb[0u + (bk1 + 3u) * LROW + bc1 / 4u][bc1 % 4u] = rb1.w;
+                        lb[0u + (bk1 + 0u) * LROW_B + bc1 / 4u][bc1 % 4u] = rb1.x;
+                        lb[0u + (bk1 + 1u) * LROW_B + bc1 / 4u][bc1 % 4u] = rb1.y;
+                        lb[0u + (bk1 + 2u) * LROW_B + bc1 / 4u][bc1 % 4u] = rb1.z;
+                        lb[0u + (bk1 + 3u) * LROW_B + bc1 / 4u][bc1 % 4u] = rb1.w;
                     }
                     workgroupBarrier();
                     {
-                        let a0 = la[0u + 0u * LROW + 0u + ty];
-                        let a1 = la[0u + 0u * LROW + 16u + ty];
-                        let b0 = lb[0u + 0u * LROW + 0u + tx];
-                        let b1 = lb[0u + 0u * LROW + 16u + tx];
+                        let a0 = la[0u + 0u * LROW_A + 0u + ty];
+                        let a1 = la[0u + 0u * LROW_A + 16u + ty];
+                        let b0 = lb[0u + 0u * LROW_B + 0u + tx];
+                        let b1 = lb[0u + 0u * LROW_B + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -250,10 +254,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 1u * LROW + 0u + ty];
-                        let a1 = la[0u + 1u * LROW + 16u + ty];
-                        let b0 = lb[0u + 1u * LROW + 0u + tx];
-                        let b1 = lb[0u + 1u * LROW + 16u + tx];
+                        let a0 = la[0u + 1u * LROW_A + 0u + ty];
+                        let a1 = la[0u + 1u * LROW_A + 16u + ty];
+                        let b0 = lb[0u + 1u * LROW_B + 0u + tx];
+                        let b1 = lb[0u + 1u * LROW_B + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -272,10 +276,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 2u * LROW + 0u + ty];
-                        let a1 = la[0u + 2u * LROW + 16u + ty];
-                        let b0 = lb[0u + 2u * LROW + 0u + tx];
-                        let b1 = lb[0u + 2u * LROW + 16u + tx];
+                        let a0 = la[0u + 2u * LROW_A + 0u + ty];
+                        let a1 = la[0u + 2u * LROW_A + 16u + ty];
+                        let b0 = lb[0u + 2u * LROW_B + 0u + tx];
+                        let b1 = lb[0u + 2u * LROW_B + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -294,10 +298,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 3u * LROW + 0u + ty];
-                        let a1 = la[0u + 3u * LROW + 16u + ty];
-                        let b0 = lb[0u + 3u * LROW + 0u + tx];
-                        let b1 = lb[0u + 3u * LROW + 16u + tx];
+                        let a0 = la[0u + 3u * LROW_A + 0u + ty];
+                        let a1 = la[0u + 3u * LROW_A + 16u + ty];
+                        let b0 = lb[0u + 3u * LROW_B + 0u + tx];
+                        let b1 = lb[0u + 3u * LROW_B + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -316,10 +320,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 4u * LROW + 0u + ty];
-                        let a1 = la[0u + 4u * LROW + 16u + ty];
-                        let b0 = lb[0u + 4u * LROW + 0u + tx];
-                        let b1 = lb[0u + 4u * LROW + 16u + tx];
+                        let a0 = la[0u + 4u * LROW_A + 0u + ty];
+                        let a1 = la[0u + 4u * LROW_A + 16u + ty];
+                        let b0 = lb[0u + 4u * LROW_B + 0u + tx];
+                        let b1 = lb[0u + 4u * LROW_B + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -338,10 +342,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 5u * LROW + 0u + ty];
-                        let a1 = la[0u + 5u * LROW + 16u + ty];
-                        let b0 = lb[0u + 5u * LROW + 0u + tx];
-                        let b1 = lb[0u + 5u * LROW + 16u + tx];
+                        let a0 = la[0u + 5u * LROW_A + 0u + ty];
+                        let a1 = la[0u + 5u * LROW_A + 16u + ty];
+                        let b0 = lb[0u + 5u * LROW_B + 0u + tx];
+                        let b1 = lb[0u + 5u * LROW_B + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -360,10 +364,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 6u * LROW + 0u + ty];
-                        let a1 = la[0u + 6u * LROW + 16u + ty];
-                        let b0 = lb[0u + 6u * LROW + 0u + tx];
-                        let b1 = lb[0u + 6u * LROW + 16u + tx];
+                        let a0 = la[0u + 6u * LROW_A + 0u + ty];
+                        let a1 = la[0u + 6u * LROW_A + 16u + ty];
+                        let b0 = lb[0u + 6u * LROW_B + 0u + tx];
+                        let b1 = lb[0u + 6u * LROW_B + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -382,10 +386,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 7u * LROW + 0u + ty];
-                        let a1 = la[0u + 7u * LROW + 16u + ty];
-                        let b0 = lb[0u + 7u * LROW + 0u + tx];
-                        let b1 = lb[0u + 7u * LROW + 16u + tx];
+                        let a0 = la[0u + 7u * LROW_A + 0u + ty];
+                        let a1 = la[0u + 7u * LROW_A + 16u + ty];
+                        let b0 = lb[0u + 7u * LROW_B + 0u + tx];
+                        let b1 = lb[0u + 7u * LROW_B + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -404,10 +408,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 8u * LROW + 0u + ty];
-                        let a1 = la[0u + 8u * LROW + 16u + ty];
-                        let b0 = lb[0u + 8u * LROW + 0u + tx];
-                        let b1 = lb[0u + 8u * LROW + 16u + tx];
+                        let a0 = la[0u + 8u * LROW_A + 0u + ty];
+                        let a1 = la[0u + 8u * LROW_A + 16u + ty];
+                        let b0 = lb[0u + 8u * LROW_B + 0u + tx];
+                        let b1 = lb[0u + 8u * LROW_B + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -426,10 +430,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 9u * LROW + 0u + ty];
-                        let a1 = la[0u + 9u * LROW + 16u + ty];
-                        let b0 = lb[0u + 9u * LROW + 0u + tx];
-                        let b1 = lb[0u + 9u * LROW + 16u + tx];
+                        let a0 = la[0u + 9u * LROW_A + 0u + ty];
+                        let a1 = la[0u + 9u * LROW_A + 16u + ty];
+                        let b0 = lb[0u + 9u * LROW_B + 0u + tx];
+                        let b1 = lb[0u + 9u * LROW_B + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -448,10 +452,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 10u * LROW + 0u + ty];
-                        let a1 = la[0u + 10u * LROW + 16u + ty];
-                        let b0 = lb[0u + 10u * LROW + 0u + tx];
-                        let b1 = lb[0u + 10u * LROW + 16u + tx];
+                        let a0 = la[0u + 10u * LROW_A + 0u + ty];
+                        let a1 = la[0u + 10u * LROW_A + 16u + ty];
+                        let b0 = lb[0u + 10u * LROW_B + 0u + tx];
+                        let b1 = lb[0u + 10u * LROW_B + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -470,10 +474,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 11u * LROW + 0u + ty];
-                        let a1 = la[0u + 11u * LROW + 16u + ty];
-                        let b0 = lb[0u + 11u * LROW + 0u + tx];
-                        let b1 = lb[0u + 11u * LROW + 16u + tx];
+                        let a0 = la[0u + 11u * LROW_A + 0u + ty];
+                        let a1 = la[0u + 11u * LROW_A + 16u + ty];
+                        let b0 = lb[0u + 11u * LROW_B + 0u + tx];
+                        let b1 = lb[0u + 11u * LROW_B + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -492,10 +496,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 12u * LROW + 0u + ty];
-                        let a1 = la[0u + 12u * LROW + 16u + ty];
-                        let b0 = lb[0u + 12u * LROW + 0u + tx];
-                        let b1 = lb[0u + 12u * LROW + 16u + tx];
+                        let a0 = la[0u + 12u * LROW_A + 0u + ty];
+                        let a1 = la[0u + 12u * LROW_A + 16u + ty];
+                        let b0 = lb[0u + 12u * LROW_B + 0u + tx];
+                        let b1 = lb[0u + 12u * LROW_B + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -514,10 +518,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 13u * LROW + 0u + ty];
-                        let a1 = la[0u + 13u * LROW + 16u + ty];
-                        let b0 = lb[0u + 13u * LROW + 0u + tx];
-                        let b1 = lb[0u + 13u * LROW + 16u + tx];
+                        let a0 = la[0u + 13u * LROW_A + 0u + ty];
+                        let a1 = la[0u + 13u * LROW_A + 16u + ty];
+                        let b0 = lb[0u + 13u * LROW_B + 0u + tx];
+                        let b1 = lb[0u + 13u * LROW_B + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -536,10 +540,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 14u * LROW + 0u + ty];
-                        let a1 = la[0u + 14u * LROW + 16u + ty];
-                        let b0 = lb[0u + 14u * LROW + 0u + tx];
-                        let b1 = lb[0u + 14u * LROW + 16u + tx];
+                        let a0 = la[0u + 14u * LROW_A + 0u + ty];
+                        let a1 = la[0u + 14u * LROW_A + 16u + ty];
+                        let b0 = lb[0u + 14u * LROW_B + 0u + tx];
+                        let b1 = lb[0u + 14u * LROW_B + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -558,10 +562,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 15u * LROW + 0u + ty];
-                        let a1 = la[0u + 15u * LROW + 16u + ty];
-                        let b0 = lb[0u + 15u * LROW + 0u + tx];
-                        let b1 = lb[0u + 15u * LROW + 16u + tx];
+                        let a0 = la[0u + 15u * LROW_A + 0u + ty];
+                        let a1 = la[0u + 15u * LROW_A + 16u + ty];
+                        let b0 = lb[0u + 15u * LROW_B + 0u + tx];
+                        let b1 = lb[0u + 15u * LROW_B + 16u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);

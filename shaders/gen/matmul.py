@@ -129,100 +129,122 @@ fn store4(base: u32, r: u32, c0: u32, v: vec4<f32>) {
 '''
 
 
-def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False, prefetch=True):
-    """One tiled entry point: a (64·H)² tile, (4·H)² outputs per invocation, K slices of `bk`."""
-    T = prefix.upper() + "TILE"
-    R = prefix.upper() + "ROW"
+def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False, prefetch=True,
+           hm=None, hn=None, wx=16, wy=16):
+    """One tiled entry point on a wx×wy workgroup: each invocation computes hm×hn blocks of 4×4
+    (H×H unless given), so the tile is (4·wy·hm) rows by (4·wx·hn) columns; K slices of `bk`."""
+    hm = H if hm is None else hm
+    hn = H if hn is None else hn
+    TM, TN = prefix.upper() + "TILE_M", prefix.upper() + "TILE_N"
+    RA, RB = prefix.upper() + "ROW_A", prefix.upper() + "ROW_B"
     BK = prefix.upper() + "BK"
-    tile = 64 * H
-    row = tile // 4 + pad                  # vec4 per shared row (one k)
+    threads = wx * wy
+    tile_m, tile_n = 4 * wy * hm, 4 * wx * hn
+    row_a, row_b = tile_m // 4 + pad, tile_n // 4 + pad   # vec4 per shared row (one k)
     width = 4 if vec4 else 1
-    loads = tile * bk // 256 // width      # global loads per invocation per operand and slice
-    assert loads >= 1 and tile * bk == loads * 256 * width
+    # Global loads per invocation per slice, for each operand.
+    loads_a, loads_b = tile_m * bk // threads // width, tile_n * bk // threads // width
+    assert loads_a >= 1 and tile_m * bk == loads_a * threads * width
+    assert loads_b >= 1 and tile_n * bk == loads_b * threads * width
     nbuf = 2 if double else 1
-    nacc = 4 * H * H
     ind = " " * 16
-    ty = "vec4<f32>" if vec4 else "f32"
-    acc_decl = "\n".join(f"{ind}var acc{i} = vec4<f32>(0.0);" for i in range(nacc))
-    reg_decl = "\n".join(f"{ind}var ra{t}: {ty};\n{ind}var rb{t}: {ty};" for t in range(loads))
+    ty_ = "vec4<f32>" if vec4 else "f32"
+    acc_decl = "\n".join(f"{ind}var acc{i} = vec4<f32>(0.0);" for i in range(4 * hm * hn))
+    reg_decl = "\n".join((f"{ind}var ra{t}: {ty_};\n" if t < loads_a else "")
+                         + (f"{ind}var rb{t}: {ty_};" if t < loads_b else "")
+                         for t in range(max(loads_a, loads_b))).replace(";\n\n", ";\n").rstrip("\n")
 
-    def coords(t):
-        # Where load t of this invocation lands in the tile (the same every K slice): the thread
-        # mapping follows the operand's contiguous side so a warp reads consecutive addresses.
-        i = f"ia{t}"
-        if vec4:
-            return (f"{ind}let {i} = lid + {t * 256}u;\n"
-                    f"{ind}let ar{t} = select(({i} % ({T} / 4u)) * 4u, {i} / ({BK} / 4u), lhs_k_fast);\n"
-                    f"{ind}let ak{t} = select({i} / ({T} / 4u), ({i} % ({BK} / 4u)) * 4u, lhs_k_fast);\n"
-                    f"{ind}let bc{t} = select({i} / ({BK} / 4u), ({i} % ({T} / 4u)) * 4u, rhs_n_fast);\n"
-                    f"{ind}let bk{t} = select(({i} % ({BK} / 4u)) * 4u, {i} / ({T} / 4u), rhs_n_fast);\n")
-        return (f"{ind}let {i} = lid + {t * 256}u;\n"
-                f"{ind}let ar{t} = select({i} % {T}, {i} / {BK}, lhs_k_fast);\n"
-                f"{ind}let ak{t} = select({i} / {T}, {i} % {BK}, lhs_k_fast);\n"
-                f"{ind}let bc{t} = select({i} / {BK}, {i} % {T}, rhs_n_fast);\n"
-                f"{ind}let bk{t} = select({i} % {BK}, {i} / {T}, rhs_n_fast);\n")
+    def coords():
+        # Where each load of this invocation lands in the tile (the same every K slice): the
+        # thread mapping follows the operand's contiguous side so a warp reads consecutive addresses.
+        out = []
+        for t in range(max(loads_a, loads_b)):
+            i = f"ia{t}"
+            out.append(f"{ind}let {i} = lid + {t * threads}u;\n")
+            if t < loads_a and vec4:
+                out.append(f"{ind}let ar{t} = select(({i} % ({TM} / 4u)) * 4u, {i} / ({BK} / 4u), lhs_k_fast);\n"
+                           f"{ind}let ak{t} = select({i} / ({TM} / 4u), ({i} % ({BK} / 4u)) * 4u, lhs_k_fast);\n")
+            elif t < loads_a:
+                out.append(f"{ind}let ar{t} = select({i} % {TM}, {i} / {BK}, lhs_k_fast);\n"
+                           f"{ind}let ak{t} = select({i} / {TM}, {i} % {BK}, lhs_k_fast);\n")
+            if t < loads_b and vec4:
+                out.append(f"{ind}let bc{t} = select({i} / ({BK} / 4u), ({i} % ({TN} / 4u)) * 4u, rhs_n_fast);\n"
+                           f"{ind}let bk{t} = select(({i} % ({BK} / 4u)) * 4u, {i} / ({TN} / 4u), rhs_n_fast);\n")
+            elif t < loads_b:
+                out.append(f"{ind}let bc{t} = select({i} / {BK}, {i} % {TN}, rhs_n_fast);\n"
+                           f"{ind}let bk{t} = select({i} % {BK}, {i} / {TN}, rhs_n_fast);\n")
+        return "".join(out)
 
     def fetch(k0, ind):
-        return "\n".join(f"{ind}ra{t} = lhs_at(lhs_base, row0 + ar{t}, {k0} + ak{t});\n"
-                         f"{ind}rb{t} = rhs_at(rhs_base, {k0} + bk{t}, col0 + bc{t});" for t in range(loads))
+        lines = []
+        for t in range(max(loads_a, loads_b)):
+            if t < loads_a:
+                lines.append(f"{ind}ra{t} = lhs_at(lhs_base, row0 + ar{t}, {k0} + ak{t});")
+            if t < loads_b:
+                lines.append(f"{ind}rb{t} = rhs_at(rhs_base, {k0} + bk{t}, col0 + bc{t});")
+        return "\n".join(lines)
 
-    def stash(buf, ind):
+    def stash(buf_a, buf_b, ind):
         # Shared tiles are k-major: [k][row/4] and [k][col/4] as vec4.
         out = []
-        for t in range(loads):
-            if vec4:
+        for t in range(max(loads_a, loads_b)):
+            if t < loads_a and vec4:
                 out.append(
                     f"{ind}if lhs_k_fast {{\n"
-                    + "".join(f"{ind}    {prefix}a[{buf} + (ak{t} + {j}u) * {R} + ar{t} / 4u][ar{t} % 4u] = ra{t}.{c};\n"
+                    + "".join(f"{ind}    {prefix}a[{buf_a} + (ak{t} + {j}u) * {RA} + ar{t} / 4u][ar{t} % 4u] = ra{t}.{c};\n"
                               for j, c in enumerate("xyzw"))
-                    + f"{ind}}} else {{\n{ind}    {prefix}a[{buf} + ak{t} * {R} + ar{t} / 4u] = ra{t};\n{ind}}}\n"
-                    + f"{ind}if rhs_n_fast {{\n{ind}    {prefix}b[{buf} + bk{t} * {R} + bc{t} / 4u] = rb{t};\n{ind}}} else {{\n"
-                    + "".join(f"{ind}    {prefix}b[{buf} + (bk{t} + {j}u) * {R} + bc{t} / 4u][bc{t} % 4u] = rb{t}.{c};\n"
+                    + f"{ind}}} else {{\n{ind}    {prefix}a[{buf_a} + ak{t} * {RA} + ar{t} / 4u] = ra{t};\n{ind}}}")
+            elif t < loads_a:
+                out.append(f"{ind}{prefix}a[{buf_a} + ak{t} * {RA} + ar{t} / 4u][ar{t} % 4u] = ra{t};")
+            if t < loads_b and vec4:
+                out.append(
+                    f"{ind}if rhs_n_fast {{\n{ind}    {prefix}b[{buf_b} + bk{t} * {RB} + bc{t} / 4u] = rb{t};\n{ind}}} else {{\n"
+                    + "".join(f"{ind}    {prefix}b[{buf_b} + (bk{t} + {j}u) * {RB} + bc{t} / 4u][bc{t} % 4u] = rb{t}.{c};\n"
                               for j, c in enumerate("xyzw"))
                     + f"{ind}}}")
-            else:
-                out.append(f"{ind}{prefix}a[{buf} + ak{t} * {R} + ar{t} / 4u][ar{t} % 4u] = ra{t};\n"
-                           f"{ind}{prefix}b[{buf} + bk{t} * {R} + bc{t} / 4u][bc{t} % 4u] = rb{t};")
+            elif t < loads_b:
+                out.append(f"{ind}{prefix}b[{buf_b} + bk{t} * {RB} + bc{t} / 4u][bc{t} % 4u] = rb{t};")
         return "\n".join(out)
 
-    def multiply_step(buf, kk, ind):
+    def multiply_step(buf_a, buf_b, kk, ind):
         lines = []
-        for hr in range(H):
-            lines.append(f"{ind}let a{hr} = {prefix}a[{buf} + {kk} * {R} + {16*hr}u + ty];")
-        for hc in range(H):
-            lines.append(f"{ind}let b{hc} = {prefix}b[{buf} + {kk} * {R} + {16*hc}u + tx];")
-        for hr in range(H):
+        for hr in range(hm):
+            lines.append(f"{ind}let a{hr} = {prefix}a[{buf_a} + {kk} * {RA} + {wy*hr}u + ty];")
+        for hc in range(hn):
+            lines.append(f"{ind}let b{hc} = {prefix}b[{buf_b} + {kk} * {RB} + {wx*hc}u + tx];")
+        for hr in range(hm):
             for i, comp in enumerate("xyzw"):
-                for hc in range(H):
-                    idx = (hr * 4 + i) * H + hc
+                for hc in range(hn):
+                    idx = (hr * 4 + i) * hn + hc
                     lines.append(f"{ind}acc{idx} = fma(vec4<f32>(a{hr}.{comp}), b{hc}, acc{idx});")
         return lines
 
-    def multiply(buf, ind):
+    def multiply(buf_a, buf_b, ind):
         if unroll:
             # Every k step written out, so shared-memory offsets are constants.
             lines = []
             for kk in range(bk):
-                lines += [f"{ind}{{"] + multiply_step(buf, f"{kk}u", ind + "    ") + [f"{ind}}}"]
+                lines += [f"{ind}{{"] + multiply_step(buf_a, buf_b, f"{kk}u", ind + "    ") + [f"{ind}}}"]
             return "\n".join(lines)
         lines = [f"{ind}for (var kk = 0u; kk < {BK}; kk++) {{"]
-        lines += multiply_step(buf, "kk", ind + "    ")
+        lines += multiply_step(buf_a, buf_b, "kk", ind + "    ")
         lines.append(f"{ind}}}")
         return "\n".join(lines)
 
     stores = []
-    for hr in range(H):
+    for hr in range(hm):
         for i in range(4):
-            for hc in range(H):
-                idx = (hr * 4 + i) * H + hc
-                stores.append(f"{ind}store4(out_base, row0 + {64*hr + i}u + ty * 4u, col0 + {64*hc}u + tx * 4u, acc{idx});")
+            for hc in range(hn):
+                idx = (hr * 4 + i) * hn + hc
+                stores.append(f"{ind}store4(out_base, row0 + {4*wy*hr + i}u + ty * 4u, col0 + {4*wx*hc}u + tx * 4u, acc{idx});")
 
     i20, i24 = " " * 20, " " * 24
+    slice_a, slice_b = f"{BK} * {RA}", f"{BK} * {RB}"
     if double:
         # Two shared buffers: the slice after next is stored into the idle one while this one is
         # multiplied, so one barrier per slice suffices.
         body = f'''{fetch("0u", ind)}
-{stash("0u", ind)}
+{stash("0u", "0u", ind)}
                 workgroupBarrier();
                 var cur = 0u;
                 for (var k0 = 0u; k0 < p.k; k0 += {BK}) {{
@@ -230,52 +252,55 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
                     if next < p.k {{
 {fetch("next", i24)}
                     }}
-{multiply("cur", i20)}
+{multiply(f"cur * {slice_a}", f"cur * {slice_b}", i20)}
                     if next < p.k {{
-{stash("(SLICE - cur)", i24)}
+{stash(f"(1u - cur) * {slice_a}", f"(1u - cur) * {slice_b}", i24)}
                     }}
                     workgroupBarrier();
-                    cur = SLICE - cur;
-                }}'''.replace("SLICE", f"{BK} * {R}")
+                    cur = 1u - cur;
+                }}'''
     elif not prefetch:
         # Each slice is loaded and stored at the top of its iteration: fewer live registers
         # (more workgroups per SM hide the load latency instead).
         body = f'''                for (var k0 = 0u; k0 < p.k; k0 += {BK}) {{
 {fetch("k0", i20)}
-{stash("0u", i20)}
+{stash("0u", "0u", i20)}
                     workgroupBarrier();
-{multiply("0u", i20)}
+{multiply("0u", "0u", i20)}
                     workgroupBarrier();
                 }}'''
     else:
         body = f'''{fetch("0u", ind)}
                 for (var k0 = 0u; k0 < p.k; k0 += {BK}) {{
-{stash("0u", i20)}
+{stash("0u", "0u", i20)}
                     workgroupBarrier();
                     let next = k0 + {BK};
                     if next < p.k {{
 {fetch("next", i24)}
                     }}
-{multiply("0u", i20)}
+{multiply("0u", "0u", i20)}
                     workgroupBarrier();
                 }}'''
+    shape = f"{tile_m}×{tile_n} tile, {4*hm}×{4*hn} per invocation of {wx}×{wy}"
     return f'''
-// ----- {name}: {tile}×{tile} tile, {4*H}×{4*H} per invocation, K slices of {bk}{", double buffered" if double else ""}{"" if prefetch else ", each loaded when its turn comes"} -----
+// ----- {name}: {shape}, K slices of {bk}{", double buffered" if double else ""}{"" if prefetch else ", each loaded when its turn comes"} -----
 
-const {T}: u32 = {tile}u;
-const {R}: u32 = {row}u;
+const {TM}: u32 = {tile_m}u;
+const {TN}: u32 = {tile_n}u;
+const {RA}: u32 = {row_a}u;
+const {RB}: u32 = {row_b}u;
 const {BK}: u32 = {bk}u;
 
-var<workgroup> {prefix}a: array<vec4<f32>, {nbuf * bk * row}>;
-var<workgroup> {prefix}b: array<vec4<f32>, {nbuf * bk * row}>;
+var<workgroup> {prefix}a: array<vec4<f32>, {nbuf * bk * row_a}>;
+var<workgroup> {prefix}b: array<vec4<f32>, {nbuf * bk * row_b}>;
 
-@compute @workgroup_size(16, 16)
+@compute @workgroup_size({wx}, {wy})
 fn {name}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_id) local: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
     let tx = local.x;
     let ty = local.y;
-    let tiles_n = (p.n + {T} - 1u) / {T};
-    let tiles_m = (p.m + {T} - 1u) / {T};
+    let tiles_n = (p.n + {TN} - 1u) / {TN};
+    let tiles_m = (p.m + {TM} - 1u) / {TM};
     // lhs: k fastest when its columns are contiguous, rows fastest otherwise (transposed).
     let lhs_k_fast = p.lhs_col == 1u;
     let rhs_n_fast = p.rhs_col == 1u{"" if vec4 else " || p.rhs_row != 1u"};
@@ -285,11 +310,11 @@ fn {name}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
         let out_base = b * p.m * p.n;
         for (var tm = wid.y; tm < tiles_m; tm += nwg.y) {{
             for (var tn = wid.x; tn < tiles_n; tn += nwg.x) {{
-                let row0 = tm * {T};
-                let col0 = tn * {T};
+                let row0 = tm * {TM};
+                let col0 = tn * {TN};
 {acc_decl}
 {reg_decl}
-{"".join(coords(t) for t in range(loads))}{body}
+{coords()}{body}
 {chr(10).join(stores)}
             }}
         }}
@@ -357,11 +382,23 @@ here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 if len(sys.argv) == 3 and sys.argv[1] == "--lab":
     lab = sys.argv[2]
     os.makedirs(lab, exist_ok=True)
-    # The shipped pair against the alternatives still open (earlier rounds: BENCHMARKS.md).
-    # Alternatives to the shipped tiles (the earlier rounds' are in BENCHMARKS.md).
-    write(os.path.join(lab, "vec4_double8.wgsl"), vec4_file(large=dict(bk=8, double=True)))
-    write(os.path.join(lab, "vec4_noprefetch32_unrolled.wgsl"), vec4_file(large=dict(bk=32, prefetch=False, unroll=True)))
-    write(os.path.join(lab, "scalar_noprefetch16_unrolled.wgsl"), scalar_file(large=dict(bk=16, prefetch=False, unroll=True)))
+    # Alternatives to the shipped tiles (the earlier rounds' are in BENCHMARKS.md): the same
+    # 8×8 per invocation on 128-invocation workgroups (64×128 and 128×64 tiles: four smaller
+    # workgroups per SM instead of two, so barriers stall less of the SM), with and without
+    # prefetch; 16×8 per invocation on 128 invocations; 8×16 on 256 (128×256 tiles).
+    half = dict(hm=2, hn=2, wx=16, wy=8)
+    variants = {
+        "vec4_64x128_noprefetch16": dict(half, bk=16, prefetch=False, unroll=True),
+        "vec4_64x128_noprefetch32": dict(half, bk=32, prefetch=False, unroll=True),
+        "vec4_64x128_prefetch16": dict(half, bk=16, unroll=True),
+        "vec4_64x128_double8": dict(half, bk=8, double=True, unroll=True),
+        "vec4_128x64_noprefetch16": dict(hm=2, hn=2, wx=8, wy=16, bk=16, prefetch=False, unroll=True),
+        "vec4_128x128_w16x8_noprefetch16": dict(hm=4, hn=2, wx=16, wy=8, bk=16, prefetch=False, unroll=True),
+        "vec4_128x256_noprefetch8": dict(hm=2, hn=4, bk=8, prefetch=False, unroll=True),
+        "vec4_128x256_double8": dict(hm=2, hn=4, bk=8, double=True, unroll=True),
+    }
+    for name, large in variants.items():
+        write(os.path.join(lab, name + ".wgsl"), vec4_file(large=large))
 else:
     write(os.path.join(here, "matmul.wgsl"), scalar_file())
     write(os.path.join(here, "matmul_vec4.wgsl"), vec4_file())
