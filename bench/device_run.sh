@@ -49,7 +49,9 @@ if want cold; then
     for i in 1 2 3; do
         stamp "cold start $i"
         rm -rf ~/.cache/nvidia ~/.nv
-        __GL_SHADER_DISK_CACHE=0 run "$BIN/bench" --device wgpu --only epoch --json "$OUT/cold_rumus_$i.json"
+        # The first also logs each kernel compile (thread, time) to show what the cold start waits on.
+        log=$([ $i = 1 ] && echo 1 || echo 0)
+        RUMUS_WGPU_LOG_COMPILES=$log __GL_SHADER_DISK_CACHE=0 run "$BIN/bench" --device wgpu --only epoch --json "$OUT/cold_rumus_$i.json"
     done
     run python3 bench/torch_bench.py --device cuda --only epoch --json "$OUT/cold_torch.json"
 fi

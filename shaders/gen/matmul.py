@@ -130,9 +130,12 @@ fn store4(base: u32, r: u32, c0: u32, v: vec4<f32>) {
 
 
 def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False, prefetch=True,
-           hm=None, hn=None, wx=16, wy=16):
+           hm=None, hn=None, wx=16, wy=16, swizzle=None, transpose=False):
     """One tiled entry point on a wx×wy workgroup: each invocation computes hm×hn blocks of 4×4
-    (H×H unless given), so the tile is (4·wy·hm) rows by (4·wx·hn) columns; K slices of `bk`."""
+    (H×H unless given), so the tile is (4·wy·hm) rows by (4·wx·hn) columns; K slices of `bk`.
+    `swizzle=G` numbers the tiles in groups of G tile rows; `transpose` (vec4, four loads per
+    operand) loads an operand whose k side is contiguous as 4×4 blocks, transposed in registers
+    so it is stored to shared memory as vec4 too."""
     hm = H if hm is None else hm
     hn = H if hn is None else hn
     TM, TN = prefix.upper() + "TILE_M", prefix.upper() + "TILE_N"
@@ -146,6 +149,7 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
     loads_a, loads_b = tile_m * bk // threads // width, tile_n * bk // threads // width
     assert loads_a >= 1 and tile_m * bk == loads_a * threads * width
     assert loads_b >= 1 and tile_n * bk == loads_b * threads * width
+    assert not transpose or (vec4 and loads_a == 4 and loads_b == 4)
     nbuf = 2 if double else 1
     ind = " " * 16
     ty_ = "vec4<f32>" if vec4 else "f32"
@@ -161,13 +165,20 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
         for t in range(max(loads_a, loads_b)):
             i = f"ia{t}"
             out.append(f"{ind}let {i} = lid + {t * threads}u;\n")
-            if t < loads_a and vec4:
+            if t < loads_a and transpose:
+                # k contiguous: this invocation's 4×4 block, row 4·(lid / (BK/4)) + t.
+                out.append(f"{ind}let ar{t} = select(({i} % ({TM} / 4u)) * 4u, (lid / ({BK} / 4u)) * 4u + {t}u, lhs_k_fast);\n"
+                           f"{ind}let ak{t} = select({i} / ({TM} / 4u), (lid % ({BK} / 4u)) * 4u, lhs_k_fast);\n")
+            elif t < loads_a and vec4:
                 out.append(f"{ind}let ar{t} = select(({i} % ({TM} / 4u)) * 4u, {i} / ({BK} / 4u), lhs_k_fast);\n"
                            f"{ind}let ak{t} = select({i} / ({TM} / 4u), ({i} % ({BK} / 4u)) * 4u, lhs_k_fast);\n")
             elif t < loads_a:
                 out.append(f"{ind}let ar{t} = select({i} % {TM}, {i} / {BK}, lhs_k_fast);\n"
                            f"{ind}let ak{t} = select({i} / {TM}, {i} % {BK}, lhs_k_fast);\n")
-            if t < loads_b and vec4:
+            if t < loads_b and transpose:
+                out.append(f"{ind}let bc{t} = select((lid / ({BK} / 4u)) * 4u + {t}u, ({i} % ({TN} / 4u)) * 4u, rhs_n_fast);\n"
+                           f"{ind}let bk{t} = select((lid % ({BK} / 4u)) * 4u, {i} / ({TN} / 4u), rhs_n_fast);\n")
+            elif t < loads_b and vec4:
                 out.append(f"{ind}let bc{t} = select({i} / ({BK} / 4u), ({i} % ({TN} / 4u)) * 4u, rhs_n_fast);\n"
                            f"{ind}let bk{t} = select(({i} % ({BK} / 4u)) * 4u, {i} / ({TN} / 4u), rhs_n_fast);\n")
             elif t < loads_b:
@@ -187,6 +198,16 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
     def stash(buf_a, buf_b, ind):
         # Shared tiles are k-major: [k][row/4] and [k][col/4] as vec4.
         out = []
+        if transpose:
+            # The k-contiguous operand's block, column j of the four loads, is its k = j row.
+            rows_a = "".join(f"{ind}    {prefix}a[{buf_a} + (ak0 + {j}u) * {RA} + ar0 / 4u] = vec4<f32>(ra0.{c}, ra1.{c}, ra2.{c}, ra3.{c});\n"
+                             for j, c in enumerate("xyzw"))
+            rows_b = "".join(f"{ind}    {prefix}b[{buf_b} + (bk0 + {j}u) * {RB} + bc0 / 4u] = vec4<f32>(rb0.{c}, rb1.{c}, rb2.{c}, rb3.{c});\n"
+                             for j, c in enumerate("xyzw"))
+            plain_a = "".join(f"{ind}    {prefix}a[{buf_a} + ak{t} * {RA} + ar{t} / 4u] = ra{t};\n" for t in range(4))
+            plain_b = "".join(f"{ind}    {prefix}b[{buf_b} + bk{t} * {RB} + bc{t} / 4u] = rb{t};\n" for t in range(4))
+            return (f"{ind}if lhs_k_fast {{\n{rows_a}{ind}}} else {{\n{plain_a}{ind}}}\n"
+                    f"{ind}if rhs_n_fast {{\n{plain_b}{ind}}} else {{\n{rows_b}{ind}}}")
         for t in range(max(loads_a, loads_b)):
             if t < loads_a and vec4:
                 out.append(
@@ -281,6 +302,18 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
 {multiply("0u", "0u", i20)}
                     workgroupBarrier();
                 }}'''
+    if swizzle:
+        # Tiles numbered in groups of G tile rows, down each column of a group first, so the
+        # workgroups running at once share rows of lhs and columns of rhs in L2 (a bijection of
+        # the tiles, whatever the grid).
+        tile_origin = f'''{ind}let lin = tm * tiles_n + tn;
+{ind}let first = (lin / ({swizzle}u * tiles_n)) * {swizzle}u;
+{ind}let rows_here = min(tiles_m - first, {swizzle}u);
+{ind}let in_group = lin % ({swizzle}u * tiles_n);
+{ind}let row0 = (first + in_group % rows_here) * {TM};
+{ind}let col0 = (in_group / rows_here) * {TN};'''
+    else:
+        tile_origin = f"{ind}let row0 = tm * {TM};\n{ind}let col0 = tn * {TN};"
     shape = f"{tile_m}×{tile_n} tile, {4*hm}×{4*hn} per invocation of {wx}×{wy}"
     return f'''
 // ----- {name}: {shape}, K slices of {bk}{", double buffered" if double else ""}{"" if prefetch else ", each loaded when its turn comes"} -----
@@ -310,8 +343,7 @@ fn {name}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
         let out_base = b * p.m * p.n;
         for (var tm = wid.y; tm < tiles_m; tm += nwg.y) {{
             for (var tn = wid.x; tn < tiles_n; tn += nwg.x) {{
-                let row0 = tm * {TM};
-                let col0 = tn * {TN};
+{tile_origin}
 {acc_decl}
 {reg_decl}
 {coords()}{body}
@@ -382,20 +414,17 @@ here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 if len(sys.argv) == 3 and sys.argv[1] == "--lab":
     lab = sys.argv[2]
     os.makedirs(lab, exist_ok=True)
-    # Alternatives to the shipped tiles (the earlier rounds' are in BENCHMARKS.md): the same
-    # 8×8 per invocation on 128-invocation workgroups (64×128 and 128×64 tiles: four smaller
-    # workgroups per SM instead of two, so barriers stall less of the SM), with and without
-    # prefetch; 16×8 per invocation on 128 invocations; 8×16 on 256 (128×256 tiles).
-    half = dict(hm=2, hn=2, wx=16, wy=8)
+    # Alternatives to the shipped 128×128 tile (the earlier rounds', rectangular tiles among them,
+    # are in BENCHMARKS.md): tiles numbered in groups of 4 or 8 tile rows for L2 reuse; K slices
+    # of 32 (half the barriers); and with them a k-contiguous operand loaded as 4×4 blocks and
+    # transposed in registers, so it reaches shared memory in vec4 stores like the other.
+    shipped = dict(VEC4_LARGE)
     variants = {
-        "vec4_64x128_noprefetch16": dict(half, bk=16, prefetch=False, unroll=True),
-        "vec4_64x128_noprefetch32": dict(half, bk=32, prefetch=False, unroll=True),
-        "vec4_64x128_prefetch16": dict(half, bk=16, unroll=True),
-        "vec4_64x128_double8": dict(half, bk=8, double=True, unroll=True),
-        "vec4_128x64_noprefetch16": dict(hm=2, hn=2, wx=8, wy=16, bk=16, prefetch=False, unroll=True),
-        "vec4_128x128_w16x8_noprefetch16": dict(hm=4, hn=2, wx=16, wy=8, bk=16, prefetch=False, unroll=True),
-        "vec4_128x256_noprefetch8": dict(hm=2, hn=4, bk=8, prefetch=False, unroll=True),
-        "vec4_128x256_double8": dict(hm=2, hn=4, bk=8, double=True, unroll=True),
+        "vec4_128_swizzle4": dict(shipped, swizzle=4),
+        "vec4_128_swizzle8": dict(shipped, swizzle=8),
+        "vec4_128_bk32": dict(shipped, bk=32),
+        "vec4_128_bk32_transpose": dict(shipped, bk=32, transpose=True),
+        "vec4_128_bk32_transpose_swizzle8": dict(shipped, bk=32, transpose=True, swizzle=8),
     }
     for name, large in variants.items():
         write(os.path.join(lab, name + ".wgsl"), vec4_file(large=large))

@@ -102,6 +102,13 @@ pub(crate) const ALL: &[Shader] = &[
     OPTIMIZER,
 ];
 
+/// `RUMUS_WGPU_LOG_COMPILES=1` prints each kernel's compile time and thread to stderr (to see
+/// what a cold start spends its time on).
+fn log_compiles() -> bool {
+    static LOG: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *LOG.get_or_init(|| std::env::var("RUMUS_WGPU_LOG_COMPILES").is_ok_and(|v| v.trim() == "1"))
+}
+
 /// How a kernel uses one buffer binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Access {
@@ -118,8 +125,12 @@ pub(crate) struct Kernel {
 struct Cache {
     modules: HashMap<&'static str, ::wgpu::ShaderModule>,
     layouts: HashMap<Vec<Access>, (Arc<::wgpu::BindGroupLayout>, ::wgpu::PipelineLayout)>,
-    kernels: HashMap<(&'static str, &'static str), Arc<Kernel>>,
+    kernels: HashMap<(&'static str, &'static str), Arc<KernelSlot>>,
 }
+
+/// One kernel's place in the cache, filled by the first thread that compiles it; a thread that
+/// wants it meanwhile waits on the lock instead of compiling it a second time.
+type KernelSlot = Mutex<Option<Arc<Kernel>>>;
 
 pub(crate) struct Pipelines {
     cache: Mutex<Cache>,
@@ -147,8 +158,8 @@ impl Pipelines {
     }
 
     /// The pipeline for `entry` of `shader` with buffer bindings `signature`, compiled on first use.
-    /// The driver compile runs outside the cache lock, so several threads (the start-up warm-up,
-    /// see `warmup.rs`) compile different kernels at once.
+    /// Several threads (the start-up warm-up, see `warmup.rs`) compile different kernels at once;
+    /// one that wants a kernel another thread is compiling waits for it.
     pub fn get(
         &self,
         device: &::wgpu::Device,
@@ -156,11 +167,42 @@ impl Pipelines {
         entry: &'static str,
         signature: &[Access],
     ) -> Result<Arc<Kernel>> {
+        let slot = {
+            let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            cache.kernels.entry((shader.name, entry)).or_default().clone()
+        };
+        let mut kernel = slot.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(kernel) = kernel.as_ref() {
+            return Ok(kernel.clone());
+        }
+        let started = std::time::Instant::now();
+        let compiled = Arc::new(self.compile(device, shader, entry, signature)?);
+        if log_compiles() {
+            static FIRST: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+            let first = *FIRST.get_or_init(|| started);
+            eprintln!(
+                "rumus: compiled {}.wgsl {entry} in {:.1} ms on thread {}, done {:.1} ms after the first began",
+                shader.name,
+                started.elapsed().as_secs_f64() * 1e3,
+                std::thread::current().name().unwrap_or("unnamed"),
+                first.elapsed().as_secs_f64() * 1e3
+            );
+        }
+        *kernel = Some(compiled.clone());
+        Ok(compiled)
+    }
+
+    /// Compiles one entry point: the module (once per shader, under the cache lock), then the
+    /// pipeline (outside it, so threads compile different kernels at once).
+    fn compile(
+        &self,
+        device: &::wgpu::Device,
+        shader: &Shader,
+        entry: &'static str,
+        signature: &[Access],
+    ) -> Result<Kernel> {
         let (module, bgl, layout) = {
             let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(kernel) = cache.kernels.get(&(shader.name, entry)) {
-                return Ok(kernel.clone());
-            }
             let scope = device.push_error_scope(::wgpu::ErrorFilter::Validation);
             if !cache.modules.contains_key(shader.name) {
                 let source = Self::source(shader, self.subgroups);
@@ -213,10 +255,7 @@ impl Pipelines {
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::Gpu(format!("compiling {}.wgsl entry {entry}: {e}", shader.name)));
         }
-        let kernel = Arc::new(Kernel { pipeline, layout: bgl });
-        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        // Another thread may have compiled the same kernel meanwhile: keep the first.
-        Ok(cache.kernels.entry((shader.name, entry)).or_insert(kernel).clone())
+        Ok(Kernel { pipeline, layout: bgl })
     }
 
     /// The bind group layout (uniform parameters at 0, then `signature`'s buffers) and the
