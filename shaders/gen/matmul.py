@@ -154,9 +154,11 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
     ind = " " * 16
     ty_ = "vec4<f32>" if vec4 else "f32"
     acc_decl = "\n".join(f"{ind}var acc{i} = vec4<f32>(0.0);" for i in range(4 * hm * hn))
-    reg_decl = "\n".join((f"{ind}var ra{t}: {ty_};\n" if t < loads_a else "")
-                         + (f"{ind}var rb{t}: {ty_};" if t < loads_b else "")
-                         for t in range(max(loads_a, loads_b))).replace(";\n\n", ";\n").rstrip("\n")
+    regs = []
+    for t in range(max(loads_a, loads_b)):
+        regs += [f"{ind}var ra{t}: {ty_};"] if t < loads_a else []
+        regs += [f"{ind}var rb{t}: {ty_};"] if t < loads_b else []
+    reg_decl = "\n".join(regs)
 
     def coords():
         # Where each load of this invocation lands in the tile (the same every K slice): the
