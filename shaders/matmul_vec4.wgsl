@@ -161,8 +161,14 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         let out_base = b * p.m * p.n;
         for (var tm = wid.y; tm < tiles_m; tm += nwg.y) {
             for (var tn = wid.x; tn < tiles_n; tn += nwg.x) {
-                let row0 = tm * LTILE_M;
-                let col0 = tn * LTILE_N;
+                // Tiles numbered in groups of 8 tile rows, down each column of a group first,
+                // so the workgroups running at once share lhs rows and rhs columns in L2.
+                let lin = tm * tiles_n + tn;
+                let first = (lin / (8u * tiles_n)) * 8u;
+                let rows_here = min(tiles_m - first, 8u);
+                let in_group = lin % (8u * tiles_n);
+                let row0 = (first + in_group % rows_here) * LTILE_M;
+                let col0 = (in_group / rows_here) * LTILE_N;
                 var acc0 = vec4<f32>(0.0);
                 var acc1 = vec4<f32>(0.0);
                 var acc2 = vec4<f32>(0.0);

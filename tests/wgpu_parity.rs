@@ -212,13 +212,21 @@ fn matmul_matches() {
     parity(&gpu, "batched broadcast matmul", &[a, b], 1e-4, |t| t[0].matmul(&t[1]));
     let a = input(&[200, 129], 31);
     let b = input(&[140, 200], 32);
-    parity(&gpu, "large-tile matmul aT bT", &[a, b], 1e-4, |t| t[0].transpose(0, 1)?.matmul(&t[1].transpose(0, 1)?));
+    parity(&gpu, "multi-tile matmul aT bT", &[a, b], 1e-4, |t| t[0].transpose(0, 1)?.matmul(&t[1].transpose(0, 1)?));
     let a = input(&[2, 129, 20], 33);
     let b = input(&[20, 131], 34);
-    parity(&gpu, "large-tile batched broadcast", &[a, b], 1e-4, |t| t[0].matmul(&t[1]));
+    parity(&gpu, "multi-tile batched broadcast", &[a, b], 1e-4, |t| t[0].matmul(&t[1]));
     let a = input(&[3, 20, 17], 37);
     let b = input(&[3, 40, 17], 38);
     parity(&gpu, "batched tiles a bT", &[a, b], 1e-4, |t| t[0].matmul(&t[1].transpose(1, 2)?));
+    // Enough tiles for the 128×128 kernels (vec4, and strided for n = 2101): 9 tile rows (a
+    // group of 8 and a remainder in their tile numbering), ragged edges, two batch entries. The
+    // gradients sum 2100 products, so f32 rounding alone reaches ~1e-4 of their scale.
+    for n in [2100, 2101] {
+        let a = input(&[2, 1030, 36], 39);
+        let b = input(&[36, n], 40);
+        parity(&gpu, &format!("128-tile matmul 2x1030x36x{n}"), &[a, b], 1e-3, |t| t[0].matmul(&t[1]));
+    }
     // More batch entries than one dispatch dimension holds.
     let a = input(&[70_000, 1, 2], 35);
     let b = input(&[70_000, 2, 1], 36);
