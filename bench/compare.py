@@ -74,6 +74,23 @@ def table(title, rows):
         print(f"| {name:<44} | {ours:>18} | {theirs:>18} | {ratio:.2f} ({kind}) |")
 
 
+def cold_ratios(out):
+    """First epoch / steady epoch of each fresh process (the cold-start goal is at most 1.2)."""
+    lines = []
+    for label, name in [(f"rumus cold start {i}", f"cold_rumus_{i}.json") for i in (1, 2, 3)] + [("PyTorch", "cold_torch.json")]:
+        epochs = by_name(load(out, name))
+        for batch in (64, 256):
+            first, steady = epochs.get(f"lenet mnist epoch b{batch} (first)"), epochs.get(f"lenet mnist epoch b{batch}")
+            if first and steady:
+                lines.append(f"| {label:<20} | b{batch:<5} | {first['median_s'] * 1e3:>8.0f} ms | {steady['median_s'] * 1e3:>8.0f} ms | "
+                             f"{first['median_s'] / steady['median_s']:.2f} |")
+    if lines:
+        print("\n### First epoch / steady epoch (fresh processes)\n")
+        print("| run                  | batch  |       first |      steady | ratio |")
+        print("| -------------------- | ------ | ----------- | ----------- | ----- |")
+        print("\n".join(lines))
+
+
 def main():
     out = sys.argv[1]
     table("H200 kernels (GPU timestamps / CUDA events)", kernel_rows(load(out, "kernels_rumus.json"), load(out, "kernels_torch.json")))
@@ -82,6 +99,7 @@ def main():
     table("H200 workloads, second rumus run", workload_rows(load(out, "wgpu_rumus2.json"), cuda))
     for i in (1, 2, 3):
         table(f"H200 cold start {i}", workload_rows(load(out, f"cold_rumus_{i}.json"), load(out, "cold_torch.json")))
+    cold_ratios(out)
     cpu_torch = load(out, "cpu_torch.json")
     table("CPU, 2 threads, rumus vs PyTorch", workload_rows(load(out, "cpu_rumus.json"), cpu_torch))
     numpy = load(out, "cpu_numpy.json")

@@ -102,11 +102,22 @@ pub(crate) const ALL: &[Shader] = &[
     OPTIMIZER,
 ];
 
-/// `RUMUS_WGPU_LOG_COMPILES=1` prints each kernel's compile time and thread to stderr (to see
-/// what a cold start spends its time on).
+/// `RUMUS_WGPU_LOG_COMPILES=1` prints each kernel's compile time and thread to stderr, and each
+/// wait of one thread for a kernel another is compiling (to see what a cold start spends its
+/// time on).
 fn log_compiles() -> bool {
     static LOG: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *LOG.get_or_init(|| std::env::var("RUMUS_WGPU_LOG_COMPILES").is_ok_and(|v| v.trim() == "1"))
+}
+
+/// Milliseconds since the first compile began, the time axis of the compile log.
+fn log_clock(now: std::time::Instant) -> f64 {
+    static FIRST: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    now.duration_since(*FIRST.get_or_init(|| now)).as_secs_f64() * 1e3
+}
+
+fn thread_name() -> String {
+    std::thread::current().name().unwrap_or("unnamed").to_string()
 }
 
 /// How a kernel uses one buffer binding.
@@ -171,21 +182,32 @@ impl Pipelines {
             let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
             cache.kernels.entry((shader.name, entry)).or_default().clone()
         };
+        let asked = std::time::Instant::now();
         let mut kernel = slot.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(kernel) = kernel.as_ref() {
+            let waited = asked.elapsed().as_secs_f64() * 1e3;
+            if log_compiles() && waited > 0.1 {
+                eprintln!(
+                    "rumus: thread {} waited {waited:.1} ms for {}.wgsl {entry}, until {:.1} ms",
+                    thread_name(),
+                    shader.name,
+                    log_clock(std::time::Instant::now())
+                );
+            }
             return Ok(kernel.clone());
         }
         let started = std::time::Instant::now();
+        if log_compiles() {
+            log_clock(started);
+        }
         let compiled = Arc::new(self.compile(device, shader, entry, signature)?);
         if log_compiles() {
-            static FIRST: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-            let first = *FIRST.get_or_init(|| started);
             eprintln!(
                 "rumus: compiled {}.wgsl {entry} in {:.1} ms on thread {}, done {:.1} ms after the first began",
                 shader.name,
                 started.elapsed().as_secs_f64() * 1e3,
-                std::thread::current().name().unwrap_or("unnamed"),
-                first.elapsed().as_secs_f64() * 1e3
+                thread_name(),
+                log_clock(std::time::Instant::now())
             );
         }
         *kernel = Some(compiled.clone());

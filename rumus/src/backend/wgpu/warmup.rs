@@ -2,7 +2,7 @@
 //! wgpu device exists.
 //!
 //! Measured on the H200, the first LeNet step took 0.34 s, nearly all of it compiling about 25
-//! pipelines one after another, which made a cold first epoch 1.45x a steady one. Here eleven
+//! pipelines one after another, which made a cold first epoch 1.45x a steady one. Here ten
 //! threads run tiny forward/backward/optimizer steps that touch those kernels, so the driver
 //! compiles them in parallel while the program is still loading its data; a kernel a later op
 //! needs is then already in the cache (or being compiled, and the op waits for it).
@@ -61,20 +61,25 @@ impl Drop for Running {
     }
 }
 
-/// One thread per group of kernels: the driver compiles each thread's kernels in turn, so many
-/// small groups finish sooner than a few large ones.
-const WORKS: [fn(&Device) -> Result<()>; 11] = [
-    conv_forward,
-    conv_weight_grad,
-    conv_input_grad,
-    pooling,
-    classifier_head,
-    optimizer,
-    matmul_medium,
-    matmul_medium_strided,
-    matmul_large,
-    row_kernels,
-    batch_cutting,
+/// A work: a few tiny ops that make the backend compile a group of kernels.
+type Work = fn(&Device) -> Result<()>;
+
+/// One thread per list of works: the driver compiles each thread's kernels in turn, so many
+/// small groups finish sooner than a few large ones. The convolution's kernels (about 0.2 s each
+/// on the H200), which a first training step waits for, start at once on threads of their own;
+/// the 128-tile matmuls, as long to compile, follow them there rather than compete with them
+/// (parallel compiles slow each other: 12 at once made the strided one take 0.36 s, not 0.22).
+const WORKS: [&[Work]; 10] = [
+    &[conv_forward, matmul_large_vec4],
+    &[conv_input_grad, matmul_large_strided],
+    &[conv_weight_grad],
+    &[batch_cutting],
+    &[pooling],
+    &[classifier_head],
+    &[optimizer],
+    &[matmul_medium],
+    &[matmul_medium_strided],
+    &[row_kernels],
 ];
 
 /// Starts the warm-up threads (detached; they finish within a fraction of a second).
@@ -90,20 +95,23 @@ pub(crate) fn start(device: &Device) {
             libc::atexit(wait_for_warmup);
         }
     });
-    for work in WORKS {
+    for works in WORKS {
         let device = device.clone();
         let running = Running::new();
         // Without threads the kernels simply compile on first use (a failed spawn drops
         // `running` with the closure).
         let _ = std::thread::Builder::new().name("rumus-warmup".into()).spawn(move || {
             let _running = running;
-            let _ = work(&device);
+            for work in works {
+                let _ = work(&device);
+            }
         });
     }
 }
 
 /// The fused convolution's three kernels (`conv2d.wgsl`), the largest a training run compiles,
-/// each on a thread of its own: [2, 3, 8, 8] under 4 filters of 5×5 with padding 2.
+/// each on a thread of its own: [2, 3, 8, 8] under 4 filters of 5×5 with padding 2. Their inputs
+/// are uploaded, not filled, so that no other kernel's compile comes first.
 fn conv_args() -> Conv2dArgs {
     let geom = ConvGeom {
         batch: 2,
@@ -126,7 +134,7 @@ fn conv_args() -> Conv2dArgs {
 
 fn conv_forward(device: &Device) -> Result<()> {
     let b = device.backend();
-    let (x, w, bias) = (b.full(2 * 3 * 64, 1.0)?, b.full(4 * 3 * 25, 0.5)?, b.full(4, 0.25)?);
+    let (x, w, bias) = (b.from_f32(&[1.0; 2 * 3 * 64])?, b.from_f32(&[0.5; 4 * 3 * 25])?, b.from_f32(&[0.25; 4])?);
     b.conv2d(&x, &w, Some(&bias), &conv_args())?;
     Ok(())
 }
@@ -142,16 +150,19 @@ fn conv_input_grad(device: &Device) -> Result<()> {
 
 fn conv_backward(device: &Device, wanted: Conv2dWanted) -> Result<()> {
     let b = device.backend();
-    let (x, w, grad) = (b.full(2 * 3 * 64, 1.0)?, b.full(4 * 3 * 25, 0.5)?, b.full(2 * 4 * 64, 0.25)?);
+    let (x, w, grad) =
+        (b.from_f32(&[1.0; 2 * 3 * 64])?, b.from_f32(&[0.5; 4 * 3 * 25])?, b.from_f32(&[0.25; 2 * 4 * 64])?);
     b.conv2d_backward(&x, &w, &grad, &conv_args(), wanted)?;
     Ok(())
 }
 
-/// Cutting a batch out of a dataset resident on the device (row gather) and summing losses.
+/// Cutting a batch out of a dataset resident on the device (row gather), first, as a training
+/// loop's first step does, then summing losses and drawing random numbers.
 fn batch_cutting(device: &Device) -> Result<()> {
-    let data = RawTensor::randn(&[8, 1, 4, 4], 0.0, 1.0, 12, device)?;
+    let data = RawTensor::zeros(&[8, 1, 4, 4], device)?;
     let idx = RawTensor::from_indices(&[3, 1, 4], &[3], device)?;
     data.index_select(0, &idx)?.sum_all()?.add(&RawTensor::zeros(&[], device)?)?;
+    RawTensor::randn(&[8], 0.0, 1.0, 12, device)?;
     Ok(())
 }
 
@@ -192,9 +203,13 @@ fn matmul_medium_strided(device: &Device) -> Result<()> {
     matmul(device, 1, 64, 30, 64)
 }
 
-/// The 128-tile matmuls, for products of at least 256 such tiles: both kinds.
-fn matmul_large(device: &Device) -> Result<()> {
-    matmul(device, 256, 128, 4, 128)?;
+/// The 128-tile matmuls, for products of at least 256 such tiles: with vec4 loads...
+fn matmul_large_vec4(device: &Device) -> Result<()> {
+    matmul(device, 256, 128, 4, 128)
+}
+
+/// ...and strided.
+fn matmul_large_strided(device: &Device) -> Result<()> {
     matmul(device, 256, 128, 3, 128)
 }
 
@@ -225,7 +240,7 @@ mod tests {
     #[test]
     fn every_work_runs_on_wgpu() {
         let Some(device) = crate::testing::wgpu_or_skip() else { return };
-        for (k, work) in super::WORKS.iter().enumerate() {
+        for (k, work) in super::WORKS.iter().flat_map(|works| works.iter()).enumerate() {
             work(&device).unwrap_or_else(|e| panic!("warm-up work {k}: {e}"));
         }
         device.synchronize().unwrap();
