@@ -6,10 +6,14 @@
 //! ```text
 //! cargo run --release --example kernel_stats                  # every kernel the backend compiles
 //! cargo run --release --example kernel_stats -- a.wgsl b.wgsl # these files (e.g. lab variants)
+//! cargo run --release --example kernel_stats -- --checked       # with wgpu's runtime checks
 //! ```
 //!
 //! Kernels are translated by naga as wgpu does for the matmul shaders' trusted modules (no
-//! bounds checks), then compiled by the driver with statistics capture, outside wgpu.
+//! bounds checks, no loop-bound counters), or with `--checked` as it does for the others
+//! (indices clamped, loops bounded; buffers left to the driver's robust access), then compiled by
+//! the driver with statistics capture, outside wgpu. Each line also gives the driver's compile
+//! time, which is what a cold start waits for.
 
 use std::ffi::{CStr, CString};
 
@@ -17,21 +21,24 @@ use ash::vk;
 
 type Error = Box<dyn std::error::Error>;
 
-/// The SPIR-V of one entry point without bounds checks, and its buffer bindings in group 0.
-fn translate(source: &str, entry: &str) -> Result<(Vec<u32>, Vec<vk::DescriptorType>), Error> {
+/// The SPIR-V of one entry point, with or without wgpu's runtime checks, and its buffer
+/// bindings in group 0.
+fn translate(source: &str, entry: &str, checked: bool) -> Result<(Vec<u32>, Vec<vk::DescriptorType>), Error> {
     let module = naga::front::wgsl::parse_str(source).map_err(|e| e.emit_to_string(source))?;
     let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all())
         .validate(&module)
         .map_err(|e| e.emit_to_string(source))?;
     let unchecked = naga::proc::BoundsCheckPolicy::Unchecked;
+    let index = if checked { naga::proc::BoundsCheckPolicy::Restrict } else { unchecked };
     let options = naga::back::spv::Options {
         lang_version: (1, 3),
         bounds_check_policies: naga::proc::BoundsCheckPolicies {
-            index: unchecked,
+            index,
             buffer: unchecked,
             image_load: unchecked,
             binding_array: unchecked,
         },
+        force_loop_bounding: checked,
         flags: naga::back::spv::WriterFlags::empty(),
         ..Default::default()
     };
@@ -101,9 +108,9 @@ impl Driver {
         Ok(Driver { device, executables })
     }
 
-    /// The driver's statistics of `entry` in `source`, as "name=value" pairs.
-    fn statistics(&self, source: &str, entry: &str) -> Result<Vec<String>, Error> {
-        let (spirv, bindings) = translate(source, entry)?;
+    /// The driver's statistics of `entry` in `source`, as "name=value" pairs, the compile time first.
+    fn statistics(&self, source: &str, entry: &str, checked: bool) -> Result<Vec<String>, Error> {
+        let (spirv, bindings) = translate(source, entry, checked)?;
         let d = &self.device;
         let layout_bindings: Vec<_> = bindings
             .iter()
@@ -134,12 +141,13 @@ impl Driver {
                 .stage(stage)
                 .layout(layout)
                 .flags(vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR)];
+            let started = std::time::Instant::now();
             let pipeline = d.create_compute_pipelines(vk::PipelineCache::null(), &create, None).map_err(|(_, e)| e)?[0];
+            let compile_ms = started.elapsed().as_secs_f64() * 1e3;
             let executable = vk::PipelineExecutableInfoKHR::default().pipeline(pipeline).executable_index(0);
             let stats = self.executables.get_pipeline_executable_statistics(&executable)?;
-            let pairs = stats
-                .iter()
-                .map(|s| {
+            let pairs = std::iter::once(format!("compile ms={compile_ms:.1}"))
+                .chain(stats.iter().map(|s| {
                     let value = match s.format {
                         vk::PipelineExecutableStatisticFormatKHR::BOOL32 => s.value.b32.to_string(),
                         vk::PipelineExecutableStatisticFormatKHR::INT64 => s.value.i64.to_string(),
@@ -147,7 +155,7 @@ impl Driver {
                         _ => s.value.f64.to_string(),
                     };
                     format!("{}={value}", s.name_as_c_str().map(CStr::to_string_lossy).unwrap_or_default())
-                })
+                }))
                 .collect();
             d.destroy_pipeline(pipeline, None);
             d.destroy_pipeline_layout(layout, None);
@@ -159,20 +167,22 @@ impl Driver {
 }
 
 fn main() -> Result<(), Error> {
-    let files: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let checked = args.iter().any(|a| a == "--checked");
+    let files: Vec<&String> = args.iter().filter(|a| *a != "--checked").collect();
     let kernels: Vec<(String, String)> = if files.is_empty() {
         rumus::backend::wgpu::compiled_sources(true)
             .into_iter()
             .map(|(name, source)| (name.to_string(), source))
             .collect()
     } else {
-        files.iter().map(|f| Ok((f.clone(), std::fs::read_to_string(f)?))).collect::<Result<_, Error>>()?
+        files.iter().map(|f| Ok(((*f).clone(), std::fs::read_to_string(f)?))).collect::<Result<_, Error>>()?
     };
     let driver = Driver::open()?;
     for (name, source) in kernels {
         let module = naga::front::wgsl::parse_str(&source).map_err(|e| e.emit_to_string(&source))?;
         for entry in &module.entry_points {
-            match driver.statistics(&source, &entry.name) {
+            match driver.statistics(&source, &entry.name, checked) {
                 Ok(stats) => println!("{name} {}: {}", entry.name, stats.join("; ")),
                 Err(e) => println!("{name} {}: {e}", entry.name),
             }
