@@ -213,9 +213,7 @@ fn bench_lenet_epoch(device: &Device, batch: usize) -> Result<[Record; 2]> {
         Ok(start.elapsed().as_secs_f64())
     };
     let first = epoch(true)?;
-    let mut steady = (0..STEADY_EPOCHS).map(|_| epoch(false)).collect::<Result<Vec<f64>>>()?;
-    steady.sort_by(|a, b| a.total_cmp(b));
-    let steady = steady[STEADY_EPOCHS / 2];
+    let steady = time(0, STEADY_EPOCHS, || epoch(false).map(drop))?;
     let record =
         |name: String, secs: f64| Record { name, median_s: secs, rate: SAMPLES as f64 / secs, unit: "samples/s" };
     Ok([

@@ -169,14 +169,14 @@ impl Driver {
 fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let checked = args.iter().any(|a| a == "--checked");
-    let files: Vec<&String> = args.iter().filter(|a| *a != "--checked").collect();
+    let files: Vec<String> = args.iter().filter(|a| *a != "--checked").cloned().collect();
     let kernels: Vec<(String, String)> = if files.is_empty() {
         rumus::backend::wgpu::compiled_sources(true)
             .into_iter()
             .map(|(name, source)| (name.to_string(), source))
             .collect()
     } else {
-        files.iter().map(|f| Ok(((*f).clone(), std::fs::read_to_string(f)?))).collect::<Result<_, Error>>()?
+        files.iter().map(|f| Ok((f.clone(), std::fs::read_to_string(f)?))).collect::<Result<_, Error>>()?
     };
     let driver = Driver::open()?;
     for (name, source) in kernels {

@@ -305,9 +305,7 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
                     workgroupBarrier();
                 }}'''
     if swizzle:
-        # Tiles numbered in groups of G tile rows, down each column of a group first, so the
-        # workgroups running at once share rows of lhs and columns of rhs in L2 (a bijection of
-        # the tiles, whatever the grid).
+        # Why, in the WGSL comment; the numbering is a bijection of the tiles, whatever the grid.
         tile_origin = f'''{ind}// Tiles numbered in groups of {swizzle} tile rows, down each column of a group first,
 {ind}// so the workgroups running at once share lhs rows and rhs columns in L2.
 {ind}let lin = tm * tiles_n + tn;

@@ -198,7 +198,7 @@ impl Pipelines {
         }
         let started = std::time::Instant::now();
         if log_compiles() {
-            log_clock(started);
+            log_clock(started); // the log's clock starts with the first compile
         }
         let compiled = Arc::new(self.compile(device, shader, entry, signature)?);
         if log_compiles() {
