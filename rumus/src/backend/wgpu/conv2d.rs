@@ -1,6 +1,8 @@
 //! Fused convolution: dispatch of the implicit GEMMs in `conv2d.wgsl` (forward, weight gradient,
 //! input gradient). Every geometry `Conv2dArgs` describes runs here; the bias gradient and the
-//! sum of the weight gradient's split partials use the backend's reduction.
+//! sum of the weight gradient's split partials use the backend's reduction. Until the start-up
+//! warm-up has compiled these kernels, small convolutions run the stand-ins of
+//! `conv2d_direct.rs`.
 
 use super::encoder::Binding;
 use super::pipelines::{self, Access};
@@ -22,25 +24,25 @@ const MIN_SPLIT_LEN: usize = 512;
 /// any sum of two of them, stays below 2^31.
 const INDEX_LIMIT: u64 = 1 << 30;
 /// Bindings of every entry point: x, weight, grad, bias, out (unused ones get a dummy buffer).
-const SIGNATURE: [Access; 5] = [Access::Read, Access::Read, Access::Read, Access::Read, Access::Write];
+pub(super) const SIGNATURE: [Access; 5] = [Access::Read, Access::Read, Access::Read, Access::Read, Access::Write];
 
 /// Element counts of one convolution's tensors and the extents of its three GEMMs.
-struct Dims {
-    input: usize,
-    weight: usize,
-    output: usize,
+pub(super) struct Dims {
+    pub input: usize,
+    pub weight: usize,
+    pub output: usize,
     /// Input and output channels per group.
-    group_in: usize,
-    group_out: usize,
+    pub group_in: usize,
+    pub group_out: usize,
     /// Weight columns per output channel: c/g·kh·kw.
-    weight_cols: usize,
+    pub weight_cols: usize,
     /// The spatial extents the GEMMs run over: n·oh·ow and n·h·w.
-    out_pixels: usize,
-    in_pixels: usize,
+    pub out_pixels: usize,
+    pub in_pixels: usize,
 }
 
 impl Dims {
-    fn of(a: &Conv2dArgs) -> Dims {
+    pub(super) fn of(a: &Conv2dArgs) -> Dims {
         let g = &a.geom;
         let group_in = g.channels / a.groups;
         let weight_cols = group_in * g.kernel_h * g.kernel_w;
@@ -80,15 +82,15 @@ fn check_index_range(a: &Conv2dArgs) -> Result<()> {
     }
 }
 
-/// The window parameters (`lib/window.wgsl`) with the convolution's own.
-fn params(a: &Conv2dArgs, has_bias: bool, split_len: usize) -> Vec<u32> {
-    let mut params = WgpuBackend::geom_params(&a.geom, 0, false);
+/// The window parameters (`lib/window.wgsl`; `n` invocations) with the convolution's own.
+pub(super) fn params(a: &Conv2dArgs, n: usize, has_bias: bool, split_len: usize) -> Vec<u32> {
+    let mut params = WgpuBackend::geom_params(&a.geom, n, false);
     params.extend([a.out_channels, a.groups, has_bias as usize, split_len].map(|v| v as u32));
     params
 }
 
 impl WgpuBackend {
-    fn unused_binding(&self) -> Binding<'_> {
+    pub(super) fn unused_binding(&self) -> Binding<'_> {
         Binding { buffer: &self.dummy, bytes: 4 }
     }
 
@@ -108,11 +110,14 @@ impl WgpuBackend {
             check_len(OP, b, a.out_channels)?;
         }
         check_index_range(a)?;
+        if self.conv2d_stand_in("conv2d_forward", &d) {
+            return self.conv2d_direct_forward(x, w, bias, a, &d);
+        }
         let out = self.alloc(d.output, DType::F32, OP)?;
         // M tiles (output channels) × N tiles (n·oh·ow) × groups, walked with a grid stride.
         let tiles = d.group_out.div_ceil(TILE) * d.out_pixels.div_ceil(TILE) * a.groups;
         let buffers = [bind(x), bind(w), self.unused_binding(), bias.map_or(self.unused_binding(), bind), bind(&out)];
-        let params = params(a, bias.is_some(), 0);
+        let params = params(a, 0, bias.is_some(), 0);
         self.run(&pipelines::CONV2D, "conv2d_forward", &SIGNATURE, &params, &buffers, self.groups_rows(tiles))?;
         Ok(self.output(out))
     }
@@ -139,11 +144,14 @@ impl WgpuBackend {
     }
 
     fn conv2d_input_grad(&self, w: &WgpuStorage, grad: &WgpuStorage, a: &Conv2dArgs, d: &Dims) -> Result<Storage> {
+        if self.conv2d_stand_in("conv2d_input_grad", d) {
+            return self.conv2d_direct_input_grad(w, grad, a, d);
+        }
         let out = self.alloc(d.input, DType::F32, OP)?;
         // M tiles (input channels) × N tiles (n·h·w) × groups.
         let tiles = d.group_in.div_ceil(TILE) * d.in_pixels.div_ceil(TILE) * a.groups;
         let buffers = [self.unused_binding(), bind(w), bind(grad), self.unused_binding(), bind(&out)];
-        let params = params(a, false, 0);
+        let params = params(a, 0, false, 0);
         self.run(&pipelines::CONV2D, "conv2d_input_grad", &SIGNATURE, &params, &buffers, self.groups_rows(tiles))?;
         Ok(self.output(out))
     }
@@ -152,6 +160,9 @@ impl WgpuBackend {
         let reduction = d.out_pixels;
         if reduction == 0 {
             return Ok(self.output(self.zeroed(d.weight, DType::F32, OP)?));
+        }
+        if self.conv2d_stand_in("conv2d_weight_grad", d) {
+            return self.conv2d_direct_weight_grad(x, grad, a, d);
         }
         // M tiles (output channels) × N tiles (c/g·kh·kw) × groups, then splits of n·oh·ow whose
         // partial sums [split, o, c/g·kh·kw] are added up by a reduction.
@@ -163,7 +174,7 @@ impl WgpuBackend {
         let splits = reduction.div_ceil(split_len);
         let partials = self.alloc(splits * d.weight, DType::F32, OP)?;
         let buffers = [bind(x), self.unused_binding(), bind(grad), self.unused_binding(), bind(&partials)];
-        let params = params(a, false, split_len);
+        let params = params(a, 0, false, split_len);
         let groups = self.groups_rows(tiles * splits);
         self.run(&pipelines::CONV2D, "conv2d_weight_grad", &SIGNATURE, &params, &buffers, groups)?;
         let partials = self.output(partials);

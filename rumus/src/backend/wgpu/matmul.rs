@@ -3,8 +3,8 @@
 
 use std::sync::atomic::Ordering;
 
-use super::pipelines::{self, Access};
-use super::{bind, gpu, matrix_extent, WgpuBackend};
+use super::pipelines::{self, Access, KernelState};
+use super::{bind, gpu, matrix_extent, WgpuBackend, STAND_IN_MAX_MACS};
 use crate::backend::{DType, MatmulArgs, MatrixLayout, Storage};
 use crate::{Error, MatmulPrecision, Result};
 
@@ -104,11 +104,14 @@ impl WgpuBackend {
         ]
         .map(|v| v as u32);
         let buffers = [bind(l), bind(r), bind(&out)];
-        // A short side would leave most of a tile idle: one invocation per output instead.
-        if args.m < 16 || args.n < 16 {
+        let small = || -> Result<Storage> {
             let groups = self.groups_for(n_out, "matmul")?;
             self.run(&pipelines::MATMUL, "matmul_small", &SIGNATURE, &params, &buffers, groups)?;
-            return Ok(self.output(out));
+            Ok(self.output(out.clone()))
+        };
+        // A short side would leave most of a tile idle: one invocation per output instead.
+        if args.m < 16 || args.n < 16 {
+            return small();
         }
         let vec4 = args.n.is_multiple_of(4)
             && vec4_readable(a, args.m, args.k, args.batch)
@@ -129,6 +132,17 @@ impl WgpuBackend {
         let shared = self.ctx.limits.max_compute_workgroup_storage_size;
         let vec4 = vec4 && (tile == 64 || shared >= VEC4_LARGE_SHARED_BYTES);
         let shader = if vec4 { &pipelines::MATMUL_VEC4 } else { &pipelines::MATMUL };
+        // Until that kernel is compiled (see `Pipelines::stand_in`): the same shader's 64-tile
+        // kernel if it is ready, else (for a small product) one invocation per output, else wait.
+        let (entry, tile) = if !self.pipelines.stand_in(shader, entry) {
+            (entry, tile)
+        } else if tile == 128 && self.pipelines.state(shader, "matmul") == KernelState::Compiled {
+            ("matmul", 64)
+        } else if n_out.saturating_mul(args.k) <= STAND_IN_MAX_MACS {
+            return small();
+        } else {
+            (entry, tile)
+        };
         self.run(shader, entry, &SIGNATURE, &params, &buffers, grid(tile))?;
         Ok(self.output(out))
     }
@@ -136,7 +150,71 @@ impl WgpuBackend {
 
 #[cfg(test)]
 mod tests {
+    use super::super::pipelines::{KernelState, MATMUL, MATMUL_VEC4, REDUCE};
+    use super::super::WgpuBackend;
     use super::{COOP_SHARED_BYTES, VEC4_LARGE_SHARED_BYTES};
+    use crate::backend::{Backend, MatmulArgs, MatrixLayout, ReduceDims, ReduceOp, Storage};
+    use crate::Layout;
+
+    fn read(b: &WgpuBackend, s: &Storage) -> Vec<f32> {
+        b.to_f32(s, &Layout::contiguous(&[s.len()])).unwrap()
+    }
+
+    fn assert_close(what: &str, got: &[f32], want: &[f32]) {
+        assert_eq!(got.len(), want.len(), "{what}: lengths");
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "{what}[{i}]: stand-in {g}, usual kernel {w}");
+        }
+    }
+
+    /// While the tiled kernels count as compiling on another thread, products run on the
+    /// 64-tile kernel (for a 128-tile product, once that is compiled) or one invocation per
+    /// output, and long-row sums on the column kernel, with the usual kernels' results. A
+    /// backend of its own, so that no other test sees those kernels held.
+    #[test]
+    fn stand_ins_match_the_kernels_they_replace() {
+        if crate::testing::wgpu_or_skip().is_none() {
+            return;
+        }
+        let b = WgpuBackend::independent().unwrap();
+        let random = |len: usize, seed: u32| {
+            b.from_f32(&(0..len as u32).map(|i| crate::rng::normal(seed, i)).collect::<Vec<f32>>()).unwrap()
+        };
+        // 64-tile products first, vec4 and strided (a side of 34), then 256 tiles of 128 both ways.
+        let products = [(1, 40, 36, 24), (1, 40, 34, 24), (16, 512, 8, 512), (16, 512, 6, 512)];
+        for (k, (batch, m, kk, n)) in products.into_iter().enumerate() {
+            let (lhs, rhs) = (random(batch * m * kk, 2 * k as u32), random(kk * n, 2 * k as u32 + 1));
+            let args = MatmulArgs {
+                batch,
+                m,
+                k: kk,
+                n,
+                lhs: MatrixLayout::row_major(m, kk),
+                rhs: MatrixLayout { batch_stride: 0, ..MatrixLayout::row_major(kk, n) },
+            };
+            let want = read(&b, &b.matmul(&lhs, &rhs, &args).unwrap());
+            for held in [&["matmul_large"][..], &["matmul_large", "matmul"]] {
+                let slots: Vec<_> = [&MATMUL, &MATMUL_VEC4]
+                    .iter()
+                    .flat_map(|shader| held.iter().map(|entry| b.pipelines.hold_as_compiling(shader, entry)))
+                    .collect();
+                let locks: Vec<_> = slots.iter().map(|slot| slot.lock().unwrap()).collect();
+                let got = read(&b, &b.matmul(&lhs, &rhs, &args).unwrap());
+                drop(locks);
+                assert_close(&format!("[{batch}, {m}, {kk}] @ [{kk}, {n}] with {held:?} compiling"), &got, &want);
+            }
+        }
+        assert_eq!(b.pipelines.state(&MATMUL, "matmul_small"), KernelState::Compiled, "matmul_small never ran");
+
+        let x = random(3 * 5000, 9);
+        let dims = ReduceDims { outer: 3, len: 5000, inner: 1 };
+        let want = read(&b, &b.reduce(ReduceOp::Sum, &x, dims).unwrap());
+        let slot = b.pipelines.hold_as_compiling(&REDUCE, "reduce_rows");
+        let lock = slot.lock().unwrap();
+        let got = read(&b, &b.reduce(ReduceOp::Sum, &x, dims).unwrap());
+        drop(lock);
+        assert_close("row sums while reduce_rows compiles", &got, &want);
+    }
 
     /// The value of `const NAME: u32 = <value>u;` in a shader.
     fn shader_const(source: &str, name: &str) -> u32 {

@@ -5,6 +5,7 @@
 
 mod context;
 mod conv2d;
+mod conv2d_direct;
 mod encoder;
 mod matmul;
 mod pipelines;
@@ -34,6 +35,12 @@ use Access::{Read as R, Write as W};
 const WG: usize = 256;
 /// Most axes a strided kernel walks (after merging axes that are contiguous in every operand).
 const MAX_RANK: usize = 8;
+/// Until the start-up warm-up has compiled a slow kernel (see `Pipelines::stand_in`), a call
+/// of up to this many multiply-adds runs a simpler kernel computing the same values that is
+/// compiled sooner (a stand-in: the direct convolution, the one-output-per-invocation matmul)
+/// instead of waiting. Those do 2^28 in well under a millisecond on the H200, against compiles
+/// of 100-400 ms; LeNet-5's largest product at batch 256 has 2^26.
+const STAND_IN_MAX_MACS: usize = 1 << 28;
 /// Rows up to this long get one invocation each (softmax, cross-entropy, reductions); longer
 /// rows get a workgroup each.
 const SHORT_ROW: usize = 32;
@@ -78,7 +85,7 @@ impl WgpuBackend {
                 let ctx = WgpuContext::get().map_err(|e| e.to_string())?;
                 let backend = Arc::new(WgpuBackend::new(ctx));
                 if backend.context().is_hardware() {
-                    warmup::start(&crate::Device::Wgpu(backend.clone()));
+                    warmup::start(&backend);
                 }
                 Ok(backend)
             })
@@ -684,7 +691,9 @@ impl Backend for WgpuBackend {
             ReduceOp::Max => (1, f32::NEG_INFINITY),
             ReduceOp::Min => (2, f32::INFINITY),
         };
-        if dims.inner > 1 || dims.len <= SHORT_ROW {
+        // The column kernel also reduces long rows, more slowly: a stand-in until the row kernel
+        // is compiled (see `Pipelines::stand_in`).
+        if dims.inner > 1 || dims.len <= SHORT_ROW || self.pipelines.stand_in(&pipelines::REDUCE, "reduce_rows") {
             // One invocation per output, coalesced across `inner`; with few outputs the reduced
             // axis is split into chunks (partials reduced by a second pass) so the GPU fills up.
             let chunks = SPREAD_THREADS.div_ceil(n).clamp(1, dims.len.div_ceil(MIN_COL_CHUNK).max(1));

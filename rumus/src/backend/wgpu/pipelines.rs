@@ -3,6 +3,7 @@
 //! its buffers at bindings 1.. in the order of its signature.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::{Error, Result};
@@ -74,6 +75,7 @@ pub(crate) const CROSS_ENTROPY: Shader = shader!("cross_entropy").row_reduce().i
 pub(crate) const IM2COL: Shader = shader!("im2col").including(&[WINDOW]);
 pub(crate) const COL2IM: Shader = shader!("col2im").including(&[WINDOW]);
 pub(crate) const CONV2D: Shader = shader!("conv2d").including(&[WINDOW]);
+pub(crate) const CONV2D_DIRECT: Shader = shader!("conv2d_direct").including(&[WINDOW]);
 pub(crate) const POOL: Shader = shader!("pool").including(&[WINDOW]);
 pub(crate) const INDEX: Shader = shader!("index");
 pub(crate) const OPTIMIZER: Shader = shader!("optimizer");
@@ -97,6 +99,7 @@ pub(crate) const ALL: &[Shader] = &[
     IM2COL,
     COL2IM,
     CONV2D,
+    CONV2D_DIRECT,
     POOL,
     INDEX,
     OPTIMIZER,
@@ -127,6 +130,16 @@ pub(crate) enum Access {
     Write,
 }
 
+/// Where one kernel stands (see [`Pipelines::state`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KernelState {
+    Compiled,
+    /// Another thread is compiling it: asking for it now means waiting.
+    Compiling,
+    /// Not asked for yet (or its compile failed): asking for it compiles it on the spot.
+    Absent,
+}
+
 pub(crate) struct Kernel {
     pub pipeline: ::wgpu::ComputePipeline,
     pub layout: Arc<::wgpu::BindGroupLayout>,
@@ -137,6 +150,8 @@ struct Cache {
     modules: HashMap<&'static str, ::wgpu::ShaderModule>,
     layouts: HashMap<Vec<Access>, (Arc<::wgpu::BindGroupLayout>, ::wgpu::PipelineLayout)>,
     kernels: HashMap<(&'static str, &'static str), Arc<KernelSlot>>,
+    /// Kernels for which a caller already ran a stand-in (logged once each).
+    stood_in: std::collections::HashSet<(&'static str, &'static str)>,
 }
 
 /// One kernel's place in the cache, filled by the first thread that compiles it; a thread that
@@ -146,11 +161,16 @@ type KernelSlot = Mutex<Option<Arc<Kernel>>>;
 pub(crate) struct Pipelines {
     cache: Mutex<Cache>,
     subgroups: bool,
+    warming: AtomicUsize,
+}
+
+thread_local! {
+    static WARMUP_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 impl Pipelines {
     pub fn new(subgroups: bool) -> Self {
-        Pipelines { cache: Mutex::new(Cache::default()), subgroups }
+        Pipelines { cache: Mutex::new(Cache::default()), subgroups, warming: AtomicUsize::new(0) }
     }
 
     pub fn subgroups(&self) -> bool {
@@ -166,6 +186,70 @@ impl Pipelines {
         parts.extend(shader.includes);
         parts.push(shader.source);
         parts.join("\n")
+    }
+
+    /// Whether `entry` of `shader` is compiled, being compiled by another thread (the warm-up's,
+    /// at start-up) or neither, without waiting.
+    pub fn state(&self, shader: &Shader, entry: &'static str) -> KernelState {
+        let slot = {
+            let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(slot) = cache.kernels.get(&(shader.name, entry)) else { return KernelState::Absent };
+            slot.clone()
+        };
+        let state = match slot.try_lock() {
+            Ok(kernel) if kernel.is_some() => KernelState::Compiled,
+            Ok(_) => KernelState::Absent,
+            Err(std::sync::TryLockError::WouldBlock) => KernelState::Compiling,
+            Err(std::sync::TryLockError::Poisoned(p)) if p.get_ref().is_some() => KernelState::Compiled,
+            Err(std::sync::TryLockError::Poisoned(_)) => KernelState::Absent,
+        };
+        state
+    }
+
+    /// Whether a caller should run a stand-in (a kernel computing the same values that compiles
+    /// sooner) instead of `entry` of `shader`: another thread is compiling it, or nobody yet
+    /// but the warm-up is running and will. Warm-up threads never do; they are there to
+    /// compile. With `RUMUS_WGPU_LOG_COMPILES=1` the first stand-in for each kernel is logged.
+    pub fn stand_in(&self, shader: &Shader, entry: &'static str) -> bool {
+        if WARMUP_THREAD.get() {
+            return false;
+        }
+        let stand_in = match self.state(shader, entry) {
+            KernelState::Compiled => false,
+            KernelState::Compiling => true,
+            KernelState::Absent => self.warming.load(Ordering::Acquire) > 0,
+        };
+        if stand_in && log_compiles() {
+            let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            if cache.stood_in.insert((shader.name, entry)) {
+                eprintln!(
+                    "rumus: thread {} runs a stand-in until {}.wgsl {entry} is compiled, from {:.1} ms",
+                    thread_name(),
+                    shader.name,
+                    log_clock(std::time::Instant::now())
+                );
+            }
+        }
+        stand_in
+    }
+
+    /// Warm-up threads still compiling this cache's kernels (counted up before they start and
+    /// down as each finishes; see `warmup.rs`).
+    pub fn warming(&self) -> &AtomicUsize {
+        &self.warming
+    }
+
+    /// Marks the calling thread as a warm-up thread, which never runs stand-ins.
+    pub fn mark_warmup_thread() {
+        WARMUP_THREAD.set(true);
+    }
+
+    /// The cache slot of `entry` of `shader`: while a test holds its lock, the kernel is
+    /// `Compiling` to everyone.
+    #[cfg(test)]
+    pub fn hold_as_compiling(&self, shader: &Shader, entry: &'static str) -> Arc<KernelSlot> {
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        cache.kernels.entry((shader.name, entry)).or_default().clone()
     }
 
     /// The pipeline for `entry` of `shader` with buffer bindings `signature`, compiled on first use.
