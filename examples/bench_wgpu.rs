@@ -90,6 +90,8 @@ fn main() -> Result<()> {
     let Device::Wgpu(b) = Device::wgpu()? else {
         return Err(rumus::Error::Gpu("Device::wgpu returned another device".into()));
     };
+    // Timed kernels, not the start-up warm-up's stand-ins.
+    Device::Wgpu(b.clone()).wait_for_kernels()?;
     let ctx = b.context();
     println!(
         "adapter: {}  subgroups: {}  timestamps: {}",

@@ -121,6 +121,17 @@ impl Device {
         }
     }
 
+    /// Waits until the start-up warm-up has compiled the kernels it compiles in the background
+    /// (at most 60 s; a no-op on the CPU and with `RUMUS_WGPU_WARMUP=0`). Until then some ops
+    /// run stand-ins, slower kernels that compile sooner, so a benchmark of steady-state speed
+    /// calls this before timing.
+    pub fn wait_for_kernels(&self) -> Result<()> {
+        match self {
+            Device::Cpu => Ok(()),
+            Device::Wgpu(_) => crate::backend::wgpu::wait_for_warmup(std::time::Duration::from_secs(60)),
+        }
+    }
+
     /// Waits until all work queued on this device has finished (a no-op on the CPU, whose
     /// kernels finish before they return). For timing; reads back nothing.
     pub fn synchronize(&self) -> Result<()> {

@@ -66,10 +66,15 @@ pub fn grad_check(
 
 /// The wgpu device for a test, or `None` when there is no adapter: then it prints a loud
 /// `SKIPPED` line (straight to stderr, past the test harness's capture) and the test should
-/// return. With `RUMUS_REQUIRE_WGPU=1` (CI) a missing adapter fails the test instead.
+/// return. With `RUMUS_REQUIRE_WGPU=1` (CI) a missing adapter fails the test instead. On a GPU
+/// it waits for the start-up warm-up, so tests check the kernels a warm process runs, not the
+/// warm-up's stand-ins (those have tests of their own).
 pub fn wgpu_or_skip() -> Option<crate::Device> {
     match crate::Device::wgpu() {
-        Ok(device) => Some(device),
+        Ok(device) => {
+            device.wait_for_kernels().expect("the start-up warm-up finishes");
+            Some(device)
+        }
         Err(e) => {
             if std::env::var("RUMUS_REQUIRE_WGPU").as_deref() == Ok("1") {
                 panic!("RUMUS_REQUIRE_WGPU=1 but there is no wgpu adapter: {e}");

@@ -263,7 +263,37 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
 
     i20, i24 = " " * 20, " " * 24
     slice_a, slice_b = f"{BK} * {RA}", f"{BK} * {RB}"
-    if double:
+    if double == "pair":
+        # Two shared buffers, each slice loaded when its turn comes, two slices per iteration
+        # (buffer offsets stay constants): a slice's stores cannot race the other buffer's
+        # readers, which all passed the barrier in between, so one barrier per slice suffices;
+        # one more at the end of each tile keeps the next tile's first stores off buffer 0.
+        body = f'''                for (var k0 = 0u; k0 < p.k; k0 += 2u * {BK}) {{
+{fetch("k0", i20)}
+{stash("0u", "0u", i20)}
+                    workgroupBarrier();
+{multiply("0u", "0u", i20)}
+                    let k1 = k0 + {BK};
+                    if k1 < p.k {{
+{fetch("k1", i24)}
+{stash(slice_a, slice_b, i24)}
+                        workgroupBarrier();
+{multiply(slice_a, slice_b, i24)}
+                    }}
+                }}
+                workgroupBarrier();'''
+    elif double == "toggle":
+        # The same with one slice per iteration, the buffer chosen by a variable.
+        body = f'''                var cur = 0u;
+                for (var k0 = 0u; k0 < p.k; k0 += {BK}) {{
+{fetch("k0", i20)}
+{stash(f"cur * {slice_a}", f"cur * {slice_b}", i20)}
+                    workgroupBarrier();
+{multiply(f"cur * {slice_a}", f"cur * {slice_b}", i20)}
+                    cur = 1u - cur;
+                }}
+                workgroupBarrier();'''
+    elif double:
         # Two shared buffers: the slice after next is stored into the idle one while this one is
         # multiplied, so one barrier per slice suffices.
         body = f'''{fetch("0u", ind)}
@@ -423,9 +453,10 @@ if len(sys.argv) == 3 and sys.argv[1] == "--lab":
     # row-major order, and numbered in groups of 4 or 16 tile rows instead of 8.
     shipped = dict(VEC4_LARGE)
     variants = {
-        "vec4_128_rowmajor": dict(shipped, swizzle=None),
-        "vec4_128_swizzle4": dict(shipped, swizzle=4),
-        "vec4_128_swizzle16": dict(shipped, swizzle=16),
+        "vec4_128_shipped": shipped,
+        "vec4_128_db_pair": dict(shipped, double="pair"),
+        "vec4_128_db_toggle": dict(shipped, double="toggle"),
+        "vec4_128_db_pair_k8": dict(shipped, double="pair", bk=8),
     }
     for name, large in variants.items():
         write(os.path.join(lab, name + ".wgsl"), vec4_file(large=large))

@@ -61,6 +61,15 @@ pub fn compiled_sources(subgroups: bool) -> Vec<(&'static str, String)> {
     pipelines::ALL.iter().map(|s| (s.name, Pipelines::source(s, subgroups))).collect()
 }
 
+/// Waits up to `most` for the start-up warm-up threads (see `Device::wait_for_kernels`); an
+/// error if they are still compiling then.
+pub(crate) fn wait_for_warmup(most: std::time::Duration) -> Result<()> {
+    if warmup::wait(most) {
+        return Ok(());
+    }
+    Err(Error::Gpu(format!("the start-up warm-up is still compiling kernels after {} s", most.as_secs())))
+}
+
 /// Kernels of one wgpu device. All handles share one backend (and so one device and pool).
 pub struct WgpuBackend {
     ctx: Arc<WgpuContext>,

@@ -47,15 +47,21 @@ const EXIT_WAIT: Duration = Duration::from_secs(10);
 
 /// Registered with `atexit` after the driver is loaded, so it runs before the driver's handler.
 extern "C" fn wait_for_warmup() {
-    let deadline = Instant::now() + EXIT_WAIT;
+    wait(EXIT_WAIT);
+}
+
+/// Waits until every warm-up thread has finished, or `most` has passed; whether they finished.
+pub(crate) fn wait(most: Duration) -> bool {
+    let deadline = Instant::now() + most;
     let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
     while *running > 0 {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return;
+            return false;
         }
         running = FINISHED.wait_timeout(running, left).unwrap_or_else(|p| p.into_inner()).0;
     }
+    true
 }
 
 /// Counts one warm-up thread as running, for the process and for its backend's kernels, until
