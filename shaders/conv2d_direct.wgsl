@@ -1,8 +1,9 @@
 // Direct 2-D convolution over NCHW input, one invocation per value it writes: plain loops that
-// the driver compiles in ~15 ms, where conv2d.wgsl's tiled kernels take ~150 ms (H200). A
-// training step runs these while the tiled ones are still compiling on the warm-up threads
-// (see conv2d_direct.rs). Same bindings and parameters as conv2d.wgsl (lib/window.wgsl, `n` the
-// invocation count); with k = (c, kh, kw) and s = (oh, ow):
+// the driver compiles in 10-50 ms, where conv2d.wgsl's tiled kernels take 140-220 ms (H200,
+// under the start-up warm-up's load). A training step runs these until the tiled ones are
+// compiled (see conv2d_direct.rs). Same bindings and parameters as conv2d.wgsl (lib/window.wgsl,
+// `n` the invocation count; invocations numbered by lib/linear.wgsl); with k = (c, kh, kw) and
+// s = (oh, ow):
 //
 //   conv2d_direct_forward      out[n, o, s] = bias[o] + Σ_k W[o, k] · x under the window of s
 //   conv2d_direct_input_grad   dX[n, c, h, w] = Σ_(o, kh, kw) W[o, c, kh, kw] · grad[n, o, oh, ow]
@@ -15,10 +16,6 @@
 @group(0) @binding(3) var<storage, read> grad: array<f32>;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
-
-fn invocation(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
-    return (wid.x + wid.y * nwg.x) * 256u + lid;
-}
 
 // Input row (or column) read at output row `o` through kernel row `k`; negative in the padding.
 fn input_at(o: u32, k: u32, stride: u32, dilation: u32, pad: u32) -> i32 {
@@ -37,7 +34,7 @@ fn output_at(i: u32, k: u32, stride: u32, dilation: u32, pad: u32, extent: u32) 
 @compute @workgroup_size(256)
 fn conv2d_direct_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                          @builtin(local_invocation_index) lid: u32) {
-    let i = invocation(wid, nwg, lid);
+    let i = linear(wid, nwg, lid);
     if i >= p.n {
         return;
     }
@@ -75,7 +72,7 @@ fn conv2d_direct_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
 @compute @workgroup_size(256)
 fn conv2d_direct_input_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                             @builtin(local_invocation_index) lid: u32) {
-    let i = invocation(wid, nwg, lid);
+    let i = linear(wid, nwg, lid);
     if i >= p.n {
         return;
     }
@@ -113,7 +110,7 @@ fn conv2d_direct_input_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_
 @compute @workgroup_size(256)
 fn conv2d_direct_weight_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                              @builtin(local_invocation_index) lid: u32) {
-    let i = invocation(wid, nwg, lid);
+    let i = linear(wid, nwg, lid);
     if i >= p.n {
         return;
     }

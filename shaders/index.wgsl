@@ -16,10 +16,6 @@ struct Params {
 @group(0) @binding(2) var<storage, read> idx: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<atomic<u32>>;
 
-fn linear(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
-    return (wid.x + wid.y * nwg.x) * 256u + lid;
-}
-
 fn add_at(i: u32, v: f32) {
     var old = atomicLoad(&out[i]);
     loop {

@@ -23,10 +23,6 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> s0: array<f32>;
 @group(0) @binding(4) var<storage, read_write> s1: array<f32>;
 
-fn linear(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
-    return (wid.x + wid.y * nwg.x) * 256u + lid;
-}
-
 // SGD without momentum (no state buffer).
 @compute @workgroup_size(256)
 fn sgd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

@@ -13,10 +13,6 @@ fn is_nan(v: f32) -> bool {
     return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
 }
 
-fn linear(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
-    return (wid.x + wid.y * nwg.x) * 256u + lid;
-}
-
 @compute @workgroup_size(256)
 fn max_pool2d(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_index) lid: u32) {

@@ -517,30 +517,13 @@ fn reduce_and_softmax_kernels_match_on_both_reduction_paths() {
 fn geom(
     batch: usize,
     channels: usize,
-    (h, w): (usize, usize),
+    size: (usize, usize),
     k: usize,
     stride: usize,
     pad: usize,
     dilation: usize,
 ) -> ConvGeom {
-    let oh = ConvGeom::out_extent(h, k, stride, pad, dilation).unwrap();
-    let ow = ConvGeom::out_extent(w, k, stride, pad, dilation).unwrap();
-    ConvGeom {
-        batch,
-        channels,
-        in_h: h,
-        in_w: w,
-        kernel_h: k,
-        kernel_w: k,
-        stride_h: stride,
-        stride_w: stride,
-        pad_h: pad,
-        pad_w: pad,
-        dilation_h: dilation,
-        dilation_w: dilation,
-        out_h: oh,
-        out_w: ow,
-    }
+    ConvGeom::square(batch, channels, size, k, stride, pad, dilation).unwrap()
 }
 
 #[test]

@@ -186,6 +186,35 @@ pub struct ConvGeom {
 }
 
 impl ConvGeom {
+    /// A square `kernel` swept over `[batch, channels, h, w]` with the same stride, padding and
+    /// dilation along both axes, or `None` when it does not fit.
+    pub fn square(
+        batch: usize,
+        channels: usize,
+        (h, w): (usize, usize),
+        kernel: usize,
+        stride: usize,
+        pad: usize,
+        dilation: usize,
+    ) -> Option<ConvGeom> {
+        Some(ConvGeom {
+            batch,
+            channels,
+            in_h: h,
+            in_w: w,
+            kernel_h: kernel,
+            kernel_w: kernel,
+            stride_h: stride,
+            stride_w: stride,
+            pad_h: pad,
+            pad_w: pad,
+            dilation_h: dilation,
+            dilation_w: dilation,
+            out_h: Self::out_extent(h, kernel, stride, pad, dilation)?,
+            out_w: Self::out_extent(w, kernel, stride, pad, dilation)?,
+        })
+    }
+
     /// Output extent of a window sweep, or `None` when the window does not fit.
     pub fn out_extent(input: usize, kernel: usize, stride: usize, pad: usize, dilation: usize) -> Option<usize> {
         let span = dilation * (kernel.checked_sub(1)?) + 1;

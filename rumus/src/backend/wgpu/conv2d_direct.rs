@@ -83,27 +83,6 @@ mod tests {
     use crate::backend::{Backend, Conv2dArgs, Conv2dWanted, ConvGeom, Storage};
     use crate::Layout;
 
-    fn geometry(batch: usize, channels: usize, size: (usize, usize), kernel: usize, step: [usize; 3]) -> ConvGeom {
-        let [stride, pad, dilation] = step;
-        let out = |extent: usize| ConvGeom::out_extent(extent, kernel, stride, pad, dilation).unwrap();
-        ConvGeom {
-            batch,
-            channels,
-            in_h: size.0,
-            in_w: size.1,
-            kernel_h: kernel,
-            kernel_w: kernel,
-            stride_h: stride,
-            stride_w: stride,
-            pad_h: pad,
-            pad_w: pad,
-            dilation_h: dilation,
-            dilation_w: dilation,
-            out_h: out(size.0),
-            out_w: out(size.1),
-        }
-    }
-
     fn random(b: &WgpuBackend, len: usize, seed: u32) -> Storage {
         b.from_f32(&(0..len as u32).map(|i| crate::rng::normal(seed, i)).collect::<Vec<f32>>()).unwrap()
     }
@@ -127,6 +106,9 @@ mod tests {
             return;
         }
         let b = WgpuBackend::independent().unwrap();
+        let geometry = |batch, channels, size, kernel, [stride, pad, dilation]: [usize; 3]| {
+            ConvGeom::square(batch, channels, size, kernel, stride, pad, dilation).unwrap()
+        };
         // (geometry, out channels, groups, bias): padding, stride 2, dilation 2, groups,
         // depthwise, LeNet's first layer.
         let cases = [

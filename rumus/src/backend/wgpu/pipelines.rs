@@ -55,6 +55,7 @@ pub(crate) const PRELUDE_SUBGROUP: &str = include_str!("../../../../shaders/prel
 pub(crate) const PRELUDE_SHARED: &str = include_str!("../../../../shaders/prelude_reduce_shared.wgsl");
 const ACTIVATION: &str = lib!("activation");
 const WINDOW: &str = lib!("window");
+const LINEAR: &str = lib!("linear");
 const ROW_MAX_SUM: &str = lib!("row_max_sum");
 
 pub(crate) const FILL: Shader = shader!("fill");
@@ -75,10 +76,10 @@ pub(crate) const CROSS_ENTROPY: Shader = shader!("cross_entropy").row_reduce().i
 pub(crate) const IM2COL: Shader = shader!("im2col").including(&[WINDOW]);
 pub(crate) const COL2IM: Shader = shader!("col2im").including(&[WINDOW]);
 pub(crate) const CONV2D: Shader = shader!("conv2d").including(&[WINDOW]);
-pub(crate) const CONV2D_DIRECT: Shader = shader!("conv2d_direct").including(&[WINDOW]);
-pub(crate) const POOL: Shader = shader!("pool").including(&[WINDOW]);
-pub(crate) const INDEX: Shader = shader!("index");
-pub(crate) const OPTIMIZER: Shader = shader!("optimizer");
+pub(crate) const CONV2D_DIRECT: Shader = shader!("conv2d_direct").including(&[WINDOW, LINEAR]);
+pub(crate) const POOL: Shader = shader!("pool").including(&[WINDOW, LINEAR]);
+pub(crate) const INDEX: Shader = shader!("index").including(&[LINEAR]);
+pub(crate) const OPTIMIZER: Shader = shader!("optimizer").including(&[LINEAR]);
 
 /// Every shader the backend compiles (for validation in tests).
 pub(crate) const ALL: &[Shader] = &[
