@@ -9,7 +9,7 @@
 use rumus::backend::cpu::CpuBackend;
 use rumus::backend::wgpu::WgpuBackend;
 use rumus::backend::*;
-use rumus::testing::wgpu_or_skip;
+use rumus::testing::{assert_close, wgpu_or_skip};
 use rumus::{Device, Layout, MatmulPrecision, RawTensor, Result};
 
 /// Deterministic pseudo-random data (CPU generator), so both devices get identical inputs.
@@ -20,14 +20,6 @@ fn data(len: usize, seed: u64) -> Vec<f32> {
 
 fn positive(len: usize, seed: u64) -> Vec<f32> {
     data(len, seed).iter().map(|x| x.abs() + 0.25).collect()
-}
-
-fn assert_close(what: &str, got: &[f32], want: &[f32], tol: f32) {
-    assert_eq!(got.len(), want.len(), "{what}: length {} vs {}", got.len(), want.len());
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let ok = (g - w).abs() <= tol * w.abs().max(1.0) || (g.is_nan() && w.is_nan()) || g == w;
-        assert!(ok, "{what}: element {i} of {}: wgpu {g}, cpu {w}", got.len());
-    }
 }
 
 /// An input tensor: data and shape.

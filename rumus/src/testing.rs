@@ -1,4 +1,5 @@
-//! Finite-difference gradient checking, for rumus's own tests and for users' custom ops.
+//! Finite-difference gradient checking and test helpers, for rumus's own tests and for users'
+//! custom ops.
 
 use crate::{Error, RawTensor, Result};
 
@@ -62,6 +63,16 @@ pub fn grad_check(
         }
     }
     Ok(())
+}
+
+/// Asserts that `got` matches `want` element by element within `tol`, scaled by
+/// `max(1, |want|)` (NaN matches NaN), naming `what` and the first element that does not.
+pub fn assert_close(what: &str, got: &[f32], want: &[f32], tol: f32) {
+    assert_eq!(got.len(), want.len(), "{what}: length {} vs {}", got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ok = (g - w).abs() <= tol * w.abs().max(1.0) || (g.is_nan() && w.is_nan()) || g == w;
+        assert!(ok, "{what}: element {i} of {}: got {g}, want {w}", got.len());
+    }
 }
 
 /// The wgpu device for a test, or `None` when there is no adapter: then it prints a loud

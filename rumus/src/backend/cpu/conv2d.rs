@@ -297,6 +297,7 @@ fn backward(
 mod tests {
     use super::*;
     use crate::backend::ConvGeom;
+    use crate::testing::assert_close;
 
     /// Stride-1 geometry of `[n, c, h, w]` under `kernel`, `pad`, `dilation`.
     fn args(
@@ -363,13 +364,6 @@ mod tests {
         }
     }
 
-    fn assert_close(got: &[f32], want: &[f32], what: &str) {
-        assert_eq!(got.len(), want.len(), "{what}: length");
-        for (k, (g, w)) in got.iter().zip(want).enumerate() {
-            assert!((g - w).abs() <= 1e-4 * w.abs().max(1.0), "{what}[{k}]: got {g}, want {w}");
-        }
-    }
-
     #[test]
     fn chunked_forward_and_backward_match_the_direct_definition() {
         let cases = [
@@ -403,8 +397,8 @@ mod tests {
             // the whole batch in one chunk.
             for budget in [1, 2 * per_sample, usize::MAX / 2] {
                 let what = format!("case {k} budget {budget}");
-                assert_close(&forward(&x, &w, None, a, budget), &y, &format!("{what} y"));
-                assert_close(&forward(&x, &w, Some(&bias), a, budget), &y_bias, &format!("{what} y + bias"));
+                assert_close(&format!("{what} y"), &forward(&x, &w, None, a, budget), &y, 1e-4);
+                assert_close(&format!("{what} y + bias"), &forward(&x, &w, Some(&bias), a, budget), &y_bias, 1e-4);
                 for (wx, ww, wb) in
                     [(true, true, true), (false, true, false), (true, false, false), (false, false, true)]
                 {
@@ -412,9 +406,9 @@ mod tests {
                     let got = backward(&x, &w, &gy, a, wanted, budget);
                     let what = format!("{what} {wanted:?}");
                     assert_eq!((got.x.is_some(), got.weight.is_some(), got.bias.is_some()), (wx, ww, wb), "{what}");
-                    got.x.inspect(|got| assert_close(got, &dx, &format!("{what} dx")));
-                    got.weight.inspect(|got| assert_close(got, &dw, &format!("{what} dw")));
-                    got.bias.inspect(|got| assert_close(got, &db, &format!("{what} db")));
+                    got.x.inspect(|got| assert_close(&format!("{what} dx"), got, &dx, 1e-4));
+                    got.weight.inspect(|got| assert_close(&format!("{what} dw"), got, &dw, 1e-4));
+                    got.bias.inspect(|got| assert_close(&format!("{what} db"), got, &db, 1e-4));
                 }
             }
         }

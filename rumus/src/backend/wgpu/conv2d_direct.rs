@@ -81,19 +81,15 @@ mod tests {
     use super::super::pipelines::{KernelState, CONV2D, CONV2D_DIRECT};
     use super::super::WgpuBackend;
     use crate::backend::{Backend, Conv2dArgs, Conv2dWanted, ConvGeom, Storage};
+    use crate::testing::assert_close;
     use crate::Layout;
 
     fn random(b: &WgpuBackend, len: usize, seed: u32) -> Storage {
         b.from_f32(&(0..len as u32).map(|i| crate::rng::normal(seed, i)).collect::<Vec<f32>>()).unwrap()
     }
 
-    fn assert_close(b: &WgpuBackend, what: &str, got: &Storage, want: &Storage) {
-        let read = |s: &Storage| b.to_f32(s, &Layout::contiguous(&[s.len()])).unwrap();
-        let (got, want) = (read(got), read(want));
-        assert_eq!(got.len(), want.len(), "{what}: lengths");
-        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "{what}[{i}]: direct {g}, fused {w}");
-        }
+    fn read(b: &WgpuBackend, s: &Storage) -> Vec<f32> {
+        b.to_f32(s, &Layout::contiguous(&[s.len()])).unwrap()
     }
 
     /// The direct kernels against the fused ones (themselves checked against the CPU and by
@@ -148,7 +144,7 @@ mod tests {
             for (what, direct, fused) in pairs {
                 assert_eq!(direct.is_some(), fused.is_some(), "case {k}: {what} returned by one path only");
                 if let (Some(direct), Some(fused)) = (direct, fused) {
-                    assert_close(&b, &format!("case {k} {what}"), &direct, &fused);
+                    assert_close(&format!("case {k} {what}"), &read(&b, &direct), &read(&b, &fused), 1e-4);
                 }
             }
         }

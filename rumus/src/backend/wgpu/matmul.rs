@@ -154,17 +154,11 @@ mod tests {
     use super::super::WgpuBackend;
     use super::{COOP_SHARED_BYTES, VEC4_LARGE_SHARED_BYTES};
     use crate::backend::{Backend, MatmulArgs, MatrixLayout, ReduceDims, ReduceOp, Storage};
+    use crate::testing::assert_close;
     use crate::Layout;
 
     fn read(b: &WgpuBackend, s: &Storage) -> Vec<f32> {
         b.to_f32(s, &Layout::contiguous(&[s.len()])).unwrap()
-    }
-
-    fn assert_close(what: &str, got: &[f32], want: &[f32]) {
-        assert_eq!(got.len(), want.len(), "{what}: lengths");
-        for (i, (g, w)) in got.iter().zip(want).enumerate() {
-            assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "{what}[{i}]: stand-in {g}, usual kernel {w}");
-        }
     }
 
     /// While the tiled kernels count as compiling on another thread, products run on the
@@ -201,7 +195,7 @@ mod tests {
                 let locks: Vec<_> = slots.iter().map(|slot| slot.lock().unwrap()).collect();
                 let got = read(&b, &b.matmul(&lhs, &rhs, &args).unwrap());
                 drop(locks);
-                assert_close(&format!("[{batch}, {m}, {kk}] @ [{kk}, {n}] with {held:?} compiling"), &got, &want);
+                assert_close(&format!("[{batch}, {m}, {kk}] @ [{kk}, {n}] with {held:?} compiling"), &got, &want, 1e-4);
             }
         }
         assert_eq!(b.pipelines.state(&MATMUL, "matmul_small"), KernelState::Compiled, "matmul_small never ran");
@@ -213,7 +207,7 @@ mod tests {
         let lock = slot.lock().unwrap();
         let got = read(&b, &b.reduce(ReduceOp::Sum, &x, dims).unwrap());
         drop(lock);
-        assert_close("row sums while reduce_rows compiles", &got, &want);
+        assert_close("row sums while reduce_rows compiles", &got, &want, 1e-4);
     }
 
     /// The value of `const NAME: u32 = <value>u;` in a shader.
