@@ -8,7 +8,7 @@ tile shapes is error-prone, so this script does it. Edit here, regenerate, then 
 `python3 shaders/gen/matmul.py --lab DIR` also writes the variants that
 `examples/matmul_lab.rs` validates and times against each other (the next slice prefetched into
 registers or not, single or double buffered shared memory, K slices of 8, 16 or 32, scalar or
-vec4 global loads, k steps looped or written out).
+vec4 global loads, k steps looped or written out, tiles loaded by invocations of their own).
 """
 
 import os
@@ -130,18 +130,22 @@ fn store4(base: u32, r: u32, c0: u32, v: vec4<f32>) {
 
 
 def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False, prefetch=True,
-           hm=None, hn=None, wx=16, wy=16, swizzle=None, transpose=False):
+           hm=None, hn=None, wx=16, wy=16, swizzle=None, transpose=False, producers=0):
     """One tiled entry point on a wx×wy workgroup: each invocation computes hm×hn blocks of 4×4
     (H×H unless given), so the tile is (4·wy·hm) rows by (4·wx·hn) columns; K slices of `bk`.
     `swizzle=G` numbers the tiles in groups of G tile rows; `transpose` (vec4, four loads per
     operand) loads an operand whose k side is contiguous as 4×4 blocks, transposed in registers
-    so it is stored to shared memory as vec4 too."""
+    so it is stored to shared memory as vec4 too. `producers=P` adds P invocations that only
+    load (the next slice into the idle one of two shared buffers) while the wx×wy others only
+    multiply."""
     hm = H if hm is None else hm
     hn = H if hn is None else hn
     TM, TN = prefix.upper() + "TILE_M", prefix.upper() + "TILE_N"
     RA, RB = prefix.upper() + "ROW_A", prefix.upper() + "ROW_B"
     BK = prefix.upper() + "BK"
-    threads = wx * wy
+    # Invocations that load the tiles: the producers if there are any, else all.
+    threads = producers or wx * wy
+    lane = "pid" if producers else "lid"
     tile_m, tile_n = 4 * wy * hm, 4 * wx * hn
     row_a, row_b = tile_m // 4 + pad, tile_n // 4 + pad   # vec4 per shared row (one k)
     width = 4 if vec4 else 1
@@ -150,7 +154,7 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
     assert loads_a >= 1 and tile_m * bk == loads_a * threads * width
     assert loads_b >= 1 and tile_n * bk == loads_b * threads * width
     assert not transpose or (vec4 and loads_a == 4 and loads_b == 4)
-    nbuf = 2 if double else 1
+    nbuf = 2 if double or producers else 1
     ind = " " * 16
     ty_ = "vec4<f32>" if vec4 else "f32"
     acc_decl = "\n".join(f"{ind}var acc{i} = vec4<f32>(0.0);" for i in range(4 * hm * hn))
@@ -166,11 +170,11 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
         out = []
         for t in range(max(loads_a, loads_b)):
             i = f"ia{t}"
-            out.append(f"{ind}let {i} = lid + {t * threads}u;\n")
+            out.append(f"{ind}let {i} = {lane} + {t * threads}u;\n")
             if t < loads_a and transpose:
                 # k contiguous: this invocation's 4×4 block, row 4·(lid / (BK/4)) + t.
-                out.append(f"{ind}let ar{t} = select(({i} % ({TM} / 4u)) * 4u, (lid / ({BK} / 4u)) * 4u + {t}u, lhs_k_fast);\n"
-                           f"{ind}let ak{t} = select({i} / ({TM} / 4u), (lid % ({BK} / 4u)) * 4u, lhs_k_fast);\n")
+                out.append(f"{ind}let ar{t} = select(({i} % ({TM} / 4u)) * 4u, ({lane} / ({BK} / 4u)) * 4u + {t}u, lhs_k_fast);\n"
+                           f"{ind}let ak{t} = select({i} / ({TM} / 4u), ({lane} % ({BK} / 4u)) * 4u, lhs_k_fast);\n")
             elif t < loads_a and vec4:
                 out.append(f"{ind}let ar{t} = select(({i} % ({TM} / 4u)) * 4u, {i} / ({BK} / 4u), lhs_k_fast);\n"
                            f"{ind}let ak{t} = select({i} / ({TM} / 4u), ({i} % ({BK} / 4u)) * 4u, lhs_k_fast);\n")
@@ -178,8 +182,8 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
                 out.append(f"{ind}let ar{t} = select({i} % {TM}, {i} / {BK}, lhs_k_fast);\n"
                            f"{ind}let ak{t} = select({i} / {TM}, {i} % {BK}, lhs_k_fast);\n")
             if t < loads_b and transpose:
-                out.append(f"{ind}let bc{t} = select((lid / ({BK} / 4u)) * 4u + {t}u, ({i} % ({TN} / 4u)) * 4u, rhs_n_fast);\n"
-                           f"{ind}let bk{t} = select((lid % ({BK} / 4u)) * 4u, {i} / ({TN} / 4u), rhs_n_fast);\n")
+                out.append(f"{ind}let bc{t} = select(({lane} / ({BK} / 4u)) * 4u + {t}u, ({i} % ({TN} / 4u)) * 4u, rhs_n_fast);\n"
+                           f"{ind}let bk{t} = select(({lane} % ({BK} / 4u)) * 4u, {i} / ({TN} / 4u), rhs_n_fast);\n")
             elif t < loads_b and vec4:
                 out.append(f"{ind}let bc{t} = select({i} / ({BK} / 4u), ({i} % ({TN} / 4u)) * 4u, rhs_n_fast);\n"
                            f"{ind}let bk{t} = select(({i} % ({BK} / 4u)) * 4u, {i} / ({TN} / 4u), rhs_n_fast);\n")
@@ -263,7 +267,29 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
 
     i20, i24 = " " * 20, " " * 24
     slice_a, slice_b = f"{BK} * {RA}", f"{BK} * {RB}"
-    if double == "pair":
+    if producers:
+        # Producers store slice k0 + BK into the idle buffer while the others multiply slice k0;
+        # one barrier per slice hands the buffers over.
+        body = f'''                if producer {{
+{fetch("0u", i20)}
+{stash("0u", "0u", i20)}
+                }}
+                workgroupBarrier();
+                var cur = 0u;
+                for (var k0 = 0u; k0 < p.k; k0 += {BK}) {{
+                    let next = k0 + {BK};
+                    if producer {{
+                        if next < p.k {{
+{fetch("next", " " * 28)}
+{stash(f"(1u - cur) * {slice_a}", f"(1u - cur) * {slice_b}", " " * 28)}
+                        }}
+                    }} else {{
+{multiply(f"cur * {slice_a}", f"cur * {slice_b}", i24)}
+                    }}
+                    workgroupBarrier();
+                    cur = 1u - cur;
+                }}'''
+    elif double == "pair":
         # Two shared buffers, each slice loaded when its turn comes, two slices per iteration
         # (buffer offsets stay constants): a slice's stores cannot race the other buffer's
         # readers, which all passed the barrier in between, so one barrier per slice suffices;
@@ -346,7 +372,15 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
 {ind}let col0 = (in_group / rows_here) * {TN};'''
     else:
         tile_origin = f"{ind}let row0 = tm * {TM};\n{ind}let col0 = tn * {TN};"
-    shape = f"{tile_m}×{tile_n} tile, {4*hm}×{4*hn} per invocation of {wx}×{wy}"
+    if producers:
+        roles = (f"{ind}// Invocations {wx * wy}.. only load, the others only multiply.\n"
+                 f"{ind}let producer = lid >= {wx * wy}u;\n"
+                 f"{ind}let pid = select(0u, lid - {wx * wy}u, producer);\n")
+        store_block = f"{ind}if !producer {{\n" + "\n".join("    " + l for l in stores) + f"\n{ind}}}"
+    else:
+        roles, store_block = "", "\n".join(stores)
+    wy_all = wy + producers // wx
+    shape = f"{tile_m}×{tile_n} tile, {4*hm}×{4*hn} per invocation of {wx}×{wy}" + (f", {producers} loading" if producers else "")
     return f'''
 // ----- {name}: {shape}, K slices of {bk}{", double buffered" if double else ""}{"" if prefetch else ", each loaded when its turn comes"} -----
 
@@ -359,7 +393,7 @@ const {BK}: u32 = {bk}u;
 var<workgroup> {prefix}a: array<vec4<f32>, {nbuf * bk * row_a}>;
 var<workgroup> {prefix}b: array<vec4<f32>, {nbuf * bk * row_b}>;
 
-@compute @workgroup_size({wx}, {wy})
+@compute @workgroup_size({wx}, {wy_all})
 fn {name}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_id) local: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
     let tx = local.x;
@@ -378,8 +412,8 @@ fn {name}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
 {tile_origin}
 {acc_decl}
 {reg_decl}
-{coords()}{body}
-{chr(10).join(stores)}
+{roles}{coords()}{body}
+{store_block}
             }}
         }}
     }}
@@ -457,6 +491,8 @@ if len(sys.argv) == 3 and sys.argv[1] == "--lab":
         "vec4_128_db_pair": dict(shipped, double="pair"),
         "vec4_128_db_toggle": dict(shipped, double="toggle"),
         "vec4_128_db_pair_k8": dict(shipped, double="pair", bk=8),
+        "vec4_128_producers128": dict(shipped, producers=128),
+        "vec4_128_producers64": dict(shipped, producers=64),
     }
     for name, large in variants.items():
         write(os.path.join(lab, name + ".wgsl"), vec4_file(large=large))
