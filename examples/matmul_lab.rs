@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! python3 shaders/gen/matmul.py --lab /tmp/lab     # writes the variants
-//! cargo run --release --example matmul_lab -- /tmp/lab [--quick] [--trusted]
+//! cargo run --release --example matmul_lab -- /tmp/lab [--quick] [--trusted] [--sizes 4096,4608]
 //! ```
 //!
 //! Each `*.wgsl` in the directory, plus the shipped `shaders/matmul.wgsl`,
@@ -312,11 +312,21 @@ fn main() -> Result<(), Error> {
     let quick = args.iter().any(|a| a == "--quick");
     // The shipped kernels are compiled trusted; `--trusted` skips timing the checked builds.
     let modes: &[bool] = if args.iter().any(|a| a == "--trusted") { &[true] } else { &[false, true] };
-    let dir = args.iter().find(|a| !a.starts_with("--")).ok_or("usage: matmul_lab DIR [--quick] [--trusted]")?;
+    let sizes_value = args.iter().position(|a| a == "--sizes").map(|i| i + 1);
+    let dir = args
+        .iter()
+        .enumerate()
+        .find(|&(i, a)| !a.starts_with("--") && Some(i) != sizes_value)
+        .map(|(_, a)| a)
+        .ok_or("usage: matmul_lab DIR [--quick] [--trusted] [--sizes N,N,...]")?;
     let gpu = open_gpu()?;
     println!("adapter: {}", gpu.name);
     // The check size is square but not a multiple of any tile, so partial tiles are exercised.
-    let (check_size, sizes, repeats) = if quick { (200, vec![256], 3) } else { (1000, vec![1024, 2048, 4096], 15) };
+    let (check_size, mut sizes, repeats) = if quick { (200, vec![256], 3) } else { (1000, vec![1024, 2048, 4096], 15) };
+    // Other square sizes to time, e.g. to see how full the last wave of tiles is.
+    if let Some(list) = args.iter().position(|a| a == "--sizes").and_then(|i| args.get(i + 1)) {
+        sizes = list.split(',').map(|v| v.trim().parse()).collect::<Result<_, _>>()?;
+    }
     let layouts = [Layout::NN, Layout::TN, Layout::NT];
     let mut problems = Vec::new();
     for layout in layouts {
