@@ -493,6 +493,10 @@ if len(sys.argv) == 3 and sys.argv[1] == "--lab":
         "vec4_128_db_pair_k8": dict(shipped, double="pair", bk=8),
         "vec4_128_producers128": dict(shipped, producers=128),
         "vec4_128_producers64": dict(shipped, producers=64),
+        "vec4_128x64_8x4": dict(shipped, hn=1),
+        "vec4_64x128_4x8": dict(shipped, hm=1),
+        "vec4_128x64_8x4_prefetch": dict(shipped, hn=1, prefetch=True),
+        "vec4_64x128_4x8_prefetch": dict(shipped, hm=1, prefetch=True),
     }
     for name, large in variants.items():
         write(os.path.join(lab, name + ".wgsl"), vec4_file(large=large))
