@@ -92,7 +92,7 @@ type Work = fn(&Device) -> Result<()>;
 /// them from the front in turn, so the driver compiles that many kernels at once:
 /// - first a training step's small kernels (5-20 ms each on the H200), one per work so that
 ///   none waits behind another, among them the direct convolution (`conv2d_direct.rs`), which
-///   the step runs as a stand-in while the fused convolution compiles;
+///   the step runs as a stand-in until the fused convolution is compiled;
 /// - then the kernels that replace the stand-ins: the fused convolution's three (~0.2 s
 ///   each), the 64-tile matmuls and the row reduction;
 /// - then whole small forward/backward passes that reach what the first works did not, and
