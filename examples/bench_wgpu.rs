@@ -87,11 +87,12 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
     let out_path = args.iter().find(|a| !a.starts_with("--")).cloned().unwrap_or_else(|| "bench_wgpu.json".into());
-    let Device::Wgpu(b) = Device::wgpu()? else {
+    let device = Device::wgpu()?;
+    // Timed kernels, not the start-up warm-up's stand-ins.
+    device.wait_for_kernels()?;
+    let Device::Wgpu(b) = device else {
         return Err(rumus::Error::Gpu("Device::wgpu returned another device".into()));
     };
-    // Timed kernels, not the start-up warm-up's stand-ins.
-    Device::Wgpu(b.clone()).wait_for_kernels()?;
     let ctx = b.context();
     println!(
         "adapter: {}  subgroups: {}  timestamps: {}",

@@ -324,7 +324,7 @@ fn main() -> Result<(), Error> {
     // The check size is square but not a multiple of any tile, so partial tiles are exercised.
     let (check_size, mut sizes, repeats) = if quick { (200, vec![256], 3) } else { (1000, vec![1024, 2048, 4096], 15) };
     // Other square sizes to time, e.g. to see how full the last wave of tiles is.
-    if let Some(list) = args.iter().position(|a| a == "--sizes").and_then(|i| args.get(i + 1)) {
+    if let Some(list) = sizes_value.and_then(|i| args.get(i)) {
         sizes = list.split(',').map(|v| v.trim().parse()).collect::<Result<_, _>>()?;
     }
     let layouts = [Layout::NN, Layout::TN, Layout::NT];

@@ -81,18 +81,10 @@ impl WgpuBackend {
 #[cfg(test)]
 mod tests {
     use super::super::pipelines::{KernelState, CONV2D, CONV2D_DIRECT};
+    use super::super::test_data::{normal, read};
     use super::super::WgpuBackend;
-    use crate::backend::{Backend, Conv2dArgs, Conv2dWanted, ConvGeom, Storage};
+    use crate::backend::{Backend, Conv2dArgs, Conv2dWanted, ConvGeom};
     use crate::testing::assert_close;
-    use crate::Layout;
-
-    fn random(b: &WgpuBackend, len: usize, seed: u32) -> Storage {
-        b.from_f32(&(0..len as u32).map(|i| crate::rng::normal(seed, i)).collect::<Vec<f32>>()).unwrap()
-    }
-
-    fn read(b: &WgpuBackend, s: &Storage) -> Vec<f32> {
-        b.to_f32(s, &Layout::contiguous(&[s.len()])).unwrap()
-    }
 
     /// The direct kernels against the fused ones (themselves checked against the CPU and by
     /// finite differences), reached the way a training step reaches them: through the backend's
@@ -119,10 +111,10 @@ mod tests {
         for (k, (geom, out_channels, groups, has_bias)) in cases.into_iter().enumerate() {
             let a = Conv2dArgs { geom, out_channels, groups };
             let seed = 10 * k as u32;
-            let x = random(&b, geom.batch * geom.channels * geom.in_h * geom.in_w, seed);
-            let w = random(&b, out_channels * geom.channels / groups * geom.kernel_h * geom.kernel_w, seed + 1);
-            let bias = has_bias.then(|| random(&b, out_channels, seed + 2));
-            let grad = random(&b, geom.batch * out_channels * geom.out_h * geom.out_w, seed + 3);
+            let x = normal(&b, geom.batch * geom.channels * geom.in_h * geom.in_w, seed);
+            let w = normal(&b, out_channels * geom.channels / groups * geom.kernel_h * geom.kernel_w, seed + 1);
+            let bias = has_bias.then(|| normal(&b, out_channels, seed + 2));
+            let grad = normal(&b, geom.batch * out_channels * geom.out_h * geom.out_w, seed + 3);
             let wanted = Conv2dWanted { x: true, weight: true, bias: has_bias };
             let run = || {
                 let y = b.conv2d(&x, &w, bias.as_ref(), &a).unwrap().unwrap();

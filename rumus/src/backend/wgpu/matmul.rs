@@ -151,15 +151,11 @@ impl WgpuBackend {
 #[cfg(test)]
 mod tests {
     use super::super::pipelines::{KernelState, MATMUL, MATMUL_VEC4, REDUCE};
+    use super::super::test_data::{normal, read};
     use super::super::WgpuBackend;
     use super::{COOP_SHARED_BYTES, VEC4_LARGE_SHARED_BYTES};
-    use crate::backend::{Backend, MatmulArgs, MatrixLayout, ReduceDims, ReduceOp, Storage};
+    use crate::backend::{Backend, MatmulArgs, MatrixLayout, ReduceDims, ReduceOp};
     use crate::testing::assert_close;
-    use crate::Layout;
-
-    fn read(b: &WgpuBackend, s: &Storage) -> Vec<f32> {
-        b.to_f32(s, &Layout::contiguous(&[s.len()])).unwrap()
-    }
 
     /// While the tiled kernels count as compiling on another thread, products run on the
     /// 64-tile kernel (for a 128-tile product, once that is compiled) or one invocation per
@@ -171,13 +167,10 @@ mod tests {
             return;
         }
         let b = WgpuBackend::independent().unwrap();
-        let random = |len: usize, seed: u32| {
-            b.from_f32(&(0..len as u32).map(|i| crate::rng::normal(seed, i)).collect::<Vec<f32>>()).unwrap()
-        };
         // 64-tile products first, vec4 and strided (a side of 34), then 256 tiles of 128 both ways.
         let products = [(1, 40, 36, 24), (1, 40, 34, 24), (16, 512, 8, 512), (16, 512, 6, 512)];
         for (k, (batch, m, kk, n)) in products.into_iter().enumerate() {
-            let (lhs, rhs) = (random(batch * m * kk, 2 * k as u32), random(kk * n, 2 * k as u32 + 1));
+            let (lhs, rhs) = (normal(&b, batch * m * kk, 2 * k as u32), normal(&b, kk * n, 2 * k as u32 + 1));
             let args = MatmulArgs {
                 batch,
                 m,
@@ -200,7 +193,7 @@ mod tests {
         }
         assert_eq!(b.pipelines.state(&MATMUL, "matmul_small"), KernelState::Compiled, "matmul_small never ran");
 
-        let x = random(3 * 5000, 9);
+        let x = normal(&b, 3 * 5000, 9);
         let dims = ReduceDims { outer: 3, len: 5000, inner: 1 };
         let want = read(&b, &b.reduce(ReduceOp::Sum, &x, dims).unwrap());
         let slot = b.pipelines.hold_as_compiling(&REDUCE, "reduce_rows");

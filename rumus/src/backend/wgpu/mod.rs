@@ -1093,6 +1093,24 @@ impl Backend for WgpuBackend {
     }
 }
 
+/// Inputs and read-back for the backend's unit tests.
+#[cfg(test)]
+mod test_data {
+    use super::WgpuBackend;
+    use crate::backend::{Backend, Storage};
+    use crate::Layout;
+
+    /// `len` standard normal values (`rng::normal` under `seed`) on `b`.
+    pub(super) fn normal(b: &WgpuBackend, len: usize, seed: u32) -> Storage {
+        b.from_f32(&(0..len as u32).map(|i| crate::rng::normal(seed, i)).collect::<Vec<f32>>()).unwrap()
+    }
+
+    /// All of `s`, read back.
+    pub(super) fn read(b: &WgpuBackend, s: &Storage) -> Vec<f32> {
+        b.to_f32(s, &Layout::contiguous(&[s.len()])).unwrap()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
