@@ -253,6 +253,10 @@ fn matmul_kernel_choices_match() {
     parity(&gpu, "vec4 128-tile a bT", &[a, b], 1e-4, |t| t[0].matmul(&t[1].transpose(1, 2)?));
     let (a, b) = (input(&[64, 130, 13], 53), input(&[13, 131], 54));
     parity(&gpu, "strided 128-tile batched", &[a, b], 1e-4, |t| t[0].matmul(&t[1]));
+    // The vec4 128-tile kernel over a long ragged k (33 K slices, the last partial), with partial
+    // tiles, a transposed lhs and a broadcast rhs.
+    let (a, b) = (input(&[4, 524, 1032], 55), input(&[524, 1028], 56));
+    parity(&gpu, "vec4 128-tile aT b, long ragged k", &[a, b], 1e-3, |t| t[0].transpose(1, 2)?.matmul(&t[1]));
 }
 
 /// `MatmulPrecision::F16TensorCores`: where the adapter has tensor cores, products (and the

@@ -130,14 +130,21 @@ fn store4(base: u32, r: u32, c0: u32, v: vec4<f32>) {
 
 
 def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False, prefetch=True,
-           hm=None, hn=None, wx=16, wy=16, swizzle=None, transpose=False, producers=0):
+           hm=None, hn=None, wx=16, wy=16, swizzle=None, transpose=False, producers=0, warp=None,
+           stagger=None, probe=None):
     """One tiled entry point on a wx×wy workgroup: each invocation computes hm×hn blocks of 4×4
     (H×H unless given), so the tile is (4·wy·hm) rows by (4·wx·hn) columns; K slices of `bk`.
     `swizzle=G` numbers the tiles in groups of G tile rows; `transpose` (vec4, four loads per
     operand) loads an operand whose k side is contiguous as 4×4 blocks, transposed in registers
     so it is stored to shared memory as vec4 too. `producers=P` adds P invocations that only
     load (the next slice into the idle one of two shared buffers) while the wx×wy others only
-    multiply."""
+    multiply. `warp=(X, Y)` gives each subgroup of 32 an X×Y block of invocations instead of two
+    rows of wx (fewer distinct shared-memory vectors per read). `stagger=(ID, P)` starts the K
+    loop of workgroups whose ID % P is j a fraction j/P of a slice early (zeros before k = 0;
+    the same sums, bit for bit), for products of at least 32 slices. `probe` makes a diagnostic
+    that computes wrong values on purpose: "l1" loads the first K slice again every slice
+    (served from cache, so the load latency is short), "compute" loads one slice and multiplies
+    it K/BK times without barriers (what the inner loop alone runs at)."""
     hm = H if hm is None else hm
     hn = H if hn is None else hn
     TM, TN = prefix.upper() + "TILE_M", prefix.upper() + "TILE_N"
@@ -338,11 +345,29 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
                     workgroupBarrier();
                     cur = 1u - cur;
                 }}'''
+    elif probe == "compute":
+        body = f'''{fetch("0u", ind)}
+{stash("0u", "0u", ind)}
+                workgroupBarrier();
+                for (var k0 = 0u; k0 < p.k; k0 += {BK}) {{
+{multiply("0u", "0u", i20)}
+                }}
+                workgroupBarrier();'''
     elif not prefetch:
         # Each slice is loaded and stored at the top of its iteration: fewer live registers
         # (more workgroups per SM hide the load latency instead).
-        body = f'''                for (var k0 = 0u; k0 < p.k; k0 += {BK}) {{
-{fetch("k0", i20)}
+        end, k_at = "p.k", ("0u" if probe == "l1" else "k0")
+        if stagger:
+            # Two workgroups on one SM otherwise tend to load and wait at their barriers at the
+            # same time, leaving it idle; shifted slices keep one multiplying while the other
+            # waits. Which workgroups share an SM is the hardware's choice, hence a pattern.
+            phase_id, phases = stagger
+            end, k_at = "p.k + shift", "(k0 - shift)"
+        body = (f"{ind}// Some workgroups start their K loop early (zeros before k = 0, the same sums), so\n"
+                f"{ind}// that the two on an SM do not wait at their barriers together.\n"
+                f"{ind}let shift = select(0u, (({phase_id}) % {phases}u) * ({BK} / {phases}u), p.k >= 32u * {BK});\n"
+                if stagger else "") + f'''                for (var k0 = 0u; k0 < {end}; k0 += {BK}) {{
+{fetch(k_at, i20)}
 {stash("0u", "0u", i20)}
                     workgroupBarrier();
 {multiply("0u", "0u", i20)}
@@ -380,6 +405,14 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
     else:
         roles, store_block = "", "\n".join(stores)
     wy_all = wy + producers // wx
+    if warp:
+        X, Y = warp
+        assert X * Y == 32 and wx % X == 0 and wy % Y == 0 and not producers
+        ids = (f"    // Each subgroup of 32 covers {X}×{Y} invocations of the tile.\n"
+               f"    let tx = (lid / 32u) % {wx // X}u * {X}u + lid % {X}u;\n"
+               f"    let ty = (lid / 32u) / {wx // X}u * {Y}u + (lid % 32u) / {X}u;")
+    else:
+        ids = "    let tx = local.x;\n    let ty = local.y;"
     shape = f"{tile_m}×{tile_n} tile, {4*hm}×{4*hn} per invocation of {wx}×{wy}" + (f", {producers} loading" if producers else "")
     return f'''
 // ----- {name}: {shape}, K slices of {bk}{", double buffered" if double else ""}{"" if prefetch else ", each loaded when its turn comes"} -----
@@ -396,8 +429,7 @@ var<workgroup> {prefix}b: array<vec4<f32>, {nbuf * bk * row_b}>;
 @compute @workgroup_size({wx}, {wy_all})
 fn {name}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_id) local: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
-    let tx = local.x;
-    let ty = local.y;
+{ids}
     let tiles_n = (p.n + {TN} - 1u) / {TN};
     let tiles_m = (p.m + {TM} - 1u) / {TM};
     // lhs: k fastest when its columns are contiguous, rows fastest otherwise (transposed).
@@ -457,7 +489,8 @@ fn matmul_small(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
 # and barriers (36 -> 39.5 TFLOP/s). It needs 16.5 KiB of shared memory
 # (VEC4_LARGE_SHARED_BYTES in backend/wgpu/matmul.rs); pad=0 would fit 16 KiB but runs slower.
 # Numbering its tiles in groups of 8 tile rows (L2 reuse) costs no register and gains 1-2%
-# (39.5 -> 40.0 TFLOP/s NN, 40.6 -> 41.4 TN); groups of 4 or 16 gain less.
+# (39.5 -> 40.0 TFLOP/s NN, 40.6 -> 41.4 TN); groups of 4 or 16 gain less. Staggering the
+# workgroups' K slices (`stagger`) gained 3 % on one H200 and nothing on two others.
 SCALAR_LARGE = dict(bk=8, unroll=True)
 VEC4_LARGE = dict(bk=16, prefetch=False, unroll=True, swizzle=8)
 
@@ -483,20 +516,19 @@ if len(sys.argv) == 3 and sys.argv[1] == "--lab":
     lab = sys.argv[2]
     os.makedirs(lab, exist_ok=True)
     # Alternatives to the shipped 128×128 tile (the earlier rounds', rectangular tiles, K slices
-    # of 32 and transposed block loads among them, are in BENCHMARKS.md): the tiles in plain
-    # row-major order, and numbered in groups of 4 or 16 tile rows instead of 8.
+    # of 32, double buffering and producer invocations among them, are in BENCHMARKS.md).
     shipped = dict(VEC4_LARGE)
     variants = {
         "vec4_128_shipped": shipped,
-        "vec4_128_db_pair": dict(shipped, double="pair"),
-        "vec4_128_db_toggle": dict(shipped, double="toggle"),
-        "vec4_128_db_pair_k8": dict(shipped, double="pair", bk=8),
-        "vec4_128_producers128": dict(shipped, producers=128),
-        "vec4_128_producers64": dict(shipped, producers=64),
-        "vec4_128x64_8x4": dict(shipped, hn=1),
-        "vec4_64x128_4x8": dict(shipped, hm=1),
-        "vec4_128x64_8x4_prefetch": dict(shipped, hn=1, prefetch=True),
-        "vec4_64x128_4x8_prefetch": dict(shipped, hm=1, prefetch=True),
+        # Every other workgroup (checkerboard or odd tile rows) starts half a slice early, or
+        # one of four phases by workgroup number.
+        "vec4_128_stagger_xy": dict(shipped, stagger=("wid.x + wid.y", 2)),
+        "vec4_128_stagger_y": dict(shipped, stagger=("wid.y", 2)),
+        "vec4_128_stagger_lin4": dict(shipped, stagger=("wid.x + wid.y * nwg.x", 4)),
+        "vec4_128_warp8x4": dict(shipped, warp=(8, 4)),
+        # Diagnostics (wrong values by design): where the shipped kernel's time goes.
+        "probe_l1": dict(shipped, probe="l1"),
+        "probe_compute": dict(shipped, probe="compute"),
     }
     for name, large in variants.items():
         write(os.path.join(lab, name + ".wgsl"), vec4_file(large=large))
