@@ -56,12 +56,31 @@ if want cold; then
     run python3 bench/torch_bench.py --device cuda --only epoch --json "$OUT/cold_torch.json"
 fi
 
+# Two logical CPUs on different physical cores (not two hyperthreads of one), CPU 0 avoided;
+# "0,1" where no such pair is found.
+two_cores() {
+    local seen="" picked="" dir n key
+    for dir in /sys/devices/system/cpu/cpu[0-9]*; do
+        n=${dir##*cpu}
+        [ "$n" = 0 ] && continue
+        taskset -c "$n" true 2>/dev/null || continue
+        key="$(cat "$dir/topology/physical_package_id" 2>/dev/null):$(cat "$dir/topology/core_id" 2>/dev/null)"
+        case " $seen " in *" $key "*) continue ;; esac
+        seen="$seen $key"
+        picked="$picked${picked:+,}$n"
+        [[ $picked == *,* ]] && break
+    done
+    [[ $picked == *,* ]] && echo "$picked" || echo 0,1
+}
+
 if want cpu; then
-    stamp "cpu: 2 threads each, rumus, PyTorch, numpy, rumus again"
-    RAYON_NUM_THREADS=2 run taskset -c 2,3 "$BIN/bench" --device cpu --only matmul,conv,step,epoch --json "$OUT/cpu_rumus.json"
-    run taskset -c 2,3 python3 bench/torch_bench.py --device cpu --threads 2 --only matmul,conv,step,epoch --json "$OUT/cpu_torch.json"
-    OPENBLAS_NUM_THREADS=2 run taskset -c 2,3 python3 bench/numpy_matmul.py "$OUT/cpu_numpy.json"
-    RAYON_NUM_THREADS=2 run taskset -c 2,3 "$BIN/bench" --device cpu --only matmul --json "$OUT/cpu_rumus2.json"
+    cores=$(two_cores)
+    stamp "cpu: 2 threads each on CPUs $cores, rumus, PyTorch, numpy, rumus again"
+    run lscpu | grep -E "^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|CPU\(s\)):"
+    RAYON_NUM_THREADS=2 run taskset -c "$cores" "$BIN/bench" --device cpu --only matmul,conv,step,epoch --json "$OUT/cpu_rumus.json"
+    run taskset -c "$cores" python3 bench/torch_bench.py --device cpu --threads 2 --only matmul,conv,step,epoch --json "$OUT/cpu_torch.json"
+    OPENBLAS_NUM_THREADS=2 run taskset -c "$cores" python3 bench/numpy_matmul.py "$OUT/cpu_numpy.json"
+    RAYON_NUM_THREADS=2 run taskset -c "$cores" "$BIN/bench" --device cpu --only matmul --json "$OUT/cpu_rumus2.json"
 fi
 
 if want mnist && [ -d data/mnist ]; then
