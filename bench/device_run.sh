@@ -76,7 +76,7 @@ two_cores() {
 if want cpu; then
     cores=$(two_cores)
     stamp "cpu: 2 threads each on CPUs $cores, rumus, PyTorch, numpy, rumus again"
-    run lscpu | grep -E "^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|CPU\(s\)):"
+    lscpu | grep -E "^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|CPU\(s\)):" | tee -a "$OUT/log.txt"
     RAYON_NUM_THREADS=2 run taskset -c "$cores" "$BIN/bench" --device cpu --only matmul,conv,step,epoch --json "$OUT/cpu_rumus.json"
     run taskset -c "$cores" python3 bench/torch_bench.py --device cpu --threads 2 --only matmul,conv,step,epoch --json "$OUT/cpu_torch.json"
     OPENBLAS_NUM_THREADS=2 run taskset -c "$cores" python3 bench/numpy_matmul.py "$OUT/cpu_numpy.json"
