@@ -131,7 +131,7 @@ fn store4(base: u32, r: u32, c0: u32, v: vec4<f32>) {
 
 def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False, prefetch=True,
            hm=None, hn=None, wx=16, wy=16, swizzle=None, transpose=False, producers=0, warp=None,
-           stagger=None, probe=None):
+           stagger=None, probe=None, halves=False):
     """One tiled entry point on a wx×wy workgroup: each invocation computes hm×hn blocks of 4×4
     (H×H unless given), so the tile is (4·wy·hm) rows by (4·wx·hn) columns; K slices of `bk`.
     `swizzle=G` numbers the tiles in groups of G tile rows; `transpose` (vec4, four loads per
@@ -144,7 +144,11 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
     the same sums, bit for bit), for products of at least 32 slices. `probe` makes a diagnostic
     that computes wrong values on purpose: "l1" loads the first K slice again every slice
     (served from cache, so the load latency is short), "compute" loads one slice and multiplies
-    it K/BK times without barriers (what the inner loop alone runs at)."""
+    it K/BK times without barriers (what the inner loop alone runs at). `unroll=N` (an int)
+    multiplies each slice in a loop of runs of N written-out k steps. `halves` loads and stores
+    each slice in two halves, so that only half the loads' registers are live at once
+    (`"pin"`: the second half's addresses wait for the first half's data, so the driver cannot
+    issue both halves together)."""
     hm = H if hm is None else hm
     hn = H if hn is None else hn
     TM, TN = prefix.upper() + "TILE_M", prefix.upper() + "TILE_N"
@@ -199,18 +203,19 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
                            f"{ind}let bk{t} = select({i} % {BK}, {i} / {TN}, rhs_n_fast);\n")
         return "".join(out)
 
-    def fetch(k0, ind):
+    def fetch(k0, ind, ts=None):
         lines = []
-        for t in range(max(loads_a, loads_b)):
+        for t in (ts if ts is not None else range(max(loads_a, loads_b))):
             if t < loads_a:
                 lines.append(f"{ind}ra{t} = lhs_at(lhs_base, row0 + ar{t}, {k0} + ak{t});")
             if t < loads_b:
                 lines.append(f"{ind}rb{t} = rhs_at(rhs_base, {k0} + bk{t}, col0 + bc{t});")
         return "\n".join(lines)
 
-    def stash(buf_a, buf_b, ind):
+    def stash(buf_a, buf_b, ind, ts=None):
         # Shared tiles are k-major: [k][row/4] and [k][col/4] as vec4.
         out = []
+        assert ts is None or not transpose
         if transpose:
             # The k-contiguous operand's block, column j of the four loads, is its k = j row.
             rows_a = "".join(f"{ind}    {prefix}a[{buf_a} + (ak0 + {j}u) * {RA} + ar0 / 4u] = vec4<f32>(ra0.{c}, ra1.{c}, ra2.{c}, ra3.{c});\n"
@@ -221,7 +226,7 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
             plain_b = "".join(f"{ind}    {prefix}b[{buf_b} + bk{t} * {RB} + bc{t} / 4u] = rb{t};\n" for t in range(4))
             return (f"{ind}if lhs_k_fast {{\n{rows_a}{ind}}} else {{\n{plain_a}{ind}}}\n"
                     f"{ind}if rhs_n_fast {{\n{plain_b}{ind}}} else {{\n{rows_b}{ind}}}")
-        for t in range(max(loads_a, loads_b)):
+        for t in (ts if ts is not None else range(max(loads_a, loads_b))):
             if t < loads_a and vec4:
                 out.append(
                     f"{ind}if lhs_k_fast {{\n"
@@ -254,6 +259,13 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
         return lines
 
     def multiply(buf_a, buf_b, ind):
+        if unroll and unroll is not True:
+            # Runs of `unroll` written-out k steps in a loop over the slice.
+            lines = [f"{ind}for (var kr = 0u; kr < {BK}; kr += {unroll}u) {{"]
+            for kk in range(unroll):
+                lines += [f"{ind}    {{"] + multiply_step(buf_a, buf_b, f"(kr + {kk}u)", ind + "        ") + [f"{ind}    }}"]
+            lines.append(f"{ind}}}")
+            return "\n".join(lines)
         if unroll:
             # Every k step written out, so shared-memory offsets are constants.
             lines = []
@@ -363,12 +375,21 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
             # waits. Which workgroups share an SM is the hardware's choice, hence a pattern.
             phase_id, phases = stagger
             end, k_at = "p.k + shift", "(k0 - shift)"
+        if halves:
+            # Half the loads at a time (fewer live registers); the second half's addresses wait
+            # for the first half's data through a zero the compiler cannot see.
+            n = max(loads_a, loads_b)
+            first, second = list(range(n // 2)), list(range(n // 2, n))
+            pin = f"({k_at} + (nwg.z >> 16u) * bitcast<u32>(ra{n // 2 - 1}.w))"
+            loads = (fetch(k_at, i20, first) + "\n" + stash("0u", "0u", i20, first) + "\n"
+                     + fetch(pin if halves == "pin" else k_at, i20, second) + "\n" + stash("0u", "0u", i20, second))
+        else:
+            loads = fetch(k_at, i20) + "\n" + stash("0u", "0u", i20)
         body = (f"{ind}// Some workgroups start their K loop early (zeros before k = 0, the same sums), so\n"
                 f"{ind}// that the two on an SM do not wait at their barriers together.\n"
                 f"{ind}let shift = select(0u, (({phase_id}) % {phases}u) * ({BK} / {phases}u), p.k >= 32u * {BK});\n"
                 if stagger else "") + f'''                for (var k0 = 0u; k0 < {end}; k0 += {BK}) {{
-{fetch(k_at, i20)}
-{stash("0u", "0u", i20)}
+{loads}
                     workgroupBarrier();
 {multiply("0u", "0u", i20)}
                     workgroupBarrier();
@@ -520,12 +541,13 @@ if len(sys.argv) == 3 and sys.argv[1] == "--lab":
     shipped = dict(VEC4_LARGE)
     variants = {
         "vec4_128_shipped": shipped,
-        # Every other workgroup (checkerboard or odd tile rows) starts half a slice early, or
-        # one of four phases by workgroup number.
-        "vec4_128_stagger_xy": dict(shipped, stagger=("wid.x + wid.y", 2)),
-        "vec4_128_stagger_y": dict(shipped, stagger=("wid.y", 2)),
-        "vec4_128_stagger_lin4": dict(shipped, stagger=("wid.x + wid.y * nwg.x", 4)),
-        "vec4_128_warp8x4": dict(shipped, warp=(8, 4)),
+        # Not yet timed on the H200 (validated on lavapipe): K slices of 32 halve the barriers
+        # per k, which the probes put at most of the gap; loading them in halves might keep
+        # them within 128 registers (the whole slice's loads take 141-191).
+        "vec4_128_k32_halves_pin_runs16": dict(shipped, bk=32, halves="pin", unroll=16),
+        "vec4_128_k32_halves_pin": dict(shipped, bk=32, halves="pin"),
+        "vec4_128_k32_halves_runs16": dict(shipped, bk=32, halves=True, unroll=16),
+        "vec4_128_halves_pin": dict(shipped, halves="pin"),
         # Diagnostics (wrong values by design): where the shipped kernel's time goes.
         "probe_l1": dict(shipped, probe="l1"),
         "probe_compute": dict(shipped, probe="compute"),
