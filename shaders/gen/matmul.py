@@ -376,8 +376,8 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
             phase_id, phases = stagger
             end, k_at = "p.k + shift", "(k0 - shift)"
         if halves:
-            # Half the loads at a time (fewer live registers); the second half's addresses wait
-            # for the first half's data through a zero the compiler cannot see.
+            # Half the loads at a time (fewer live registers); with "pin" the second half's
+            # addresses wait for the first half's data through a zero the compiler cannot see.
             n = max(loads_a, loads_b)
             first, second = list(range(n // 2)), list(range(n // 2, n))
             pin = f"({k_at} + (nwg.z >> 16u) * bitcast<u32>(ra{n // 2 - 1}.w))"
