@@ -32,12 +32,7 @@ impl WgpuBackend {
         a: &Conv2dArgs,
         d: &Dims,
     ) -> Result<Storage> {
-        let out = self.alloc(d.output, DType::F32, OP)?;
-        let buffers = [bind(x), bind(w), self.unused_binding(), bias.map_or(self.unused_binding(), bind), bind(&out)];
-        let params = params(a, d.output, bias.is_some(), 0);
-        let groups = self.groups_for(d.output, OP)?;
-        self.run(&pipelines::CONV2D_DIRECT, "conv2d_direct_forward", &SIGNATURE, &params, &buffers, groups)?;
-        Ok(self.output(out))
+        self.conv2d_direct("conv2d_direct_forward", d.output, a, [Some(x), Some(w), None, bias])
     }
 
     pub(super) fn conv2d_direct_input_grad(
@@ -47,12 +42,7 @@ impl WgpuBackend {
         a: &Conv2dArgs,
         d: &Dims,
     ) -> Result<Storage> {
-        let out = self.alloc(d.input, DType::F32, OP)?;
-        let buffers = [self.unused_binding(), bind(w), bind(grad), self.unused_binding(), bind(&out)];
-        let params = params(a, d.input, false, 0);
-        let groups = self.groups_for(d.input, OP)?;
-        self.run(&pipelines::CONV2D_DIRECT, "conv2d_direct_input_grad", &SIGNATURE, &params, &buffers, groups)?;
-        Ok(self.output(out))
+        self.conv2d_direct("conv2d_direct_input_grad", d.input, a, [None, Some(w), Some(grad), None])
     }
 
     /// Each sample's share of the weight gradient, [n, o, c/g·kh·kw], summed over the batch.
@@ -64,17 +54,30 @@ impl WgpuBackend {
         d: &Dims,
     ) -> Result<Storage> {
         let batch = a.geom.batch;
-        let n = batch * d.weight;
-        let shares = self.alloc(n, DType::F32, OP)?;
-        let buffers = [bind(x), self.unused_binding(), bind(grad), self.unused_binding(), bind(&shares)];
-        let params = params(a, n, false, 0);
-        let groups = self.groups_for(n, OP)?;
-        self.run(&pipelines::CONV2D_DIRECT, "conv2d_direct_weight_grad", &SIGNATURE, &params, &buffers, groups)?;
-        let shares = self.output(shares);
+        let inputs = [Some(x), None, Some(grad), None];
+        let shares = self.conv2d_direct("conv2d_direct_weight_grad", batch * d.weight, a, inputs)?;
         if batch == 1 {
             return Ok(shares);
         }
         self.reduce(ReduceOp::Sum, &shares, ReduceDims { outer: 1, len: batch, inner: d.weight })
+    }
+
+    /// One invocation per value of `entry`'s `n` outputs, from the inputs bound in
+    /// `conv2d.wgsl`'s order (x, weight, grad, bias; `None` where the entry reads none).
+    fn conv2d_direct(
+        &self,
+        entry: &'static str,
+        n: usize,
+        a: &Conv2dArgs,
+        inputs: [Option<&WgpuStorage>; 4],
+    ) -> Result<Storage> {
+        let out = self.alloc(n, DType::F32, OP)?;
+        let [x, w, grad, bias] = inputs.map(|input| input.map_or(self.unused_binding(), bind));
+        let buffers = [x, w, grad, bias, bind(&out)];
+        let params = params(a, n, inputs[3].is_some(), 0);
+        let groups = self.groups_for(n, OP)?;
+        self.run(&pipelines::CONV2D_DIRECT, entry, &SIGNATURE, &params, &buffers, groups)?;
+        Ok(self.output(out))
     }
 }
 
