@@ -185,9 +185,10 @@ fn conv_args() -> Conv2dArgs {
 }
 
 fn conv_forward(device: &Device) -> Result<()> {
-    let b = device.backend();
-    let (x, w, bias) = (b.from_f32(&[1.0; 2 * 3 * 64])?, b.from_f32(&[0.5; 4 * 3 * 25])?, b.from_f32(&[0.25; 4])?);
-    b.conv2d(&x, &w, Some(&bias), &conv_args())?;
+    let (b, a) = (device.backend(), conv_args());
+    let d = Dims::of(&a);
+    let (x, w, bias) = (upload(b, d.input)?, upload(b, d.weight)?, upload(b, a.out_channels)?);
+    b.conv2d(&x, &w, Some(&bias), &a)?;
     Ok(())
 }
 
@@ -201,10 +202,10 @@ fn conv_input_grad(device: &Device) -> Result<()> {
 }
 
 fn conv_backward(device: &Device, wanted: Conv2dWanted) -> Result<()> {
-    let b = device.backend();
-    let (x, w, grad) =
-        (b.from_f32(&[1.0; 2 * 3 * 64])?, b.from_f32(&[0.5; 4 * 3 * 25])?, b.from_f32(&[0.25; 2 * 4 * 64])?);
-    b.conv2d_backward(&x, &w, &grad, &conv_args(), wanted)?;
+    let (b, a) = (device.backend(), conv_args());
+    let d = Dims::of(&a);
+    let (x, w, grad) = (upload(b, d.input)?, upload(b, d.weight)?, upload(b, d.output)?);
+    b.conv2d_backward(&x, &w, &grad, &a, wanted)?;
     Ok(())
 }
 
