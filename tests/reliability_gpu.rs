@@ -309,24 +309,7 @@ fn batched_tiled_matmul_over_more_than_65535_batch_entries() {
 }
 
 fn geom(batch: usize, (h, w): (usize, usize), k: usize, pad: usize) -> ConvGeom {
-    let oh = ConvGeom::out_extent(h, k, 1, pad, 1).unwrap();
-    let ow = ConvGeom::out_extent(w, k, 1, pad, 1).unwrap();
-    ConvGeom {
-        batch,
-        channels: 1,
-        in_h: h,
-        in_w: w,
-        kernel_h: k,
-        kernel_w: k,
-        stride_h: 1,
-        stride_w: 1,
-        pad_h: pad,
-        pad_w: pad,
-        dilation_h: 1,
-        dilation_w: 1,
-        out_h: oh,
-        out_w: ow,
-    }
+    ConvGeom::square(batch, 1, (h, w), k, 1, pad, 1).unwrap()
 }
 
 #[test]

@@ -285,23 +285,7 @@ mod tests {
     use super::*;
 
     fn geom(kernel: usize, stride: usize) -> ConvGeom {
-        let out = ConvGeom::out_extent(9, kernel, stride, 0, 1).unwrap_or(0);
-        ConvGeom {
-            batch: 1,
-            channels: 1,
-            in_h: 9,
-            in_w: 9,
-            kernel_h: kernel,
-            kernel_w: kernel,
-            stride_h: stride,
-            stride_w: stride,
-            pad_h: 0,
-            pad_w: 0,
-            dilation_h: 1,
-            dilation_w: 1,
-            out_h: out,
-            out_w: out,
-        }
+        ConvGeom::square(1, 1, (9, 9), kernel, stride, 0, 1).unwrap()
     }
 
     #[test]
