@@ -12,6 +12,7 @@ vec4 global loads, k steps looped or written out, tiles loaded by invocations of
 """
 
 import os
+import re
 import sys
 
 PARAMS = '''struct Params {
@@ -131,7 +132,7 @@ fn store4(base: u32, r: u32, c0: u32, v: vec4<f32>) {
 
 def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False, prefetch=True,
            hm=None, hn=None, wx=16, wy=16, swizzle=None, transpose=False, producers=0, warp=None,
-           stagger=None, probe=None, halves=False):
+           stagger=None, probe=None, halves=False, split=False, skew=False):
     """One tiled entry point on a wx×wy workgroup: each invocation computes hm×hn blocks of 4×4
     (H×H unless given), so the tile is (4·wy·hm) rows by (4·wx·hn) columns; K slices of `bk`.
     `swizzle=G` numbers the tiles in groups of G tile rows; `transpose` (vec4, four loads per
@@ -148,15 +149,23 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
     multiplies each slice in a loop of runs of N written-out k steps. `halves` loads and stores
     each slice in two halves, so that only half the loads' registers are live at once
     (`"pin"`: the second half's addresses wait for the first half's data, so the driver cannot
-    issue both halves together)."""
+    issue both halves together). `split` (vec4) has the first half of the invocations load lhs and
+    the second rhs, four vectors each, so a k-contiguous operand comes as 4×4 blocks transposed in
+    registers and every shared-memory store is a vec4 (the whole-workgroup mapping stores such
+    an operand one element at a time). `skew` (K slices of 16) shifts the second half of each
+    shared slice by two vectors, so the transposing stores of the k rows 0, 4, 8 and 12 that one
+    subgroup writes at once fall in different banks (they collide two by two with rows of 33
+    vectors); the multiply's offsets stay constants."""
     hm = H if hm is None else hm
     hn = H if hn is None else hn
     TM, TN = prefix.upper() + "TILE_M", prefix.upper() + "TILE_N"
     RA, RB = prefix.upper() + "ROW_A", prefix.upper() + "ROW_B"
     BK = prefix.upper() + "BK"
-    # Invocations that load the tiles: the producers if there are any, else all.
-    threads = producers or wx * wy
-    lane = "pid" if producers else "lid"
+    # Invocations that load each operand's tile: half the workgroup each with `split`, else the
+    # producers if there are any, else all.
+    half = wx * wy // 2
+    threads = half if split else (producers or wx * wy)
+    lane = "sl" if split else ("pid" if producers else "lid")
     tile_m, tile_n = 4 * wy * hm, 4 * wx * hn
     row_a, row_b = tile_m // 4 + pad, tile_n // 4 + pad   # vec4 per shared row (one k)
     width = 4 if vec4 else 1
@@ -164,7 +173,9 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
     loads_a, loads_b = tile_m * bk // threads // width, tile_n * bk // threads // width
     assert loads_a >= 1 and tile_m * bk == loads_a * threads * width
     assert loads_b >= 1 and tile_n * bk == loads_b * threads * width
-    assert not transpose or (vec4 and loads_a == 4 and loads_b == 4)
+    assert not (transpose or split) or (vec4 and loads_a == 4 and loads_b == 4)
+    assert not split or (not (producers or halves or double or prefetch or probe == "compute")
+                         and threads == tile_m // 4 * bk // 4 == tile_n // 4 * bk // 4)
     nbuf = 2 if double or producers else 1
     ind = " " * 16
     ty_ = "vec4<f32>" if vec4 else "f32"
@@ -174,15 +185,34 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
         regs += [f"{ind}var ra{t}: {ty_};"] if t < loads_a else []
         regs += [f"{ind}var rb{t}: {ty_};"] if t < loads_b else []
     reg_decl = "\n".join(regs)
+    assert not skew or (bk == 16 and unroll is True)
+
+    def srow(k, R):
+        # Offset of shared row k (a WGSL expression) in a slice with R vectors per row.
+        if not skew:
+            return f"({k}) * {R}" if " " in k else f"{k} * {R}"
+        if re.fullmatch(r"\d+u", k):
+            k = int(k[:-1])
+            return f"{k * (row_a if R == RA else row_b) + k // 8 % 2 * 2}u"
+        return f"({k}) * {R} + ({k}) / 8u % 2u * 2u"
 
     def coords():
         # Where each load of this invocation lands in the tile (the same every K slice): the
         # thread mapping follows the operand's contiguous side so a warp reads consecutive addresses.
         out = []
+        if split:
+            # Consecutive lanes take consecutive 4-k blocks of a row, so each quarter subgroup
+            # reads 128 contiguous bytes (with 8 row blocks per quarter instead, which would
+            # spread the transposed stores over all banks, it ran 9 % slower).
+            out.append(f"{ind}let loads_lhs = lid < {half}u;\n{ind}let sl = lid % {half}u;\n"
+                       f"{ind}let blk_r = sl / ({BK} / 4u) * 4u;\n{ind}let blk_k = sl % ({BK} / 4u) * 4u;\n")
         for t in range(max(loads_a, loads_b)):
             i = f"ia{t}"
             out.append(f"{ind}let {i} = {lane} + {t * threads}u;\n")
-            if t < loads_a and transpose:
+            if t < loads_a and split:
+                out.append(f"{ind}let ar{t} = select(({i} % ({TM} / 4u)) * 4u, blk_r + {t}u, lhs_k_fast);\n"
+                           f"{ind}let ak{t} = select({i} / ({TM} / 4u), blk_k, lhs_k_fast);\n")
+            elif t < loads_a and transpose:
                 # k contiguous: this invocation's 4×4 block, row 4·(lid / (BK/4)) + t.
                 out.append(f"{ind}let ar{t} = select(({i} % ({TM} / 4u)) * 4u, ({lane} / ({BK} / 4u)) * 4u + {t}u, lhs_k_fast);\n"
                            f"{ind}let ak{t} = select({i} / ({TM} / 4u), ({lane} % ({BK} / 4u)) * 4u, lhs_k_fast);\n")
@@ -192,7 +222,10 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
             elif t < loads_a:
                 out.append(f"{ind}let ar{t} = select({i} % {TM}, {i} / {BK}, lhs_k_fast);\n"
                            f"{ind}let ak{t} = select({i} / {TM}, {i} % {BK}, lhs_k_fast);\n")
-            if t < loads_b and transpose:
+            if t < loads_b and split:
+                out.append(f"{ind}let bc{t} = select(blk_r + {t}u, ({i} % ({TN} / 4u)) * 4u, rhs_n_fast);\n"
+                           f"{ind}let bk{t} = select(blk_k, {i} / ({TN} / 4u), rhs_n_fast);\n")
+            elif t < loads_b and transpose:
                 out.append(f"{ind}let bc{t} = select(({lane} / ({BK} / 4u)) * 4u + {t}u, ({i} % ({TN} / 4u)) * 4u, rhs_n_fast);\n"
                            f"{ind}let bk{t} = select(({lane} % ({BK} / 4u)) * 4u, {i} / ({TN} / 4u), rhs_n_fast);\n")
             elif t < loads_b and vec4:
@@ -203,54 +236,55 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
                            f"{ind}let bk{t} = select({i} % {BK}, {i} / {TN}, rhs_n_fast);\n")
         return "".join(out)
 
-    def fetch(k0, ind, ts=None):
+    def fetch(k0, ind, ts=None, ops="ab"):
         lines = []
         for t in (ts if ts is not None else range(max(loads_a, loads_b))):
-            if t < loads_a:
+            if t < loads_a and "a" in ops:
                 lines.append(f"{ind}ra{t} = lhs_at(lhs_base, row0 + ar{t}, {k0} + ak{t});")
-            if t < loads_b:
+            if t < loads_b and "b" in ops:
                 lines.append(f"{ind}rb{t} = rhs_at(rhs_base, {k0} + bk{t}, col0 + bc{t});")
         return "\n".join(lines)
 
-    def stash(buf_a, buf_b, ind, ts=None):
+    def stash(buf_a, buf_b, ind, ts=None, ops="ab"):
         # Shared tiles are k-major: [k][row/4] and [k][col/4] as vec4.
         out = []
-        assert ts is None or not transpose
-        if transpose:
+        assert ts is None or not (transpose or split)
+        if transpose or split:
             # The k-contiguous operand's block, column j of the four loads, is its k = j row.
-            rows_a = "".join(f"{ind}    {prefix}a[{buf_a} + (ak0 + {j}u) * {RA} + ar0 / 4u] = vec4<f32>(ra0.{c}, ra1.{c}, ra2.{c}, ra3.{c});\n"
+            rows_a = "".join(f"{ind}    {prefix}a[{buf_a} + {srow(f'ak0 + {j}u', RA)} + ar0 / 4u] = vec4<f32>(ra0.{c}, ra1.{c}, ra2.{c}, ra3.{c});\n"
                              for j, c in enumerate("xyzw"))
-            rows_b = "".join(f"{ind}    {prefix}b[{buf_b} + (bk0 + {j}u) * {RB} + bc0 / 4u] = vec4<f32>(rb0.{c}, rb1.{c}, rb2.{c}, rb3.{c});\n"
+            rows_b = "".join(f"{ind}    {prefix}b[{buf_b} + {srow(f'bk0 + {j}u', RB)} + bc0 / 4u] = vec4<f32>(rb0.{c}, rb1.{c}, rb2.{c}, rb3.{c});\n"
                              for j, c in enumerate("xyzw"))
-            plain_a = "".join(f"{ind}    {prefix}a[{buf_a} + ak{t} * {RA} + ar{t} / 4u] = ra{t};\n" for t in range(4))
-            plain_b = "".join(f"{ind}    {prefix}b[{buf_b} + bk{t} * {RB} + bc{t} / 4u] = rb{t};\n" for t in range(4))
-            return (f"{ind}if lhs_k_fast {{\n{rows_a}{ind}}} else {{\n{plain_a}{ind}}}\n"
-                    f"{ind}if rhs_n_fast {{\n{plain_b}{ind}}} else {{\n{rows_b}{ind}}}")
+            plain_a = "".join(f"{ind}    {prefix}a[{buf_a} + {srow(f'ak{t}', RA)} + ar{t} / 4u] = ra{t};\n" for t in range(4))
+            plain_b = "".join(f"{ind}    {prefix}b[{buf_b} + {srow(f'bk{t}', RB)} + bc{t} / 4u] = rb{t};\n" for t in range(4))
+            parts = {"a": f"{ind}if lhs_k_fast {{\n{rows_a}{ind}}} else {{\n{plain_a}{ind}}}",
+                     "b": f"{ind}if rhs_n_fast {{\n{plain_b}{ind}}} else {{\n{rows_b}{ind}}}"}
+            return "\n".join(parts[o] for o in ops)
         for t in (ts if ts is not None else range(max(loads_a, loads_b))):
             if t < loads_a and vec4:
                 out.append(
                     f"{ind}if lhs_k_fast {{\n"
-                    + "".join(f"{ind}    {prefix}a[{buf_a} + (ak{t} + {j}u) * {RA} + ar{t} / 4u][ar{t} % 4u] = ra{t}.{c};\n"
+                    + "".join(f"{ind}    {prefix}a[{buf_a} + {srow(f'ak{t} + {j}u', RA)} + ar{t} / 4u][ar{t} % 4u] = ra{t}.{c};\n"
                               for j, c in enumerate("xyzw"))
-                    + f"{ind}}} else {{\n{ind}    {prefix}a[{buf_a} + ak{t} * {RA} + ar{t} / 4u] = ra{t};\n{ind}}}")
+                    + f"{ind}}} else {{\n{ind}    {prefix}a[{buf_a} + {srow(f'ak{t}', RA)} + ar{t} / 4u] = ra{t};\n{ind}}}")
             elif t < loads_a:
-                out.append(f"{ind}{prefix}a[{buf_a} + ak{t} * {RA} + ar{t} / 4u][ar{t} % 4u] = ra{t};")
+                out.append(f"{ind}{prefix}a[{buf_a} + {srow(f'ak{t}', RA)} + ar{t} / 4u][ar{t} % 4u] = ra{t};")
             if t < loads_b and vec4:
                 out.append(
-                    f"{ind}if rhs_n_fast {{\n{ind}    {prefix}b[{buf_b} + bk{t} * {RB} + bc{t} / 4u] = rb{t};\n{ind}}} else {{\n"
-                    + "".join(f"{ind}    {prefix}b[{buf_b} + (bk{t} + {j}u) * {RB} + bc{t} / 4u][bc{t} % 4u] = rb{t}.{c};\n"
+                    f"{ind}if rhs_n_fast {{\n{ind}    {prefix}b[{buf_b} + {srow(f'bk{t}', RB)} + bc{t} / 4u] = rb{t};\n{ind}}} else {{\n"
+                    + "".join(f"{ind}    {prefix}b[{buf_b} + {srow(f'bk{t} + {j}u', RB)} + bc{t} / 4u][bc{t} % 4u] = rb{t}.{c};\n"
                               for j, c in enumerate("xyzw"))
                     + f"{ind}}}")
             elif t < loads_b:
-                out.append(f"{ind}{prefix}b[{buf_b} + bk{t} * {RB} + bc{t} / 4u][bc{t} % 4u] = rb{t};")
+                out.append(f"{ind}{prefix}b[{buf_b} + {srow(f'bk{t}', RB)} + bc{t} / 4u][bc{t} % 4u] = rb{t};")
         return "\n".join(out)
 
     def multiply_step(buf_a, buf_b, kk, ind):
         lines = []
         for hr in range(hm):
-            lines.append(f"{ind}let a{hr} = {prefix}a[{buf_a} + {kk} * {RA} + {wy*hr}u + ty];")
+            lines.append(f"{ind}let a{hr} = {prefix}a[{buf_a} + {srow(kk, RA)} + {wy*hr}u + ty];")
         for hc in range(hn):
-            lines.append(f"{ind}let b{hc} = {prefix}b[{buf_b} + {kk} * {RB} + {wx*hc}u + tx];")
+            lines.append(f"{ind}let b{hc} = {prefix}b[{buf_b} + {srow(kk, RB)} + {wx*hc}u + tx];")
         for hr in range(hm):
             for i, comp in enumerate("xyzw"):
                 for hc in range(hn):
@@ -383,6 +417,9 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
             pin = f"({k_at} + (nwg.z >> 16u) * bitcast<u32>(ra{n // 2 - 1}.w))"
             loads = (fetch(k_at, i20, first) + "\n" + stash("0u", "0u", i20, first) + "\n"
                      + fetch(pin if halves == "pin" else k_at, i20, second) + "\n" + stash("0u", "0u", i20, second))
+        elif split:
+            loads = (f"{i20}if loads_lhs {{\n{fetch(k_at, i24, ops='a')}\n{stash('0u', '0u', i24, ops='a')}\n"
+                     f"{i20}}} else {{\n{fetch(k_at, i24, ops='b')}\n{stash('0u', '0u', i24, ops='b')}\n{i20}}}")
         else:
             loads = fetch(k_at, i20) + "\n" + stash("0u", "0u", i20)
         body = (f"{ind}// Some workgroups start their K loop early (zeros before k = 0, the same sums), so\n"
@@ -444,8 +481,8 @@ const {RA}: u32 = {row_a}u;
 const {RB}: u32 = {row_b}u;
 const {BK}: u32 = {bk}u;
 
-var<workgroup> {prefix}a: array<vec4<f32>, {nbuf * bk * row_a}>;
-var<workgroup> {prefix}b: array<vec4<f32>, {nbuf * bk * row_b}>;
+var<workgroup> {prefix}a: array<vec4<f32>, {nbuf * bk * row_a + (2 if skew else 0)}>;
+var<workgroup> {prefix}b: array<vec4<f32>, {nbuf * bk * row_b + (2 if skew else 0)}>;
 
 @compute @workgroup_size({wx}, {wy_all})
 fn {name}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -541,13 +578,11 @@ if len(sys.argv) == 3 and sys.argv[1] == "--lab":
     shipped = dict(VEC4_LARGE)
     variants = {
         "vec4_128_shipped": shipped,
-        # Not yet timed on the H200 (validated on lavapipe): K slices of 32 halve the barriers
-        # per k, which the probes put at most of the gap; loading them in halves might keep
-        # them within 128 registers (the whole slice's loads take 141-191).
-        "vec4_128_k32_halves_pin_runs16": dict(shipped, bk=32, halves="pin", unroll=16),
-        "vec4_128_k32_halves_pin": dict(shipped, bk=32, halves="pin"),
-        "vec4_128_k32_halves_runs16": dict(shipped, bk=32, halves=True, unroll=16),
-        "vec4_128_halves_pin": dict(shipped, halves="pin"),
+        # Half the workgroup loads lhs, half rhs, so NN stores vec4 only, as TN does (3 % faster);
+        # the transposing stores' bank conflicts removed (seventh round, BENCHMARKS.md).
+        "vec4_128_split": dict(shipped, split=True),
+        "vec4_128_skew": dict(shipped, skew=True),
+        "vec4_128_split_skew": dict(shipped, split=True, skew=True),
         # Diagnostics (wrong values by design): where the shipped kernel's time goes.
         "probe_l1": dict(shipped, probe="l1"),
         "probe_compute": dict(shipped, probe="compute"),
