@@ -34,6 +34,8 @@ def kernel_rows(rumus, torch):
         elif r["kernel"].startswith("matmul"):
             # The reduced-precision path is compared against cuBLAS with TF32 on.
             peer, label = peers.get(f"matmul {shape} tf32"), label + " (vs TF32)"
+        elif r["kernel"].startswith("conv2d"):
+            peer = peers.get(label)
         else:
             rows, cols = shape.split("x")
             peer = peers.get(f"{r['kernel']} [{rows}, {cols}]")

@@ -33,7 +33,7 @@ fi
 if want kernels; then
     stamp "kernels: rumus, then PyTorch"
     run "$BIN/bench_wgpu" "$OUT/kernels_rumus.json"
-    run python3 bench/torch_bench.py --device cuda --only matmul,softmax --json "$OUT/kernels_torch.json"
+    run python3 bench/torch_bench.py --device cuda --only matmul,softmax,convpass --gpu-time --json "$OUT/kernels_torch.json"
 fi
 
 if want workloads; then

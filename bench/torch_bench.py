@@ -3,9 +3,12 @@ median-of-repeats, so the two can run in one session and be compared as ratios.
 
     python3 bench/torch_bench.py --device cuda [--json out.json]
     python3 bench/torch_bench.py --device cpu --threads 2
+    python3 bench/torch_bench.py --device cuda --only matmul,softmax,convpass --gpu-time   # bench_wgpu's twin
 
-TF32 is off (PyTorch's default for matmul is plain fp32 unless allowed); GPU times are taken with
-CUDA events around each repeat, after a synchronize.
+TF32 is off (PyTorch's default for matmul is plain fp32 unless allowed). Each repeat is timed
+on the wall clock up to a synchronize, as `bench` times rumus up to a read-back; with
+`--gpu-time`, CUDA events around each repeat time the GPU alone, as `bench_wgpu`'s timestamp
+queries do.
 """
 import argparse
 import json
@@ -17,6 +20,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+GPU_TIME = False
+
+
 def timer(device, warmup, repeats, f):
     for _ in range(warmup):
         f()
@@ -24,7 +30,7 @@ def timer(device, warmup, repeats, f):
         torch.cuda.synchronize()
     times = []
     for _ in range(repeats):
-        if device == "cuda":
+        if device == "cuda" and GPU_TIME:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             f()
@@ -34,6 +40,8 @@ def timer(device, warmup, repeats, f):
         else:
             t0 = time.perf_counter()
             f()
+            if device == "cuda":
+                torch.cuda.synchronize()
             times.append(time.perf_counter() - t0)
     times.sort()
     return times[len(times) // 2]
@@ -111,7 +119,10 @@ def main():
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--only", default="")
     p.add_argument("--json", default="")
+    p.add_argument("--gpu-time", action="store_true", help="time kernels with CUDA events (GPU time alone)")
     a = p.parse_args()
+    global GPU_TIME
+    GPU_TIME = a.gpu_time
     dev = a.device
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -167,6 +178,26 @@ def main():
 
             s = timer(dev, 3, 10, cv)
             add(f"{name} fwd+bwd", s)
+    if wanted("convpass") and dev == "cuda":
+        # The twin of bench_wgpu's conv rows: the ResNet-block convolution's three passes apart,
+        # as autograd runs them (cuDNN's forward, backward-data, and backward-filter with bias).
+        n, c, h, o, k, pad = 32, 64, 56, 64, 3, 1
+        x = torch.randn(n, c, h, h, device=dev)
+        w = torch.randn(o, c, k, k, device=dev)
+        bias = torch.randn(o, device=dev)
+        gy = torch.randn(n, o, h + 2 * pad + 1 - k, h + 2 * pad + 1 - k, device=dev)
+        flops = 2 * n * o * gy.shape[2] * gy.shape[3] * c * k * k
+        conv_bwd = torch.ops.aten.convolution_backward
+        passes = {
+            "forward": lambda: F.conv2d(x, w, bias, padding=pad),
+            "input grad": lambda: conv_bwd(gy, x, w, None, [1, 1], [pad, pad], [1, 1], False, [0, 0], 1,
+                                           [True, False, False]),
+            "weight grad": lambda: conv_bwd(gy, x, w, [o], [1, 1], [pad, pad], [1, 1], False, [0, 0], 1,
+                                            [False, True, True]),
+        }
+        for name, f in passes.items():
+            s = timer(dev, 3, 10, f)
+            add(f"conv2d {name} {n}x{c}x{h}x{h}->{o}k{k}", s, flops / s / 1e9, "GFLOP/s")
     if wanted("step"):
         for b in (64, 256):
             add(f"lenet train step b{b}", train_step_bench(dev, LeNet(), b, 50))

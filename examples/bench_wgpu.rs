@@ -1,6 +1,8 @@
 //! WGSL kernel benchmark: matmul at 1024³ and 4096³ (TFLOP/s; also on tensor cores with f16
-//! inputs where the adapter has them) and softmax forward + backward on [65536, 1024] (GB/s), timed with GPU timestamp queries where the adapter has TIMESTAMP_QUERY
-//! (else wall time between full synchronisations). Warm-up runs first, then the median of repeats.
+//! inputs where the adapter has them), softmax forward + backward on [65536, 1024] (GB/s), and
+//! the ResNet-block convolution's three passes apart (forward, input gradient, weight gradient;
+//! TFLOP/s), timed with GPU timestamp queries where the adapter has TIMESTAMP_QUERY (else wall
+//! time between full synchronisations). Warm-up runs first, then the median of repeats.
 //!
 //! ```text
 //! cargo run --release --example bench_wgpu -- results.json          # the real sizes
@@ -8,7 +10,7 @@
 //! ```
 
 use rumus::backend::wgpu::WgpuBackend;
-use rumus::backend::{Backend, MatmulArgs, MatrixLayout, Storage};
+use rumus::backend::{Backend, Conv2dArgs, Conv2dWanted, ConvGeom, MatmulArgs, MatrixLayout, Storage};
 use rumus::{Device, MatmulPrecision, Result};
 
 struct Row {
@@ -83,6 +85,50 @@ fn bench_softmax(b: &WgpuBackend, rows: usize, cols: usize, repeats: usize) -> R
     })
 }
 
+/// The three passes of a stride-1 convolution of `[n, c, h, h]` by `o` filters of k×k (padding
+/// `pad`, with bias), each timed on its own: the forward, the input gradient, and the weight
+/// gradient with its bias gradient (one backward call, as autograd makes it). Each pass is one
+/// product of `2·n·o·oh·ow·c·k·k` flops.
+fn bench_conv(
+    b: &WgpuBackend,
+    (n, c, h, o, k, pad): (usize, usize, usize, usize, usize, usize),
+    repeats: usize,
+) -> Result<Vec<Row>> {
+    let geom = ConvGeom::square(n, c, (h, h), k, 1, pad, 1)
+        .ok_or_else(|| rumus::Error::Gpu("bench_conv: the kernel does not fit the input".into()))?;
+    let args = Conv2dArgs { geom, out_channels: o, groups: 1 };
+    let x = random(b, n * c * h * h, 5)?;
+    let w = random(b, o * c * k * k, 6)?;
+    let bias = random(b, o, 7)?;
+    let gy = random(b, n * o * geom.out_h * geom.out_w, 8)?;
+    let shape = format!("{n}x{c}x{h}x{h}->{o}k{k}");
+    let flops = 2.0 * (n * o * geom.out_h * geom.out_w * c * k * k) as f64;
+    let (x, w, gy) = (&x, &w, &gy);
+    let forward = || -> Result<()> {
+        b.conv2d(x, w, Some(&bias), &args)?
+            .map(drop)
+            .ok_or_else(|| rumus::Error::Gpu("the wgpu backend declined the convolution".into()))
+    };
+    let backward = |wanted: Conv2dWanted| move || b.conv2d_backward(x, w, gy, &args, wanted).map(drop);
+    let input_grad = backward(Conv2dWanted { x: true, weight: false, bias: false });
+    let weight_grad = backward(Conv2dWanted { x: false, weight: true, bias: true });
+    let passes: [(&str, &dyn Fn() -> Result<()>); 3] =
+        [("conv2d forward", &forward), ("conv2d input grad", &input_grad), ("conv2d weight grad", &weight_grad)];
+    passes
+        .into_iter()
+        .map(|(name, pass)| {
+            let secs = time(b, 2, repeats, pass)?;
+            Ok(Row {
+                name: name.into(),
+                shape: shape.clone(),
+                median_ms: secs * 1e3,
+                rate: flops / secs / 1e12,
+                unit: "TFLOP/s",
+            })
+        })
+        .collect()
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
@@ -113,6 +159,8 @@ fn main() -> Result<()> {
         }
     }
     rows_out.push(bench_softmax(&b, rows, cols, repeats)?);
+    let resblock = if quick { (4, 16, 14, 16, 3, 1) } else { (32, 64, 56, 64, 3, 1) };
+    rows_out.extend(bench_conv(&b, resblock, repeats)?);
 
     println!("{:<28} {:>16} {:>12} {:>14}", "kernel", "shape", "median ms", "rate");
     for r in &rows_out {
