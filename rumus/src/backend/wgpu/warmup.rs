@@ -3,14 +3,14 @@
 //!
 //! Measured on the H200, the first LeNet step took 0.34 s, nearly all of it compiling about 25
 //! pipelines one after another, which made a cold first epoch 1.45x a steady one. Here
-//! `THREADS` threads run tiny ops that touch those kernels, in the order a training run first
-//! needs them, so the driver compiles them in parallel while the program is still loading its
-//! data; a kernel a later op needs is then already in the cache (or being compiled, and the op
+//! `THREADS` threads run tiny ops that touch those kernels, a training step's own first
+//! (the longest to compile first), so the driver compiles them in parallel while the program
+//! is still loading its data; a kernel a later op needs is then already in the cache (or being compiled, and the op
 //! waits for it).
 //!
 //! Until the slow kernels are compiled (the fused convolution's, the tiled matmuls, the row
-//! reduction: 0.1-0.4 s each), ops run stand-ins that compile in 5-40 ms and compute the same
-//! values (see `Pipelines::stand_in`), so a cold first LeNet step starts after ~60 ms, not
+//! reduction: 0.1-0.4 s each), ops run stand-ins that compile in 5-50 ms and compute the same
+//! values (see `Pipelines::stand_in`), so a cold first LeNet step starts after 25-55 ms, not
 //! ~170. Those first steps' results differ from a warm process's by float rounding only; for
 //! runs that must repeat bit for bit, `RUMUS_WGPU_WARMUP=0` turns the warm-up, and with it the
 //! stand-ins, off (every kernel then compiles on first use).
@@ -33,7 +33,7 @@ use super::pipelines::Pipelines;
 use super::{gpu, WgpuBackend, WgpuStorage};
 use crate::backend::{
     Backend, BinaryOp, Conv2dArgs, Conv2dWanted, ConvGeom, CrossEntropyArgs, DType, IndexArgs, MatmulArgs,
-    MatrixLayout, RandomKind, ReduceDims, ReduceOp, Storage, UnaryOp,
+    MatrixLayout, OptimizerStep, RandomKind, ReduceDims, ReduceOp, Storage, UnaryOp,
 };
 use crate::nn::{Linear, MaxPool2d, Module};
 use crate::optim::{Adam, Optimizer};
@@ -88,38 +88,42 @@ impl Drop for Running {
 /// A work: one or a few tiny ops that make the backend compile their kernels.
 type Work = fn(&Device) -> Result<()>;
 
-/// The works in the order a training run first needs their kernels. `THREADS` threads take
-/// them from the front in turn, so the driver compiles that many kernels at once:
-/// - first a training step's small kernels (5-20 ms each on the H200), one per work so that
-///   none waits behind another, among them the direct convolution (`conv2d_direct.rs`), which
-///   the step runs as a stand-in until the fused convolution is compiled;
+/// The works, `THREADS` threads taking them from the front in turn so that the driver compiles
+/// that many kernels at once:
+/// - first a training step's small kernels (5-50 ms each on the H200), one per work so that
+///   none waits behind another, the longest to compile first (the direct convolution's
+///   input gradient, the stand-in until the fused convolution is compiled, took 50 ms; `fill`
+///   4 ms): a first step waits for the last of them to finish, and starting the long ones
+///   early made that 25-36 ms, not 32-41;
 /// - then the kernels that replace the stand-ins: the fused convolution's three (~0.2 s
 ///   each), the 64-tile matmuls and the row reduction;
 /// - then whole small forward/backward passes that reach what the first works did not, and
 ///   the 128-tile matmuls (up to 0.4 s), which only large products use.
 const WORKS: &[Work] = &[
     random_normal,
-    fill,
-    index_select,
-    conv_direct_forward,
-    relu,
-    max_pool,
-    matmul_small,
-    binary,
-    cross_entropy,
-    cross_entropy_backward,
-    reduce_columns,
-    relu_backward,
-    max_pool_backward,
     conv_direct_input_grad,
+    conv_direct_forward,
+    max_pool_backward,
+    relu,
     conv_direct_weight_grad,
-    optimizer,
+    cross_entropy_backward,
+    matmul_small,
+    max_pool,
+    relu_backward,
+    cross_entropy,
+    reduce_columns,
+    index_select,
+    binary,
+    copy_strided,
+    adam_update,
+    fill,
     conv_forward,
     conv_input_grad,
     conv_weight_grad,
     matmul_medium,
     matmul_medium_strided,
     reduce_rows,
+    optimizer,
     batch_cutting,
     pooling,
     classifier_head,
@@ -363,7 +367,32 @@ fn classifier_head(device: &Device) -> Result<()> {
     Ok(())
 }
 
-/// One Adam update (state buffers start as zeros).
+/// The strided copy that makes a transposed or sliced view contiguous.
+fn copy_strided(device: &Device) -> Result<()> {
+    let b = device.backend();
+    let (src, dst) = (upload(b, 6)?, upload(b, 6)?);
+    let transposed = Layout::contiguous(&[2, 3]).permute(&[1, 0])?;
+    b.copy_strided(&src, &transposed, &dst, &Layout::contiguous(&[3, 2]))
+}
+
+/// One fused Adam update, the kernel every LeNet step ends with.
+fn adam_update(device: &Device) -> Result<()> {
+    let b = device.backend();
+    let (param, grad, m, v) = (upload(b, 8)?, upload(b, 8)?, upload(b, 8)?, upload(b, 8)?);
+    let step = OptimizerStep::Adam {
+        lr: 1e-3,
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: 0.0,
+        decoupled: false,
+        step: 1,
+    };
+    b.optimizer_step(&step, &param, &grad, &[&m, &v], 8)
+}
+
+/// A layer's forward, backward and `Adam` step over its parameters (state buffers start as
+/// zeros): what surrounds the update `adam_update` compiles.
 fn optimizer(device: &Device) -> Result<()> {
     let layer = Linear::new(device, 4, 4, true, 6)?;
     let x = upload_normal(&[2, 4], 7, device)?;
