@@ -6,8 +6,10 @@ Rates are compared as rumus / peer (higher is better for rumus), times as rumus 
 better). Rows without a peer measurement are left out.
 """
 
+import glob
 import json
 import os
+import statistics
 import sys
 
 
@@ -76,16 +78,29 @@ def table(title, rows):
         print(f"| {name:<44} | {ours:>18} | {theirs:>18} | {ratio:.2f} ({kind}) |")
 
 
+def cold_runs(out):
+    """The cold-start processes' JSON files, by number: cold_rumus_1.json, cold_rumus_2.json, ..."""
+    paths = glob.glob(os.path.join(out, "cold_rumus_*.json"))
+    return sorted((int(os.path.basename(p)[len("cold_rumus_"):-len(".json")]), os.path.basename(p)) for p in paths)
+
+
 def cold_ratios(out):
-    """First epoch / steady epoch of each fresh process (the cold-start goal is at most 1.2)."""
-    lines = []
-    for label, name in [(f"rumus cold start {i}", f"cold_rumus_{i}.json") for i in (1, 2, 3)] + [("PyTorch", "cold_torch.json")]:
+    """First epoch / steady epoch of each fresh process and their median (the goal is at most 1.2)."""
+    lines, ratios = [], {64: [], 256: []}
+    runs = [(f"rumus cold start {i}", name) for i, name in cold_runs(out)] + [("PyTorch", "cold_torch.json")]
+    for label, name in runs:
         epochs = by_name(load(out, name))
         for batch in (64, 256):
             first, steady = epochs.get(f"lenet mnist epoch b{batch} (first)"), epochs.get(f"lenet mnist epoch b{batch}")
             if first and steady:
+                ratio = first["median_s"] / steady["median_s"]
+                if label.startswith("rumus"):
+                    ratios[batch].append(ratio)
                 lines.append(f"| {label:<20} | b{batch:<5} | {first['median_s'] * 1e3:>8.0f} ms | {steady['median_s'] * 1e3:>8.0f} ms | "
-                             f"{first['median_s'] / steady['median_s']:.2f} |")
+                             f"{ratio:.2f} |")
+    for batch, values in ratios.items():
+        if values:
+            lines.append(f"| {'rumus, median':<20} | b{batch:<5} | {'':>11} | {'':>11} | {statistics.median(values):.2f} |")
     if lines:
         print("\n### First epoch / steady epoch (fresh processes)\n")
         print("| run                  | batch  |       first |      steady | ratio |")
@@ -99,8 +114,8 @@ def main():
     cuda = load(out, "cuda_torch.json")
     table("H200 workloads, rumus wgpu vs PyTorch CUDA", workload_rows(load(out, "wgpu_rumus.json"), cuda))
     table("H200 workloads, second rumus run", workload_rows(load(out, "wgpu_rumus2.json"), cuda))
-    for i in (1, 2, 3):
-        table(f"H200 cold start {i}", workload_rows(load(out, f"cold_rumus_{i}.json"), load(out, "cold_torch.json")))
+    for i, name in cold_runs(out):
+        table(f"H200 cold start {i}", workload_rows(load(out, name), load(out, "cold_torch.json")))
     cold_ratios(out)
     cpu_torch = load(out, "cpu_torch.json")
     table("CPU, 2 threads, rumus vs PyTorch", workload_rows(load(out, "cpu_rumus.json"), cpu_torch))

@@ -179,8 +179,9 @@ fn bench_lenet_memory(device: &Device) -> Result<Option<Record>> {
 /// An MNIST-sized LeNet-5 epoch (60,000 samples resident on the device, shuffled, batches cut
 /// on the device, Adam), reading the summed loss once at the end, like the PyTorch twin. Returns
 /// the first (cold) epoch's time and the median of the `STEADY_EPOCHS` after it (single epochs
-/// vary by up to 15% on the H200, too much for a first/steady ratio). Prints how long the first
-/// epoch took to encode its early steps, which is where a cold start waits for compiles.
+/// vary by up to 15% on the H200, too much for a first/steady ratio). Prints when the first and
+/// the last steady epoch encoded a few of their steps, which shows where a cold start loses its
+/// time.
 fn bench_lenet_epoch(device: &Device, batch: usize) -> Result<[Record; 2]> {
     const SAMPLES: usize = 60_000;
     const STEADY_EPOCHS: usize = 3;
@@ -190,15 +191,18 @@ fn bench_lenet_epoch(device: &Device, batch: usize) -> Result<[Record; 2]> {
     let images = RawTensor::randn(&[SAMPLES, 1, 28, 28], 0.0, 1.0, 7, device)?;
     let labels: Vec<u32> = (0..SAMPLES as u32).map(|i| rumus::rng::pcg_hash(i) % 10).collect();
     let mut rng = rumus::rng::Rng::new(8);
-    let mut epoch = |first: bool| -> Result<f64> {
+    // Milliseconds since the epoch began at these steps, printed for the first epoch and the
+    // last steady one: where a cold start loses its time.
+    const MARKS: [usize; 10] = [1, 2, 5, 10, 50, 100, 200, 400, 600, 900];
+    let mut epoch = |label: &str| -> Result<f64> {
         let start = Instant::now();
         let mut order: Vec<u32> = (0..SAMPLES as u32).collect();
         rng.shuffle(&mut order);
         let mut total = RawTensor::zeros(&[], device)?;
-        let mut encoded_ms = Vec::new();
+        let mut marks_ms = Vec::new();
         for (step, chunk) in order.chunks(batch).enumerate() {
-            if first && [1, 10, 100].contains(&step) {
-                encoded_ms.push(format!("{:.0}", start.elapsed().as_secs_f64() * 1e3));
+            if MARKS.contains(&step) {
+                marks_ms.push(format!("{:.0}", start.elapsed().as_secs_f64() * 1e3));
             }
             // Images are cut on the device; the few label bytes are uploaded, as a loader would.
             let idx = RawTensor::from_indices(chunk, &[chunk.len()], device)?;
@@ -210,13 +214,24 @@ fn bench_lenet_epoch(device: &Device, batch: usize) -> Result<[Record; 2]> {
             total = no_grad(|| total.add(&loss.detach()))?;
         }
         total.item()?;
-        if first {
-            println!("first epoch b{batch}: steps 1/10/100 encoded after {} ms", encoded_ms.join("/"));
+        let secs = start.elapsed().as_secs_f64();
+        if !label.is_empty() {
+            let marks: Vec<String> = MARKS.iter().take(marks_ms.len()).map(usize::to_string).collect();
+            println!(
+                "{label} epoch b{batch}: steps {} encoded after {} ms, done after {:.0} ms",
+                marks.join("/"),
+                marks_ms.join("/"),
+                secs * 1e3
+            );
         }
-        Ok(start.elapsed().as_secs_f64())
+        Ok(secs)
     };
-    let first = epoch(true)?;
-    let steady = time(0, STEADY_EPOCHS, || epoch(false).map(drop))?;
+    let first = epoch("first")?;
+    let mut steady_left = STEADY_EPOCHS;
+    let steady = time(0, STEADY_EPOCHS, || {
+        steady_left -= 1;
+        epoch(if steady_left == 0 { "last steady" } else { "" }).map(drop)
+    })?;
     let record =
         |name: String, secs: f64| Record { name, median_s: secs, rate: SAMPLES as f64 / secs, unit: "samples/s" };
     Ok([
