@@ -11,9 +11,12 @@
 //                       over the (oh, ow) with oh·stride_h = h + pad_h - kh·dilation_h exactly
 //                       (w likewise): M = c/g, N = n·h·w, K = o/g·kh·kw. A gather: no atomics.
 //
-// The tiling is matmul.wgsl's 64×64 scheme: a 16×16 workgroup computes 4×4 outputs per
-// invocation, K goes in slices of 16 through workgroup memory (k-major rows of 64 values padded
-// by one vec4), and the next slice is loaded into registers while the current one is multiplied.
+// The tiling is matmul.wgsl's scheme: a 16×16 workgroup computes a 64×64 tile of the weight
+// gradient, 4×4 outputs per invocation, and a 64×128 tile of the forward and input gradient,
+// whose N (pixels) is long: 4×8 outputs per invocation, two 4×4 blocks 64 columns apart, so each
+// value read from workgroup memory feeds twice the products. K goes in slices of 16 through
+// workgroup memory (k-major rows of 64 or 128 values padded by one vec4), and the next slice is
+// loaded into registers while the current one is multiplied.
 // Two rules keep divisions out of the K loop:
 // - an invocation loads the same tile columns (N side) in every slice, so it decomposes them
 //   once per tile;
@@ -34,23 +37,34 @@
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
 const TILE: u32 = 64u;
+// N side of the forward's and input gradient's tiles.
+const WIDE: u32 = 128u;
 const BK: u32 = 16u;
-// vec4 per k row of a shared tile: 64 values and one vec4 of padding.
+// vec4 per k row of a shared tile: 64 (or 128) values and one vec4 of padding.
 const ROW: u32 = 17u;
+const ROW_WIDE: u32 = 33u;
 
-// The current slice of A ([BK][TILE] rows) and of B ([BK][TILE] columns), k-major.
+// The current slice of A ([BK][TILE] rows) and of B ([BK][TILE] columns, or [BK][WIDE] in
+// `tb_wide`), k-major. Each kernel declares only the arrays it uses, so the weight gradient does
+// not reserve the wide one.
 var<workgroup> ta: array<vec4<f32>, 272>;
 var<workgroup> tb: array<vec4<f32>, 272>;
+var<workgroup> tb_wide: array<vec4<f32>, 528>;
 // K-side table of the current and the next slice (two halves of BK); conv2d_input_grad also
 // keeps each k's weight offset in `kt_weight`.
 var<workgroup> kt: array<vec4<i32>, 32>;
 var<workgroup> kt_weight: array<u32, 32>;
 
-// The 4×4 outputs of this invocation: rows ty·4 + i, columns tx·4 .. tx·4 + 3.
+// The 4×4 outputs of this invocation: rows ty·4 + i, columns tx·4 .. tx·4 + 3; in a wide tile
+// also columns 64 + tx·4 .. 64 + tx·4 + 3 (acc4..acc7).
 var<private> acc0: vec4<f32>;
 var<private> acc1: vec4<f32>;
 var<private> acc2: vec4<f32>;
 var<private> acc3: vec4<f32>;
+var<private> acc4: vec4<f32>;
+var<private> acc5: vec4<f32>;
+var<private> acc6: vec4<f32>;
+var<private> acc7: vec4<f32>;
 
 struct Sizes {
     // Input and output channels per group.
@@ -105,14 +119,28 @@ fn stash_b(v: vec4<f32>, lid: u32) {
     put_b(kc_k(lid, 3u), kc_row(lid, 3u), v.w);
 }
 
-// Stores loads 0..3 of a gathered B: tile column lid % 64, slice rows lid / 64 + 4t.
-fn stash_b_gathered(v: vec4<f32>, lid: u32) {
-    let c = lid % TILE;
-    let k = lid / TILE;
-    put_b(k, c, v.x);
-    put_b(k + 4u, c, v.y);
-    put_b(k + 8u, c, v.z);
-    put_b(k + 12u, c, v.w);
+// The 8 values an invocation gathers per slice for a wide B: tile column lid % 128, slice rows
+// lid / 128 + 2t (t = 0..7; `lo` holds t = 0..3).
+struct Gathered {
+    lo: vec4<f32>,
+    hi: vec4<f32>,
+}
+
+fn put_b_wide(k: u32, c: u32, v: f32) {
+    tb_wide[k * ROW_WIDE + c / 4u][c % 4u] = v;
+}
+
+fn stash_b_gathered(v: Gathered, lid: u32) {
+    let c = lid % WIDE;
+    let k = lid / WIDE;
+    put_b_wide(k, c, v.lo.x);
+    put_b_wide(k + 2u, c, v.lo.y);
+    put_b_wide(k + 4u, c, v.lo.z);
+    put_b_wide(k + 6u, c, v.lo.w);
+    put_b_wide(k + 8u, c, v.hi.x);
+    put_b_wide(k + 10u, c, v.hi.y);
+    put_b_wide(k + 12u, c, v.hi.z);
+    put_b_wide(k + 14u, c, v.hi.w);
 }
 
 fn mac(k: u32, tx: u32, ty: u32) {
@@ -122,6 +150,20 @@ fn mac(k: u32, tx: u32, ty: u32) {
     acc1 = fma(vec4<f32>(a.y), b, acc1);
     acc2 = fma(vec4<f32>(a.z), b, acc2);
     acc3 = fma(vec4<f32>(a.w), b, acc3);
+}
+
+fn mac_wide(k: u32, tx: u32, ty: u32) {
+    let a = ta[k * ROW + ty];
+    let b = tb_wide[k * ROW_WIDE + tx];
+    let b_far = tb_wide[k * ROW_WIDE + 16u + tx];
+    acc0 = fma(vec4<f32>(a.x), b, acc0);
+    acc1 = fma(vec4<f32>(a.y), b, acc1);
+    acc2 = fma(vec4<f32>(a.z), b, acc2);
+    acc3 = fma(vec4<f32>(a.w), b, acc3);
+    acc4 = fma(vec4<f32>(a.x), b_far, acc4);
+    acc5 = fma(vec4<f32>(a.y), b_far, acc5);
+    acc6 = fma(vec4<f32>(a.z), b_far, acc6);
+    acc7 = fma(vec4<f32>(a.w), b_far, acc7);
 }
 
 // One slice, written out: a loop here would carry wgpu's injected loop-bound counter.
@@ -144,6 +186,25 @@ fn multiply(tx: u32, ty: u32) {
     mac(15u, tx, ty);
 }
 
+fn multiply_wide(tx: u32, ty: u32) {
+    mac_wide(0u, tx, ty);
+    mac_wide(1u, tx, ty);
+    mac_wide(2u, tx, ty);
+    mac_wide(3u, tx, ty);
+    mac_wide(4u, tx, ty);
+    mac_wide(5u, tx, ty);
+    mac_wide(6u, tx, ty);
+    mac_wide(7u, tx, ty);
+    mac_wide(8u, tx, ty);
+    mac_wide(9u, tx, ty);
+    mac_wide(10u, tx, ty);
+    mac_wide(11u, tx, ty);
+    mac_wide(12u, tx, ty);
+    mac_wide(13u, tx, ty);
+    mac_wide(14u, tx, ty);
+    mac_wide(15u, tx, ty);
+}
+
 // Whether this invocation's 4×4 block holds any output of an m×n matrix. Blocks wholly outside
 // skip the products; with few rows (a first layer's channels, depthwise) whole warps do, which
 // leaves their SM to other workgroups.
@@ -156,6 +217,10 @@ fn clear() {
     acc1 = vec4<f32>(0.0);
     acc2 = vec4<f32>(0.0);
     acc3 = vec4<f32>(0.0);
+    acc4 = vec4<f32>(0.0);
+    acc5 = vec4<f32>(0.0);
+    acc6 = vec4<f32>(0.0);
+    acc7 = vec4<f32>(0.0);
 }
 
 // Writes v[e] to out[row + cols[e]] for the first n of the 4 columns.
@@ -219,14 +284,20 @@ fn forward_a(base: u32, rows: u32, k_len: u32, k0: u32, lid: u32) -> vec4<f32> {
     );
 }
 
-// This invocation's column (window `win`) at slice rows gk + 4t of the table half `half`.
-fn forward_b(win: vec4<i32>, ok: bool, k_len: u32, k0: u32, half: u32, gk: u32) -> vec4<f32> {
+// This invocation's column (window `win`) at slice rows gk, gk + 2, gk + 4, gk + 6 of the table
+// half `half`...
+fn forward_b4(win: vec4<i32>, ok: bool, k_len: u32, k0: u32, half: u32, gk: u32) -> vec4<f32> {
     return vec4<f32>(
         x_at(win, kt[half + gk], ok && k0 + gk < k_len),
+        x_at(win, kt[half + gk + 2u], ok && k0 + gk + 2u < k_len),
         x_at(win, kt[half + gk + 4u], ok && k0 + gk + 4u < k_len),
-        x_at(win, kt[half + gk + 8u], ok && k0 + gk + 8u < k_len),
-        x_at(win, kt[half + gk + 12u], ok && k0 + gk + 12u < k_len),
+        x_at(win, kt[half + gk + 6u], ok && k0 + gk + 6u < k_len),
     );
+}
+
+// ...slice rows gk + 2t for t = 0..7.
+fn forward_b(win: vec4<i32>, ok: bool, k_len: u32, k0: u32, half: u32, gk: u32) -> Gathered {
+    return Gathered(forward_b4(win, ok, k_len, k0, half, gk), forward_b4(win, ok, k_len, k0, half, gk + 8u));
 }
 
 // Offset in out of column c (sample, output pixel) at channel 0.
@@ -245,6 +316,17 @@ fn forward_store(o: u32, ok: bool, cols: vec4<u32>, n: u32, v: vec4<f32>, z: Siz
     store4(o * z.spatial, cols, n, v + b);
 }
 
+// The 4×4 outputs of acc0..acc3 (or acc4..acc7, `far`) at rows r.., columns c.. (`n` inside).
+fn forward_store_block(r: u32, g: u32, c: u32, n: u32, far: bool, z: Sizes) {
+    let oc = vec4<u32>(forward_column(c, z), forward_column(c + 1u, z), forward_column(c + 2u, z),
+                       forward_column(c + 3u, z));
+    let o = g * z.og + r;
+    forward_store(o, r < z.og, oc, n, select(acc0, acc4, far), z);
+    forward_store(o + 1u, r + 1u < z.og, oc, n, select(acc1, acc5, far), z);
+    forward_store(o + 2u, r + 2u < z.og, oc, n, select(acc2, acc6, far), z);
+    forward_store(o + 3u, r + 3u < z.og, oc, n, select(acc3, acc7, far), z);
+}
+
 @compute @workgroup_size(16, 16)
 fn conv2d_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                   @builtin(local_invocation_index) lid: u32) {
@@ -252,16 +334,16 @@ fn conv2d_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
     let k_len = z.cg * z.taps;
     let cols = p.batch * z.spatial;
     let tiles_m = div_up(z.og, TILE);
-    let tiles_n = div_up(cols, TILE);
+    let tiles_n = div_up(cols, WIDE);
     let tx = lid % 16u;
     let ty = lid / 16u;
-    let gk = lid / TILE;
+    let gk = lid / WIDE;
     // M tiles vary fastest: workgroups that gather the same inputs run side by side.
     for (var t = wid.x; t < tiles_m * tiles_n * p.groups; t += nwg.x) {
         let row0 = t % tiles_m * TILE;
-        let col0 = t / tiles_m % tiles_n * TILE;
+        let col0 = t / tiles_m % tiles_n * WIDE;
         let g = t / (tiles_m * tiles_n);
-        let col = col0 + lid % TILE;
+        let col = col0 + lid % WIDE;
         let win = window(col / z.spatial, g * z.cg, col % z.spatial, z);
         let w_base = (g * z.og + row0) * k_len;
         let rows = z.og - row0;
@@ -287,21 +369,15 @@ fn conv2d_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
                 rb = forward_b(win, col < cols, k_len, next, half, gk);
             }
             if busy {
-                multiply(tx, ty);
+                multiply_wide(tx, ty);
             }
             workgroupBarrier();
             half = BK - half;
         }
         let c = col0 + tx * 4u;
-        let n = inside(c, cols);
-        let oc = vec4<u32>(forward_column(c, z), forward_column(c + 1u, z), forward_column(c + 2u, z),
-                           forward_column(c + 3u, z));
         let r = row0 + ty * 4u;
-        let o = g * z.og + r;
-        forward_store(o, r < z.og, oc, n, acc0, z);
-        forward_store(o + 1u, r + 1u < z.og, oc, n, acc1, z);
-        forward_store(o + 2u, r + 2u < z.og, oc, n, acc2, z);
-        forward_store(o + 3u, r + 3u < z.og, oc, n, acc3, z);
+        forward_store_block(r, g, c, inside(c, cols), false, z);
+        forward_store_block(r, g, c + TILE, inside(c + TILE, cols), true, z);
     }
 }
 
@@ -500,13 +576,20 @@ fn input_grad_a(base: u32, rows: u32, k_len: u32, k0: u32, half: u32, lid: u32, 
     );
 }
 
-fn input_grad_b(pix: vec4<i32>, ok: bool, k_len: u32, k0: u32, half: u32, gk: u32) -> vec4<f32> {
+// This invocation's column (pixel `pix`) at slice rows gk, gk + 2, gk + 4, gk + 6 of the table
+// half `half`...
+fn input_grad_b4(pix: vec4<i32>, ok: bool, k_len: u32, k0: u32, half: u32, gk: u32) -> vec4<f32> {
     return vec4<f32>(
         grad_tap_at(pix, kt[half + gk], ok && k0 + gk < k_len),
+        grad_tap_at(pix, kt[half + gk + 2u], ok && k0 + gk + 2u < k_len),
         grad_tap_at(pix, kt[half + gk + 4u], ok && k0 + gk + 4u < k_len),
-        grad_tap_at(pix, kt[half + gk + 8u], ok && k0 + gk + 8u < k_len),
-        grad_tap_at(pix, kt[half + gk + 12u], ok && k0 + gk + 12u < k_len),
+        grad_tap_at(pix, kt[half + gk + 6u], ok && k0 + gk + 6u < k_len),
     );
+}
+
+// ...slice rows gk + 2t for t = 0..7.
+fn input_grad_b(pix: vec4<i32>, ok: bool, k_len: u32, k0: u32, half: u32, gk: u32) -> Gathered {
+    return Gathered(input_grad_b4(pix, ok, k_len, k0, half, gk), input_grad_b4(pix, ok, k_len, k0, half, gk + 8u));
 }
 
 // The table entries of slice row `k`: grad_tap, and the offset of W[m, 0, kh, kw] in the group.
@@ -520,6 +603,25 @@ fn input_column(c: u32, z: Sizes) -> u32 {
     return c / z.plane * p.channels * z.plane + c % z.plane;
 }
 
+// The 4×4 outputs of acc0..acc3 (or acc4..acc7, `far`) at rows r.., columns c.. (`n` inside).
+fn input_store_block(r: u32, g: u32, c: u32, n: u32, far: bool, z: Sizes) {
+    let ic = vec4<u32>(input_column(c, z), input_column(c + 1u, z), input_column(c + 2u, z),
+                       input_column(c + 3u, z));
+    let ch = g * z.cg + r;
+    if r < z.cg {
+        store4(ch * z.plane, ic, n, select(acc0, acc4, far));
+    }
+    if r + 1u < z.cg {
+        store4((ch + 1u) * z.plane, ic, n, select(acc1, acc5, far));
+    }
+    if r + 2u < z.cg {
+        store4((ch + 2u) * z.plane, ic, n, select(acc2, acc6, far));
+    }
+    if r + 3u < z.cg {
+        store4((ch + 3u) * z.plane, ic, n, select(acc3, acc7, far));
+    }
+}
+
 @compute @workgroup_size(16, 16)
 fn conv2d_input_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                      @builtin(local_invocation_index) lid: u32) {
@@ -527,16 +629,16 @@ fn conv2d_input_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     let k_len = z.og * z.taps;
     let cols = p.batch * z.plane;
     let tiles_m = div_up(z.cg, TILE);
-    let tiles_n = div_up(cols, TILE);
+    let tiles_n = div_up(cols, WIDE);
     let tx = lid % 16u;
     let ty = lid / 16u;
-    let gk = lid / TILE;
+    let gk = lid / WIDE;
     // M tiles vary fastest: workgroups that gather the same gradients run side by side.
     for (var t = wid.x; t < tiles_m * tiles_n * p.groups; t += nwg.x) {
         let row0 = t % tiles_m * TILE;
-        let col0 = t / tiles_m % tiles_n * TILE;
+        let col0 = t / tiles_m % tiles_n * WIDE;
         let g = t / (tiles_m * tiles_n);
-        let col = col0 + lid % TILE;
+        let col = col0 + lid % WIDE;
         let pix = pixel(col, g, z);
         let w_base = (g * z.og * z.cg + row0) * z.taps;
         let rows = z.cg - row0;
@@ -562,28 +664,14 @@ fn conv2d_input_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
                 rb = input_grad_b(pix, col < cols, k_len, next, half, gk);
             }
             if busy {
-                multiply(tx, ty);
+                multiply_wide(tx, ty);
             }
             workgroupBarrier();
             half = BK - half;
         }
         let c = col0 + tx * 4u;
-        let n = inside(c, cols);
-        let ic = vec4<u32>(input_column(c, z), input_column(c + 1u, z), input_column(c + 2u, z),
-                           input_column(c + 3u, z));
         let r = row0 + ty * 4u;
-        let ch = g * z.cg + r;
-        if r < z.cg {
-            store4(ch * z.plane, ic, n, acc0);
-        }
-        if r + 1u < z.cg {
-            store4((ch + 1u) * z.plane, ic, n, acc1);
-        }
-        if r + 2u < z.cg {
-            store4((ch + 2u) * z.plane, ic, n, acc2);
-        }
-        if r + 3u < z.cg {
-            store4((ch + 3u) * z.plane, ic, n, acc3);
-        }
+        input_store_block(r, g, c, inside(c, cols), false, z);
+        input_store_block(r, g, c + TILE, inside(c + TILE, cols), true, z);
     }
 }

@@ -810,6 +810,7 @@ fn convolution_matches_over_geometries() {
             ..base
         },
         Conv { name: "exactly one tile: 64 => 64 channels, 8x8", x: [1, 64, 8, 8], out: 64, ..base },
+        Conv { name: "one wide tile: 64 => 64 channels, 2x8x8 pixels", x: [2, 64, 8, 8], out: 64, ..base },
     ];
     for (k, c) in cases.iter().enumerate() {
         let seed = 200 + 3 * k as u64;

@@ -11,8 +11,10 @@ use crate::backend::{Backend, Conv2dArgs, Conv2dGrads, Conv2dWanted, DType, Redu
 use crate::{Error, Result};
 
 const OP: &str = "conv2d";
-/// Output tile side and K slice of the kernels (`TILE` and `BK` in the shader).
+/// Output tile sides and K slice of the kernels (`TILE`, `WIDE` and `BK` in the shader): the
+/// weight gradient's tiles are TILE × TILE, the forward's and input gradient's TILE × WIDE.
 const TILE: usize = 64;
+const WIDE: usize = 128;
 const SLICE: usize = 16;
 /// The weight gradient has few output tiles (o/g × c/g·kh·kw) and a long reduction (n·oh·ow), so
 /// the reduction is split until about this many workgroups share it (the H200's 132 SMs hold
@@ -115,7 +117,7 @@ impl WgpuBackend {
         }
         let out = self.alloc(d.output, DType::F32, OP)?;
         // M tiles (output channels) × N tiles (n·oh·ow) × groups, walked with a grid stride.
-        let tiles = d.group_out.div_ceil(TILE) * d.out_pixels.div_ceil(TILE) * a.groups;
+        let tiles = d.group_out.div_ceil(TILE) * d.out_pixels.div_ceil(WIDE) * a.groups;
         let buffers = [bind(x), bind(w), self.unused_binding(), bias.map_or(self.unused_binding(), bind), bind(&out)];
         let params = params(a, 0, bias.is_some(), 0);
         self.run(&pipelines::CONV2D, "conv2d_forward", &SIGNATURE, &params, &buffers, self.groups_rows(tiles))?;
@@ -149,7 +151,7 @@ impl WgpuBackend {
         }
         let out = self.alloc(d.input, DType::F32, OP)?;
         // M tiles (input channels) × N tiles (n·h·w) × groups.
-        let tiles = d.group_in.div_ceil(TILE) * d.in_pixels.div_ceil(TILE) * a.groups;
+        let tiles = d.group_in.div_ceil(TILE) * d.in_pixels.div_ceil(WIDE) * a.groups;
         let buffers = [self.unused_binding(), bind(w), bind(grad), self.unused_binding(), bind(&out)];
         let params = params(a, 0, false, 0);
         self.run(&pipelines::CONV2D, "conv2d_input_grad", &SIGNATURE, &params, &buffers, self.groups_rows(tiles))?;
