@@ -27,7 +27,8 @@ if want lab; then
     stamp "matmul lab"
     python3 shaders/gen/matmul.py --lab /tmp/lab
     run "$BIN/matmul_lab" /tmp/lab --trusted
-    run "$BIN/kernel_stats" /tmp/lab/*.wgsl shaders/matmul_vec4.wgsl
+    # Registers per kernel, and the driver's pipeline caches for `bench/sass.py OUT_DIR/sass`.
+    run "$BIN/kernel_stats" --dump "$OUT/sass" /tmp/lab/*.wgsl shaders/matmul_vec4.wgsl
 fi
 
 if want kernels; then

@@ -7,7 +7,13 @@
 //! cargo run --release --example kernel_stats                  # every kernel the backend compiles
 //! cargo run --release --example kernel_stats -- a.wgsl b.wgsl # these files (e.g. lab variants)
 //! cargo run --release --example kernel_stats -- --checked       # with wgpu's runtime checks
+//! cargo run --release --example kernel_stats -- --dump DIR a.wgsl # also the driver's binaries
 //! ```
+//!
+//! `--dump DIR` writes, per entry point, what the driver puts in a pipeline cache
+//! (`FILE.ENTRY.cache`) and any internal representation it reports (`FILE.ENTRY.N.txt`/`.bin`):
+//! on NVIDIA the cache holds the compiled machine code, which `bench/sass.py` finds and hands to
+//! `nvdisasm`, so the instructions a WGSL kernel became can be read.
 //!
 //! Kernels are translated by naga as wgpu does for the matmul shaders' trusted modules (no
 //! bounds checks, no loop-bound counters), or with `--checked` as it does for the others
@@ -16,6 +22,7 @@
 //! time, which is what a cold start waits for.
 
 use std::ffi::{CStr, CString};
+use std::path::{Path, PathBuf};
 
 use ash::vk;
 
@@ -108,8 +115,10 @@ impl Driver {
         Ok(Driver { device, executables })
     }
 
-    /// The driver's statistics of `entry` in `source`, as "name=value" pairs, the compile time first.
-    fn statistics(&self, source: &str, entry: &str, checked: bool) -> Result<Vec<String>, Error> {
+    /// The driver's statistics of `entry` in `source`, as "name=value" pairs, the compile time
+    /// first; with `dump`, the pipeline cache and internal representations go to files whose names
+    /// start with that path.
+    fn statistics(&self, source: &str, entry: &str, checked: bool, dump: Option<&Path>) -> Result<Vec<String>, Error> {
         let (spirv, bindings) = translate(source, entry, checked)?;
         let d = &self.device;
         let layout_bindings: Vec<_> = bindings
@@ -137,12 +146,14 @@ impl Driver {
                 .stage(vk::ShaderStageFlags::COMPUTE)
                 .module(module)
                 .name(&name);
-            let create = [vk::ComputePipelineCreateInfo::default()
-                .stage(stage)
-                .layout(layout)
-                .flags(vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR)];
+            let mut flags = vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR;
+            if dump.is_some() {
+                flags |= vk::PipelineCreateFlags::CAPTURE_INTERNAL_REPRESENTATIONS_KHR;
+            }
+            let create = [vk::ComputePipelineCreateInfo::default().stage(stage).layout(layout).flags(flags)];
+            let cache = d.create_pipeline_cache(&vk::PipelineCacheCreateInfo::default(), None)?;
             let started = std::time::Instant::now();
-            let pipeline = d.create_compute_pipelines(vk::PipelineCache::null(), &create, None).map_err(|(_, e)| e)?[0];
+            let pipeline = d.create_compute_pipelines(cache, &create, None).map_err(|(_, e)| e)?[0];
             let compile_ms = started.elapsed().as_secs_f64() * 1e3;
             let executable = vk::PipelineExecutableInfoKHR::default().pipeline(pipeline).executable_index(0);
             let stats = self.executables.get_pipeline_executable_statistics(&executable)?;
@@ -157,6 +168,13 @@ impl Driver {
                     format!("{}={value}", s.name_as_c_str().map(CStr::to_string_lossy).unwrap_or_default())
                 }))
                 .collect();
+            if let Some(prefix) = dump {
+                std::fs::write(with_suffix(prefix, "cache"), d.get_pipeline_cache_data(cache)?)?;
+                for (i, (text, data)) in self.internal_representations(&executable)?.into_iter().enumerate() {
+                    std::fs::write(with_suffix(prefix, &format!("{i}.{}", if text { "txt" } else { "bin" })), data)?;
+                }
+            }
+            d.destroy_pipeline_cache(cache, None);
             d.destroy_pipeline(pipeline, None);
             d.destroy_pipeline_layout(layout, None);
             d.destroy_descriptor_set_layout(set, None);
@@ -164,12 +182,54 @@ impl Driver {
             Ok(pairs)
         }
     }
+
+    /// Each internal representation the driver reports for `executable`: whether it is text,
+    /// and its bytes (the two-call idiom, once for the sizes and once for the data).
+    fn internal_representations(
+        &self,
+        executable: &vk::PipelineExecutableInfoKHR,
+    ) -> Result<Vec<(bool, Vec<u8>)>, Error> {
+        let get = self.executables.fp().get_pipeline_executable_internal_representations_khr;
+        let handle = self.device.handle();
+        let mut count = 0u32;
+        // SAFETY: the count query and the two fills follow the spec's idiom: every pData points at
+        // a buffer of the dataSize the driver reported, alive until the call returns.
+        unsafe {
+            get(handle, executable, &mut count, std::ptr::null_mut()).result()?;
+            let mut reps = vec![vk::PipelineExecutableInternalRepresentationKHR::default(); count as usize];
+            get(handle, executable, &mut count, reps.as_mut_ptr()).result()?;
+            let mut buffers: Vec<Vec<u8>> = reps.iter().map(|r| vec![0u8; r.data_size]).collect();
+            for (rep, buffer) in reps.iter_mut().zip(&mut buffers) {
+                rep.p_data = buffer.as_mut_ptr().cast();
+            }
+            get(handle, executable, &mut count, reps.as_mut_ptr()).result()?;
+            Ok(reps.iter().map(|r| r.is_text == vk::TRUE).zip(buffers).collect())
+        }
+    }
+}
+
+/// `prefix` with `.suffix` appended to its file name.
+fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
+    let mut name = prefix.as_os_str().to_owned();
+    name.push(".");
+    name.push(suffix);
+    PathBuf::from(name)
 }
 
 fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let checked = args.iter().any(|a| a == "--checked");
-    let files: Vec<String> = args.iter().filter(|a| *a != "--checked").cloned().collect();
+    let dump = args.iter().position(|a| a == "--dump").map(|i| args.get(i + 1).cloned().ok_or("--dump needs a folder"));
+    let dump = dump.transpose()?.map(PathBuf::from);
+    if let Some(dir) = &dump {
+        std::fs::create_dir_all(dir)?;
+    }
+    let files: Vec<String> = args
+        .iter()
+        .enumerate()
+        .filter(|(i, a)| *a != "--checked" && *a != "--dump" && (*i == 0 || args[i - 1] != "--dump"))
+        .map(|(_, a)| a.clone())
+        .collect();
     let kernels: Vec<(String, String)> = if files.is_empty() {
         rumus::backend::wgpu::compiled_sources(true)
             .into_iter()
@@ -182,7 +242,9 @@ fn main() -> Result<(), Error> {
     for (name, source) in kernels {
         let module = naga::front::wgsl::parse_str(&source).map_err(|e| e.emit_to_string(&source))?;
         for entry in &module.entry_points {
-            match driver.statistics(&source, &entry.name, checked) {
+            let stem = Path::new(&name).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            let prefix = dump.as_ref().map(|dir| dir.join(format!("{stem}.{}", entry.name)));
+            match driver.statistics(&source, &entry.name, checked, prefix.as_deref()) {
                 Ok(stats) => println!("{name} {}: {}", entry.name, stats.join("; ")),
                 Err(e) => println!("{name} {}: {e}", entry.name),
             }
