@@ -574,17 +574,28 @@ if len(sys.argv) == 3 and sys.argv[1] == "--lab":
     lab = sys.argv[2]
     os.makedirs(lab, exist_ok=True)
     # Alternatives to the shipped 128×128 tile (the earlier rounds', rectangular tiles, K slices
-    # of 32, double buffering and producer invocations among them, are in BENCHMARKS.md).
+    # of 32, double buffering, producer invocations, `split` and `skew` among them, are in
+    # BENCHMARKS.md).
     shipped = dict(VEC4_LARGE)
     variants = {
         "vec4_128_shipped": shipped,
-        # Half the workgroup loads lhs, half rhs, so NN stores vec4 only, as TN does (3 % faster);
-        # the transposing stores' bank conflicts removed (seventh round, BENCHMARKS.md).
-        "vec4_128_split": dict(shipped, split=True),
-        "vec4_128_skew": dict(shipped, skew=True),
-        "vec4_128_split_skew": dict(shipped, split=True, skew=True),
+        # 512 invocations, one workgroup per SM: the driver must fit 128 registers whatever the
+        # kernel holds, and each slice's loads feed twice the tile. Eighth round (BENCHMARKS.md):
+        # all slower than the shipped kernel, one barrier per slice (`pair`) the closest; the
+        # driver's code (`kernel_stats --dump`, `bench/sass.py`) shows why `double` is no faster:
+        # it issues the prefetching loads after the multiply, next to their stores.
+        "vec4_w512_256x128_pair": dict(shipped, wy=32, double="pair", pad=0),
+        # Ninth round: K slices of 32 halve both the barriers and the waits for loads that
+        # nothing overlaps with one workgroup per SM (48 KiB of shared memory, hence no padding).
+        "vec4_w512_256x128_k32": dict(shipped, wy=32, bk=32, pad=0),
+        "vec4_w512_128x256_k32": dict(shipped, wx=32, bk=32, pad=0),
+        # 128 invocations, 64×128 or 128×64 tiles: at 128 registers four workgroups share an SM
+        # and hide each other's loads and barriers (K slices of 16 need 147, so three).
+        "vec4_w128_64x128": dict(shipped, wy=8),
+        "vec4_w128_64x128_k8": dict(shipped, wy=8, bk=8),
+        "vec4_w128_128x64_k8": dict(shipped, wx=8, bk=8),
+        "vec4_w128_64x128_halves": dict(shipped, wy=8, halves="pin"),
         # Diagnostics (wrong values by design): where the shipped kernel's time goes.
-        "probe_l1": dict(shipped, probe="l1"),
         "probe_compute": dict(shipped, probe="compute"),
     }
     for name, large in variants.items():
