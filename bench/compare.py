@@ -108,14 +108,24 @@ def cold_ratios(out):
         print("\n".join(lines))
 
 
+def gpu_name(out):
+    """The GPU the PyTorch twin ran on (the lent machines are H200s or H100s), for the titles."""
+    for name in ["kernels_torch.json", "cuda_torch.json", "cold_torch.json"]:
+        doc = load(out, name)
+        if doc and doc.get("device"):
+            return doc["device"].replace("NVIDIA ", "")
+    return "GPU"
+
+
 def main():
     out = sys.argv[1]
-    table("H200 kernels (GPU timestamps / CUDA events)", kernel_rows(load(out, "kernels_rumus.json"), load(out, "kernels_torch.json")))
+    gpu = gpu_name(out)
+    table(f"{gpu} kernels (GPU timestamps / CUDA events)", kernel_rows(load(out, "kernels_rumus.json"), load(out, "kernels_torch.json")))
     cuda = load(out, "cuda_torch.json")
-    table("H200 workloads, rumus wgpu vs PyTorch CUDA", workload_rows(load(out, "wgpu_rumus.json"), cuda))
-    table("H200 workloads, second rumus run", workload_rows(load(out, "wgpu_rumus2.json"), cuda))
+    table(f"{gpu} workloads, rumus wgpu vs PyTorch CUDA", workload_rows(load(out, "wgpu_rumus.json"), cuda))
+    table(f"{gpu} workloads, second rumus run", workload_rows(load(out, "wgpu_rumus2.json"), cuda))
     for i, name in cold_runs(out):
-        table(f"H200 cold start {i}", workload_rows(load(out, name), load(out, "cold_torch.json")))
+        table(f"{gpu} cold start {i}", workload_rows(load(out, name), load(out, "cold_torch.json")))
     cold_ratios(out)
     cpu_torch = load(out, "cpu_torch.json")
     table("CPU, 2 threads, rumus vs PyTorch", workload_rows(load(out, "cpu_rumus.json"), cpu_torch))
