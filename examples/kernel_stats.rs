@@ -47,6 +47,9 @@ fn translate(source: &str, entry: &str, checked: bool) -> Result<(Vec<u32>, Vec<
         },
         force_loop_bounding: checked,
         flags: naga::back::spv::WriterFlags::empty(),
+        // wgpu leaves zeroing workgroup memory to drivers of Vulkan 1.3 (NVIDIA's among them);
+        // naga's polyfill would add a store loop the real kernels do not have.
+        zero_initialize_workgroup_memory: naga::back::spv::ZeroInitializeWorkgroupMemoryMode::Native,
         ..Default::default()
     };
     let pipeline =
@@ -102,11 +105,13 @@ impl Driver {
             vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default().pipeline_executable_info(true);
         let mut cooperative = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default().cooperative_matrix(true);
         let mut f16 = vk::PhysicalDeviceVulkan12Features::default().shader_float16(true).vulkan_memory_model(true);
+        let mut zeroed = vk::PhysicalDeviceVulkan13Features::default().shader_zero_initialize_workgroup_memory(true);
         let mut info = vk::DeviceCreateInfo::default()
             .queue_create_infos(&queues)
             .enabled_extension_names(&names)
             .push_next(&mut statistics)
-            .push_next(&mut f16);
+            .push_next(&mut f16)
+            .push_next(&mut zeroed);
         if coop {
             info = info.push_next(&mut cooperative);
         }
