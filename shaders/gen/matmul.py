@@ -132,7 +132,7 @@ fn store4(base: u32, r: u32, c0: u32, v: vec4<f32>) {
 
 def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False, prefetch=True,
            hm=None, hn=None, wx=16, wy=16, swizzle=None, transpose=False, producers=0, warp=None,
-           stagger=None, probe=None, halves=False, split=False, skew=False):
+           stagger=None, probe=None, halves=False, split=False, skew=False, xor=False):
     """One tiled entry point on a wx×wy workgroup: each invocation computes hm×hn blocks of 4×4
     (H×H unless given), so the tile is (4·wy·hm) rows by (4·wx·hn) columns; K slices of `bk`.
     `swizzle=G` numbers the tiles in groups of G tile rows; `transpose` (vec4, four loads per
@@ -155,7 +155,9 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
     an operand one element at a time). `skew` (K slices of 16) shifts the second half of each
     shared slice by two vectors, so the transposing stores of the k rows 0, 4, 8 and 12 that one
     subgroup writes at once fall in different banks (they collide two by two with rows of 33
-    vectors); the multiply's offsets stay constants."""
+    vectors); the multiply's offsets stay constants. `xor` permutes the vector columns of each
+    shared row k by k / 4 % 8 (`scol`), which makes the transposing stores conflict-free without
+    padding (needs the workgroup at least 8 wide and tall, powers of two)."""
     hm = H if hm is None else hm
     hn = H if hn is None else hn
     TM, TN = prefix.upper() + "TILE_M", prefix.upper() + "TILE_N"
@@ -186,6 +188,7 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
         regs += [f"{ind}var rb{t}: {ty_};"] if t < loads_b else []
     reg_decl = "\n".join(regs)
     assert not skew or (bk == 16 and unroll is True)
+    assert not xor or (not skew and wx % 8 == 0 and wy % 8 == 0 and wx & (wx - 1) == 0 and wy & (wy - 1) == 0)
 
     def srow(k, R):
         # Offset of shared row k (a WGSL expression) in a slice with R vectors per row.
@@ -195,6 +198,17 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
             k = int(k[:-1])
             return f"{k * (row_a if R == RA else row_b) + k // 8 % 2 * 2}u"
         return f"({k}) * {R} + ({k}) / 8u % 2u * 2u"
+
+    def scol(col, k):
+        # Vector column `col` of shared row k (WGSL expressions); with `xor` the columns of each
+        # row are permuted by k / 4 % 8, so the 8 k rows that a transposing store writes at once
+        # land in 8 different banks without padding; reads apply the same permutation.
+        if not xor:
+            return col
+        if re.fullmatch(r"\d+u", k):
+            c = int(k[:-1]) // 4 % 8
+            return f"(({col}) ^ {c}u)" if c else col
+        return f"(({col}) ^ (({k}) / 4u % 8u))"
 
     def coords():
         # Where each load of this invocation lands in the tile (the same every K slice): the
@@ -251,12 +265,12 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
         assert ts is None or not (transpose or split)
         if transpose or split:
             # The k-contiguous operand's block, column j of the four loads, is its k = j row.
-            rows_a = "".join(f"{ind}    {prefix}a[{buf_a} + {srow(f'ak0 + {j}u', RA)} + ar0 / 4u] = vec4<f32>(ra0.{c}, ra1.{c}, ra2.{c}, ra3.{c});\n"
+            rows_a = "".join(f"{ind}    {prefix}a[{buf_a} + {srow(f'ak0 + {j}u', RA)} + {scol('ar0 / 4u', f'ak0 + {j}u')}] = vec4<f32>(ra0.{c}, ra1.{c}, ra2.{c}, ra3.{c});\n"
                              for j, c in enumerate("xyzw"))
-            rows_b = "".join(f"{ind}    {prefix}b[{buf_b} + {srow(f'bk0 + {j}u', RB)} + bc0 / 4u] = vec4<f32>(rb0.{c}, rb1.{c}, rb2.{c}, rb3.{c});\n"
+            rows_b = "".join(f"{ind}    {prefix}b[{buf_b} + {srow(f'bk0 + {j}u', RB)} + {scol('bc0 / 4u', f'bk0 + {j}u')}] = vec4<f32>(rb0.{c}, rb1.{c}, rb2.{c}, rb3.{c});\n"
                              for j, c in enumerate("xyzw"))
-            plain_a = "".join(f"{ind}    {prefix}a[{buf_a} + {srow(f'ak{t}', RA)} + ar{t} / 4u] = ra{t};\n" for t in range(4))
-            plain_b = "".join(f"{ind}    {prefix}b[{buf_b} + {srow(f'bk{t}', RB)} + bc{t} / 4u] = rb{t};\n" for t in range(4))
+            plain_a = "".join(f"{ind}    {prefix}a[{buf_a} + {srow(f'ak{t}', RA)} + {scol(f'ar{t} / 4u', f'ak{t}')}] = ra{t};\n" for t in range(4))
+            plain_b = "".join(f"{ind}    {prefix}b[{buf_b} + {srow(f'bk{t}', RB)} + {scol(f'bc{t} / 4u', f'bk{t}')}] = rb{t};\n" for t in range(4))
             parts = {"a": f"{ind}if lhs_k_fast {{\n{rows_a}{ind}}} else {{\n{plain_a}{ind}}}",
                      "b": f"{ind}if rhs_n_fast {{\n{plain_b}{ind}}} else {{\n{rows_b}{ind}}}"}
             return "\n".join(parts[o] for o in ops)
@@ -264,27 +278,27 @@ def kernel(name, H, prefix, bk=16, vec4=False, double=False, pad=1, unroll=False
             if t < loads_a and vec4:
                 out.append(
                     f"{ind}if lhs_k_fast {{\n"
-                    + "".join(f"{ind}    {prefix}a[{buf_a} + {srow(f'ak{t} + {j}u', RA)} + ar{t} / 4u][ar{t} % 4u] = ra{t}.{c};\n"
+                    + "".join(f"{ind}    {prefix}a[{buf_a} + {srow(f'ak{t} + {j}u', RA)} + {scol(f'ar{t} / 4u', f'ak{t} + {j}u')}][ar{t} % 4u] = ra{t}.{c};\n"
                               for j, c in enumerate("xyzw"))
-                    + f"{ind}}} else {{\n{ind}    {prefix}a[{buf_a} + {srow(f'ak{t}', RA)} + ar{t} / 4u] = ra{t};\n{ind}}}")
+                    + f"{ind}}} else {{\n{ind}    {prefix}a[{buf_a} + {srow(f'ak{t}', RA)} + {scol(f'ar{t} / 4u', f'ak{t}')}] = ra{t};\n{ind}}}")
             elif t < loads_a:
-                out.append(f"{ind}{prefix}a[{buf_a} + {srow(f'ak{t}', RA)} + ar{t} / 4u][ar{t} % 4u] = ra{t};")
+                out.append(f"{ind}{prefix}a[{buf_a} + {srow(f'ak{t}', RA)} + {scol(f'ar{t} / 4u', f'ak{t}')}][ar{t} % 4u] = ra{t};")
             if t < loads_b and vec4:
                 out.append(
-                    f"{ind}if rhs_n_fast {{\n{ind}    {prefix}b[{buf_b} + {srow(f'bk{t}', RB)} + bc{t} / 4u] = rb{t};\n{ind}}} else {{\n"
-                    + "".join(f"{ind}    {prefix}b[{buf_b} + {srow(f'bk{t} + {j}u', RB)} + bc{t} / 4u][bc{t} % 4u] = rb{t}.{c};\n"
+                    f"{ind}if rhs_n_fast {{\n{ind}    {prefix}b[{buf_b} + {srow(f'bk{t}', RB)} + {scol(f'bc{t} / 4u', f'bk{t}')}] = rb{t};\n{ind}}} else {{\n"
+                    + "".join(f"{ind}    {prefix}b[{buf_b} + {srow(f'bk{t} + {j}u', RB)} + {scol(f'bc{t} / 4u', f'bk{t} + {j}u')}][bc{t} % 4u] = rb{t}.{c};\n"
                               for j, c in enumerate("xyzw"))
                     + f"{ind}}}")
             elif t < loads_b:
-                out.append(f"{ind}{prefix}b[{buf_b} + {srow(f'bk{t}', RB)} + bc{t} / 4u][bc{t} % 4u] = rb{t};")
+                out.append(f"{ind}{prefix}b[{buf_b} + {srow(f'bk{t}', RB)} + {scol(f'bc{t} / 4u', f'bk{t}')}][bc{t} % 4u] = rb{t};")
         return "\n".join(out)
 
     def multiply_step(buf_a, buf_b, kk, ind):
         lines = []
         for hr in range(hm):
-            lines.append(f"{ind}let a{hr} = {prefix}a[{buf_a} + {srow(kk, RA)} + {wy*hr}u + ty];")
+            lines.append(f"{ind}let a{hr} = {prefix}a[{buf_a} + {srow(kk, RA)} + {wy*hr}u + {scol('ty', kk)}];")
         for hc in range(hn):
-            lines.append(f"{ind}let b{hc} = {prefix}b[{buf_b} + {srow(kk, RB)} + {wx*hc}u + tx];")
+            lines.append(f"{ind}let b{hc} = {prefix}b[{buf_b} + {srow(kk, RB)} + {wx*hc}u + {scol('tx', kk)}];")
         for hr in range(hm):
             for i, comp in enumerate("xyzw"):
                 for hc in range(hn):
@@ -587,14 +601,15 @@ if len(sys.argv) == 3 and sys.argv[1] == "--lab":
         "vec4_w512_256x128_pair": dict(shipped, wy=32, double="pair", pad=0),
         # Ninth round: K slices of 32 halve both the barriers and the waits for loads that
         # nothing overlaps with one workgroup per SM (48 KiB of shared memory, hence no padding).
+        # TN ran 4 % faster than the shipped kernel, NN and NT 6-12 % slower: their transposing
+        # stores hit one bank eight times over without the padding. The 64×128 and 128×64 tiles
+        # on 128 invocations (four workgroups per SM at K slices of 8) were slower (BENCHMARKS.md).
         "vec4_w512_256x128_k32": dict(shipped, wy=32, bk=32, pad=0),
-        "vec4_w512_128x256_k32": dict(shipped, wx=32, bk=32, pad=0),
-        # 128 invocations, 64×128 or 128×64 tiles: at 128 registers four workgroups share an SM
-        # and hide each other's loads and barriers (K slices of 16 need 147, so three).
-        "vec4_w128_64x128": dict(shipped, wy=8),
-        "vec4_w128_64x128_k8": dict(shipped, wy=8, bk=8),
-        "vec4_w128_128x64_k8": dict(shipped, wx=8, bk=8),
-        "vec4_w128_64x128_halves": dict(shipped, wy=8, halves="pin"),
+        # Tenth round: the same with each shared row's columns permuted (`xor`), which makes the
+        # transposing stores conflict-free without padding.
+        "vec4_w512_256x128_k32_xor": dict(shipped, wy=32, bk=32, pad=0, xor=True),
+        "vec4_w512_128x256_k32_xor": dict(shipped, wx=32, bk=32, pad=0, xor=True),
+        "vec4_128_xor": dict(shipped, pad=0, xor=True),
         # Diagnostics (wrong values by design): where the shipped kernel's time goes.
         "probe_compute": dict(shipped, probe="compute"),
     }
