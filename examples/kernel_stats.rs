@@ -11,9 +11,9 @@
 //! ```
 //!
 //! `--dump DIR` writes, per entry point, what the driver puts in a pipeline cache
-//! (`FILE.ENTRY.cache`) and any internal representation it reports (`FILE.ENTRY.N.txt`/`.bin`):
-//! on NVIDIA the cache holds the compiled machine code, which `bench/sass.py` finds and hands to
-//! `nvdisasm`, so the instructions a WGSL kernel became can be read.
+//! (`FILE.ENTRY.cache`): on NVIDIA that holds the compiled machine code, which `bench/sass.py`
+//! finds and hands to `nvdisasm`, so the instructions a WGSL kernel became can be read (the
+//! driver reports no internal representations through the extension).
 //!
 //! Kernels are translated by naga as wgpu does for the matmul shaders' trusted modules (no
 //! bounds checks, no loop-bound counters), or with `--checked` as it does for the others
@@ -121,8 +121,7 @@ impl Driver {
     }
 
     /// The driver's statistics of `entry` in `source`, as "name=value" pairs, the compile time
-    /// first; with `dump`, the pipeline cache and internal representations go to files whose names
-    /// start with that path.
+    /// first; with `dump`, the pipeline cache goes to that path with `.cache` appended.
     fn statistics(&self, source: &str, entry: &str, checked: bool, dump: Option<&Path>) -> Result<Vec<String>, Error> {
         let (spirv, bindings) = translate(source, entry, checked)?;
         let d = &self.device;
@@ -151,11 +150,10 @@ impl Driver {
                 .stage(vk::ShaderStageFlags::COMPUTE)
                 .module(module)
                 .name(&name);
-            let mut flags = vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR;
-            if dump.is_some() {
-                flags |= vk::PipelineCreateFlags::CAPTURE_INTERNAL_REPRESENTATIONS_KHR;
-            }
-            let create = [vk::ComputePipelineCreateInfo::default().stage(stage).layout(layout).flags(flags)];
+            let create = [vk::ComputePipelineCreateInfo::default()
+                .stage(stage)
+                .layout(layout)
+                .flags(vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR)];
             let cache = d.create_pipeline_cache(&vk::PipelineCacheCreateInfo::default(), None)?;
             let started = std::time::Instant::now();
             let pipeline = d.create_compute_pipelines(cache, &create, None).map_err(|(_, e)| e)?[0];
@@ -175,9 +173,6 @@ impl Driver {
                 .collect();
             if let Some(prefix) = dump {
                 std::fs::write(with_suffix(prefix, "cache"), d.get_pipeline_cache_data(cache)?)?;
-                for (i, (text, data)) in self.internal_representations(&executable)?.into_iter().enumerate() {
-                    std::fs::write(with_suffix(prefix, &format!("{i}.{}", if text { "txt" } else { "bin" })), data)?;
-                }
             }
             d.destroy_pipeline_cache(cache, None);
             d.destroy_pipeline(pipeline, None);
@@ -185,30 +180,6 @@ impl Driver {
             d.destroy_descriptor_set_layout(set, None);
             d.destroy_shader_module(module, None);
             Ok(pairs)
-        }
-    }
-
-    /// Each internal representation the driver reports for `executable`: whether it is text,
-    /// and its bytes (the two-call idiom, once for the sizes and once for the data).
-    fn internal_representations(
-        &self,
-        executable: &vk::PipelineExecutableInfoKHR,
-    ) -> Result<Vec<(bool, Vec<u8>)>, Error> {
-        let get = self.executables.fp().get_pipeline_executable_internal_representations_khr;
-        let handle = self.device.handle();
-        let mut count = 0u32;
-        // SAFETY: the count query and the two fills follow the spec's idiom: every pData points at
-        // a buffer of the dataSize the driver reported, alive until the call returns.
-        unsafe {
-            get(handle, executable, &mut count, std::ptr::null_mut()).result()?;
-            let mut reps = vec![vk::PipelineExecutableInternalRepresentationKHR::default(); count as usize];
-            get(handle, executable, &mut count, reps.as_mut_ptr()).result()?;
-            let mut buffers: Vec<Vec<u8>> = reps.iter().map(|r| vec![0u8; r.data_size]).collect();
-            for (rep, buffer) in reps.iter_mut().zip(&mut buffers) {
-                rep.p_data = buffer.as_mut_ptr().cast();
-            }
-            get(handle, executable, &mut count, reps.as_mut_ptr()).result()?;
-            Ok(reps.iter().map(|r| r.is_text == vk::TRUE).zip(buffers).collect())
         }
     }
 }
