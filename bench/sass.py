@@ -7,9 +7,9 @@ contents hold the raw Hopper instructions, 16 bytes each, ending in `EXIT` and a
 For each `*.cache` in DIR this decompresses the frame, finds the instructions (the first offset
 from which `nvdisasm -b SM90` reads through to the last `EXIT` without error), writes `*.sass`
 and prints how many instructions of each kind the kernel has, spills (local loads and stores)
-first: what the compiler did with the WGSL, which timings alone do not show. It runs anywhere: the caches come
-back from the GPU machine; `pip install zstandard nvidia-cuda-nvdisasm` gives the rest (NVDISASM
-defaults to the one on the PATH, else the wheel's).
+first: what the compiler did with the WGSL, which timings alone do not show. It runs anywhere:
+the caches come back from the GPU machine; `pip install zstandard nvidia-cuda-nvdisasm` gives
+the rest (NVDISASM defaults to the one on the PATH, else the wheel's).
 """
 
 import collections

@@ -121,7 +121,7 @@ impl Driver {
     }
 
     /// The driver's statistics of `entry` in `source`, as "name=value" pairs, the compile time
-    /// first; with `dump`, the pipeline cache goes to that path with `.cache` appended.
+    /// first; with `dump`, the pipeline cache is written to that file.
     fn statistics(&self, source: &str, entry: &str, checked: bool, dump: Option<&Path>) -> Result<Vec<String>, Error> {
         let (spirv, bindings) = translate(source, entry, checked)?;
         let d = &self.device;
@@ -171,8 +171,8 @@ impl Driver {
                     format!("{}={value}", s.name_as_c_str().map(CStr::to_string_lossy).unwrap_or_default())
                 }))
                 .collect();
-            if let Some(prefix) = dump {
-                std::fs::write(with_suffix(prefix, "cache"), d.get_pipeline_cache_data(cache)?)?;
+            if let Some(file) = dump {
+                std::fs::write(file, d.get_pipeline_cache_data(cache)?)?;
             }
             d.destroy_pipeline_cache(cache, None);
             d.destroy_pipeline(pipeline, None);
@@ -182,14 +182,6 @@ impl Driver {
             Ok(pairs)
         }
     }
-}
-
-/// `prefix` with `.suffix` appended to its file name.
-fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
-    let mut name = prefix.as_os_str().to_owned();
-    name.push(".");
-    name.push(suffix);
-    PathBuf::from(name)
 }
 
 fn main() -> Result<(), Error> {
@@ -217,10 +209,10 @@ fn main() -> Result<(), Error> {
     let driver = Driver::open()?;
     for (name, source) in kernels {
         let module = naga::front::wgsl::parse_str(&source).map_err(|e| e.emit_to_string(&source))?;
+        let stem = Path::new(&name).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         for entry in &module.entry_points {
-            let stem = Path::new(&name).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-            let prefix = dump.as_ref().map(|dir| dir.join(format!("{stem}.{}", entry.name)));
-            match driver.statistics(&source, &entry.name, checked, prefix.as_deref()) {
+            let cache_file = dump.as_ref().map(|dir| dir.join(format!("{stem}.{}.cache", entry.name)));
+            match driver.statistics(&source, &entry.name, checked, cache_file.as_deref()) {
                 Ok(stats) => println!("{name} {}: {}", entry.name, stats.join("; ")),
                 Err(e) => println!("{name} {}: {e}", entry.name),
             }
