@@ -134,18 +134,18 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     }
 }
 
-// ----- matmul_large: 128×128 tile, 8×8 per invocation of 16×16, K slices of 16, each loaded when its turn comes -----
+// ----- matmul_large: 128×256 tile, 8×8 per invocation of 32×16, K slices of 32, each loaded when its turn comes -----
 
 const LTILE_M: u32 = 128u;
-const LTILE_N: u32 = 128u;
-const LROW_A: u32 = 33u;
-const LROW_B: u32 = 33u;
-const LBK: u32 = 16u;
+const LTILE_N: u32 = 256u;
+const LROW_A: u32 = 32u;
+const LROW_B: u32 = 64u;
+const LBK: u32 = 32u;
 
-var<workgroup> la: array<vec4<f32>, 528>;
-var<workgroup> lb: array<vec4<f32>, 528>;
+var<workgroup> la: array<vec4<f32>, 1024>;
+var<workgroup> lb: array<vec4<f32>, 2048>;
 
-@compute @workgroup_size(16, 16)
+@compute @workgroup_size(32, 16)
 fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_id) local: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let tx = local.x;
@@ -189,59 +189,85 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                 var rb0: vec4<f32>;
                 var ra1: vec4<f32>;
                 var rb1: vec4<f32>;
+                var rb2: vec4<f32>;
+                var rb3: vec4<f32>;
                 let ia0 = lid + 0u;
                 let ar0 = select((ia0 % (LTILE_M / 4u)) * 4u, ia0 / (LBK / 4u), lhs_k_fast);
                 let ak0 = select(ia0 / (LTILE_M / 4u), (ia0 % (LBK / 4u)) * 4u, lhs_k_fast);
                 let bc0 = select(ia0 / (LBK / 4u), (ia0 % (LTILE_N / 4u)) * 4u, rhs_n_fast);
                 let bk0 = select((ia0 % (LBK / 4u)) * 4u, ia0 / (LTILE_N / 4u), rhs_n_fast);
-                let ia1 = lid + 256u;
+                let ia1 = lid + 512u;
                 let ar1 = select((ia1 % (LTILE_M / 4u)) * 4u, ia1 / (LBK / 4u), lhs_k_fast);
                 let ak1 = select(ia1 / (LTILE_M / 4u), (ia1 % (LBK / 4u)) * 4u, lhs_k_fast);
                 let bc1 = select(ia1 / (LBK / 4u), (ia1 % (LTILE_N / 4u)) * 4u, rhs_n_fast);
                 let bk1 = select((ia1 % (LBK / 4u)) * 4u, ia1 / (LTILE_N / 4u), rhs_n_fast);
+                let ia2 = lid + 1024u;
+                let bc2 = select(ia2 / (LBK / 4u), (ia2 % (LTILE_N / 4u)) * 4u, rhs_n_fast);
+                let bk2 = select((ia2 % (LBK / 4u)) * 4u, ia2 / (LTILE_N / 4u), rhs_n_fast);
+                let ia3 = lid + 1536u;
+                let bc3 = select(ia3 / (LBK / 4u), (ia3 % (LTILE_N / 4u)) * 4u, rhs_n_fast);
+                let bk3 = select((ia3 % (LBK / 4u)) * 4u, ia3 / (LTILE_N / 4u), rhs_n_fast);
                 for (var k0 = 0u; k0 < p.k; k0 += LBK) {
                     ra0 = lhs_at(lhs_base, row0 + ar0, k0 + ak0);
                     rb0 = rhs_at(rhs_base, k0 + bk0, col0 + bc0);
                     ra1 = lhs_at(lhs_base, row0 + ar1, k0 + ak1);
                     rb1 = rhs_at(rhs_base, k0 + bk1, col0 + bc1);
+                    rb2 = rhs_at(rhs_base, k0 + bk2, col0 + bc2);
+                    rb3 = rhs_at(rhs_base, k0 + bk3, col0 + bc3);
                     if lhs_k_fast {
-                        la[0u + (ak0 + 0u) * LROW_A + ar0 / 4u][ar0 % 4u] = ra0.x;
-                        la[0u + (ak0 + 1u) * LROW_A + ar0 / 4u][ar0 % 4u] = ra0.y;
-                        la[0u + (ak0 + 2u) * LROW_A + ar0 / 4u][ar0 % 4u] = ra0.z;
-                        la[0u + (ak0 + 3u) * LROW_A + ar0 / 4u][ar0 % 4u] = ra0.w;
+                        la[0u + (ak0 + 0u) * LROW_A + ((ar0 / 4u) ^ ((ak0 + 0u) / 4u % 8u))][ar0 % 4u] = ra0.x;
+                        la[0u + (ak0 + 1u) * LROW_A + ((ar0 / 4u) ^ ((ak0 + 1u) / 4u % 8u))][ar0 % 4u] = ra0.y;
+                        la[0u + (ak0 + 2u) * LROW_A + ((ar0 / 4u) ^ ((ak0 + 2u) / 4u % 8u))][ar0 % 4u] = ra0.z;
+                        la[0u + (ak0 + 3u) * LROW_A + ((ar0 / 4u) ^ ((ak0 + 3u) / 4u % 8u))][ar0 % 4u] = ra0.w;
                     } else {
-                        la[0u + ak0 * LROW_A + ar0 / 4u] = ra0;
+                        la[0u + ak0 * LROW_A + ((ar0 / 4u) ^ ((ak0) / 4u % 8u))] = ra0;
                     }
                     if rhs_n_fast {
-                        lb[0u + bk0 * LROW_B + bc0 / 4u] = rb0;
+                        lb[0u + bk0 * LROW_B + ((bc0 / 4u) ^ ((bk0) / 4u % 8u))] = rb0;
                     } else {
-                        lb[0u + (bk0 + 0u) * LROW_B + bc0 / 4u][bc0 % 4u] = rb0.x;
-                        lb[0u + (bk0 + 1u) * LROW_B + bc0 / 4u][bc0 % 4u] = rb0.y;
-                        lb[0u + (bk0 + 2u) * LROW_B + bc0 / 4u][bc0 % 4u] = rb0.z;
-                        lb[0u + (bk0 + 3u) * LROW_B + bc0 / 4u][bc0 % 4u] = rb0.w;
+                        lb[0u + (bk0 + 0u) * LROW_B + ((bc0 / 4u) ^ ((bk0 + 0u) / 4u % 8u))][bc0 % 4u] = rb0.x;
+                        lb[0u + (bk0 + 1u) * LROW_B + ((bc0 / 4u) ^ ((bk0 + 1u) / 4u % 8u))][bc0 % 4u] = rb0.y;
+                        lb[0u + (bk0 + 2u) * LROW_B + ((bc0 / 4u) ^ ((bk0 + 2u) / 4u % 8u))][bc0 % 4u] = rb0.z;
+                        lb[0u + (bk0 + 3u) * LROW_B + ((bc0 / 4u) ^ ((bk0 + 3u) / 4u % 8u))][bc0 % 4u] = rb0.w;
                     }
                     if lhs_k_fast {
-                        la[0u + (ak1 + 0u) * LROW_A + ar1 / 4u][ar1 % 4u] = ra1.x;
-                        la[0u + (ak1 + 1u) * LROW_A + ar1 / 4u][ar1 % 4u] = ra1.y;
-                        la[0u + (ak1 + 2u) * LROW_A + ar1 / 4u][ar1 % 4u] = ra1.z;
-                        la[0u + (ak1 + 3u) * LROW_A + ar1 / 4u][ar1 % 4u] = ra1.w;
+                        la[0u + (ak1 + 0u) * LROW_A + ((ar1 / 4u) ^ ((ak1 + 0u) / 4u % 8u))][ar1 % 4u] = ra1.x;
+                        la[0u + (ak1 + 1u) * LROW_A + ((ar1 / 4u) ^ ((ak1 + 1u) / 4u % 8u))][ar1 % 4u] = ra1.y;
+                        la[0u + (ak1 + 2u) * LROW_A + ((ar1 / 4u) ^ ((ak1 + 2u) / 4u % 8u))][ar1 % 4u] = ra1.z;
+                        la[0u + (ak1 + 3u) * LROW_A + ((ar1 / 4u) ^ ((ak1 + 3u) / 4u % 8u))][ar1 % 4u] = ra1.w;
                     } else {
-                        la[0u + ak1 * LROW_A + ar1 / 4u] = ra1;
+                        la[0u + ak1 * LROW_A + ((ar1 / 4u) ^ ((ak1) / 4u % 8u))] = ra1;
                     }
                     if rhs_n_fast {
-                        lb[0u + bk1 * LROW_B + bc1 / 4u] = rb1;
+                        lb[0u + bk1 * LROW_B + ((bc1 / 4u) ^ ((bk1) / 4u % 8u))] = rb1;
                     } else {
-                        lb[0u + (bk1 + 0u) * LROW_B + bc1 / 4u][bc1 % 4u] = rb1.x;
-                        lb[0u + (bk1 + 1u) * LROW_B + bc1 / 4u][bc1 % 4u] = rb1.y;
-                        lb[0u + (bk1 + 2u) * LROW_B + bc1 / 4u][bc1 % 4u] = rb1.z;
-                        lb[0u + (bk1 + 3u) * LROW_B + bc1 / 4u][bc1 % 4u] = rb1.w;
+                        lb[0u + (bk1 + 0u) * LROW_B + ((bc1 / 4u) ^ ((bk1 + 0u) / 4u % 8u))][bc1 % 4u] = rb1.x;
+                        lb[0u + (bk1 + 1u) * LROW_B + ((bc1 / 4u) ^ ((bk1 + 1u) / 4u % 8u))][bc1 % 4u] = rb1.y;
+                        lb[0u + (bk1 + 2u) * LROW_B + ((bc1 / 4u) ^ ((bk1 + 2u) / 4u % 8u))][bc1 % 4u] = rb1.z;
+                        lb[0u + (bk1 + 3u) * LROW_B + ((bc1 / 4u) ^ ((bk1 + 3u) / 4u % 8u))][bc1 % 4u] = rb1.w;
+                    }
+                    if rhs_n_fast {
+                        lb[0u + bk2 * LROW_B + ((bc2 / 4u) ^ ((bk2) / 4u % 8u))] = rb2;
+                    } else {
+                        lb[0u + (bk2 + 0u) * LROW_B + ((bc2 / 4u) ^ ((bk2 + 0u) / 4u % 8u))][bc2 % 4u] = rb2.x;
+                        lb[0u + (bk2 + 1u) * LROW_B + ((bc2 / 4u) ^ ((bk2 + 1u) / 4u % 8u))][bc2 % 4u] = rb2.y;
+                        lb[0u + (bk2 + 2u) * LROW_B + ((bc2 / 4u) ^ ((bk2 + 2u) / 4u % 8u))][bc2 % 4u] = rb2.z;
+                        lb[0u + (bk2 + 3u) * LROW_B + ((bc2 / 4u) ^ ((bk2 + 3u) / 4u % 8u))][bc2 % 4u] = rb2.w;
+                    }
+                    if rhs_n_fast {
+                        lb[0u + bk3 * LROW_B + ((bc3 / 4u) ^ ((bk3) / 4u % 8u))] = rb3;
+                    } else {
+                        lb[0u + (bk3 + 0u) * LROW_B + ((bc3 / 4u) ^ ((bk3 + 0u) / 4u % 8u))][bc3 % 4u] = rb3.x;
+                        lb[0u + (bk3 + 1u) * LROW_B + ((bc3 / 4u) ^ ((bk3 + 1u) / 4u % 8u))][bc3 % 4u] = rb3.y;
+                        lb[0u + (bk3 + 2u) * LROW_B + ((bc3 / 4u) ^ ((bk3 + 2u) / 4u % 8u))][bc3 % 4u] = rb3.z;
+                        lb[0u + (bk3 + 3u) * LROW_B + ((bc3 / 4u) ^ ((bk3 + 3u) / 4u % 8u))][bc3 % 4u] = rb3.w;
                     }
                     workgroupBarrier();
                     {
                         let a0 = la[0u + 0u * LROW_A + 0u + ty];
                         let a1 = la[0u + 0u * LROW_A + 16u + ty];
                         let b0 = lb[0u + 0u * LROW_B + 0u + tx];
-                        let b1 = lb[0u + 0u * LROW_B + 16u + tx];
+                        let b1 = lb[0u + 0u * LROW_B + 32u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -263,7 +289,7 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         let a0 = la[0u + 1u * LROW_A + 0u + ty];
                         let a1 = la[0u + 1u * LROW_A + 16u + ty];
                         let b0 = lb[0u + 1u * LROW_B + 0u + tx];
-                        let b1 = lb[0u + 1u * LROW_B + 16u + tx];
+                        let b1 = lb[0u + 1u * LROW_B + 32u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -285,7 +311,7 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         let a0 = la[0u + 2u * LROW_A + 0u + ty];
                         let a1 = la[0u + 2u * LROW_A + 16u + ty];
                         let b0 = lb[0u + 2u * LROW_B + 0u + tx];
-                        let b1 = lb[0u + 2u * LROW_B + 16u + tx];
+                        let b1 = lb[0u + 2u * LROW_B + 32u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -307,7 +333,7 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         let a0 = la[0u + 3u * LROW_A + 0u + ty];
                         let a1 = la[0u + 3u * LROW_A + 16u + ty];
                         let b0 = lb[0u + 3u * LROW_B + 0u + tx];
-                        let b1 = lb[0u + 3u * LROW_B + 16u + tx];
+                        let b1 = lb[0u + 3u * LROW_B + 32u + tx];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -326,10 +352,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 4u * LROW_A + 0u + ty];
-                        let a1 = la[0u + 4u * LROW_A + 16u + ty];
-                        let b0 = lb[0u + 4u * LROW_B + 0u + tx];
-                        let b1 = lb[0u + 4u * LROW_B + 16u + tx];
+                        let a0 = la[0u + 4u * LROW_A + 0u + ((ty) ^ 1u)];
+                        let a1 = la[0u + 4u * LROW_A + 16u + ((ty) ^ 1u)];
+                        let b0 = lb[0u + 4u * LROW_B + 0u + ((tx) ^ 1u)];
+                        let b1 = lb[0u + 4u * LROW_B + 32u + ((tx) ^ 1u)];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -348,10 +374,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 5u * LROW_A + 0u + ty];
-                        let a1 = la[0u + 5u * LROW_A + 16u + ty];
-                        let b0 = lb[0u + 5u * LROW_B + 0u + tx];
-                        let b1 = lb[0u + 5u * LROW_B + 16u + tx];
+                        let a0 = la[0u + 5u * LROW_A + 0u + ((ty) ^ 1u)];
+                        let a1 = la[0u + 5u * LROW_A + 16u + ((ty) ^ 1u)];
+                        let b0 = lb[0u + 5u * LROW_B + 0u + ((tx) ^ 1u)];
+                        let b1 = lb[0u + 5u * LROW_B + 32u + ((tx) ^ 1u)];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -370,10 +396,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 6u * LROW_A + 0u + ty];
-                        let a1 = la[0u + 6u * LROW_A + 16u + ty];
-                        let b0 = lb[0u + 6u * LROW_B + 0u + tx];
-                        let b1 = lb[0u + 6u * LROW_B + 16u + tx];
+                        let a0 = la[0u + 6u * LROW_A + 0u + ((ty) ^ 1u)];
+                        let a1 = la[0u + 6u * LROW_A + 16u + ((ty) ^ 1u)];
+                        let b0 = lb[0u + 6u * LROW_B + 0u + ((tx) ^ 1u)];
+                        let b1 = lb[0u + 6u * LROW_B + 32u + ((tx) ^ 1u)];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -392,10 +418,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 7u * LROW_A + 0u + ty];
-                        let a1 = la[0u + 7u * LROW_A + 16u + ty];
-                        let b0 = lb[0u + 7u * LROW_B + 0u + tx];
-                        let b1 = lb[0u + 7u * LROW_B + 16u + tx];
+                        let a0 = la[0u + 7u * LROW_A + 0u + ((ty) ^ 1u)];
+                        let a1 = la[0u + 7u * LROW_A + 16u + ((ty) ^ 1u)];
+                        let b0 = lb[0u + 7u * LROW_B + 0u + ((tx) ^ 1u)];
+                        let b1 = lb[0u + 7u * LROW_B + 32u + ((tx) ^ 1u)];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -414,10 +440,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 8u * LROW_A + 0u + ty];
-                        let a1 = la[0u + 8u * LROW_A + 16u + ty];
-                        let b0 = lb[0u + 8u * LROW_B + 0u + tx];
-                        let b1 = lb[0u + 8u * LROW_B + 16u + tx];
+                        let a0 = la[0u + 8u * LROW_A + 0u + ((ty) ^ 2u)];
+                        let a1 = la[0u + 8u * LROW_A + 16u + ((ty) ^ 2u)];
+                        let b0 = lb[0u + 8u * LROW_B + 0u + ((tx) ^ 2u)];
+                        let b1 = lb[0u + 8u * LROW_B + 32u + ((tx) ^ 2u)];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -436,10 +462,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 9u * LROW_A + 0u + ty];
-                        let a1 = la[0u + 9u * LROW_A + 16u + ty];
-                        let b0 = lb[0u + 9u * LROW_B + 0u + tx];
-                        let b1 = lb[0u + 9u * LROW_B + 16u + tx];
+                        let a0 = la[0u + 9u * LROW_A + 0u + ((ty) ^ 2u)];
+                        let a1 = la[0u + 9u * LROW_A + 16u + ((ty) ^ 2u)];
+                        let b0 = lb[0u + 9u * LROW_B + 0u + ((tx) ^ 2u)];
+                        let b1 = lb[0u + 9u * LROW_B + 32u + ((tx) ^ 2u)];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -458,10 +484,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 10u * LROW_A + 0u + ty];
-                        let a1 = la[0u + 10u * LROW_A + 16u + ty];
-                        let b0 = lb[0u + 10u * LROW_B + 0u + tx];
-                        let b1 = lb[0u + 10u * LROW_B + 16u + tx];
+                        let a0 = la[0u + 10u * LROW_A + 0u + ((ty) ^ 2u)];
+                        let a1 = la[0u + 10u * LROW_A + 16u + ((ty) ^ 2u)];
+                        let b0 = lb[0u + 10u * LROW_B + 0u + ((tx) ^ 2u)];
+                        let b1 = lb[0u + 10u * LROW_B + 32u + ((tx) ^ 2u)];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -480,10 +506,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 11u * LROW_A + 0u + ty];
-                        let a1 = la[0u + 11u * LROW_A + 16u + ty];
-                        let b0 = lb[0u + 11u * LROW_B + 0u + tx];
-                        let b1 = lb[0u + 11u * LROW_B + 16u + tx];
+                        let a0 = la[0u + 11u * LROW_A + 0u + ((ty) ^ 2u)];
+                        let a1 = la[0u + 11u * LROW_A + 16u + ((ty) ^ 2u)];
+                        let b0 = lb[0u + 11u * LROW_B + 0u + ((tx) ^ 2u)];
+                        let b1 = lb[0u + 11u * LROW_B + 32u + ((tx) ^ 2u)];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -502,10 +528,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 12u * LROW_A + 0u + ty];
-                        let a1 = la[0u + 12u * LROW_A + 16u + ty];
-                        let b0 = lb[0u + 12u * LROW_B + 0u + tx];
-                        let b1 = lb[0u + 12u * LROW_B + 16u + tx];
+                        let a0 = la[0u + 12u * LROW_A + 0u + ((ty) ^ 3u)];
+                        let a1 = la[0u + 12u * LROW_A + 16u + ((ty) ^ 3u)];
+                        let b0 = lb[0u + 12u * LROW_B + 0u + ((tx) ^ 3u)];
+                        let b1 = lb[0u + 12u * LROW_B + 32u + ((tx) ^ 3u)];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -524,10 +550,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 13u * LROW_A + 0u + ty];
-                        let a1 = la[0u + 13u * LROW_A + 16u + ty];
-                        let b0 = lb[0u + 13u * LROW_B + 0u + tx];
-                        let b1 = lb[0u + 13u * LROW_B + 16u + tx];
+                        let a0 = la[0u + 13u * LROW_A + 0u + ((ty) ^ 3u)];
+                        let a1 = la[0u + 13u * LROW_A + 16u + ((ty) ^ 3u)];
+                        let b0 = lb[0u + 13u * LROW_B + 0u + ((tx) ^ 3u)];
+                        let b1 = lb[0u + 13u * LROW_B + 32u + ((tx) ^ 3u)];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -546,10 +572,10 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 14u * LROW_A + 0u + ty];
-                        let a1 = la[0u + 14u * LROW_A + 16u + ty];
-                        let b0 = lb[0u + 14u * LROW_B + 0u + tx];
-                        let b1 = lb[0u + 14u * LROW_B + 16u + tx];
+                        let a0 = la[0u + 14u * LROW_A + 0u + ((ty) ^ 3u)];
+                        let a1 = la[0u + 14u * LROW_A + 16u + ((ty) ^ 3u)];
+                        let b0 = lb[0u + 14u * LROW_B + 0u + ((tx) ^ 3u)];
+                        let b1 = lb[0u + 14u * LROW_B + 32u + ((tx) ^ 3u)];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -568,10 +594,362 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc15 = fma(vec4<f32>(a1.w), b1, acc15);
                     }
                     {
-                        let a0 = la[0u + 15u * LROW_A + 0u + ty];
-                        let a1 = la[0u + 15u * LROW_A + 16u + ty];
-                        let b0 = lb[0u + 15u * LROW_B + 0u + tx];
-                        let b1 = lb[0u + 15u * LROW_B + 16u + tx];
+                        let a0 = la[0u + 15u * LROW_A + 0u + ((ty) ^ 3u)];
+                        let a1 = la[0u + 15u * LROW_A + 16u + ((ty) ^ 3u)];
+                        let b0 = lb[0u + 15u * LROW_B + 0u + ((tx) ^ 3u)];
+                        let b1 = lb[0u + 15u * LROW_B + 32u + ((tx) ^ 3u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 16u * LROW_A + 0u + ((ty) ^ 4u)];
+                        let a1 = la[0u + 16u * LROW_A + 16u + ((ty) ^ 4u)];
+                        let b0 = lb[0u + 16u * LROW_B + 0u + ((tx) ^ 4u)];
+                        let b1 = lb[0u + 16u * LROW_B + 32u + ((tx) ^ 4u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 17u * LROW_A + 0u + ((ty) ^ 4u)];
+                        let a1 = la[0u + 17u * LROW_A + 16u + ((ty) ^ 4u)];
+                        let b0 = lb[0u + 17u * LROW_B + 0u + ((tx) ^ 4u)];
+                        let b1 = lb[0u + 17u * LROW_B + 32u + ((tx) ^ 4u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 18u * LROW_A + 0u + ((ty) ^ 4u)];
+                        let a1 = la[0u + 18u * LROW_A + 16u + ((ty) ^ 4u)];
+                        let b0 = lb[0u + 18u * LROW_B + 0u + ((tx) ^ 4u)];
+                        let b1 = lb[0u + 18u * LROW_B + 32u + ((tx) ^ 4u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 19u * LROW_A + 0u + ((ty) ^ 4u)];
+                        let a1 = la[0u + 19u * LROW_A + 16u + ((ty) ^ 4u)];
+                        let b0 = lb[0u + 19u * LROW_B + 0u + ((tx) ^ 4u)];
+                        let b1 = lb[0u + 19u * LROW_B + 32u + ((tx) ^ 4u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 20u * LROW_A + 0u + ((ty) ^ 5u)];
+                        let a1 = la[0u + 20u * LROW_A + 16u + ((ty) ^ 5u)];
+                        let b0 = lb[0u + 20u * LROW_B + 0u + ((tx) ^ 5u)];
+                        let b1 = lb[0u + 20u * LROW_B + 32u + ((tx) ^ 5u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 21u * LROW_A + 0u + ((ty) ^ 5u)];
+                        let a1 = la[0u + 21u * LROW_A + 16u + ((ty) ^ 5u)];
+                        let b0 = lb[0u + 21u * LROW_B + 0u + ((tx) ^ 5u)];
+                        let b1 = lb[0u + 21u * LROW_B + 32u + ((tx) ^ 5u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 22u * LROW_A + 0u + ((ty) ^ 5u)];
+                        let a1 = la[0u + 22u * LROW_A + 16u + ((ty) ^ 5u)];
+                        let b0 = lb[0u + 22u * LROW_B + 0u + ((tx) ^ 5u)];
+                        let b1 = lb[0u + 22u * LROW_B + 32u + ((tx) ^ 5u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 23u * LROW_A + 0u + ((ty) ^ 5u)];
+                        let a1 = la[0u + 23u * LROW_A + 16u + ((ty) ^ 5u)];
+                        let b0 = lb[0u + 23u * LROW_B + 0u + ((tx) ^ 5u)];
+                        let b1 = lb[0u + 23u * LROW_B + 32u + ((tx) ^ 5u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 24u * LROW_A + 0u + ((ty) ^ 6u)];
+                        let a1 = la[0u + 24u * LROW_A + 16u + ((ty) ^ 6u)];
+                        let b0 = lb[0u + 24u * LROW_B + 0u + ((tx) ^ 6u)];
+                        let b1 = lb[0u + 24u * LROW_B + 32u + ((tx) ^ 6u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 25u * LROW_A + 0u + ((ty) ^ 6u)];
+                        let a1 = la[0u + 25u * LROW_A + 16u + ((ty) ^ 6u)];
+                        let b0 = lb[0u + 25u * LROW_B + 0u + ((tx) ^ 6u)];
+                        let b1 = lb[0u + 25u * LROW_B + 32u + ((tx) ^ 6u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 26u * LROW_A + 0u + ((ty) ^ 6u)];
+                        let a1 = la[0u + 26u * LROW_A + 16u + ((ty) ^ 6u)];
+                        let b0 = lb[0u + 26u * LROW_B + 0u + ((tx) ^ 6u)];
+                        let b1 = lb[0u + 26u * LROW_B + 32u + ((tx) ^ 6u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 27u * LROW_A + 0u + ((ty) ^ 6u)];
+                        let a1 = la[0u + 27u * LROW_A + 16u + ((ty) ^ 6u)];
+                        let b0 = lb[0u + 27u * LROW_B + 0u + ((tx) ^ 6u)];
+                        let b1 = lb[0u + 27u * LROW_B + 32u + ((tx) ^ 6u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 28u * LROW_A + 0u + ((ty) ^ 7u)];
+                        let a1 = la[0u + 28u * LROW_A + 16u + ((ty) ^ 7u)];
+                        let b0 = lb[0u + 28u * LROW_B + 0u + ((tx) ^ 7u)];
+                        let b1 = lb[0u + 28u * LROW_B + 32u + ((tx) ^ 7u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 29u * LROW_A + 0u + ((ty) ^ 7u)];
+                        let a1 = la[0u + 29u * LROW_A + 16u + ((ty) ^ 7u)];
+                        let b0 = lb[0u + 29u * LROW_B + 0u + ((tx) ^ 7u)];
+                        let b1 = lb[0u + 29u * LROW_B + 32u + ((tx) ^ 7u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 30u * LROW_A + 0u + ((ty) ^ 7u)];
+                        let a1 = la[0u + 30u * LROW_A + 16u + ((ty) ^ 7u)];
+                        let b0 = lb[0u + 30u * LROW_B + 0u + ((tx) ^ 7u)];
+                        let b1 = lb[0u + 30u * LROW_B + 32u + ((tx) ^ 7u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = la[0u + 31u * LROW_A + 0u + ((ty) ^ 7u)];
+                        let a1 = la[0u + 31u * LROW_A + 16u + ((ty) ^ 7u)];
+                        let b0 = lb[0u + 31u * LROW_B + 0u + ((tx) ^ 7u)];
+                        let b1 = lb[0u + 31u * LROW_B + 32u + ((tx) ^ 7u)];
                         acc0 = fma(vec4<f32>(a0.x), b0, acc0);
                         acc1 = fma(vec4<f32>(a0.x), b1, acc1);
                         acc2 = fma(vec4<f32>(a0.y), b0, acc2);
@@ -592,21 +970,21 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                     workgroupBarrier();
                 }
                 store4(out_base, row0 + 0u + ty * 4u, col0 + 0u + tx * 4u, acc0);
-                store4(out_base, row0 + 0u + ty * 4u, col0 + 64u + tx * 4u, acc1);
+                store4(out_base, row0 + 0u + ty * 4u, col0 + 128u + tx * 4u, acc1);
                 store4(out_base, row0 + 1u + ty * 4u, col0 + 0u + tx * 4u, acc2);
-                store4(out_base, row0 + 1u + ty * 4u, col0 + 64u + tx * 4u, acc3);
+                store4(out_base, row0 + 1u + ty * 4u, col0 + 128u + tx * 4u, acc3);
                 store4(out_base, row0 + 2u + ty * 4u, col0 + 0u + tx * 4u, acc4);
-                store4(out_base, row0 + 2u + ty * 4u, col0 + 64u + tx * 4u, acc5);
+                store4(out_base, row0 + 2u + ty * 4u, col0 + 128u + tx * 4u, acc5);
                 store4(out_base, row0 + 3u + ty * 4u, col0 + 0u + tx * 4u, acc6);
-                store4(out_base, row0 + 3u + ty * 4u, col0 + 64u + tx * 4u, acc7);
+                store4(out_base, row0 + 3u + ty * 4u, col0 + 128u + tx * 4u, acc7);
                 store4(out_base, row0 + 64u + ty * 4u, col0 + 0u + tx * 4u, acc8);
-                store4(out_base, row0 + 64u + ty * 4u, col0 + 64u + tx * 4u, acc9);
+                store4(out_base, row0 + 64u + ty * 4u, col0 + 128u + tx * 4u, acc9);
                 store4(out_base, row0 + 65u + ty * 4u, col0 + 0u + tx * 4u, acc10);
-                store4(out_base, row0 + 65u + ty * 4u, col0 + 64u + tx * 4u, acc11);
+                store4(out_base, row0 + 65u + ty * 4u, col0 + 128u + tx * 4u, acc11);
                 store4(out_base, row0 + 66u + ty * 4u, col0 + 0u + tx * 4u, acc12);
-                store4(out_base, row0 + 66u + ty * 4u, col0 + 64u + tx * 4u, acc13);
+                store4(out_base, row0 + 66u + ty * 4u, col0 + 128u + tx * 4u, acc13);
                 store4(out_base, row0 + 67u + ty * 4u, col0 + 0u + tx * 4u, acc14);
-                store4(out_base, row0 + 67u + ty * 4u, col0 + 64u + tx * 4u, acc15);
+                store4(out_base, row0 + 67u + ty * 4u, col0 + 128u + tx * 4u, acc15);
             }
         }
     }

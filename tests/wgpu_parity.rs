@@ -211,13 +211,14 @@ fn matmul_matches() {
     let a = input(&[3, 20, 17], 37);
     let b = input(&[3, 40, 17], 38);
     parity(&gpu, "batched tiles a bT", &[a, b], 1e-4, |t| t[0].matmul(&t[1].transpose(1, 2)?));
-    // Enough tiles for the 128×128 kernels (vec4, and strided for n = 2101): 9 tile rows (a
-    // group of 8 and a remainder in their tile numbering), ragged edges, two batch entries. The
-    // gradients sum 2100 products, so f32 rounding alone reaches ~1e-4 of their scale.
+    // Enough tiles for the large-tile kernels (vec4 128×256, and strided 128×128 for n = 2101):
+    // 9 tile rows (a group of 8 and a remainder in their tile numbering), ragged edges, two
+    // batch entries. The gradients sum 2100 products, so f32 rounding alone reaches ~1e-4 of
+    // their scale.
     for n in [2100, 2101] {
         let a = input(&[2, 1030, 36], 39);
         let b = input(&[36, n], 40);
-        parity(&gpu, &format!("128-tile matmul 2x1030x36x{n}"), &[a, b], 1e-3, |t| t[0].matmul(&t[1]));
+        parity(&gpu, &format!("large-tile matmul 2x1030x36x{n}"), &[a, b], 1e-3, |t| t[0].matmul(&t[1]));
     }
     // More batch entries than one dispatch dimension holds.
     let a = input(&[70_000, 1, 2], 35);
@@ -231,7 +232,8 @@ fn matmul_matches() {
 }
 
 /// The kernel choice: vec4 loads when every operand's contiguous side, offset and strides are
-/// multiples of 4 (else the strided kernel), 128×128 tiles from 256 such tiles (else 64×64).
+/// multiples of 4 (else the strided kernel), large tiles (vec4 128×256, strided 128×128) from
+/// 256 tiles of 128×128 (else 64×64).
 /// Gradients take the transposed layouts of both operands.
 #[test]
 fn matmul_kernel_choices_match() {
@@ -246,17 +248,17 @@ fn matmul_kernel_choices_match() {
     // An offset that is not a multiple of 4 falls back to the strided kernel.
     let (a, b) = (input(&[64, 37], 47), input(&[32, 64], 48));
     parity(&gpu, "misaligned view", &[a, b], 1e-4, |t| t[0].narrow(1, 1, 33)?.matmul(&t[1]));
-    // 128-tile (64 batch entries of 2×2 tiles), vec4 and strided, plain and transposed rhs.
+    // Large-tile (64 batch entries of 2×2 tiles of 128), vec4 and strided, plain and transposed rhs.
     let (a, b) = (input(&[64, 129, 12], 49), input(&[12, 132], 50));
-    parity(&gpu, "vec4 128-tile batched", &[a, b], 1e-4, |t| t[0].matmul(&t[1]));
+    parity(&gpu, "vec4 large-tile batched", &[a, b], 1e-4, |t| t[0].matmul(&t[1]));
     let (a, b) = (input(&[64, 129, 12], 51), input(&[64, 132, 12], 52));
-    parity(&gpu, "vec4 128-tile a bT", &[a, b], 1e-4, |t| t[0].matmul(&t[1].transpose(1, 2)?));
+    parity(&gpu, "vec4 large-tile a bT", &[a, b], 1e-4, |t| t[0].matmul(&t[1].transpose(1, 2)?));
     let (a, b) = (input(&[64, 130, 13], 53), input(&[13, 131], 54));
     parity(&gpu, "strided 128-tile batched", &[a, b], 1e-4, |t| t[0].matmul(&t[1]));
-    // The vec4 128-tile kernel over a long ragged k (33 K slices, the last partial), with partial
-    // tiles, a transposed lhs and a broadcast rhs.
+    // The vec4 large-tile kernel over a long ragged k (17 K slices, the last partial), with
+    // partial tiles, a transposed lhs and a broadcast rhs.
     let (a, b) = (input(&[4, 524, 1032], 55), input(&[524, 1028], 56));
-    parity(&gpu, "vec4 128-tile aT b, long ragged k", &[a, b], 1e-3, |t| t[0].transpose(1, 2)?.matmul(&t[1]));
+    parity(&gpu, "vec4 large-tile aT b, long ragged k", &[a, b], 1e-3, |t| t[0].transpose(1, 2)?.matmul(&t[1]));
 }
 
 /// `MatmulPrecision::F16TensorCores`: where the adapter has tensor cores, products (and the

@@ -563,8 +563,13 @@ fn matmul_small(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
 # Numbering its tiles in groups of 8 tile rows (L2 reuse) costs no register and gains 1-2%
 # (39.5 -> 40.0 TFLOP/s NN, 40.6 -> 41.4 TN); groups of 4 or 16 gain less. Staggering the
 # workgroups' K slices (`stagger`) gained 3 % on one H200 and nothing on two others.
+# The vec4 kernel now runs 512 invocations (32 wide, so a subgroup reads 32 rhs vectors and
+# one lhs vector per k step) on a 128×256 tile with K slices of 32: half the barriers and load
+# waits per product (tenth lab round; 256×128 on 16×32 invocations ran 2-5 % slower). 48 KiB of shared memory leaves no room
+# for padding, so each shared row's columns are permuted instead (`xor`), which keeps the
+# transposing stores of k-contiguous operands conflict-free (without it NN and NT lost 6-12 %).
 SCALAR_LARGE = dict(bk=8, unroll=True)
-VEC4_LARGE = dict(bk=16, prefetch=False, unroll=True, swizzle=8)
+VEC4_LARGE = dict(bk=32, prefetch=False, unroll=True, swizzle=8, wx=32, pad=0, xor=True)
 
 
 def scalar_file(small={}, large=SCALAR_LARGE):
@@ -587,29 +592,21 @@ here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 if len(sys.argv) == 3 and sys.argv[1] == "--lab":
     lab = sys.argv[2]
     os.makedirs(lab, exist_ok=True)
-    # Alternatives to the shipped 128×128 tile (the earlier rounds', rectangular tiles, K slices
-    # of 32, double buffering, producer invocations, `split` and `skew` among them, are in
-    # BENCHMARKS.md).
+    # Alternatives to the shipped 128×256 tile (the earlier rounds', double buffering, producer
+    # invocations, `split`, `skew` and the 512-invocation `pair` among them, are in BENCHMARKS.md).
     shipped = dict(VEC4_LARGE)
+    before = dict(bk=16, prefetch=False, unroll=True, swizzle=8)
     variants = {
-        "vec4_128_shipped": shipped,
-        # 512 invocations, one workgroup per SM: the driver must fit 128 registers whatever the
-        # kernel holds, and each slice's loads feed twice the tile. Eighth round (BENCHMARKS.md):
-        # all slower than the shipped kernel, one barrier per slice (`pair`) the closest; the
-        # driver's code (`kernel_stats --dump`, `bench/sass.py`) shows why `double` is no faster:
-        # it issues the prefetching loads after the multiply, next to their stores.
-        "vec4_w512_256x128_pair": dict(shipped, wy=32, double="pair", pad=0),
-        # Ninth round: K slices of 32 halve both the barriers and the waits for loads that
-        # nothing overlaps with one workgroup per SM (48 KiB of shared memory, hence no padding).
-        # TN ran 4 % faster than the shipped kernel, NN and NT 6-12 % slower: their transposing
-        # stores hit one bank eight times over without the padding. The 64×128 and 128×64 tiles
-        # on 128 invocations (four workgroups per SM at K slices of 8) were slower (BENCHMARKS.md).
-        "vec4_w512_256x128_k32": dict(shipped, wy=32, bk=32, pad=0),
-        # Tenth round: the same with each shared row's columns permuted (`xor`), which makes the
-        # transposing stores conflict-free without padding.
-        "vec4_w512_256x128_k32_xor": dict(shipped, wy=32, bk=32, pad=0, xor=True),
-        "vec4_w512_128x256_k32_xor": dict(shipped, wx=32, bk=32, pad=0, xor=True),
-        "vec4_128_xor": dict(shipped, pad=0, xor=True),
+        "vec4_128x256_shipped": shipped,
+        # The kernel shipped until the tenth round: 128×128 on 256 invocations, K slices of 16,
+        # rows padded by one vector, two workgroups per SM.
+        "vec4_128_k16": before,
+        # Ninth round: the shipped kernel without `xor`; its transposing stores (NN, NT) hit
+        # one bank eight times over.
+        "vec4_w512_128x256_k32": dict(shipped, xor=False),
+        # Tenth round: the other orientation, and `xor` instead of padding on the 128×128 tile.
+        "vec4_w512_256x128_k32_xor": dict(shipped, wx=16, wy=32),
+        "vec4_128_xor": dict(before, pad=0, xor=True),
         # Diagnostics (wrong values by design): where the shipped kernel's time goes.
         "probe_compute": dict(shipped, probe="compute"),
     }

@@ -16,9 +16,15 @@ const SIGNATURE: [Access; 3] = [Access::Read, Access::Read, Access::Write];
 /// tiles) the large tile wins (35 against 30). Measured with `examples/matmul_lab.rs`.
 const MIN_LARGE_TILES: usize = 256;
 
-/// Shared memory of `matmul_large` in `matmul_vec4.wgsl`: two operands, K slices of 16, rows of
-/// 33 vec4. Adapters with less (WebGPU's minimum is 16 KiB) take the strided kernel.
-const VEC4_LARGE_SHARED_BYTES: u32 = 2 * 16 * 33 * 16;
+/// The tile of `matmul_large` in `matmul_vec4.wgsl`, rows by columns (the strided kernel's is
+/// 128×128), on 32×16 invocations.
+const VEC4_LARGE_TILE: [usize; 2] = [128, 256];
+const VEC4_LARGE_INVOCATIONS: u32 = 512;
+
+/// Its shared memory: two operands, K slices of 32, unpadded rows of 32 and 64 vec4. Adapters
+/// with less (WebGPU's minimum is 16 KiB) or fewer invocations per workgroup (256) take the
+/// strided kernel.
+const VEC4_LARGE_SHARED_BYTES: u32 = (32 * 32 + 32 * 64) * 16;
 
 /// Shared memory of `matmul_coop.wgsl`: two operands, two buffers of 128×40 halves (the larger
 /// of its two slice shapes), plus 8 subgroups' 16×16 f32 edge blocks.
@@ -116,28 +122,33 @@ impl WgpuBackend {
         let vec4 = args.n.is_multiple_of(4)
             && vec4_readable(a, args.m, args.k, args.batch)
             && vec4_readable(b, args.k, args.n, args.batch);
-        // Workgroups of square `tile`s; the kernels' grid-stride loops cover what a capped
-        // dimension leaves out.
+        // Workgroups of [rows, columns] tiles; the kernels' grid-stride loops cover what a
+        // capped dimension leaves out.
         let max = self.max_groups;
-        let grid = |tile: usize| [args.n.div_ceil(tile), args.m.div_ceil(tile), args.batch].map(|g| g.min(max) as u32);
+        let grid = |[rows, cols]: [usize; 2]| {
+            [args.n.div_ceil(cols), args.m.div_ceil(rows), args.batch].map(|g| g.min(max) as u32)
+        };
         if vec4 && self.tensor_core_matmul.load(Ordering::Relaxed) {
-            self.run(&pipelines::MATMUL_COOP, "matmul_large", &SIGNATURE, &params, &buffers, grid(128))?;
+            self.run(&pipelines::MATMUL_COOP, "matmul_large", &SIGNATURE, &params, &buffers, grid([128, 128]))?;
             return Ok(self.output(out));
         }
-        // Big products take 128×128 tiles (8×8 per invocation); the rest 64×64 (4×4), which
+        // Big products take the large tiles (8×8 per invocation); the rest 64×64 (4×4), which
         // keep more workgroups busy.
-        let large_tiles = args.m.div_ceil(128) * args.n.div_ceil(128) * args.batch;
-        let tile = if large_tiles >= MIN_LARGE_TILES { 128 } else { 64 };
-        let entry = if tile == 128 { "matmul_large" } else { "matmul" };
-        let shared = self.ctx.limits.max_compute_workgroup_storage_size;
-        let vec4 = vec4 && (tile == 64 || shared >= VEC4_LARGE_SHARED_BYTES);
-        let shader = if vec4 { &pipelines::MATMUL_VEC4 } else { &pipelines::MATMUL };
+        let large = args.m.div_ceil(128) * args.n.div_ceil(128) * args.batch >= MIN_LARGE_TILES;
+        let limits = &self.ctx.limits;
+        let vec4 = vec4
+            && (!large
+                || (limits.max_compute_workgroup_storage_size >= VEC4_LARGE_SHARED_BYTES
+                    && limits.max_compute_invocations_per_workgroup >= VEC4_LARGE_INVOCATIONS));
+        let (shader, large_tile) =
+            if vec4 { (&pipelines::MATMUL_VEC4, VEC4_LARGE_TILE) } else { (&pipelines::MATMUL, [128, 128]) };
+        let (entry, tile) = if large { ("matmul_large", large_tile) } else { ("matmul", [64, 64]) };
         // Until that kernel is compiled (see `Pipelines::stand_in`): the same shader's 64-tile
         // kernel if it is ready, else (for a small product) one invocation per output, else wait.
         let (entry, tile) = if !self.pipelines.stand_in(shader, entry) {
             (entry, tile)
-        } else if tile == 128 && self.pipelines.state(shader, "matmul") == KernelState::Compiled {
-            ("matmul", 64)
+        } else if large && self.pipelines.state(shader, "matmul") == KernelState::Compiled {
+            ("matmul", [64, 64])
         } else if n_out.saturating_mul(args.k) <= STAND_IN_MAX_MACS {
             return small();
         } else {
@@ -153,7 +164,7 @@ mod tests {
     use super::super::pipelines::{KernelState, MATMUL, MATMUL_VEC4, REDUCE};
     use super::super::test_data::{normal, read};
     use super::super::WgpuBackend;
-    use super::{COOP_SHARED_BYTES, VEC4_LARGE_SHARED_BYTES};
+    use super::{COOP_SHARED_BYTES, VEC4_LARGE_INVOCATIONS, VEC4_LARGE_SHARED_BYTES, VEC4_LARGE_TILE};
     use crate::backend::{Backend, MatmulArgs, MatrixLayout, ReduceDims, ReduceOp};
     use crate::testing::assert_close;
 
@@ -219,9 +230,9 @@ mod tests {
         assert_eq!(2 * 2 * slice * 2 + 8 * 256 * 4, COOP_SHARED_BYTES);
     }
 
-    /// The constant follows the generated shader (`shaders/gen/matmul.py`).
+    /// The constants follow the generated shader (`shaders/gen/matmul.py`).
     #[test]
-    fn vec4_large_shared_bytes_match_the_shader() {
+    fn vec4_large_constants_match_the_shader() {
         let source = include_str!("../../../../shaders/matmul_vec4.wgsl");
         let vec4s: u32 = source
             .lines()
@@ -229,5 +240,10 @@ mod tests {
             .filter_map(|l| l.split(", ").nth(1)?.strip_suffix(">;")?.parse::<u32>().ok())
             .sum();
         assert_eq!(vec4s * 16, VEC4_LARGE_SHARED_BYTES);
+        let tile = [shader_const(source, "LTILE_M"), shader_const(source, "LTILE_N")];
+        assert_eq!(tile.map(|t| t as usize), VEC4_LARGE_TILE);
+        let size = source.split("@workgroup_size(").nth(2).expect("matmul_large's workgroup size");
+        let size: Vec<u32> = size[..size.find(')').unwrap()].split(", ").map(|v| v.parse().unwrap()).collect();
+        assert_eq!(size.iter().product::<u32>(), VEC4_LARGE_INVOCATIONS);
     }
 }
