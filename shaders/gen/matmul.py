@@ -552,22 +552,22 @@ fn matmul_small(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
 """
 
 
-# The shipped configurations, chosen with examples/matmul_lab.rs on the H200 (BENCHMARKS.md):
-# K slices of 8 beat 16 for the scalar 128×128 tile once runtime checks are off, and it gains
-# from the k steps written out (30 -> 35 TFLOP/s at 4096³). The vec4 tile is bound by occupancy:
-# the driver gives the prefetching variants 157-169 registers per invocation, one workgroup per
-# SM (examples/kernel_stats.rs); loading each K slice of 16 at the top of its iteration, with
-# the k steps written out, needs 127, so two workgroups share an SM and hide each other's loads
-# and barriers (36 -> 39.5 TFLOP/s). It needs 16.5 KiB of shared memory
-# (VEC4_LARGE_SHARED_BYTES in backend/wgpu/matmul.rs); pad=0 would fit 16 KiB but runs slower.
-# Numbering its tiles in groups of 8 tile rows (L2 reuse) costs no register and gains 1-2%
-# (39.5 -> 40.0 TFLOP/s NN, 40.6 -> 41.4 TN); groups of 4 or 16 gain less. Staggering the
-# workgroups' K slices (`stagger`) gained 3 % on one H200 and nothing on two others.
-# The vec4 kernel now runs 512 invocations (32 wide, so a subgroup reads 32 rhs vectors and
-# one lhs vector per k step) on a 128×256 tile with K slices of 32: half the barriers and load
-# waits per product (tenth lab round; 256×128 on 16×32 invocations ran 2-5 % slower). 48 KiB of shared memory leaves no room
-# for padding, so each shared row's columns are permuted instead (`xor`), which keeps the
-# transposing stores of k-contiguous operands conflict-free (without it NN and NT lost 6-12 %).
+# The shipped configurations, chosen with examples/matmul_lab.rs on the H200 and H100
+# (BENCHMARKS.md). K slices of 8 beat 16 for the scalar 128×128 tile once runtime checks are off,
+# and it gains from the k steps written out (30 -> 35 TFLOP/s at 4096³).
+# The vec4 kernel runs 512 invocations, 32 wide (a subgroup reads 32 rhs vectors and one lhs
+# vector per k step), on a 128×256 tile with K slices of 32, each loaded at the top of its
+# iteration and its k steps written out. The driver keeps it within 127 registers (no spills,
+# examples/kernel_stats.rs), one workgroup per SM; against the earlier 128×128 tile with K
+# slices of 16 (two workgroups per SM) it halves the barriers and the load waits nothing hides
+# per product: 40.2 -> 42.1 TFLOP/s NN, 38.5 -> 40.9 NT (tenth lab round, H100). 256×128 on
+# 16×32 invocations ran 1-5 % slower. Its 48 KiB of shared memory (VEC4_LARGE_SHARED_BYTES in
+# backend/wgpu/matmul.rs) leave no room for padding, so each shared row's columns are permuted
+# (`xor`) to keep the transposing stores of k-contiguous operands conflict-free (without it
+# NN and NT lost 6-12 %). Numbering the tiles in groups of 8 tile rows (L2 reuse) costs no
+# register and gained 1-2 % on the 128×128 tile; groups of 4 or 16 gained less. Double
+# buffering never gained: the driver issues the prefetching loads after the multiply
+# (bench/sass.py).
 SCALAR_LARGE = dict(bk=8, unroll=True)
 VEC4_LARGE = dict(bk=32, prefetch=False, unroll=True, swizzle=8, wx=32, pad=0, xor=True)
 

@@ -11,9 +11,10 @@ use crate::{Error, MatmulPrecision, Result};
 /// Buffer bindings of every matmul kernel: lhs, rhs, out.
 const SIGNATURE: [Access; 3] = [Access::Read, Access::Read, Access::Write];
 
-/// Below this many 128×128 tiles the 64×64 kernel keeps more of a big GPU busy: on the H200
-/// (132 SMs) 1024³ runs at 27 TFLOP/s in 64×64 tiles but 14 in 128×128 ones; from 2048³ (256
-/// tiles) the large tile wins (35 against 30). Measured with `examples/matmul_lab.rs`.
+/// Below this many 128×128 tiles the 64×64 kernel keeps more of a big GPU busy: on an H100
+/// (132 SMs) 1024³ runs at 27 TFLOP/s in 64×64 tiles but 11 in the vec4 kernel's 128×256 ones
+/// (17 in 128×128); from 2048³ (256 tiles of 128×128) the large tile wins (39 against 30).
+/// Measured with `examples/matmul_lab.rs`.
 const MIN_LARGE_TILES: usize = 256;
 
 /// The tile of `matmul_large` in `matmul_vec4.wgsl`, rows by columns (the strided kernel's is

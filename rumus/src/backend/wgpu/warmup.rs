@@ -9,7 +9,7 @@
 //! waits for it).
 //!
 //! Until the slow kernels are compiled (the fused convolution's, the tiled matmuls, the row
-//! reduction: 0.1-0.4 s each), ops run stand-ins that compile in 5-50 ms and compute the same
+//! reduction: 0.1-0.5 s each), ops run stand-ins that compile in 5-50 ms and compute the same
 //! values (see `Pipelines::stand_in`), so a cold first LeNet step starts after 25-55 ms, not
 //! ~170. Those first steps' results differ from a warm process's by float rounding only; for
 //! runs that must repeat bit for bit, `RUMUS_WGPU_WARMUP=0` turns the warm-up, and with it the
@@ -98,7 +98,7 @@ type Work = fn(&Device) -> Result<()>;
 /// - then the kernels that replace the stand-ins: the fused convolution's three (~0.2 s
 ///   each), the 64-tile matmuls and the row reduction;
 /// - then whole small forward/backward passes that reach what the first works did not, and
-///   the 128-tile matmuls (up to 0.4 s), which only large products use.
+///   the large-tile matmuls (up to 0.5 s), which only large products use.
 const WORKS: &[Work] = &[
     random_normal,
     conv_direct_input_grad,
@@ -412,7 +412,7 @@ fn matmul_medium_strided(device: &Device) -> Result<()> {
     matmul(device, 1, 64, 30, 64)
 }
 
-/// The 128-tile matmuls, for products of at least 256 such tiles: with vec4 loads...
+/// The large-tile matmuls, for products of at least 256 tiles of 128×128: with vec4 loads...
 fn matmul_large_vec4(device: &Device) -> Result<()> {
     matmul(device, 256, 128, 4, 128)
 }
