@@ -52,19 +52,40 @@ fn index_select(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     out[i] = src[(o * p.len + r) * p.inner + k];
 }
 
-// One invocation: links (zeroed) gets, for each value r < len, the positions j with idx[j] == r
-// as a list in increasing j, headed at links[r] and continued at links[len + j].
-@compute @workgroup_size(1)
-fn index_links() {
-    for (var step = 0u; step < p.count; step++) {
-        let j = p.count - 1u - step;
-        let r = idx[j];
-        if r >= p.len {
-            report(j);
-            continue;
+var<workgroup> tile: array<u32, 256>;
+
+// links (zeroed) gets, for each value r < len, the positions j with idx[j] == r as a list in
+// increasing j, headed at links[r] and continued at links[len + j]. The W invocations of the
+// dispatch (a few workgroups) split the values, invocation w owning those with r % W == w: each
+// walks every index from the last to the first, 256 at a time staged in workgroup memory, and
+// links the positions of its own values, so no two invocations write the same word.
+@compute @workgroup_size(256)
+fn index_links(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+    let owners = nwg.x * 256u;
+    let me = wid.x * 256u + lid;
+    let tiles = (p.count + 255u) / 256u;
+    for (var step = 0u; step < tiles; step++) {
+        let base = (tiles - 1u - step) * 256u;
+        workgroupBarrier();
+        var v = 0u;
+        if base + lid < p.count {
+            v = idx[base + lid];
         }
-        links[p.len + j] = links[r];
-        links[r] = j + 1u;
+        tile[lid] = v;
+        workgroupBarrier();
+        for (var t = min(256u, p.count - base); t > 0u; t--) {
+            let j = base + t - 1u;
+            let r = tile[t - 1u];
+            if r >= p.len {
+                if me == 0u {
+                    report(j);
+                }
+            } else if r % owners == me {
+                links[p.len + j] = links[r];
+                links[r] = j + 1u;
+            }
+        }
     }
 }
 

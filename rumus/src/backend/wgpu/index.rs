@@ -12,6 +12,10 @@ use crate::{Error, Result};
 
 use Access::{Read as R, Write as W};
 
+/// Most workgroups of `index_links`, which split the index values between them; each reads
+/// every index, so more would only add reads.
+const LINK_GROUPS: usize = 16;
+
 /// Every entry point of `index.wgsl` binds source, indices, output, flag and links.
 const SIGNATURE: [Access; 5] = [R, R, W, W, W];
 
@@ -57,7 +61,8 @@ impl WgpuBackend {
         self.checked_indices(op, i, len, || {
             let buffers = || [bind(g), bind(i), bind(&out), self.index_flag.binding(), bind(&links)];
             if count > 0 {
-                self.run(&pipelines::INDEX, "index_links", &SIGNATURE, &params, &buffers(), [1, 1, 1])?;
+                let owners = len.div_ceil(256).clamp(1, LINK_GROUPS) as u32;
+                self.run(&pipelines::INDEX, "index_links", &SIGNATURE, &params, &buffers(), [owners, 1, 1])?;
             }
             self.run(&pipelines::INDEX, "index_add", &SIGNATURE, &params, &buffers(), groups)
         })?;

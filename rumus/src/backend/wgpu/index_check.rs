@@ -66,13 +66,21 @@ impl WgpuBackend {
             return record();
         }
         let _one_at_a_time = self.index_flag.lock.lock().unwrap_or_else(|p| p.into_inner());
-        let out = record()?;
         let flag = &self.index_flag.buffer;
+        let clear = || self.recorder.record(&self.ctx, |enc| enc.clear_buffer(flag, 0, None));
+        let out = match record() {
+            Ok(out) => out,
+            Err(e) => {
+                // Kernels recorded before the failure may still flag an index: start clean.
+                clear();
+                return Err(e);
+            }
+        };
         let word = read_word(self, flag, 0)?;
         if word == 0 {
             return Ok(out);
         }
-        self.recorder.record(&self.ctx, |enc| enc.clear_buffer(flag, 0, None));
+        clear();
         let position = (u32::MAX - word) as usize;
         let index = read_word(self, idx.buffer(), position as u64 * 4)?;
         Err(Error::IndexOutOfRange { op, index: i64::from(index), limit, position })
