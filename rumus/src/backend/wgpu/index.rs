@@ -61,7 +61,7 @@ impl WgpuBackend {
         self.checked_indices(op, i, len, || {
             let buffers = || [bind(g), bind(i), bind(&out), self.index_flag.binding(), bind(&links)];
             if count > 0 {
-                let owners = len.div_ceil(256).clamp(1, LINK_GROUPS) as u32;
+                let owners = len.div_ceil(256).clamp(1, LINK_GROUPS.min(self.max_groups)) as u32;
                 self.run(&pipelines::INDEX, "index_links", &SIGNATURE, &params, &buffers(), [owners, 1, 1])?;
             }
             self.run(&pipelines::INDEX, "index_add", &SIGNATURE, &params, &buffers(), groups)
