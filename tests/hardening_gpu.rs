@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use rumus::backend::wgpu::WgpuBackend;
+use rumus::backend::wgpu::{transfer_count, WgpuBackend};
 use rumus::backend::{GatherArgs, IndexArgs};
 use rumus::rng::Rng;
 use rumus::testing::wgpu_or_skip;
@@ -321,4 +321,43 @@ fn a_headless_start_prints_nothing() {
     let stderr = run_child("headless_child", &[("XDG_RUNTIME_DIR", None)]);
     assert!(stderr.contains("headless_child checked"), "the child did not run its checks: {stderr}");
     assert!(!stderr.contains("XDG_RUNTIME_DIR"), "a headless start printed: {stderr}");
+}
+
+#[test]
+fn index_checks_make_no_transfer_for_indices_the_host_vouches_for() {
+    if wgpu_or_skip().is_none() {
+        return;
+    }
+    // In a process of its own: the transfer counter is process-wide.
+    let stderr = run_child("transfer_child", &[]);
+    assert!(stderr.contains("transfer_child checked"), "the child did not run its checks: {stderr}");
+}
+
+#[test]
+fn transfer_child() -> Result<()> {
+    if !in_child() {
+        return Ok(());
+    }
+    let Some(gpu) = wgpu_or_skip() else { return Ok(()) };
+    let table = RawTensor::from_vec(values(10 * 4, 1), &[10, 4], &gpu)?.requires_grad_()?;
+    let ids = RawTensor::from_indices(&[1, 3, 3, 9, 0, 3], &[6], &gpu)?;
+    let targets = RawTensor::from_indices(&[0, 1, 2, 3, 1, 0], &[6], &gpu)?;
+    let before = transfer_count();
+    // Uploaded indices in range: embedding, cross-entropy, nll_loss (gather) and their backward.
+    let logits = ids.embedding(&table)?;
+    let loss = logits.cross_entropy(&targets, 0.0)?.add(&logits.log_softmax(-1)?.nll_loss(&targets)?)?;
+    let grads = loss.backward()?;
+    // Indices a kernel computed whose range the backend knows: argmax over 4 columns.
+    let argmax_loss = logits.cross_entropy(&logits.argmax(1)?, 0.0)?;
+    assert_eq!(transfer_count(), before, "index checks of vouched indices read back");
+    // A view whose storage holds a value past the limit: the flag is read, once.
+    let view = RawTensor::from_indices(&[2, 0, 7], &[3], &gpu)?.narrow(0, 0, 2)?;
+    let picked = table.index_select(0, &view)?.index_select(1, &view)?;
+    assert_eq!(transfer_count(), before + 1, "an unvouched index check reads its flag once");
+    let want = [table.to_vec()?[2 * 4 + 2], table.to_vec()?[2 * 4], table.to_vec()?[2], table.to_vec()?[0]];
+    assert_eq!(picked.to_vec()?, want);
+    assert!(loss.item()?.is_finite() && argmax_loss.item()?.is_finite());
+    assert!(grads.get(&table).is_some());
+    eprintln!("transfer_child checked");
+    Ok(())
 }

@@ -1,7 +1,8 @@
 //! The wgpu backend: every kernel is WGSL (in `shaders/`), recorded into one shared command
 //! encoder and submitted at sync points. Nothing runs on the host for a wgpu tensor; the only
-//! host transfers are uploads (`from_f32`/`from_u32`) and readbacks (`to_f32`/`to_u32`), and
-//! readbacks are counted (see [`transfer_count`]).
+//! host transfers are uploads (`from_f32`/`from_u32`) and readbacks (`to_f32`/`to_u32`, and the
+//! 4-byte flag of an index check when the host cannot vouch for the indices, see
+//! `index_check.rs`), and readbacks are counted (see [`transfer_count`]).
 
 mod context;
 mod conv2d;
