@@ -4,6 +4,9 @@
 // Workgroup-per-row entry points walk rows with a grid stride (any row count); the `_short`
 // ones use one invocation per row for few classes. Needs a reduction prelude (wg_sum, wg_max)
 // and lib/row_max_sum.wgsl.
+// A target >= classes is never followed: its row's position goes to `bad` as
+// atomicMax(0xffffffff - row) (0: none), which the backend reads back when the host cannot vouch
+// for the targets (backend/wgpu/index_check.rs); the row's output is then meaningless.
 
 struct Params {
     rows: u32,
@@ -17,12 +20,22 @@ struct Params {
 @group(0) @binding(2) var<storage, read> targets: array<u32>;
 @group(0) @binding(3) var<storage, read> grad_rows: array<f32>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
+@group(0) @binding(5) var<storage, read_write> bad: array<atomic<u32>>;
+
+// The row's target, reported when out of range (then any class in range stands in for it).
+fn target_of(row: u32) -> u32 {
+    let t = targets[row];
+    if t >= p.classes {
+        atomicMax(&bad[0], 0xffffffffu - row);
+        return 0u;
+    }
+    return t;
+}
 
 // Loss of one row from its max m, sum(exp(x - m)) s and sum(x) total.
 fn row_loss(row: u32, m: f32, s: f32, total: f32) -> f32 {
     let log_sum = log(s);
-    // Targets were range-checked by the op; min() only keeps a bad one in bounds.
-    let t = min(targets[row], p.classes - 1u);
+    let t = target_of(row);
     let nll = (m - x[row * p.classes + t]) + log_sum;
     let mean_nll = (m - total / f32(p.classes)) + log_sum;
     return select(nll, (1.0 - p.smoothing) * nll + p.smoothing * mean_nll, p.smoothing > 0.0);
@@ -84,6 +97,9 @@ fn cross_entropy_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wo
         let base = row * p.classes;
         let ms = row_max_sum(base, p.classes, lid);
         let inv_sum = 1.0 / ms.y;
+        if lid == 0u {
+            _ = target_of(row);
+        }
         for (var j = lid; j < p.classes; j += RED_WG) {
             out[base + j] = grad_at(row, j, ms.x, inv_sum);
         }
@@ -107,6 +123,7 @@ fn cross_entropy_backward_short(@builtin(workgroup_id) wid: vec3<u32>, @builtin(
         s += exp(x[base + j] - m);
     }
     let inv_sum = 1.0 / s;
+    _ = target_of(row);
     for (var j = 0u; j < p.classes; j++) {
         out[base + j] = grad_at(row, j, m, inv_sum);
     }

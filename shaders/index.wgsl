@@ -1,9 +1,17 @@
 // index_select / index_add and gather / scatter_add over [outer, len, inner] views.
-// Indices were range-checked by the op layer. The adds scatter with a compare-and-swap loop on
-// the f32 bits (portable: no float-atomics feature needed) into a zeroed output, so the output
-// is declared as atomic words in every entry point; the selects store plain bits.
+//
+// Indices are checked here: one >= len is never followed (its output is 0) and its position
+// goes to `bad` as atomicMax(0xffffffff - position), so the word holds the first bad position
+// and 0 means none. The backend reads it back when the host cannot vouch for the indices
+// (backend/wgpu/index_check.rs).
+//
+// The adds are deterministic (no float atomics, the same bits every run, and the CPU's order):
+// index_links threads the positions of each index value into a list in index order, and
+// index_add has one invocation per output element walk its row's list; scatter_add has one
+// invocation per output element walk its column of indices in order.
 
 struct Params {
+    // Invocations of this dispatch.
     n: u32,
     outer: u32,
     len: u32,
@@ -14,17 +22,14 @@ struct Params {
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> src: array<f32>;
 @group(0) @binding(2) var<storage, read> idx: array<u32>;
-@group(0) @binding(3) var<storage, read_write> out: array<atomic<u32>>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(4) var<storage, read_write> bad: array<atomic<u32>>;
+// index_links/index_add only: `len` list heads, then `count` next links; a link is a position
+// plus 1, 0 ends a list.
+@group(0) @binding(5) var<storage, read_write> links: array<u32>;
 
-fn add_at(i: u32, v: f32) {
-    var old = atomicLoad(&out[i]);
-    loop {
-        let r = atomicCompareExchangeWeak(&out[i], old, bitcast<u32>(bitcast<f32>(old) + v));
-        if r.exchanged {
-            break;
-        }
-        old = r.old_value;
-    }
+fn report(position: u32) {
+    atomicMax(&bad[0], 0xffffffffu - position);
 }
 
 // out [outer, count, inner] = src [outer, len, inner] at idx [count] along the middle axis.
@@ -38,10 +43,54 @@ fn index_select(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     let k = i % p.inner;
     let j = (i / p.inner) % p.count;
     let o = i / (p.inner * p.count);
-    atomicStore(&out[i], bitcast<u32>(src[(o * p.len + idx[j]) * p.inner + k]));
+    let r = idx[j];
+    if r >= p.len {
+        report(j);
+        out[i] = 0.0;
+        return;
+    }
+    out[i] = src[(o * p.len + r) * p.inner + k];
 }
 
-// src is the gradient [outer, count, inner]; out [outer, len, inner] starts zeroed.
+var<workgroup> tile: array<u32, 256>;
+
+// links (zeroed) gets, for each value r < len, the positions j with idx[j] == r as a list in
+// increasing j, headed at links[r] and continued at links[len + j]. The W invocations of the
+// dispatch (a few workgroups) split the values, invocation w owning those with r % W == w: each
+// walks every index from the last to the first, 256 at a time staged in workgroup memory, and
+// links the positions of its own values, so no two invocations write the same word.
+@compute @workgroup_size(256)
+fn index_links(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+    let owners = nwg.x * 256u;
+    let me = wid.x * 256u + lid;
+    let tiles = (p.count + 255u) / 256u;
+    for (var step = 0u; step < tiles; step++) {
+        let base = (tiles - 1u - step) * 256u;
+        workgroupBarrier();
+        var v = 0u;
+        if base + lid < p.count {
+            v = idx[base + lid];
+        }
+        tile[lid] = v;
+        workgroupBarrier();
+        for (var t = min(256u, p.count - base); t > 0u; t--) {
+            let j = base + t - 1u;
+            let r = tile[t - 1u];
+            if r >= p.len {
+                if me == 0u {
+                    report(j);
+                }
+            } else if r % owners == me {
+                links[p.len + j] = links[r];
+                links[r] = j + 1u;
+            }
+        }
+    }
+}
+
+// src is the gradient [outer, count, inner]; out [outer, len, inner], one invocation each, sums
+// the gradient rows whose index is its row, in index order (after index_links).
 @compute @workgroup_size(256)
 fn index_add(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
              @builtin(local_invocation_index) lid: u32) {
@@ -50,9 +99,17 @@ fn index_add(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         return;
     }
     let k = i % p.inner;
-    let j = (i / p.inner) % p.count;
-    let o = i / (p.inner * p.count);
-    add_at((o * p.len + idx[j]) * p.inner + k, src[i]);
+    let r = (i / p.inner) % p.len;
+    let o = i / (p.inner * p.len);
+    var acc = 0.0;
+    var link = links[r];
+    // Each link points past the current position, so the walk ends within `count` steps.
+    for (var steps = 0u; link != 0u && steps < p.count; steps++) {
+        let j = link - 1u;
+        acc += src[(o * p.count + j) * p.inner + k];
+        link = links[p.len + j];
+    }
+    out[i] = acc;
 }
 
 // out[o, j, k] = src[o, idx[o, j, k], k]; idx and out are [outer, count, inner].
@@ -65,10 +122,17 @@ fn gather(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     }
     let k = i % p.inner;
     let o = i / (p.inner * p.count);
-    atomicStore(&out[i], bitcast<u32>(src[(o * p.len + idx[i]) * p.inner + k]));
+    let r = idx[i];
+    if r >= p.len {
+        report(i);
+        out[i] = 0.0;
+        return;
+    }
+    out[i] = src[(o * p.len + r) * p.inner + k];
 }
 
-// Adjoint of gather: src is the gradient [outer, count, inner]; out starts zeroed.
+// Adjoint of gather: src is the gradient [outer, count, inner]; out [outer, len, inner], one
+// invocation each, sums its column's gradients whose index is its row, in order along count.
 @compute @workgroup_size(256)
 fn scatter_add(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                @builtin(local_invocation_index) lid: u32) {
@@ -77,6 +141,17 @@ fn scatter_add(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         return;
     }
     let k = i % p.inner;
-    let o = i / (p.inner * p.count);
-    add_at((o * p.len + idx[i]) * p.inner + k, src[i]);
+    let r = (i / p.inner) % p.len;
+    let o = i / (p.inner * p.len);
+    var acc = 0.0;
+    for (var j = 0u; j < p.count; j++) {
+        let at = (o * p.count + j) * p.inner + k;
+        let v = idx[at];
+        if v == r {
+            acc += src[at];
+        } else if v >= p.len && r == 0u {
+            report(at);
+        }
+    }
+    out[i] = acc;
 }

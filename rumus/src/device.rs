@@ -15,7 +15,8 @@ static CPU: CpuBackend = CpuBackend;
 pub enum Device {
     /// The host, with the multi-threaded CPU kernels.
     Cpu,
-    /// A GPU through wgpu (Vulkan), with WGSL kernels. Every handle shares one wgpu device.
+    /// A GPU through wgpu (Vulkan), with WGSL kernels. Every handle from [`Device::wgpu`] shares
+    /// one backend; see [`Device::same`] for backends made apart.
     Wgpu(Arc<WgpuBackend>),
 }
 
@@ -89,11 +90,14 @@ impl Device {
         matches!(self, Device::Wgpu(_))
     }
 
-    /// True when both handles refer to the same device.
+    /// True when both handles refer to the same device. Two wgpu backends are the same device
+    /// only when they are one backend (clones of one handle, or `Device::wgpu()` twice): a
+    /// second backend on the adapter (`WgpuBackend::independent()` and the like) records its
+    /// commands apart, unordered with the first's, so its tensors do not mix with them.
     pub fn same(&self, other: &Device) -> bool {
         match (self, other) {
             (Device::Cpu, Device::Cpu) => true,
-            (Device::Wgpu(a), Device::Wgpu(b)) => Arc::ptr_eq(a.context(), b.context()),
+            (Device::Wgpu(a), Device::Wgpu(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }
     }

@@ -1,9 +1,9 @@
 //! Indexing with u32 index tensors: `index_select` (and `embedding` on top of it) with an
 //! `index_add` backward, and `gather` with a `scatter_add` backward.
 //!
-//! Indices are range-checked here for CPU tensors. Reading GPU indices back to check them would
-//! be a hidden round trip, so on a GPU the check happens where the indices are made: at data
-//! loading (targets and token ids are validated when a batch is built on the host).
+//! Indices are range-checked here for CPU tensors, and by the kernels on a GPU (the wgpu backend
+//! fails the call with the same [`Error::IndexOutOfRange`]; see `backend/wgpu/index_check.rs`
+//! for when that reads 4 bytes back).
 
 use crate::autograd::BackwardOp;
 use crate::backend::{DType, GatherArgs, IndexArgs};
@@ -19,7 +19,7 @@ pub(crate) fn check_index_tensor(op: &'static str, x: &RawTensor, indices: &RawT
     x.check_same_device(op, indices)
 }
 
-/// Fails with the first index `>= limit` (CPU tensors only; see the module docs).
+/// Fails with the first index `>= limit` (CPU tensors only; GPU kernels check their own).
 pub(crate) fn check_index_range(op: &'static str, indices: &RawTensor, limit: usize) -> Result<()> {
     if !indices.device().is_cpu() {
         return Ok(());
@@ -29,6 +29,15 @@ pub(crate) fn check_index_range(op: &'static str, indices: &RawTensor, limit: us
         Some(position) => Err(Error::IndexOutOfRange { op, index: values[position] as i64, limit, position }),
         None => Ok(()),
     }
+}
+
+/// `result` with an out-of-range error credited to `op` (the public op built on an index kernel,
+/// as the CPU's check names it).
+pub(crate) fn renamed<T>(op: &'static str, result: Result<T>) -> Result<T> {
+    result.map_err(|e| match e {
+        Error::IndexOutOfRange { index, limit, position, .. } => Error::IndexOutOfRange { op, index, limit, position },
+        other => other,
+    })
 }
 
 struct IndexSelectBackward {
@@ -65,7 +74,7 @@ impl BackwardOp for GatherBackward {
 
 impl RawTensor {
     /// Picks the entries `indices` (u32, 1-D) along `axis`; the axis takes the index count.
-    /// An index out of range is [`Error::IndexOutOfRange`] on the CPU (see the module docs for GPUs).
+    /// An index out of range is [`Error::IndexOutOfRange`] on every device.
     pub fn index_select(&self, axis: isize, indices: &RawTensor) -> Result<RawTensor> {
         const OP: &str = "index_select";
         self.check_f32(OP)?;
@@ -107,7 +116,7 @@ impl RawTensor {
         }
         let flat = self.reshape(&[self.numel()])?;
         check_index_range(OP, &flat, weight.shape()[0])?;
-        let rows = weight.index_select(0, &flat)?;
+        let rows = renamed(OP, weight.index_select(0, &flat))?;
         let mut shape = self.shape().to_vec();
         shape.push(weight.shape()[1]);
         rows.reshape(&shape)

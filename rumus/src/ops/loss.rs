@@ -85,7 +85,7 @@ impl RawTensor {
     /// Mean cross-entropy of logits `[n, c]` against u32 class targets `[n]`, with label
     /// smoothing `s` in `[0, 1)` (target distribution `(1-s)·onehot + s/c`). One fused kernel
     /// computes log-softmax and the loss per row, stable for any logit magnitude. Targets are
-    /// range-checked on the CPU; GPU targets are checked when the batch is built on the host.
+    /// range-checked on every device ([`Error::IndexOutOfRange`]).
     pub fn cross_entropy(&self, targets: &RawTensor, label_smoothing: f32) -> Result<RawTensor> {
         const OP: &str = "cross_entropy";
         let (rows, classes) = check_class_targets(OP, self, targets)?;
@@ -104,7 +104,8 @@ impl RawTensor {
     /// Mean negative log-likelihood of log-probabilities `[n, c]` at u32 class targets `[n]`.
     pub fn nll_loss(&self, targets: &RawTensor) -> Result<RawTensor> {
         let (rows, _) = check_class_targets("nll_loss", self, targets)?;
-        self.gather(1, &targets.reshape(&[rows, 1])?)?.mean_all()?.neg()
+        let picked = super::index::renamed("nll_loss", self.gather(1, &targets.reshape(&[rows, 1])?))?;
+        picked.mean_all()?.neg()
     }
 
     /// Mean squared error; `self` and `target` must have the same shape.

@@ -2,6 +2,7 @@
 
 use std::sync::{Arc, Mutex, OnceLock};
 
+use super::runtime_dir;
 use crate::{Error, Result};
 
 /// What the kernels may use on this adapter, decided once at start.
@@ -40,6 +41,7 @@ impl WgpuContext {
     }
 
     fn create() -> std::result::Result<WgpuContext, String> {
+        runtime_dir::ensure();
         let mut desc = ::wgpu::InstanceDescriptor::new_without_display_handle_from_env();
         desc.backends = ::wgpu::Backends::VULKAN;
         let instance = ::wgpu::Instance::new(desc);

@@ -6,7 +6,7 @@
 
 use super::encoder::Binding;
 use super::pipelines::{self, Access};
-use super::{bind, check_len, gpu, WgpuBackend, WgpuStorage};
+use super::{bind, check_len, WgpuBackend, WgpuStorage};
 use crate::backend::{Backend, Conv2dArgs, Conv2dGrads, Conv2dWanted, DType, ReduceDims, ReduceOp, Storage};
 use crate::{Error, Result};
 
@@ -104,10 +104,10 @@ impl WgpuBackend {
         a: &Conv2dArgs,
     ) -> Result<Storage> {
         let d = Dims::of(a);
-        let (x, w) = (gpu(x, DType::F32, OP)?, gpu(weight, DType::F32, OP)?);
+        let (x, w) = (self.gpu(x, DType::F32, OP)?, self.gpu(weight, DType::F32, OP)?);
         check_len(OP, x, d.input)?;
         check_len(OP, w, d.weight)?;
-        let bias = bias.map(|b| gpu(b, DType::F32, OP)).transpose()?;
+        let bias = bias.map(|b| self.gpu(b, DType::F32, OP)).transpose()?;
         if let Some(b) = bias {
             check_len(OP, b, a.out_channels)?;
         }
@@ -133,7 +133,8 @@ impl WgpuBackend {
         wanted: Conv2dWanted,
     ) -> Result<Conv2dGrads<Storage>> {
         let d = Dims::of(a);
-        let (xs, w, g) = (gpu(x, DType::F32, OP)?, gpu(weight, DType::F32, OP)?, gpu(grad, DType::F32, OP)?);
+        let (xs, w, g) =
+            (self.gpu(x, DType::F32, OP)?, self.gpu(weight, DType::F32, OP)?, self.gpu(grad, DType::F32, OP)?);
         check_len(OP, xs, d.input)?;
         check_len(OP, w, d.weight)?;
         check_len(OP, g, d.output)?;

@@ -24,7 +24,8 @@ pub(crate) const PARAM_BYTES: usize = 256;
 
 static TRANSFERS: AtomicU64 = AtomicU64::new(0);
 
-/// Device → host transfers so far (every `to_f32`/`to_u32` on a wgpu tensor counts one).
+/// Device → host transfers so far (every `to_f32`/`to_u32` on a wgpu tensor counts one, and so
+/// does each read of an index check's flag: only for indices the host cannot vouch for).
 pub fn transfer_count() -> u64 {
     TRANSFERS.load(Ordering::Relaxed)
 }

@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 
 use super::pipelines::{self, Access, KernelState};
-use super::{bind, gpu, matrix_extent, WgpuBackend, STAND_IN_MAX_MACS};
+use super::{bind, matrix_extent, WgpuBackend, STAND_IN_MAX_MACS};
 use crate::backend::{DType, MatmulArgs, MatrixLayout, Storage};
 use crate::{Error, MatmulPrecision, Result};
 
@@ -80,7 +80,7 @@ impl WgpuBackend {
     }
 
     pub(super) fn matmul_dispatch(&self, lhs: &Storage, rhs: &Storage, args: &MatmulArgs) -> Result<Storage> {
-        let (l, r) = (gpu(lhs, DType::F32, "matmul")?, gpu(rhs, DType::F32, "matmul")?);
+        let (l, r) = (self.gpu(lhs, DType::F32, "matmul")?, self.gpu(rhs, DType::F32, "matmul")?);
         let n_out = args.batch * args.m * args.n;
         let out = self.alloc(n_out, DType::F32, "matmul")?;
         if n_out == 0 {

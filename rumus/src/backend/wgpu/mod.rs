@@ -1,15 +1,19 @@
 //! The wgpu backend: every kernel is WGSL (in `shaders/`), recorded into one shared command
 //! encoder and submitted at sync points. Nothing runs on the host for a wgpu tensor; the only
-//! host transfers are uploads (`from_f32`/`from_u32`) and readbacks (`to_f32`/`to_u32`), and
-//! readbacks are counted (see [`transfer_count`]).
+//! host transfers are uploads (`from_f32`/`from_u32`) and readbacks (`to_f32`/`to_u32`, and the
+//! 4-byte flag of an index check when the host cannot vouch for the indices, see
+//! `index_check.rs`), and readbacks are counted (see [`transfer_count`]).
 
 mod context;
 mod conv2d;
 mod conv2d_direct;
 mod encoder;
+mod index;
+mod index_check;
 mod matmul;
 mod pipelines;
 mod pool;
+mod runtime_dir;
 mod storage;
 mod warmup;
 
@@ -24,6 +28,7 @@ use std::sync::{Arc, OnceLock};
 use bytemuck::cast_slice;
 
 use self::encoder::{Binding, Recorder};
+use self::index_check::IndexFlag;
 use self::pipelines::{Access, Pipelines, Shader};
 use self::pool::BufferPool;
 use crate::backend::*;
@@ -33,7 +38,8 @@ use Access::{Read as R, Write as W};
 
 /// Invocations per workgroup of the 1-D kernels.
 const WG: usize = 256;
-/// Most axes a strided kernel walks (after merging axes that are contiguous in every operand).
+/// Most axes a strided kernel takes in its parameters (after merging axes that are contiguous in
+/// every operand); views of more go through `copy_strided_any`, which reads them from a buffer.
 const MAX_RANK: usize = 8;
 /// Until the start-up warm-up has compiled a slow kernel (see `Pipelines::stand_in`), a call
 /// of up to this many multiply-adds runs a simpler kernel computing the same values that is
@@ -71,6 +77,10 @@ pub(crate) fn wait_for_warmup(most: std::time::Duration) -> Result<()> {
 }
 
 /// Kernels of one wgpu device. All handles share one backend (and so one device and pool).
+///
+/// Each backend records into its own command encoder, so the work of two backends on one adapter
+/// is not ordered: they are different [`Device`](crate::Device)s (`Device::same` is false), and a
+/// storage of one passed to the other's kernels is [`Error::DeviceMismatch`].
 pub struct WgpuBackend {
     ctx: Arc<WgpuContext>,
     pool: Arc<BufferPool>,
@@ -78,6 +88,8 @@ pub struct WgpuBackend {
     recorder: Recorder,
     /// Bound where a kernel declares a buffer an entry point does not use.
     dummy: ::wgpu::Buffer,
+    /// Where index kernels record an out-of-range index (see `index_check.rs`).
+    index_flag: IndexFlag,
     /// f32 matmuls may run on tensor cores with f16 inputs (`MatmulPrecision::F16TensorCores`).
     tensor_core_matmul: AtomicBool,
     /// Workgroups per dispatch dimension: the adapter's limit (less in a test variant).
@@ -103,7 +115,9 @@ impl WgpuBackend {
     }
 
     /// A second backend on the shared device with its own buffer pool, kernels and settings
-    /// (such as the matmul precision), for work that must not change the shared backend's.
+    /// (such as the matmul precision), for work that must not change the shared backend's. It
+    /// is a device of its own: its tensors do not mix with the shared backend's (move them
+    /// with `to`).
     pub fn independent() -> Result<WgpuBackend> {
         Ok(WgpuBackend::new(WgpuContext::get()?))
     }
@@ -141,6 +155,7 @@ impl WgpuBackend {
             mapped_at_creation: false,
         });
         WgpuBackend {
+            index_flag: IndexFlag::new(&ctx.device),
             pool: Arc::new(BufferPool::new()),
             pipelines: Pipelines::new(ctx.subgroups),
             recorder: Recorder::new(&ctx),
@@ -225,6 +240,16 @@ impl WgpuBackend {
 
     // ----- helpers -----
 
+    /// The wgpu storage behind `s`, checked for element type and for belonging to this backend
+    /// (another backend's commands are not ordered with this one's).
+    fn gpu<'a>(&self, s: &'a Storage, dtype: DType, op: &'static str) -> Result<&'a WgpuStorage> {
+        let w = gpu(s, dtype, op)?;
+        if !w.belongs_to(&self.pool) {
+            return Err(Error::DeviceMismatch { op, lhs: "wgpu".into(), rhs: "another wgpu backend".into() });
+        }
+        Ok(w)
+    }
+
     fn alloc(&self, len: usize, dtype: DType, op: &str) -> Result<Arc<WgpuStorage>> {
         let bytes = (len as u64 * 4).max(4);
         let buffer = self.pool.acquire(&self.ctx.device, &self.ctx.limits, bytes, op)?;
@@ -293,7 +318,7 @@ impl WgpuBackend {
     }
 
     fn read_words(&self, src: &Storage, layout: &Layout, dtype: DType, op: &'static str) -> Result<Vec<u8>> {
-        let s = gpu(src, dtype, op)?;
+        let s = self.gpu(src, dtype, op)?;
         let n = layout.numel();
         if n == 0 {
             return self.recorder.read(&self.ctx, s.buffer(), 0, 0);
@@ -321,19 +346,43 @@ impl WgpuBackend {
         }
         check_extent(op, sl, src.len())?;
         check_extent(op, dl, dst.len())?;
-        let (shape, strides) = coalesce(sl.shape(), &[sl.strides(), dl.strides()], op)?;
+        self.copy_recorded(src, sl, dst, dl, op)?;
+        if dst.dtype() == DType::U32 {
+            // What the host knows of the values: the source's bound, and the destination's own
+            // where the copy leaves some of it.
+            let covers_all = dl.is_contiguous() && dl.offset() == 0 && n == dst.len();
+            let kept = if covers_all { Some(0) } else { dst.bound() };
+            dst.set_bound(kept.zip(src.bound()).map(|(a, b)| a.max(b)));
+        }
+        Ok(())
+    }
+
+    /// Records the copy kernel for `copy_kernel` (views checked, at least one element).
+    fn copy_recorded(
+        &self,
+        src: &WgpuStorage,
+        sl: &Layout,
+        dst: &WgpuStorage,
+        dl: &Layout,
+        op: &'static str,
+    ) -> Result<()> {
+        let n = sl.numel();
+        let (shape, strides) = coalesce(sl.shape(), &[sl.strides(), dl.strides()]);
         let mut params = vec![n as u32, shape.len() as u32, sl.offset() as u32, dl.offset() as u32];
+        let groups = self.groups_for(n, op)?;
+        if shape.len() > MAX_RANK {
+            // Too many axes for the parameters: they go in a buffer of their own.
+            let axes: Vec<u32> = shape.iter().chain(&strides[0]).chain(&strides[1]).map(|&v| v as u32).collect();
+            let Storage::Wgpu(axes) = self.from_u32(&axes)? else {
+                return Err(Error::Gpu(format!("{op}: an upload left the device")));
+            };
+            let buffers = [bind(src), bind(dst), bind(&axes)];
+            return self.run(&pipelines::COPY_STRIDED, "copy_strided_any", &[R, W, R], &params, &buffers, groups);
+        }
         params.extend(padded(&shape, 1));
         params.extend(padded(&strides[0], 0));
         params.extend(padded(&strides[1], 0));
-        self.run(
-            &pipelines::COPY_STRIDED,
-            "copy_strided",
-            &[R, W],
-            &params,
-            &[bind(src), bind(dst)],
-            self.groups_for(n, op)?,
-        )
+        self.run(&pipelines::COPY_STRIDED, "copy_strided", &[R, W], &params, &[bind(src), bind(dst)], groups)
     }
 
     fn zeroed(&self, len: usize, dtype: DType, op: &str) -> Result<Arc<WgpuStorage>> {
@@ -368,7 +417,7 @@ impl WgpuBackend {
     }
 
     fn pool_forward(&self, x: &Storage, geom: &ConvGeom, adaptive: bool, op: &'static str) -> Result<Storage> {
-        let x = gpu(x, DType::F32, op)?;
+        let x = self.gpu(x, DType::F32, op)?;
         let n = geom.batch * geom.channels * geom.out_h * geom.out_w;
         check_len(op, x, geom.batch * geom.channels * geom.in_h * geom.in_w)?;
         let out = self.alloc(n, DType::F32, op)?;
@@ -386,7 +435,7 @@ impl WgpuBackend {
     }
 
     fn pool_backward(&self, grad: &Storage, geom: &ConvGeom, adaptive: bool, op: &'static str) -> Result<Storage> {
-        let grad = gpu(grad, DType::F32, op)?;
+        let grad = self.gpu(grad, DType::F32, op)?;
         check_len(op, grad, geom.batch * geom.channels * geom.out_h * geom.out_w)?;
         let n = geom.batch * geom.channels * geom.in_h * geom.in_w;
         let out = self.alloc(n, DType::F32, op)?;
@@ -443,8 +492,8 @@ fn check_extent(op: &'static str, layout: &Layout, len: usize) -> Result<()> {
 }
 
 /// Drops size-1 axes and merges neighbours that are contiguous in every operand, so common views
-/// need few axes. Errors if more than `MAX_RANK` axes remain.
-fn coalesce(shape: &[usize], strides: &[&[usize]], op: &'static str) -> Result<(Vec<usize>, Vec<Vec<usize>>)> {
+/// need few axes.
+fn coalesce(shape: &[usize], strides: &[&[usize]]) -> (Vec<usize>, Vec<Vec<usize>>) {
     let mut out_shape: Vec<usize> = Vec::new();
     let mut out_strides: Vec<Vec<usize>> = vec![Vec::new(); strides.len()];
     for axis in 0..shape.len() {
@@ -475,16 +524,7 @@ fn coalesce(shape: &[usize], strides: &[&[usize]], op: &'static str) -> Result<(
             s.push(0);
         }
     }
-    if out_shape.len() > MAX_RANK {
-        return Err(Error::invalid(
-            op,
-            format!(
-                "the wgpu backend walks at most {MAX_RANK} non-mergeable axes, this view of {shape:?} needs {}",
-                out_shape.len()
-            ),
-        ));
-    }
-    Ok((out_shape, out_strides))
+    (out_shape, out_strides)
 }
 
 /// `values` as u32 words padded to `MAX_RANK` with `fill`.
@@ -501,39 +541,6 @@ fn matrix_extent(l: &MatrixLayout, rows: usize, cols: usize, batch: usize) -> us
         + cols.saturating_sub(1) * l.col_stride
 }
 
-/// One of the four kernels of `index.wgsl`. Forward kernels read `[outer, len, inner]` and write
-/// `[outer, count, inner]`; their adjoints (`scatter`) read the latter and add into zeros of the
-/// former.
-#[derive(Clone, Copy)]
-struct IndexKernel {
-    entry: &'static str,
-    op: &'static str,
-    /// Number of u32 indices the kernel reads.
-    idx_len: usize,
-    scatter: bool,
-}
-
-impl WgpuBackend {
-    fn index_kernel(&self, kind: IndexKernel, src: &Storage, idx: &Storage, dims: [usize; 4]) -> Result<Storage> {
-        let [outer, len, inner, count] = dims;
-        let (full, picked) = (outer * len * inner, outer * count * inner);
-        let (src_len, out_len) = if kind.scatter { (picked, full) } else { (full, picked) };
-        let (s, i) = (gpu(src, DType::F32, kind.op)?, gpu(idx, DType::U32, kind.op)?);
-        check_len(kind.op, s, src_len)?;
-        check_len(kind.op, i, kind.idx_len)?;
-        let out = if kind.scatter {
-            self.zeroed(out_len, DType::F32, kind.op)?
-        } else {
-            self.alloc(out_len, DType::F32, kind.op)?
-        };
-        // One invocation per picked element in both directions.
-        let params = [picked, outer, len, inner, count].map(|v| v as u32);
-        let groups = self.groups_for(picked, kind.op)?;
-        self.run(&pipelines::INDEX, kind.entry, &[R, R, W], &params, &[bind(s), bind(i), bind(&out)], groups)?;
-        Ok(self.output(out))
-    }
-}
-
 impl Backend for WgpuBackend {
     fn name(&self) -> String {
         "wgpu".into()
@@ -544,7 +551,11 @@ impl Backend for WgpuBackend {
     }
 
     fn from_u32(&self, data: &[u32]) -> Result<Storage> {
-        self.upload(cast_slice(data), data.len(), DType::U32, "from_indices")
+        let storage = self.upload(cast_slice(data), data.len(), DType::U32, "from_indices")?;
+        if let Storage::Wgpu(s) = &storage {
+            s.set_bound(Some(data.iter().copied().max().unwrap_or(0)));
+        }
+        Ok(storage)
     }
 
     fn to_f32(&self, src: &Storage, layout: &Layout) -> Result<Vec<f32>> {
@@ -569,8 +580,8 @@ impl Backend for WgpuBackend {
 
     fn copy_strided(&self, src: &Storage, src_layout: &Layout, dst: &Storage, dst_layout: &Layout) -> Result<()> {
         let dtype = dst.dtype();
-        let s = gpu(src, dtype, "copy")?;
-        let d = gpu(dst, dtype, "copy")?;
+        let s = self.gpu(src, dtype, "copy")?;
+        let d = self.gpu(dst, dtype, "copy")?;
         if src_layout.shape() != dst_layout.shape() {
             return Err(Error::shape(
                 "copy",
@@ -599,7 +610,7 @@ impl Backend for WgpuBackend {
     }
 
     fn unary(&self, op: UnaryOp, x: &Storage, len: usize) -> Result<Storage> {
-        let x = gpu(x, DType::F32, op.name())?;
+        let x = self.gpu(x, DType::F32, op.name())?;
         check_len(op.name(), x, len)?;
         let out = self.alloc(len, DType::F32, op.name())?;
         let [s0, s1] = op.scalars();
@@ -617,7 +628,8 @@ impl Backend for WgpuBackend {
 
     fn unary_backward(&self, op: UnaryOp, x: &Storage, y: &Storage, grad: &Storage, len: usize) -> Result<Storage> {
         let name = op.name();
-        let (x, y, g) = (gpu(x, DType::F32, name)?, gpu(y, DType::F32, name)?, gpu(grad, DType::F32, name)?);
+        let (x, y, g) =
+            (self.gpu(x, DType::F32, name)?, self.gpu(y, DType::F32, name)?, self.gpu(grad, DType::F32, name)?);
         for s in [x, y, g] {
             check_len(name, s, len)?;
         }
@@ -644,7 +656,7 @@ impl Backend for WgpuBackend {
         rhs_layout: &Layout,
     ) -> Result<Storage> {
         let name = op.name();
-        let (l, r) = (gpu(lhs, DType::F32, name)?, gpu(rhs, DType::F32, name)?);
+        let (l, r) = (self.gpu(lhs, DType::F32, name)?, self.gpu(rhs, DType::F32, name)?);
         if lhs_layout.shape() != rhs_layout.shape() {
             return Err(Error::shape(
                 name,
@@ -662,8 +674,19 @@ impl Backend for WgpuBackend {
         let (shape, strides) = if contiguous {
             (vec![n], vec![vec![1], vec![1]])
         } else {
-            coalesce(lhs_layout.shape(), &[lhs_layout.strides(), rhs_layout.strides()], name)?
+            coalesce(lhs_layout.shape(), &[lhs_layout.strides(), rhs_layout.strides()])
         };
+        if shape.len() > MAX_RANK {
+            // More axes than the kernel's parameters hold: copy both operands (any rank) first.
+            let flat = Layout::contiguous(lhs_layout.shape());
+            let packed = |s: &WgpuStorage, layout: &Layout| -> Result<Storage> {
+                let tmp = self.alloc(n, DType::F32, name)?;
+                self.copy_kernel(s, layout, &tmp, &flat, name)?;
+                Ok(self.output(tmp))
+            };
+            let (l, r) = (packed(l, lhs_layout)?, packed(r, rhs_layout)?);
+            return self.binary(op, &l, &flat, &r, &flat);
+        }
         let mut params = vec![
             n as u32,
             op.code(),
@@ -689,7 +712,7 @@ impl Backend for WgpuBackend {
     }
 
     fn reduce(&self, op: ReduceOp, x: &Storage, dims: ReduceDims) -> Result<Storage> {
-        let x = gpu(x, DType::F32, "reduce")?;
+        let x = self.gpu(x, DType::F32, "reduce")?;
         check_len("reduce", x, dims.outer * dims.len * dims.inner)?;
         let n = dims.outer * dims.inner;
         if n == 0 {
@@ -756,10 +779,11 @@ impl Backend for WgpuBackend {
     }
 
     fn argmax(&self, x: &Storage, dims: ReduceDims) -> Result<Storage> {
-        let x = gpu(x, DType::F32, "argmax")?;
+        let x = self.gpu(x, DType::F32, "argmax")?;
         check_len("argmax", x, dims.outer * dims.len * dims.inner)?;
         let n = dims.outer * dims.inner;
         let out = self.alloc(n, DType::U32, "argmax")?;
+        out.set_bound(Some(dims.len.saturating_sub(1) as u32));
         let params = [dims.outer as u32, dims.len as u32, dims.inner as u32, f32::NEG_INFINITY.to_bits()];
         self.run(
             &pipelines::ARGMAX,
@@ -777,7 +801,7 @@ impl Backend for WgpuBackend {
     }
 
     fn softmax(&self, x: &Storage, rows: usize, cols: usize, log: bool) -> Result<Storage> {
-        let x = gpu(x, DType::F32, "softmax")?;
+        let x = self.gpu(x, DType::F32, "softmax")?;
         check_len("softmax", x, rows * cols)?;
         let out = self.alloc(rows * cols, DType::F32, "softmax")?;
         let params = [rows as u32, cols as u32, log as u32, f32::NEG_INFINITY.to_bits()];
@@ -797,7 +821,7 @@ impl Backend for WgpuBackend {
     }
 
     fn softmax_backward(&self, y: &Storage, grad: &Storage, rows: usize, cols: usize, log: bool) -> Result<Storage> {
-        let (y, g) = (gpu(y, DType::F32, "softmax_backward")?, gpu(grad, DType::F32, "softmax_backward")?);
+        let (y, g) = (self.gpu(y, DType::F32, "softmax_backward")?, self.gpu(grad, DType::F32, "softmax_backward")?);
         check_len("softmax_backward", y, rows * cols)?;
         check_len("softmax_backward", g, rows * cols)?;
         let out = self.alloc(rows * cols, DType::F32, "softmax_backward")?;
@@ -812,7 +836,7 @@ impl Backend for WgpuBackend {
     }
 
     fn cross_entropy(&self, logits: &Storage, targets: &Storage, args: &CrossEntropyArgs) -> Result<Storage> {
-        let (x, t) = (gpu(logits, DType::F32, "cross_entropy")?, gpu(targets, DType::U32, "cross_entropy")?);
+        let (x, t) = (self.gpu(logits, DType::F32, "cross_entropy")?, self.gpu(targets, DType::U32, "cross_entropy")?);
         check_len("cross_entropy", x, args.rows * args.classes)?;
         check_len("cross_entropy", t, args.rows)?;
         if args.classes == 0 {
@@ -826,14 +850,10 @@ impl Backend for WgpuBackend {
             ("cross_entropy", self.groups_rows(args.rows))
         };
         // The forward does not read per-row gradients; the logits fill that binding.
-        self.run(
-            &pipelines::CROSS_ENTROPY,
-            entry,
-            &[R, R, R, W],
-            &params,
-            &[bind(x), bind(t), bind(x), bind(&out)],
-            groups,
-        )?;
+        self.checked_indices("cross_entropy", t, args.classes, || {
+            let buffers = [bind(x), bind(t), bind(x), bind(&out), self.index_flag.binding()];
+            self.run(&pipelines::CROSS_ENTROPY, entry, &[R, R, R, W, W], &params, &buffers, groups)
+        })?;
         Ok(self.output(out))
     }
 
@@ -845,7 +865,11 @@ impl Backend for WgpuBackend {
         args: &CrossEntropyArgs,
     ) -> Result<Storage> {
         let op = "cross_entropy";
-        let (x, t, g) = (gpu(logits, DType::F32, op)?, gpu(targets, DType::U32, op)?, gpu(grad_rows, DType::F32, op)?);
+        let (x, t, g) = (
+            self.gpu(logits, DType::F32, op)?,
+            self.gpu(targets, DType::U32, op)?,
+            self.gpu(grad_rows, DType::F32, op)?,
+        );
         check_len(op, x, args.rows * args.classes)?;
         check_len(op, t, args.rows)?;
         check_len(op, g, args.rows)?;
@@ -859,19 +883,15 @@ impl Backend for WgpuBackend {
         } else {
             ("cross_entropy_backward", self.groups_rows(args.rows))
         };
-        self.run(
-            &pipelines::CROSS_ENTROPY,
-            entry,
-            &[R, R, R, W],
-            &params,
-            &[bind(x), bind(t), bind(g), bind(&out)],
-            groups,
-        )?;
+        self.checked_indices(op, t, args.classes, || {
+            let buffers = [bind(x), bind(t), bind(g), bind(&out), self.index_flag.binding()];
+            self.run(&pipelines::CROSS_ENTROPY, entry, &[R, R, R, W, W], &params, &buffers, groups)
+        })?;
         Ok(self.output(out))
     }
 
     fn im2col(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage> {
-        let x = gpu(x, DType::F32, "conv2d")?;
+        let x = self.gpu(x, DType::F32, "conv2d")?;
         check_len("conv2d", x, geom.batch * geom.channels * geom.in_h * geom.in_w)?;
         let n = geom.batch * geom.channels * geom.kernel_h * geom.kernel_w * geom.out_h * geom.out_w;
         let out = self.alloc(n, DType::F32, "conv2d")?;
@@ -888,7 +908,7 @@ impl Backend for WgpuBackend {
     }
 
     fn col2im(&self, cols: &Storage, geom: &ConvGeom) -> Result<Storage> {
-        let c = gpu(cols, DType::F32, "conv2d")?;
+        let c = self.gpu(cols, DType::F32, "conv2d")?;
         check_len("conv2d", c, geom.batch * geom.channels * geom.kernel_h * geom.kernel_w * geom.out_h * geom.out_w)?;
         let n = geom.batch * geom.channels * geom.in_h * geom.in_w;
         let out = self.alloc(n, DType::F32, "conv2d")?;
@@ -928,7 +948,7 @@ impl Backend for WgpuBackend {
 
     fn max_pool2d(&self, x: &Storage, geom: &ConvGeom) -> Result<(Storage, Storage)> {
         let op = "max_pool2d";
-        let x = gpu(x, DType::F32, op)?;
+        let x = self.gpu(x, DType::F32, op)?;
         check_len(op, x, geom.batch * geom.channels * geom.in_h * geom.in_w)?;
         let n = geom.batch * geom.channels * geom.out_h * geom.out_w;
         let out = self.alloc(n, DType::F32, op)?;
@@ -947,7 +967,7 @@ impl Backend for WgpuBackend {
 
     fn max_pool2d_backward(&self, grad: &Storage, argmax: &Storage, geom: &ConvGeom) -> Result<Storage> {
         let op = "max_pool2d";
-        let (g, a) = (gpu(grad, DType::F32, op)?, gpu(argmax, DType::U32, op)?);
+        let (g, a) = (self.gpu(grad, DType::F32, op)?, self.gpu(argmax, DType::U32, op)?);
         let pooled = geom.batch * geom.channels * geom.out_h * geom.out_w;
         check_len(op, g, pooled)?;
         check_len(op, a, pooled)?;
@@ -983,26 +1003,20 @@ impl Backend for WgpuBackend {
 
     fn index_select(&self, x: &Storage, idx: &Storage, args: &IndexArgs) -> Result<Storage> {
         let IndexArgs { outer, len, inner, count } = *args;
-        let kind = IndexKernel { entry: "index_select", op: "index_select", idx_len: count, scatter: false };
-        self.index_kernel(kind, x, idx, [outer, len, inner, count])
+        self.index_forward("index_select", "index_select", x, idx, [outer, len, inner, count])
     }
 
     fn index_add(&self, grad: &Storage, idx: &Storage, args: &IndexArgs) -> Result<Storage> {
-        let IndexArgs { outer, len, inner, count } = *args;
-        let kind = IndexKernel { entry: "index_add", op: "index_select", idx_len: count, scatter: true };
-        self.index_kernel(kind, grad, idx, [outer, len, inner, count])
+        self.index_add_kernel(grad, idx, args)
     }
 
     fn gather(&self, x: &Storage, idx: &Storage, args: &GatherArgs) -> Result<Storage> {
         let GatherArgs { outer, len, inner, count } = *args;
-        let kind = IndexKernel { entry: "gather", op: "gather", idx_len: outer * count * inner, scatter: false };
-        self.index_kernel(kind, x, idx, [outer, len, inner, count])
+        self.index_forward("gather", "gather", x, idx, [outer, len, inner, count])
     }
 
     fn scatter_add(&self, grad: &Storage, idx: &Storage, args: &GatherArgs) -> Result<Storage> {
-        let GatherArgs { outer, len, inner, count } = *args;
-        let kind = IndexKernel { entry: "scatter_add", op: "gather", idx_len: outer * count * inner, scatter: true };
-        self.index_kernel(kind, grad, idx, [outer, len, inner, count])
+        self.scatter_add_kernel(grad, idx, args)
     }
 
     fn optimizer_step(
@@ -1014,10 +1028,10 @@ impl Backend for WgpuBackend {
         len: usize,
     ) -> Result<()> {
         let op = "optimizer";
-        let (p, g) = (gpu(param, DType::F32, op)?, gpu(grad, DType::F32, op)?);
+        let (p, g) = (self.gpu(param, DType::F32, op)?, self.gpu(grad, DType::F32, op)?);
         check_len(op, p, len)?;
         check_len(op, g, len)?;
-        let states = state.iter().map(|s| gpu(s, DType::F32, op)).collect::<Result<Vec<_>>>()?;
+        let states = state.iter().map(|s| self.gpu(s, DType::F32, op)).collect::<Result<Vec<_>>>()?;
         for s in &states {
             check_len(op, s, len)?;
         }
@@ -1155,14 +1169,14 @@ mod tests {
 
     #[test]
     fn coalesce_merges_contiguous_axes_and_drops_unit_axes() {
-        let (shape, strides) = coalesce(&[2, 3, 4], &[&[12, 4, 1], &[12, 4, 1]], "t").unwrap();
+        let (shape, strides) = coalesce(&[2, 3, 4], &[&[12, 4, 1], &[12, 4, 1]]);
         assert_eq!(shape, vec![24]);
         assert_eq!(strides, vec![vec![1], vec![1]]);
         // Transposed second operand: nothing merges across the swapped axes.
-        let (shape, strides) = coalesce(&[3, 1, 4], &[&[4, 4, 1], &[1, 1, 3]], "t").unwrap();
+        let (shape, strides) = coalesce(&[3, 1, 4], &[&[4, 4, 1], &[1, 1, 3]]);
         assert_eq!(shape, vec![3, 4]);
         assert_eq!(strides, vec![vec![4, 1], vec![1, 3]]);
-        let (shape, _) = coalesce(&[1, 1], &[&[1, 1]], "t").unwrap();
+        let (shape, _) = coalesce(&[1, 1], &[&[1, 1]]);
         assert_eq!(shape, vec![1]);
     }
 }

@@ -1,6 +1,8 @@
-//! GPU memory behind a tensor: one pooled buffer, its element count and element type.
+//! GPU memory behind a tensor: one pooled buffer, its element count and element type, and for
+//! u32 storages the largest value the host can vouch for (see [`WgpuStorage::bound`]).
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::pool::BufferPool;
@@ -12,11 +14,32 @@ pub struct WgpuStorage {
     len: usize,
     dtype: DType,
     pool: Arc<BufferPool>,
+    /// `UNKNOWN`, or an upper bound on every u32 value in the buffer.
+    bound: AtomicU64,
 }
+
+const UNKNOWN: u64 = u64::MAX;
 
 impl WgpuStorage {
     pub(crate) fn new(buffer: ::wgpu::Buffer, len: usize, dtype: DType, pool: Arc<BufferPool>) -> Self {
-        WgpuStorage { buffer: Some(buffer), len, dtype, pool }
+        WgpuStorage { buffer: Some(buffer), len, dtype, pool, bound: AtomicU64::new(UNKNOWN) }
+    }
+
+    /// Whether this storage was allocated by the backend owning `pool`.
+    pub(crate) fn belongs_to(&self, pool: &Arc<BufferPool>) -> bool {
+        Arc::ptr_eq(&self.pool, pool)
+    }
+
+    /// An upper bound on every value of this u32 storage that the host knows without reading
+    /// the buffer (the maximum of uploaded data, carried through copies), or `None` when a
+    /// kernel wrote values the host has not seen. Index kernels use it to skip reading back
+    /// their out-of-range flag (see `index_check.rs`).
+    pub(crate) fn bound(&self) -> Option<u32> {
+        u32::try_from(self.bound.load(Ordering::Acquire)).ok()
+    }
+
+    pub(crate) fn set_bound(&self, bound: Option<u32>) {
+        self.bound.store(bound.map_or(UNKNOWN, u64::from), Ordering::Release);
     }
 
     /// The buffer. Present for the whole life of the storage (taken only in `drop`).

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use super::conv2d::Dims;
 use super::pipelines::Pipelines;
-use super::{gpu, WgpuBackend, WgpuStorage};
+use super::{WgpuBackend, WgpuStorage};
 use crate::backend::{
     Backend, BinaryOp, Conv2dArgs, Conv2dWanted, ConvGeom, CrossEntropyArgs, DType, IndexArgs, MatmulArgs,
     MatrixLayout, OptimizerStep, RandomKind, ReduceDims, ReduceOp, Storage, UnaryOp,
@@ -237,7 +237,7 @@ fn conv_direct(
     let d = Dims::of(&a);
     let (x, w, grad) = (upload(&**b, d.input)?, upload(&**b, d.weight)?, upload(&**b, d.output)?);
     let op = "conv2d warm-up";
-    kernel(b, [gpu(&x, DType::F32, op)?, gpu(&w, DType::F32, op)?, gpu(&grad, DType::F32, op)?], &a, &d)?;
+    kernel(b, [b.gpu(&x, DType::F32, op)?, b.gpu(&w, DType::F32, op)?, b.gpu(&grad, DType::F32, op)?], &a, &d)?;
     Ok(())
 }
 
