@@ -143,7 +143,7 @@ pub struct MatrixLayout {
 impl MatrixLayout {
     /// Row-major `[batch, rows, cols]`.
     pub fn row_major(rows: usize, cols: usize) -> Self {
-        MatrixLayout { offset: 0, batch_stride: rows * cols, row_stride: cols, col_stride: 1 }
+        MatrixLayout { offset: 0, batch_stride: rows.saturating_mul(cols), row_stride: cols, col_stride: 1 }
     }
 }
 
@@ -215,10 +215,11 @@ impl ConvGeom {
         })
     }
 
-    /// Output extent of a window sweep, or `None` when the window does not fit.
+    /// Output extent of a window sweep, or `None` when the window does not fit or its span
+    /// (`dilation·(kernel-1) + 1`) or the padded input (`input + 2·pad`) overflows.
     pub fn out_extent(input: usize, kernel: usize, stride: usize, pad: usize, dilation: usize) -> Option<usize> {
-        let span = dilation * (kernel.checked_sub(1)?) + 1;
-        let padded = input + 2 * pad;
+        let span = dilation.checked_mul(kernel.checked_sub(1)?)?.checked_add(1)?;
+        let padded = pad.checked_mul(2)?.checked_add(input)?;
         if stride == 0 || span > padded {
             return None;
         }
@@ -287,4 +288,21 @@ pub enum OptimizerStep {
     Adam { lr: f32, beta1: f32, beta2: f32, eps: f32, weight_decay: f32, decoupled: bool, step: u32 },
     /// state: `[square_avg, momentum_buffer]`.
     RmsProp { lr: f32, alpha: f32, eps: f32, weight_decay: f32, momentum: f32 },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_extent_is_none_instead_of_wrapping() {
+        assert_eq!(ConvGeom::out_extent(5, 3, 1, 1, 1), Some(5));
+        assert_eq!(ConvGeom::out_extent(5, 3, 2, 0, 2), Some(1));
+        assert_eq!(ConvGeom::out_extent(5, 3, 1, usize::MAX / 2 + 1, 1), None);
+        assert_eq!(ConvGeom::out_extent(5, 3, 1, 0, usize::MAX), None);
+        assert_eq!(ConvGeom::out_extent(5, usize::MAX, 1, 0, 2), None);
+        assert_eq!(ConvGeom::out_extent(usize::MAX, 1, 1, 1, 1), None);
+        assert_eq!(ConvGeom::out_extent(5, 0, 1, 0, 1), None);
+        assert_eq!(ConvGeom::out_extent(5, 1, 0, 0, 1), None);
+    }
 }

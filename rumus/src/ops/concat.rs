@@ -62,7 +62,7 @@ fn allocate(first: &RawTensor, len: usize) -> Result<Storage> {
     let backend = first.device().backend();
     match first.dtype() {
         DType::F32 => backend.full(len, 0.0),
-        DType::U32 => backend.from_u32(&vec![0; len]),
+        DType::U32 => backend.from_u32(&crate::backend::cpu::try_filled("concat", len, 0u32)?),
     }
 }
 
@@ -89,7 +89,10 @@ impl RawTensor {
         }
         let sizes: Vec<usize> = tensors.iter().map(|t| t.shape()[axis]).collect();
         let mut shape = first.shape().to_vec();
-        shape[axis] = sizes.iter().sum();
+        shape[axis] = sizes.iter().try_fold(0usize, |acc, &d| acc.checked_add(d)).ok_or_else(|| {
+            Error::shape(OP, format!("the sizes along axis {axis} of [{}] overflow", shapes_of(tensors)))
+        })?;
+        crate::layout::checked_numel(OP, &shape)?;
         let out_layout = Layout::contiguous(&shape);
         let out = allocate(first, out_layout.numel())?;
         let backend = first.device().backend();
@@ -115,6 +118,7 @@ impl RawTensor {
         }
         let mut shape = first.shape().to_vec();
         shape.insert(axis, tensors.len());
+        crate::layout::checked_numel(OP, &shape)?;
         let out_layout = Layout::contiguous(&shape);
         let out = allocate(first, out_layout.numel())?;
         let backend = first.device().backend();

@@ -9,6 +9,7 @@
 
 use crate::autograd::{BackwardOp, NoGradGuard};
 use crate::backend::{Conv2dArgs, Conv2dWanted, ConvGeom, Storage};
+use crate::layout::checked_numel;
 use crate::tensor::RawTensor;
 use crate::{Error, Result};
 
@@ -50,33 +51,50 @@ impl Window {
             return Err(Error::shape(
                 op,
                 format!(
-                    "input {:?}: kernel {:?} with dilation {:?} does not fit the padded input {}x{} (padding {:?})",
+                    "input {:?}: kernel {:?} with dilation {:?} does not fit the input padded by {:?} \
+                     (or the padded size or the window span overflows)",
                     x.shape(),
                     self.kernel,
                     self.dilation,
-                    h + 2 * ph,
-                    w + 2 * pw,
                     self.padding
                 ),
             ));
         };
-        Ok(ConvGeom {
-            batch: n,
-            channels: c,
-            in_h: h,
-            in_w: w,
-            kernel_h: kh,
-            kernel_w: kw,
-            stride_h: sh,
-            stride_w: sw,
-            pad_h: ph,
-            pad_w: pw,
-            dilation_h: dh,
-            dilation_w: dw,
-            out_h,
-            out_w,
-        })
+        check_geometry(
+            op,
+            ConvGeom {
+                batch: n,
+                channels: c,
+                in_h: h,
+                in_w: w,
+                kernel_h: kh,
+                kernel_w: kw,
+                stride_h: sh,
+                stride_w: sw,
+                pad_h: ph,
+                pad_w: pw,
+                dilation_h: dh,
+                dilation_w: dw,
+                out_h,
+                out_w,
+            },
+        )
     }
+}
+
+/// `geom` if every buffer a kernel derives from it has a valid element count (see
+/// [`checked_numel`]): the output, the im2col columns, the padded input planes and the fused
+/// kernel's full-width columns. Kernel index arithmetic stays below these counts, so it cannot
+/// overflow either.
+pub(crate) fn check_geometry(op: &'static str, geom: ConvGeom) -> Result<ConvGeom> {
+    let g = &geom;
+    let padded = |size: usize, pad: usize| crate::layout::checked_add(op, "padded size", size, pad.saturating_mul(2));
+    let (hp, wp) = (padded(g.in_h, g.pad_h)?, padded(g.in_w, g.pad_w)?);
+    checked_numel(op, &[g.batch, g.channels, g.out_h, g.out_w])?;
+    checked_numel(op, &[g.batch, g.channels, g.kernel_h, g.kernel_w, g.out_h, g.out_w])?;
+    checked_numel(op, &[g.batch, g.channels, hp, wp])?;
+    checked_numel(op, &[g.channels, g.kernel_h, g.kernel_w, g.out_h, wp])?;
+    Ok(geom)
 }
 
 struct Im2colBackward {
@@ -246,6 +264,7 @@ impl RawTensor {
             }
         }
         let geom = Window { kernel: (kh, kw), stride, padding, dilation }.geometry(OP, self)?;
+        checked_numel(OP, &[geom.batch, out_channels, geom.out_h, geom.out_w])?;
         let (n, spatial, taps) = (geom.batch, geom.out_h * geom.out_w, kh * kw);
         let (x, weight) = (self.contiguous()?, weight.contiguous()?);
         let bias = bias.map(RawTensor::contiguous).transpose()?;
