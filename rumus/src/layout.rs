@@ -70,8 +70,18 @@ impl Layout {
         Layout { strides: contiguous_strides(shape), shape: shape.to_vec(), offset: 0 }
     }
 
-    pub fn new(shape: Vec<usize>, strides: Vec<usize>, offset: usize) -> Self {
-        Layout { shape, strides, offset }
+    /// A strided view: one stride per axis, a shape within [`MAX_ELEMENTS`], and a last element
+    /// (`offset + Σ (dim-1)·stride`) that fits a `usize`; anything else is an error.
+    pub fn new(shape: Vec<usize>, strides: Vec<usize>, offset: usize) -> Result<Self> {
+        if shape.len() != strides.len() {
+            return Err(Error::shape("layout", format!("shape {shape:?} and strides {strides:?} differ in rank")));
+        }
+        checked_numel("layout", &shape)?;
+        let layout = Layout { shape, strides, offset };
+        if layout.numel() > 0 && layout.max_index().is_none() {
+            return Err(Error::shape("layout", format!("{layout:?} addresses elements beyond usize")));
+        }
+        Ok(layout)
     }
 
     pub fn shape(&self) -> &[usize] {
@@ -229,6 +239,33 @@ mod tests {
     fn broadcasting_follows_numpy() {
         assert_eq!(broadcast_shapes("add", &[3, 1, 5], &[4, 1]).unwrap(), vec![3, 4, 5]);
         assert!(broadcast_shapes("add", &[3, 2], &[3]).is_err());
+    }
+
+    #[test]
+    fn invalid_layouts_cannot_be_built() {
+        assert!(Layout::new(vec![2, 3], vec![3], 0).is_err());
+        assert!(Layout::new(vec![1 << 32, 1 << 32], vec![1, 1], 0).is_err());
+        assert!(Layout::new(vec![2, 2], vec![usize::MAX, 1], 0).is_err());
+        assert!(Layout::new(vec![2], vec![1], usize::MAX).is_err());
+        let l = Layout::new(vec![2, 3], vec![1, 2], 5).unwrap();
+        assert_eq!(l.max_index(), Some(10));
+        assert_eq!(Layout::new(vec![0, 3], vec![usize::MAX, 1], usize::MAX).unwrap().max_index(), None);
+        assert!(l.narrow(1, 1, 3).is_ok());
+        assert!(l.narrow(1, 2, 4).is_err());
+    }
+
+    #[test]
+    fn checked_numel_bounds_nonzero_dims_and_resolve_axis_every_rank() {
+        assert_eq!(checked_numel("t", &[]).unwrap(), 1);
+        assert_eq!(checked_numel("t", &[0, MAX_ELEMENTS]).unwrap(), 0);
+        assert!(checked_numel("t", &[0, MAX_ELEMENTS, 2]).is_err());
+        assert!(checked_numel("t", &[(1 << 62) + 1, 4]).is_err());
+        assert!(resolve_axis("t", 0, 0).is_err());
+        assert!(resolve_axis("t", -1, 0).is_err());
+        assert_eq!(resolve_axis("t", -1, 3).unwrap(), 2);
+        assert!(resolve_axis("t", isize::MIN, 3).is_err());
+        assert!(resolve_axes("t", &[1, -2], 3).is_err());
+        assert_eq!(resolve_axes("t", &[2, 0], 3).unwrap(), vec![2, 0]);
     }
 
     #[test]

@@ -127,7 +127,7 @@ impl RawTensor {
             let slot = out_layout.narrow(axis, i, i + 1)?;
             let mut strides = slot.strides().to_vec();
             strides.remove(axis);
-            let window = Layout::new(first.shape().to_vec(), strides, slot.offset());
+            let window = Layout::new(first.shape().to_vec(), strides, slot.offset())?;
             backend.copy_strided(t.storage(), t.layout(), &out, &window)?;
         }
         Ok(RawTensor::from_op(out, out_layout, first.device().clone(), tensors, || Box::new(StackBackward { axis })))

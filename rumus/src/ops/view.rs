@@ -97,7 +97,7 @@ impl RawTensor {
             return Ok(self.clone());
         }
         let source = if self.layout().is_contiguous() { self.clone() } else { self.contiguous()? };
-        let layout = Layout::new(shape.to_vec(), crate::layout::contiguous_strides(shape), source.layout().offset());
+        let layout = Layout::new(shape.to_vec(), crate::layout::contiguous_strides(shape), source.layout().offset())?;
         Ok(source.with_layout(layout, || Box::new(ReshapeBackward)))
     }
 
