@@ -124,6 +124,40 @@ fn concat_and_index_select_outputs_are_checked() {
     assert_eq!(narrow.to_vec().unwrap(), vec![1.0, 2.0, 1.0, 2.0]);
 }
 
+#[test]
+fn the_public_backend_refuses_bogus_kernel_arguments() {
+    use rumus::backend::{ConvGeom, MatmulArgs, MatrixLayout};
+    let d = cpu();
+    let backend = d.backend();
+    let x = tensor(&[1.0; 16], &[4, 4]);
+    // The reproduction's layout: 2^62 + 1 rows of 4 over a 16-element storage.
+    let lhs = MatrixLayout::row_major((1 << 62) + 1, 4);
+    let args = MatmulArgs { batch: 1, m: (1 << 62) + 1, k: 4, n: 4, lhs, rhs: MatrixLayout::row_major(4, 4) };
+    assert!(backend.matmul(x.storage(), x.storage(), &args).is_err());
+    let geom = ConvGeom::square(1, 1, (4, 4), 2, 1, 0, 1).unwrap();
+    let cols = backend.im2col(x.storage(), &geom).unwrap();
+    assert_eq!(cols.len(), 4 * 9);
+    for bad in [
+        ConvGeom { out_h: 1 << 40, ..geom },
+        ConvGeom { pad_h: usize::MAX, ..geom },
+        ConvGeom { batch: 2, ..geom },
+        ConvGeom { stride_w: 0, ..geom },
+    ] {
+        assert!(backend.im2col(x.storage(), &bad).is_err(), "{bad:?}");
+        assert!(backend.col2im(&cols, &bad).is_err(), "{bad:?}");
+        assert!(backend.max_pool2d(x.storage(), &bad).is_err(), "{bad:?}");
+        assert!(backend.avg_pool2d(x.storage(), &bad).is_err(), "{bad:?}");
+    }
+    let adaptive = ConvGeom { out_h: usize::MAX / 2, ..geom };
+    assert!(backend.adaptive_avg_pool2d(x.storage(), &adaptive).is_err());
+    let wide = rumus::Layout::new(vec![4, 8], vec![4, 1], 0).unwrap();
+    let mut out = RawTensor::zeros(&[4, 8], &d).unwrap();
+    assert!(backend.copy_strided(x.storage(), &wide, out.storage(), out.layout()).is_err());
+    out = RawTensor::zeros(&[4, 4], &d).unwrap();
+    backend.copy_strided(x.storage(), x.layout(), out.storage(), out.layout()).unwrap();
+    assert_eq!(out.to_vec().unwrap(), vec![1.0; 16]);
+}
+
 // ----- 2. allocation -----
 
 #[test]

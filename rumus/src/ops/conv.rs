@@ -82,18 +82,9 @@ impl Window {
     }
 }
 
-/// `geom` if every buffer a kernel derives from it has a valid element count (see
-/// [`checked_numel`]): the output, the im2col columns, the padded input planes and the fused
-/// kernel's full-width columns. Kernel index arithmetic stays below these counts, so it cannot
-/// overflow either.
+/// `geom` if it passes [`ConvGeom::check`], else its error naming `op`.
 pub(crate) fn check_geometry(op: &'static str, geom: ConvGeom) -> Result<ConvGeom> {
-    let g = &geom;
-    let padded = |size: usize, pad: usize| crate::layout::checked_add(op, "padded size", size, pad.saturating_mul(2));
-    let (hp, wp) = (padded(g.in_h, g.pad_h)?, padded(g.in_w, g.pad_w)?);
-    checked_numel(op, &[g.batch, g.channels, g.out_h, g.out_w])?;
-    checked_numel(op, &[g.batch, g.channels, g.kernel_h, g.kernel_w, g.out_h, g.out_w])?;
-    checked_numel(op, &[g.batch, g.channels, hp, wp])?;
-    checked_numel(op, &[g.channels, g.kernel_h, g.kernel_w, g.out_h, wp])?;
+    geom.check(op)?;
     Ok(geom)
 }
 

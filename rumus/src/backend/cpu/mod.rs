@@ -247,6 +247,7 @@ impl Backend for CpuBackend {
 
     fn im2col(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage> {
         read_f32!(x, "im2col", |x| {
+            geom.check_window("im2col")?;
             check_dims("im2col", &[geom.batch, geom.channels, geom.in_h, geom.in_w], x.len())?;
             Ok(f32_storage(conv::im2col(x, geom)?))
         })
@@ -255,6 +256,7 @@ impl Backend for CpuBackend {
     fn col2im(&self, cols: &Storage, geom: &ConvGeom) -> Result<Storage> {
         read_f32!(cols, "col2im", |c| {
             let g = geom;
+            g.check_window("col2im")?;
             check_dims("col2im", &[g.batch, g.channels, g.kernel_h, g.kernel_w, g.out_h, g.out_w], c.len())?;
             Ok(f32_storage(conv::col2im(c, geom)?))
         })
@@ -271,6 +273,7 @@ impl Backend for CpuBackend {
         if !conv2d::supports(args) {
             return Ok(None);
         }
+        check_conv(OP, args)?;
         let storages: Vec<&Storage> = [x, weight].into_iter().chain(bias).collect();
         let locked = read_all(OP, &storages)?;
         let bias = bias.is_some().then(|| locked.f32(2, OP)).transpose()?;
@@ -286,6 +289,7 @@ impl Backend for CpuBackend {
         wanted: Conv2dWanted,
     ) -> Result<Conv2dGrads<Storage>> {
         const OP: &str = "conv2d";
+        check_conv(OP, args)?;
         let locked = read_all(OP, &[x, weight, grad])?;
         let (x, w, g) = (locked.f32(0, OP)?, locked.f32(1, OP)?, locked.f32(2, OP)?);
         let grads = conv2d::conv2d_backward(x, w, g, args, wanted)?;
@@ -298,6 +302,7 @@ impl Backend for CpuBackend {
 
     fn max_pool2d(&self, x: &Storage, geom: &ConvGeom) -> Result<(Storage, Storage)> {
         read_f32!(x, "max_pool2d", |x| {
+            geom.check_window("max_pool2d")?;
             check_dims("max_pool2d", &[geom.batch, geom.channels, geom.in_h, geom.in_w], x.len())?;
             let (out, arg) = conv::max_pool2d(x, geom)?;
             Ok((f32_storage(out), u32_storage(arg)))
@@ -308,24 +313,41 @@ impl Backend for CpuBackend {
         const OP: &str = "max_pool2d";
         let locked = read_all(OP, &[grad, argmax])?;
         let (g, a) = (locked.f32(0, OP)?, locked.u32(1, OP)?);
+        geom.check_window(OP)?;
         check_dims(OP, &[geom.batch, geom.channels, geom.out_h, geom.out_w], g.len().min(a.len()))?;
         Ok(f32_storage(conv::max_pool2d_backward(g, a, geom)?))
     }
 
     fn avg_pool2d(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage> {
-        read_f32!(x, "avg_pool2d", |x| Ok(f32_storage(conv::avg_pool2d(x, geom, false)?)))
+        read_f32!(x, "avg_pool2d", |x| {
+            geom.check_window("avg_pool2d")?;
+            check_pool_input("avg_pool2d", geom, x.len())?;
+            Ok(f32_storage(conv::avg_pool2d(x, geom, false)?))
+        })
     }
 
     fn avg_pool2d_backward(&self, grad: &Storage, geom: &ConvGeom) -> Result<Storage> {
-        read_f32!(grad, "avg_pool2d", |g| Ok(f32_storage(conv::avg_pool2d_backward(g, geom, false)?)))
+        read_f32!(grad, "avg_pool2d", |g| {
+            geom.check_window("avg_pool2d")?;
+            check_pool_grad("avg_pool2d", geom, g.len())?;
+            Ok(f32_storage(conv::avg_pool2d_backward(g, geom, false)?))
+        })
     }
 
     fn adaptive_avg_pool2d(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage> {
-        read_f32!(x, "adaptive_avg_pool2d", |x| Ok(f32_storage(conv::avg_pool2d(x, geom, true)?)))
+        read_f32!(x, "adaptive_avg_pool2d", |x| {
+            check_adaptive("adaptive_avg_pool2d", geom)?;
+            check_pool_input("adaptive_avg_pool2d", geom, x.len())?;
+            Ok(f32_storage(conv::avg_pool2d(x, geom, true)?))
+        })
     }
 
     fn adaptive_avg_pool2d_backward(&self, grad: &Storage, geom: &ConvGeom) -> Result<Storage> {
-        read_f32!(grad, "adaptive_avg_pool2d", |g| Ok(f32_storage(conv::avg_pool2d_backward(g, geom, true)?)))
+        read_f32!(grad, "adaptive_avg_pool2d", |g| {
+            check_adaptive("adaptive_avg_pool2d", geom)?;
+            check_pool_grad("adaptive_avg_pool2d", geom, g.len())?;
+            Ok(f32_storage(conv::avg_pool2d_backward(g, geom, true)?))
+        })
     }
 
     fn index_select(&self, x: &Storage, idx: &Storage, args: &IndexArgs) -> Result<Storage> {
@@ -389,6 +411,44 @@ impl Backend for CpuBackend {
         optim::optimizer_step(step, param, grad, &mut state_slices);
         Ok(())
     }
+}
+
+/// A fused convolution's geometry and its weight and output sizes, checked.
+fn check_conv(op: &'static str, a: &Conv2dArgs) -> Result<()> {
+    let g = &a.geom;
+    a.geom.check_window(op)?;
+    if a.groups == 0 || g.channels % a.groups != 0 || a.out_channels % a.groups != 0 {
+        return Err(Error::invalid(
+            op,
+            format!("groups {} for {} and {} channels", a.groups, g.channels, a.out_channels),
+        ));
+    }
+    crate::layout::checked_numel(op, &[a.out_channels, g.channels, g.kernel_h, g.kernel_w])?;
+    crate::layout::checked_numel(op, &[g.batch, a.out_channels, g.out_h, wp_of(g)?])?;
+    Ok(())
+}
+
+fn wp_of(g: &ConvGeom) -> Result<usize> {
+    crate::layout::checked_add("conv2d", "padded width", g.in_w, g.pad_w.saturating_mul(2))
+}
+
+/// Adaptive windows are bounded by `i·size / out` for `i` up to `out`: that product must fit.
+fn check_adaptive(op: &'static str, g: &ConvGeom) -> Result<()> {
+    crate::layout::checked_mul(op, "window bound", g.out_h, g.in_h)?;
+    crate::layout::checked_mul(op, "window bound", g.out_w, g.in_w)?;
+    Ok(())
+}
+
+/// A pooling input of `len` elements against `geom`.
+fn check_pool_input(op: &'static str, geom: &ConvGeom, len: usize) -> Result<()> {
+    geom.check(op)?;
+    check_dims(op, &[geom.batch, geom.channels, geom.in_h, geom.in_w], len)
+}
+
+/// A pooling gradient of `len` elements against `geom`.
+fn check_pool_grad(op: &'static str, geom: &ConvGeom, len: usize) -> Result<()> {
+    geom.check(op)?;
+    check_dims(op, &[geom.batch, geom.channels, geom.out_h, geom.out_w], len)
 }
 
 fn short(op: &'static str, len: usize) -> Error {
