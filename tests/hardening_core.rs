@@ -148,6 +148,14 @@ fn the_public_backend_refuses_bogus_kernel_arguments() {
         assert!(backend.max_pool2d(x.storage(), &bad).is_err(), "{bad:?}");
         assert!(backend.avg_pool2d(x.storage(), &bad).is_err(), "{bad:?}");
     }
+    let picks = RawTensor::from_indices(&[0, 7], &[2], &d).unwrap();
+    let index = rumus::backend::IndexArgs { outer: 1, len: 4, inner: 4, count: 2 };
+    let err = backend.index_select(x.storage(), picks.storage(), &index).unwrap_err();
+    assert!(matches!(err, Error::IndexOutOfRange { index: 7, limit: 4, position: 1, .. }), "{err}");
+    let huge = rumus::backend::IndexArgs { outer: 1 << 62, ..index };
+    assert!(backend.index_select(x.storage(), picks.storage(), &huge).is_err());
+    let gather = rumus::backend::GatherArgs { outer: 1, len: 4, inner: 1, count: 2 };
+    assert!(backend.gather(x.storage(), picks.storage(), &gather).is_err());
     let adaptive = ConvGeom { out_h: usize::MAX / 2, ..geom };
     assert!(backend.adaptive_avg_pool2d(x.storage(), &adaptive).is_err());
     let wide = rumus::Layout::new(vec![4, 8], vec![4, 1], 0).unwrap();

@@ -227,6 +227,7 @@ impl Backend for CpuBackend {
         let (x, t) = (locked.f32(0, OP)?, locked.u32(1, OP)?);
         check_dims(OP, &[args.rows, args.classes], x.len())?;
         check_dims(OP, &[args.rows], t.len())?;
+        check_indices(OP, &t[..args.rows], args.classes)?;
         Ok(f32_storage(softmax::cross_entropy(x, t, args)?))
     }
 
@@ -242,6 +243,7 @@ impl Backend for CpuBackend {
         let (x, t, g) = (locked.f32(0, OP)?, locked.u32(1, OP)?, locked.f32(2, OP)?);
         check_dims(OP, &[args.rows, args.classes], x.len())?;
         check_dims(OP, &[args.rows], t.len().min(g.len()))?;
+        check_indices(OP, &t[..args.rows], args.classes)?;
         Ok(f32_storage(softmax::cross_entropy_backward(x, t, g, args)?))
     }
 
@@ -353,25 +355,34 @@ impl Backend for CpuBackend {
     fn index_select(&self, x: &Storage, idx: &Storage, args: &IndexArgs) -> Result<Storage> {
         const OP: &str = "index_select";
         let locked = read_all(OP, &[x, idx])?;
-        Ok(f32_storage(index::index_select(locked.f32(0, OP)?, locked.u32(1, OP)?, args)?))
+        let (x, i) = (locked.f32(0, OP)?, locked.u32(1, OP)?);
+        check_index_args(OP, args, x.len(), args.len, i)?;
+        Ok(f32_storage(index::index_select(x, i, args)?))
     }
 
     fn index_add(&self, grad: &Storage, idx: &Storage, args: &IndexArgs) -> Result<Storage> {
         const OP: &str = "index_select";
         let locked = read_all(OP, &[grad, idx])?;
-        Ok(f32_storage(index::index_add(locked.f32(0, OP)?, locked.u32(1, OP)?, args)?))
+        let (g, i) = (locked.f32(0, OP)?, locked.u32(1, OP)?);
+        check_index_args(OP, args, g.len(), args.count, i)?;
+        Ok(f32_storage(index::index_add(g, i, args)?))
     }
 
     fn gather(&self, x: &Storage, idx: &Storage, args: &GatherArgs) -> Result<Storage> {
         const OP: &str = "gather";
         let locked = read_all(OP, &[x, idx])?;
-        Ok(f32_storage(index::gather(locked.f32(0, OP)?, locked.u32(1, OP)?, args)?))
+        let (x, i) = (locked.f32(0, OP)?, locked.u32(1, OP)?);
+        check_gather_args(OP, args, x.len(), i)?;
+        Ok(f32_storage(index::gather(x, i, args)?))
     }
 
     fn scatter_add(&self, grad: &Storage, idx: &Storage, args: &GatherArgs) -> Result<Storage> {
         const OP: &str = "gather";
         let locked = read_all(OP, &[grad, idx])?;
-        Ok(f32_storage(index::scatter_add(locked.f32(0, OP)?, locked.u32(1, OP)?, args)?))
+        let (g, i) = (locked.f32(0, OP)?, locked.u32(1, OP)?);
+        check_gather_args(OP, args, usize::MAX, i)?;
+        check_dims(OP, &[args.outer, args.count, args.inner], g.len())?;
+        Ok(f32_storage(index::scatter_add(g, i, args)?))
     }
 
     fn optimizer_step(
@@ -449,6 +460,37 @@ fn check_pool_input(op: &'static str, geom: &ConvGeom, len: usize) -> Result<()>
 fn check_pool_grad(op: &'static str, geom: &ConvGeom, len: usize) -> Result<()> {
     geom.check(op)?;
     check_dims(op, &[geom.batch, geom.channels, geom.out_h, geom.out_w], len)
+}
+
+/// Every index below `limit`, or `IndexOutOfRange` at the first that is not.
+fn check_indices(op: &'static str, indices: &[u32], limit: usize) -> Result<()> {
+    match indices.iter().position(|&i| i as usize >= limit) {
+        None => Ok(()),
+        Some(position) => Err(Error::IndexOutOfRange { op, index: indices[position] as i64, limit, position }),
+    }
+}
+
+/// Values `[outer, rows, inner]` (at most `values` elements; `rows` is the values operand's
+/// indexed axis) and `count` indices, each below `len`.
+fn check_index_args(op: &'static str, a: &IndexArgs, values: usize, rows: usize, indices: &[u32]) -> Result<()> {
+    check_dims(op, &[a.outer, rows, a.inner], values)?;
+    check_dims(op, &[a.count], indices.len())?;
+    checked_output(op, &[a.outer, a.len.max(a.count), a.inner])?;
+    check_indices(op, &indices[..a.count], a.len)
+}
+
+/// A gather's source (`[outer, len, inner]`, at most `values` elements) and its indices
+/// (`[outer, count, inner]`, each below `len`).
+fn check_gather_args(op: &'static str, a: &GatherArgs, values: usize, indices: &[u32]) -> Result<()> {
+    check_dims(op, &[a.outer, a.len, a.inner], values)?;
+    check_dims(op, &[a.outer, a.count, a.inner], indices.len())?;
+    checked_output(op, &[a.outer, a.len.max(a.count), a.inner])?;
+    check_indices(op, &indices[..a.outer * a.count * a.inner], a.len)
+}
+
+/// The element count of an output of `dims`, checked.
+fn checked_output(op: &'static str, dims: &[usize]) -> Result<()> {
+    crate::layout::checked_numel(op, dims).map(drop)
 }
 
 fn short(op: &'static str, len: usize) -> Error {
