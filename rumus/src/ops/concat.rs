@@ -76,10 +76,10 @@ impl RawTensor {
     pub fn concat(tensors: &[&RawTensor], axis: isize) -> Result<RawTensor> {
         const OP: &str = "concat";
         let first = check_joinable(OP, tensors)?;
-        let axis = resolve_axis(OP, axis, first.rank())?;
         if first.rank() == 0 {
             return Err(Error::shape(OP, "cannot concatenate rank-0 tensors; use stack"));
         }
+        let axis = resolve_axis(OP, axis, first.rank())?;
         for t in tensors {
             let agrees = t.rank() == first.rank()
                 && t.shape().iter().zip(first.shape()).enumerate().all(|(d, (a, b))| d == axis || a == b);

@@ -80,9 +80,9 @@ impl RawTensor {
         if step == 0.0 || !step.is_finite() || !start.is_finite() || !end.is_finite() {
             return Err(Error::invalid("arange", format!("start {start}, end {end}, step {step}")));
         }
-        // In f64 so that `end - start` cannot overflow; NaN fails the comparison too.
+        // In f64 so that `end - start` cannot overflow.
         let count = ((end as f64 - start as f64) / step as f64).ceil().max(0.0);
-        if !(count <= MAX_ELEMENTS as f64) {
+        if count.is_nan() || count > MAX_ELEMENTS as f64 {
             return Err(Error::shape(
                 "arange",
                 format!("start {start}, end {end}, step {step}: {count} elements exceed the limit of 2^40"),

@@ -428,7 +428,7 @@ impl Backend for CpuBackend {
 fn check_conv(op: &'static str, a: &Conv2dArgs) -> Result<()> {
     let g = &a.geom;
     a.geom.check_window(op)?;
-    if a.groups == 0 || g.channels % a.groups != 0 || a.out_channels % a.groups != 0 {
+    if a.groups == 0 || !g.channels.is_multiple_of(a.groups) || !a.out_channels.is_multiple_of(a.groups) {
         return Err(Error::invalid(
             op,
             format!("groups {} for {} and {} channels", a.groups, g.channels, a.out_channels),

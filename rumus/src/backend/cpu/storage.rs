@@ -166,8 +166,8 @@ impl Locked<'_> {
             .iter_mut()
             .map(|g| {
                 Some(match g {
-                    Guard::Read(g) => Slot::Read(&**g),
-                    Guard::Write(g) => Slot::Write(&mut **g),
+                    Guard::Read(g) => Slot::Read(g),
+                    Guard::Write(g) => Slot::Write(g),
                 })
             })
             .collect();
