@@ -266,9 +266,11 @@ fn only_minus_one_is_inferred_and_only_once() {
 /// finish within a generous bound.
 fn race(rounds: usize, work: impl Fn(usize) -> rumus::Result<()> + Send + Sync + Clone + 'static) {
     let (done, finished) = mpsc::channel();
+    let start = std::sync::Arc::new(std::sync::Barrier::new(2));
     for side in 0..2 {
-        let (work, done) = (work.clone(), done.clone());
+        let (work, done, start) = (work.clone(), done.clone(), start.clone());
         thread::spawn(move || {
+            start.wait();
             let result = (0..rounds).try_for_each(|_| work(side));
             let _ = done.send(result);
         });
@@ -283,10 +285,10 @@ fn race(rounds: usize, work: impl Fn(usize) -> rumus::Result<()> + Send + Sync +
 
 #[test]
 fn crossed_assigns_do_not_deadlock() {
-    let a = Param::new(RawTensor::full(1.0, &[64], &cpu()).unwrap()).unwrap();
-    let b = Param::new(RawTensor::full(2.0, &[64], &cpu()).unwrap()).unwrap();
+    let a = Param::new(RawTensor::full(1.0, &[16], &cpu()).unwrap()).unwrap();
+    let b = Param::new(RawTensor::full(2.0, &[16], &cpu()).unwrap()).unwrap();
     let (a2, b2) = (a.clone(), b.clone());
-    race(2000, move |side| if side == 0 { a2.assign(b2.tensor()) } else { b2.assign(a2.tensor()) });
+    race(200_000, move |side| if side == 0 { a2.assign(b2.tensor()) } else { b2.assign(a2.tensor()) });
     // Both hold one of the two values, every element alike.
     for p in [&a, &b] {
         let v = p.to_vec().unwrap();
@@ -299,7 +301,7 @@ fn a_tensor_used_twice_against_a_writer_does_not_deadlock() {
     let t = Param::new(RawTensor::full(3.0, &[256], &cpu()).unwrap()).unwrap();
     let value = RawTensor::full(3.0, &[256], &cpu()).unwrap();
     let t2 = t.clone();
-    race(4000, move |side| {
+    race(100_000, move |side| {
         if side == 0 {
             let y = t2.tensor().mul(t2.tensor())?;
             assert_eq!(y.to_vec()?[0], 9.0);
@@ -313,17 +315,17 @@ fn a_tensor_used_twice_against_a_writer_does_not_deadlock() {
 
 #[test]
 fn backend_copies_between_two_storages_in_both_directions_do_not_deadlock() {
-    let a = RawTensor::full(1.0, &[32], &cpu()).unwrap();
-    let b = RawTensor::full(1.0, &[32], &cpu()).unwrap();
+    let a = RawTensor::full(1.0, &[1 << 12], &cpu()).unwrap();
+    let b = RawTensor::full(1.0, &[1 << 12], &cpu()).unwrap();
     let (a2, b2) = (a.clone(), b.clone());
-    race(4000, move |side| {
+    race(20_000, move |side| {
         let (src, dst) = if side == 0 { (&a2, &b2) } else { (&b2, &a2) };
         let backend = src.device().backend();
         backend.copy_strided(src.storage(), src.layout(), dst.storage(), dst.layout())?;
         // A kernel reading both at once, in the other order.
         dst.add(src).map(drop)
     });
-    assert_eq!(a.to_vec().unwrap(), vec![1.0; 32]);
+    assert_eq!(a.to_vec().unwrap(), vec![1.0; 1 << 12]);
 }
 
 // ----- 5. dropping long graphs -----
