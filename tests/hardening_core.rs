@@ -187,8 +187,9 @@ fn allocations_beyond_the_machine_are_errors_not_aborts() {
 
 #[test]
 fn forty_gigabytes_of_zeros_is_an_error_or_a_tensor_never_an_abort() {
-    // Aborted with "memory allocation failed" before. Where the machine can map 40 GB the
-    // zeros are lazily mapped pages, so this is fast either way.
+    // Aborted with "memory allocation failed" before. A machine with less than 40 GB of
+    // physical memory refuses it up front (one buffer may not exceed it); a larger one maps
+    // lazily zeroed pages, so this is fast either way.
     match RawTensor::zeros(&[100_000, 100_000], &cpu()) {
         Ok(t) => assert_eq!(t.numel(), 10_000_000_000),
         Err(err) => assert!(matches!(err, Error::OutOfMemory { op: "full", .. }), "{err}"),

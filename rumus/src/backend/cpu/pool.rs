@@ -6,7 +6,7 @@
 //! take one without clearing it.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use crate::{Error, Result};
 
@@ -29,14 +29,18 @@ fn with_pool<T>(f: impl FnOnce(&mut Pool) -> T) -> T {
 }
 
 /// `len` zero elements from the allocator, or `Error::OutOfMemory` naming `op` when it cannot
-/// provide them: every host buffer of the CPU backend is allocated here, so a huge request is an
-/// error, never an abort.
+/// provide them or they exceed [`max_buffer_bytes`]: every host buffer of the CPU backend is
+/// allocated here, so a huge request is an error, never an abort.
 pub fn zeroed<T: bytemuck::Zeroable>(op: &'static str, len: usize) -> Result<Vec<T>> {
     let elem = std::mem::size_of::<T>();
     if len == 0 || elem == 0 {
         return Ok(std::iter::repeat_with(T::zeroed).take(len).collect());
     }
     let refused = |why: &str| Error::out_of_memory(op, len, elem, format!("{len} elements: {why}"));
+    if len as u128 * elem as u128 > max_buffer_bytes() {
+        let limit = max_buffer_bytes();
+        return Err(refused(&format!("more than the machine's {limit} bytes of physical memory")));
+    }
     let layout = std::alloc::Layout::array::<T>(len).map_err(|_| refused("beyond the address space"))?;
     // SAFETY: `layout` has a non-zero size (len > 0 and T is not zero-sized).
     let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<T>();
@@ -46,6 +50,30 @@ pub fn zeroed<T: bytemuck::Zeroable>(op: &'static str, len: usize) -> Result<Vec
     // SAFETY: `ptr` comes from the global allocator with the layout of exactly `len` Ts (so
     // capacity `len`), and all-zero bytes are a valid T (`Zeroable`), so all `len` are initialised.
     Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
+/// The largest single host buffer the CPU backend allocates: the machine's physical memory.
+/// A larger buffer could only be had by overcommitting, and the process would be killed when it
+/// touched the pages.
+pub fn max_buffer_bytes() -> u128 {
+    static LIMIT: OnceLock<u128> = OnceLock::new();
+    *LIMIT.get_or_init(physical_memory)
+}
+
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+fn physical_memory() -> u128 {
+    // SAFETY: sysconf only reads system configuration values; it has no preconditions.
+    let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+    if pages > 0 && page > 0 {
+        pages as u128 * page as u128
+    } else {
+        u128::MAX
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+fn physical_memory() -> u128 {
+    u128::MAX
 }
 
 /// `len` copies of `value`, fallibly (see [`zeroed`]).
@@ -146,5 +174,8 @@ mod tests {
         assert_eq!(filled_with("t", 3, 7u32).unwrap(), vec![7, 7, 7]);
         assert_eq!(copied("t", &[1.0f32, 2.0]).unwrap(), vec![1.0, 2.0]);
         assert!(zeroed::<f32>("t", 0).unwrap().is_empty());
+        let beyond = ((max_buffer_bytes() / 4).min(usize::MAX as u128) as usize).saturating_add(1);
+        let err = zeroed::<f32>("zeros", beyond).unwrap_err();
+        assert!(err.to_string().contains("physical memory") || max_buffer_bytes() > usize::MAX as u128, "{err}");
     }
 }
