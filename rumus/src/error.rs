@@ -17,6 +17,11 @@ pub enum Error {
     #[error("{op}: index {index} out of range for size {limit} (at position {position})")]
     IndexOutOfRange { op: &'static str, index: i64, limit: usize, position: usize },
 
+    /// The device cannot allocate a buffer of this many bytes (or it is beyond the device's
+    /// limits); nothing was allocated.
+    #[error("{op}: cannot allocate {bytes} bytes: {detail}")]
+    OutOfMemory { op: &'static str, bytes: u128, detail: String },
+
     /// The two operands live on different devices.
     #[error("{op}: operands are on different devices ({lhs} and {rhs}); move one with to_device")]
     DeviceMismatch { op: &'static str, lhs: String, rhs: String },
@@ -68,6 +73,11 @@ impl Error {
 
     pub(crate) fn invalid(op: &'static str, detail: impl Into<String>) -> Self {
         Error::InvalidArgument { op, detail: detail.into() }
+    }
+
+    /// An allocation of `count` elements of `elem_bytes` each that failed or cannot be made.
+    pub(crate) fn out_of_memory(op: &'static str, count: usize, elem_bytes: usize, detail: impl Into<String>) -> Self {
+        Error::OutOfMemory { op, bytes: count as u128 * elem_bytes as u128, detail: detail.into() }
     }
 
     #[allow(dead_code)] // used by data and io loaders

@@ -10,18 +10,59 @@ pub struct Layout {
     offset: usize,
 }
 
-/// Row-major strides for `shape`.
+/// The most elements a tensor may hold (2^40, 4 TiB of f32), and the bound on the product of
+/// its non-zero dimensions, so that every stride, offset and element index fits a `usize` (and
+/// an `isize`) with room to spare. Larger shapes are refused by [`checked_numel`].
+pub const MAX_ELEMENTS: usize = 1 << 40;
+
+/// Number of elements of `shape`, or `Error::Shape` naming `op` when the product of its non-zero
+/// dimensions overflows or exceeds [`MAX_ELEMENTS`]. Every shape a tensor is built with passes
+/// through here, which makes the strides and offsets of its layouts overflow-free.
+pub fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
+    let mut product: usize = 1;
+    let mut empty = false;
+    for &dim in shape {
+        if dim == 0 {
+            empty = true;
+            continue;
+        }
+        product = product.checked_mul(dim).filter(|&p| p <= MAX_ELEMENTS).ok_or_else(|| too_large(op, shape))?;
+    }
+    Ok(if empty { 0 } else { product })
+}
+
+fn too_large(op: &'static str, shape: &[usize]) -> Error {
+    Error::shape(op, format!("shape {shape:?} has more than {MAX_ELEMENTS} elements (the limit is 2^40)"))
+}
+
+/// `a * b` or `Error::Shape` naming `op` and `what` on overflow.
+pub fn checked_mul(op: &'static str, what: &str, a: usize, b: usize) -> Result<usize> {
+    a.checked_mul(b).ok_or_else(|| Error::shape(op, format!("{what}: {a} * {b} overflows")))
+}
+
+/// `a + b` or `Error::Shape` naming `op` and `what` on overflow.
+pub fn checked_add(op: &'static str, what: &str, a: usize, b: usize) -> Result<usize> {
+    a.checked_add(b).ok_or_else(|| Error::shape(op, format!("{what}: {a} + {b} overflows")))
+}
+
+/// Row-major strides for `shape` (saturating: shapes that passed [`checked_numel`] never get
+/// near the limit).
 pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
-    let mut strides = vec![1; shape.len()];
+    let mut strides = vec![1usize; shape.len()];
     for i in (0..shape.len().saturating_sub(1)).rev() {
-        strides[i] = strides[i + 1] * shape[i + 1];
+        strides[i] = strides[i + 1].saturating_mul(shape[i + 1]);
     }
     strides
 }
 
-/// Number of elements of `shape`.
+/// Number of elements of `shape`, saturating at `usize::MAX` (a count that can never match a
+/// buffer); validate shapes with [`checked_numel`].
 pub fn numel(shape: &[usize]) -> usize {
-    shape.iter().product()
+    shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)).unwrap_or(if shape.contains(&0) {
+        0
+    } else {
+        usize::MAX
+    })
 }
 
 impl Layout {
@@ -29,8 +70,18 @@ impl Layout {
         Layout { strides: contiguous_strides(shape), shape: shape.to_vec(), offset: 0 }
     }
 
-    pub fn new(shape: Vec<usize>, strides: Vec<usize>, offset: usize) -> Self {
-        Layout { shape, strides, offset }
+    /// A strided view: one stride per axis, a shape within [`MAX_ELEMENTS`], and a last element
+    /// (`offset + Σ (dim-1)·stride`) that fits a `usize`; anything else is an error.
+    pub fn new(shape: Vec<usize>, strides: Vec<usize>, offset: usize) -> Result<Self> {
+        if shape.len() != strides.len() {
+            return Err(Error::shape("layout", format!("shape {shape:?} and strides {strides:?} differ in rank")));
+        }
+        checked_numel("layout", &shape)?;
+        let layout = Layout { shape, strides, offset };
+        if layout.numel() > 0 && layout.max_index().is_none() {
+            return Err(Error::shape("layout", format!("{layout:?} addresses elements beyond usize")));
+        }
+        Ok(layout)
     }
 
     pub fn shape(&self) -> &[usize] {
@@ -53,6 +104,18 @@ impl Layout {
         numel(&self.shape)
     }
 
+    /// The largest storage index this layout addresses, or `None` when it has no elements or
+    /// that index does not fit a `usize`.
+    pub fn max_index(&self) -> Option<usize> {
+        if self.shape.contains(&0) {
+            return None;
+        }
+        self.shape
+            .iter()
+            .zip(&self.strides)
+            .try_fold(self.offset, |at, (&dim, &stride)| at.checked_add((dim - 1).checked_mul(stride)?))
+    }
+
     /// True when the elements are stored row-major without gaps (offset may be non-zero).
     pub fn is_contiguous(&self) -> bool {
         let mut expected = 1;
@@ -60,7 +123,7 @@ impl Layout {
             if dim != 1 && stride != expected {
                 return false;
             }
-            expected *= dim;
+            expected = expected.saturating_mul(dim);
         }
         true
     }
@@ -92,7 +155,9 @@ impl Layout {
         }
         let mut shape = self.shape.clone();
         shape[axis] = end - start;
-        Ok(Layout { shape, strides: self.strides.clone(), offset: self.offset + start * self.strides[axis] })
+        let skip = checked_mul("slice", "offset", start, self.strides[axis])?;
+        let offset = checked_add("slice", "offset", self.offset, skip)?;
+        Ok(Layout { shape, strides: self.strides.clone(), offset })
     }
 
     /// View with `shape`, broadcasting size-1 (or missing leading) axes with stride 0.
@@ -103,6 +168,7 @@ impl Layout {
                 format!("cannot broadcast {:?} to lower rank {:?}", self.shape, shape),
             ));
         }
+        checked_numel("broadcast", shape)?;
         let lead = shape.len() - self.rank();
         let mut strides = vec![0; shape.len()];
         for (i, &target) in shape.iter().enumerate().skip(lead) {
@@ -136,16 +202,33 @@ pub fn broadcast_shapes(op: &'static str, lhs: &[usize], rhs: &[usize]) -> Resul
             }
         };
     }
+    checked_numel(op, &out)?;
     Ok(out)
 }
 
-/// Resolves a possibly negative axis against `rank`.
+/// Resolves a possibly negative axis against `rank`: `-rank..rank`, so a rank-0 tensor has no
+/// axis at all.
 pub fn resolve_axis(op: &'static str, axis: isize, rank: usize) -> Result<usize> {
-    let resolved = if axis < 0 { axis + rank as isize } else { axis };
-    if resolved < 0 || resolved as usize >= rank.max(1) {
-        return Err(Error::invalid(op, format!("axis {axis} is out of range for rank {rank}")));
+    let signed_rank = isize::try_from(rank).unwrap_or(isize::MAX);
+    let resolved = if axis < 0 { axis.checked_add(signed_rank) } else { Some(axis) };
+    match resolved {
+        Some(a) if a >= 0 && a < signed_rank => Ok(a as usize),
+        _ => Err(Error::invalid(op, format!("axis {axis} is out of range for rank {rank}"))),
     }
-    Ok(resolved as usize)
+}
+
+/// Resolves several axes (see [`resolve_axis`]); an axis named twice is an error, as in PyTorch.
+/// Returned in the order given.
+pub fn resolve_axes(op: &'static str, axes: &[isize], rank: usize) -> Result<Vec<usize>> {
+    let mut resolved = Vec::with_capacity(axes.len());
+    for &axis in axes {
+        let a = resolve_axis(op, axis, rank)?;
+        if resolved.contains(&a) {
+            return Err(Error::invalid(op, format!("axis {a} appears more than once in {axes:?}")));
+        }
+        resolved.push(a);
+    }
+    Ok(resolved)
 }
 
 #[cfg(test)]
@@ -156,6 +239,33 @@ mod tests {
     fn broadcasting_follows_numpy() {
         assert_eq!(broadcast_shapes("add", &[3, 1, 5], &[4, 1]).unwrap(), vec![3, 4, 5]);
         assert!(broadcast_shapes("add", &[3, 2], &[3]).is_err());
+    }
+
+    #[test]
+    fn invalid_layouts_cannot_be_built() {
+        assert!(Layout::new(vec![2, 3], vec![3], 0).is_err());
+        assert!(Layout::new(vec![1 << 32, 1 << 32], vec![1, 1], 0).is_err());
+        assert!(Layout::new(vec![2, 2], vec![usize::MAX, 1], 0).is_err());
+        assert!(Layout::new(vec![2], vec![1], usize::MAX).is_err());
+        let l = Layout::new(vec![2, 3], vec![1, 2], 5).unwrap();
+        assert_eq!(l.max_index(), Some(10));
+        assert_eq!(Layout::new(vec![0, 3], vec![usize::MAX, 1], usize::MAX).unwrap().max_index(), None);
+        assert!(l.narrow(1, 1, 3).is_ok());
+        assert!(l.narrow(1, 2, 4).is_err());
+    }
+
+    #[test]
+    fn checked_numel_bounds_nonzero_dims_and_resolve_axis_every_rank() {
+        assert_eq!(checked_numel("t", &[]).unwrap(), 1);
+        assert_eq!(checked_numel("t", &[0, MAX_ELEMENTS]).unwrap(), 0);
+        assert!(checked_numel("t", &[0, MAX_ELEMENTS, 2]).is_err());
+        assert!(checked_numel("t", &[(1 << 62) + 1, 4]).is_err());
+        assert!(resolve_axis("t", 0, 0).is_err());
+        assert!(resolve_axis("t", -1, 0).is_err());
+        assert_eq!(resolve_axis("t", -1, 3).unwrap(), 2);
+        assert!(resolve_axis("t", isize::MIN, 3).is_err());
+        assert!(resolve_axes("t", &[1, -2], 3).is_err());
+        assert_eq!(resolve_axes("t", &[2, 0], 3).unwrap(), vec![2, 0]);
     }
 
     #[test]

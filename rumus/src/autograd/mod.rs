@@ -61,6 +61,21 @@ impl GradNode {
     }
 }
 
+/// Drops `node` and every node only it keeps alive, with an explicit work list instead of the
+/// recursion of nested drops (node → saved inputs → their nodes → ...), so a graph of any depth
+/// is released in constant stack. Nodes still shared elsewhere are left to their other owners.
+pub(crate) fn release_graph(node: Arc<GradNode>) {
+    let mut pending = vec![node];
+    while let Some(node) = pending.pop() {
+        let Ok(mut node) = Arc::try_unwrap(node) else { continue };
+        let saved = node.saved.get_mut().unwrap_or_else(|p| p.into_inner()).take();
+        let Some(Saved { op, inputs }) = saved else { continue };
+        // The op's own copies of inputs go first, so the handles below are the last ones.
+        drop(op);
+        pending.extend(inputs.into_iter().filter_map(RawTensor::into_last_grad_node));
+    }
+}
+
 /// One tensor of the graph as the backward pass sees it: its identity and, unless it is a leaf,
 /// its node. Holding this instead of the tensor lets the tensor's storage go early.
 struct Entry {

@@ -143,7 +143,7 @@ pub struct MatrixLayout {
 impl MatrixLayout {
     /// Row-major `[batch, rows, cols]`.
     pub fn row_major(rows: usize, cols: usize) -> Self {
-        MatrixLayout { offset: 0, batch_stride: rows * cols, row_stride: cols, col_stride: 1 }
+        MatrixLayout { offset: 0, batch_stride: rows.saturating_mul(cols), row_stride: cols, col_stride: 1 }
     }
 }
 
@@ -187,7 +187,7 @@ pub struct ConvGeom {
 
 impl ConvGeom {
     /// A square `kernel` swept over `[batch, channels, h, w]` with the same stride, padding and
-    /// dilation along both axes, or `None` when it does not fit.
+    /// dilation along both axes, or `None` when it does not fit or fails [`ConvGeom::check`].
     pub fn square(
         batch: usize,
         channels: usize,
@@ -213,12 +213,44 @@ impl ConvGeom {
             out_h: Self::out_extent(h, kernel, stride, pad, dilation)?,
             out_w: Self::out_extent(w, kernel, stride, pad, dilation)?,
         })
+        .filter(|g| g.check("conv").is_ok())
     }
 
-    /// Output extent of a window sweep, or `None` when the window does not fit.
+    /// `Ok` when every buffer a kernel derives from this geometry has a valid element count
+    /// (see [`checked_numel`](crate::layout::checked_numel)): the input, the output, the im2col
+    /// columns, the padded input planes and the fused kernel's full-width columns. Kernel index
+    /// arithmetic stays below these counts, so it cannot overflow either. Errors name `op`.
+    pub fn check(&self, op: &'static str) -> crate::Result<()> {
+        use crate::layout::{checked_add, checked_numel};
+        let g = self;
+        let padded = |size: usize, pad: usize| checked_add(op, "padded size", size, pad.saturating_mul(2));
+        let (hp, wp) = (padded(g.in_h, g.pad_h)?, padded(g.in_w, g.pad_w)?);
+        checked_numel(op, &[g.batch, g.channels, g.in_h, g.in_w])?;
+        checked_numel(op, &[g.batch, g.channels, g.out_h, g.out_w])?;
+        checked_numel(op, &[g.batch, g.channels, g.kernel_h, g.kernel_w, g.out_h, g.out_w])?;
+        checked_numel(op, &[g.batch, g.channels, hp, wp])?;
+        checked_numel(op, &[g.channels, g.kernel_h, g.kernel_w, g.out_h, wp])?;
+        Ok(())
+    }
+
+    /// [`ConvGeom::check`] plus output extents that match the window sweep (kernels of strided
+    /// windows rely on it; adaptive pooling, whose windows vary, uses `check` alone).
+    pub fn check_window(&self, op: &'static str) -> crate::Result<()> {
+        self.check(op)?;
+        let g = self;
+        let h = Self::out_extent(g.in_h, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h);
+        let w = Self::out_extent(g.in_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w);
+        if (h, w) != (Some(g.out_h), Some(g.out_w)) {
+            return Err(crate::Error::shape(op, format!("{g:?}: the output extent does not match the window")));
+        }
+        Ok(())
+    }
+
+    /// Output extent of a window sweep, or `None` when the window does not fit or its span
+    /// (`dilation·(kernel-1) + 1`) or the padded input (`input + 2·pad`) overflows.
     pub fn out_extent(input: usize, kernel: usize, stride: usize, pad: usize, dilation: usize) -> Option<usize> {
-        let span = dilation * (kernel.checked_sub(1)?) + 1;
-        let padded = input + 2 * pad;
+        let span = dilation.checked_mul(kernel.checked_sub(1)?)?.checked_add(1)?;
+        let padded = pad.checked_mul(2)?.checked_add(input)?;
         if stride == 0 || span > padded {
             return None;
         }
@@ -287,4 +319,35 @@ pub enum OptimizerStep {
     Adam { lr: f32, beta1: f32, beta2: f32, eps: f32, weight_decay: f32, decoupled: bool, step: u32 },
     /// state: `[square_avg, momentum_buffer]`.
     RmsProp { lr: f32, alpha: f32, eps: f32, weight_decay: f32, momentum: f32 },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_extent_is_none_instead_of_wrapping() {
+        assert_eq!(ConvGeom::out_extent(5, 3, 1, 1, 1), Some(5));
+        assert_eq!(ConvGeom::out_extent(5, 3, 2, 0, 2), Some(1));
+        assert_eq!(ConvGeom::out_extent(5, 3, 1, usize::MAX / 2 + 1, 1), None);
+        assert_eq!(ConvGeom::out_extent(5, 3, 1, 0, usize::MAX), None);
+        assert_eq!(ConvGeom::out_extent(5, usize::MAX, 1, 0, 2), None);
+        assert_eq!(ConvGeom::out_extent(usize::MAX, 1, 1, 1, 1), None);
+        assert_eq!(ConvGeom::out_extent(5, 0, 1, 0, 1), None);
+        assert_eq!(ConvGeom::out_extent(5, 1, 0, 0, 1), None);
+    }
+
+    #[test]
+    fn geometries_whose_buffers_overflow_fail_the_check() {
+        let ok = ConvGeom::square(2, 3, (5, 5), 3, 1, 1, 1).unwrap();
+        assert_eq!((ok.out_h, ok.out_w), (5, 5));
+        assert!(ok.check("conv").is_ok());
+        assert!(ConvGeom::square(1, 1, (4, 4), 1, 1, 1 << 21, 1).is_none(), "padded planes of 2^44");
+        assert!(ConvGeom { batch: 1 << 30, channels: 1 << 30, ..ok }.check("conv").is_err());
+        assert!(ConvGeom { pad_w: usize::MAX, ..ok }.check("conv").is_err());
+        assert!(ConvGeom { out_h: usize::MAX, ..ok }.check("conv").is_err());
+        assert!(ok.check_window("conv").is_ok());
+        assert!(ConvGeom { out_h: 6, ..ok }.check_window("conv").is_err());
+        assert!(ConvGeom { stride_w: 0, ..ok }.check_window("conv").is_err());
+    }
 }

@@ -62,7 +62,7 @@ fn allocate(first: &RawTensor, len: usize) -> Result<Storage> {
     let backend = first.device().backend();
     match first.dtype() {
         DType::F32 => backend.full(len, 0.0),
-        DType::U32 => backend.from_u32(&vec![0; len]),
+        DType::U32 => backend.from_u32(&crate::backend::cpu::try_filled("concat", len, 0u32)?),
     }
 }
 
@@ -76,10 +76,10 @@ impl RawTensor {
     pub fn concat(tensors: &[&RawTensor], axis: isize) -> Result<RawTensor> {
         const OP: &str = "concat";
         let first = check_joinable(OP, tensors)?;
-        let axis = resolve_axis(OP, axis, first.rank())?;
         if first.rank() == 0 {
             return Err(Error::shape(OP, "cannot concatenate rank-0 tensors; use stack"));
         }
+        let axis = resolve_axis(OP, axis, first.rank())?;
         for t in tensors {
             let agrees = t.rank() == first.rank()
                 && t.shape().iter().zip(first.shape()).enumerate().all(|(d, (a, b))| d == axis || a == b);
@@ -89,7 +89,10 @@ impl RawTensor {
         }
         let sizes: Vec<usize> = tensors.iter().map(|t| t.shape()[axis]).collect();
         let mut shape = first.shape().to_vec();
-        shape[axis] = sizes.iter().sum();
+        shape[axis] = sizes.iter().try_fold(0usize, |acc, &d| acc.checked_add(d)).ok_or_else(|| {
+            Error::shape(OP, format!("the sizes along axis {axis} of [{}] overflow", shapes_of(tensors)))
+        })?;
+        crate::layout::checked_numel(OP, &shape)?;
         let out_layout = Layout::contiguous(&shape);
         let out = allocate(first, out_layout.numel())?;
         let backend = first.device().backend();
@@ -115,6 +118,7 @@ impl RawTensor {
         }
         let mut shape = first.shape().to_vec();
         shape.insert(axis, tensors.len());
+        crate::layout::checked_numel(OP, &shape)?;
         let out_layout = Layout::contiguous(&shape);
         let out = allocate(first, out_layout.numel())?;
         let backend = first.device().backend();
@@ -123,7 +127,7 @@ impl RawTensor {
             let slot = out_layout.narrow(axis, i, i + 1)?;
             let mut strides = slot.strides().to_vec();
             strides.remove(axis);
-            let window = Layout::new(first.shape().to_vec(), strides, slot.offset());
+            let window = Layout::new(first.shape().to_vec(), strides, slot.offset())?;
             backend.copy_strided(t.storage(), t.layout(), &out, &window)?;
         }
         Ok(RawTensor::from_op(out, out_layout, first.device().clone(), tensors, || Box::new(StackBackward { axis })))

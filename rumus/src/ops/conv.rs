@@ -9,6 +9,7 @@
 
 use crate::autograd::{BackwardOp, NoGradGuard};
 use crate::backend::{Conv2dArgs, Conv2dWanted, ConvGeom, Storage};
+use crate::layout::checked_numel;
 use crate::tensor::RawTensor;
 use crate::{Error, Result};
 
@@ -50,33 +51,41 @@ impl Window {
             return Err(Error::shape(
                 op,
                 format!(
-                    "input {:?}: kernel {:?} with dilation {:?} does not fit the padded input {}x{} (padding {:?})",
+                    "input {:?}: kernel {:?} with dilation {:?} does not fit the input padded by {:?} \
+                     (or the padded size or the window span overflows)",
                     x.shape(),
                     self.kernel,
                     self.dilation,
-                    h + 2 * ph,
-                    w + 2 * pw,
                     self.padding
                 ),
             ));
         };
-        Ok(ConvGeom {
-            batch: n,
-            channels: c,
-            in_h: h,
-            in_w: w,
-            kernel_h: kh,
-            kernel_w: kw,
-            stride_h: sh,
-            stride_w: sw,
-            pad_h: ph,
-            pad_w: pw,
-            dilation_h: dh,
-            dilation_w: dw,
-            out_h,
-            out_w,
-        })
+        check_geometry(
+            op,
+            ConvGeom {
+                batch: n,
+                channels: c,
+                in_h: h,
+                in_w: w,
+                kernel_h: kh,
+                kernel_w: kw,
+                stride_h: sh,
+                stride_w: sw,
+                pad_h: ph,
+                pad_w: pw,
+                dilation_h: dh,
+                dilation_w: dw,
+                out_h,
+                out_w,
+            },
+        )
     }
+}
+
+/// `geom` if it passes [`ConvGeom::check`], else its error naming `op`.
+pub(crate) fn check_geometry(op: &'static str, geom: ConvGeom) -> Result<ConvGeom> {
+    geom.check(op)?;
+    Ok(geom)
 }
 
 struct Im2colBackward {
@@ -246,6 +255,7 @@ impl RawTensor {
             }
         }
         let geom = Window { kernel: (kh, kw), stride, padding, dilation }.geometry(OP, self)?;
+        checked_numel(OP, &[geom.batch, out_channels, geom.out_h, geom.out_w])?;
         let (n, spatial, taps) = (geom.batch, geom.out_h * geom.out_w, kh * kw);
         let (x, weight) = (self.contiguous()?, weight.contiguous()?);
         let bias = bias.map(RawTensor::contiguous).transpose()?;

@@ -91,6 +91,9 @@ impl RawTensor {
         }
         let len = self.shape()[axis];
         check_index_range(OP, indices, len)?;
+        let mut out_shape = self.shape().to_vec();
+        out_shape[axis] = indices.numel();
+        crate::layout::checked_numel(OP, &out_shape)?;
         let args = IndexArgs {
             outer: self.shape()[..axis].iter().product(),
             len,

@@ -61,14 +61,14 @@ fn matrix_view(t: &RawTensor, batch_rank: usize) -> Result<(RawTensor, MatrixLay
         match expected {
             None => {
                 batch_stride = Some(strides[axis]);
-                expected = Some(strides[axis] * shape[axis]);
+                expected = Some(strides[axis].saturating_mul(shape[axis]));
             }
             Some(e) => {
                 let all_broadcast = batch_stride == Some(0) && strides[axis] == 0;
                 if strides[axis] != e && !all_broadcast {
                     uniform = false;
                 }
-                expected = Some(strides[axis] * shape[axis]);
+                expected = Some(strides[axis].saturating_mul(shape[axis]));
             }
         }
     }
@@ -110,6 +110,7 @@ impl RawTensor {
             s.extend([rows, cols]);
             s
         };
+        crate::layout::checked_numel("matmul", &with(m, n))?;
         let a = self.broadcast_to(&with(m, k))?;
         let b = other.broadcast_to(&with(k, n))?;
         let (a, lhs) = matrix_view(&a, batch_shape.len())?;

@@ -80,6 +80,10 @@ impl RawTensor {
         let window = Window { kernel, stride, padding, dilation };
         let geom = window.geometry(OP, self)?;
         check_padding(OP, &window)?;
+        // The argmax of each window is a u32 index into its input plane.
+        if geom.in_h.saturating_mul(geom.in_w) > u32::MAX as usize {
+            return Err(Error::shape(OP, format!("input {:?}: planes over 2^32 elements", self.shape())));
+        }
         let x = self.contiguous()?;
         let (values, argmax) = x.device().backend().max_pool2d(x.storage(), &geom)?;
         Ok(RawTensor::from_op_contiguous(values, &pooled_shape(&geom), x.device(), &[&x], || {
@@ -126,6 +130,13 @@ impl RawTensor {
                 format!("input {:?} output {output:?}: all spatial sizes must be positive", self.shape()),
             ));
         }
+        // Window bounds are computed as `i·h / oh` for i up to oh.
+        if out_h.checked_mul(h).is_none() || out_w.checked_mul(w).is_none() {
+            return Err(Error::shape(
+                OP,
+                format!("input {:?} output {output:?}: window bounds overflow", self.shape()),
+            ));
+        }
         // Kernel fields hold the largest window (informational: the kernels compute each window).
         let geom = ConvGeom {
             batch: n,
@@ -143,6 +154,7 @@ impl RawTensor {
             out_h,
             out_w,
         };
+        let geom = super::conv::check_geometry(OP, geom)?;
         let x = self.contiguous()?;
         let storage = x.device().backend().adaptive_avg_pool2d(x.storage(), &geom)?;
         Ok(RawTensor::from_op_contiguous(storage, &pooled_shape(&geom), x.device(), &[&x], || {

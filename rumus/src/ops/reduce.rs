@@ -3,7 +3,7 @@
 
 use crate::autograd::BackwardOp;
 use crate::backend::{ReduceDims, ReduceOp};
-use crate::layout::resolve_axis;
+use crate::layout::{resolve_axes, resolve_axis};
 use crate::tensor::RawTensor;
 use crate::{Error, Result};
 
@@ -69,9 +69,8 @@ impl RawTensor {
     }
 
     fn reduce_axes(&self, op: ReduceOp, axes: &[isize], keepdim: bool) -> Result<RawTensor> {
-        let mut resolved = axes.iter().map(|&a| resolve_axis("reduce", a, self.rank())).collect::<Result<Vec<_>>>()?;
+        let mut resolved = resolve_axes("reduce", axes, self.rank())?;
         resolved.sort_unstable();
-        resolved.dedup();
         let mut out = self.clone();
         for &axis in &resolved {
             out = out.reduce_axis(op, axis)?;
@@ -90,12 +89,8 @@ impl RawTensor {
     }
 
     pub fn mean(&self, axes: &[isize], keepdim: bool) -> Result<RawTensor> {
-        let count: usize = axes
-            .iter()
-            .map(|&a| resolve_axis("mean", a, self.rank()).map(|a| self.shape()[a]))
-            .collect::<Result<Vec<_>>>()?
-            .iter()
-            .product();
+        // Each axis once (a repeated axis is an error), so the count is the reduced elements'.
+        let count: usize = resolve_axes("mean", axes, self.rank())?.iter().map(|&a| self.shape()[a]).product();
         if count == 0 {
             return Err(Error::shape("mean", format!("mean over an empty axis of {:?}", self.shape())));
         }

@@ -44,9 +44,7 @@ impl RawTensor {
 
     fn softmax_axis(&self, axis: isize, log: bool) -> Result<RawTensor> {
         let op = if log { "log_softmax" } else { "softmax" };
-        if self.rank() == 0 {
-            return self.reshape(&[1])?.softmax_last(log)?.reshape(&[]);
-        }
+        // A rank-0 tensor has no axis to normalise over: every axis is out of range.
         let axis = resolve_axis(op, axis, self.rank())?;
         let last = self.rank() - 1;
         if axis == last {

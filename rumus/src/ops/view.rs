@@ -2,7 +2,7 @@
 //! Each shares storage with its input; its backward maps the gradient back to the input's shape.
 
 use crate::autograd::BackwardOp;
-use crate::layout::{numel, resolve_axis};
+use crate::layout::{checked_numel, resolve_axis};
 use crate::tensor::RawTensor;
 use crate::{Error, Layout, Result};
 
@@ -82,15 +82,14 @@ impl RawTensor {
     /// Same elements with a new shape (see [`RawTensor::reshape_infer`] for a `-1` axis).
     /// Copies only when the layout is not contiguous.
     pub fn reshape(&self, shape: &[usize]) -> Result<RawTensor> {
-        if numel(shape) != self.numel() {
+        let numel = checked_numel("reshape", shape)?;
+        if numel != self.numel() {
             return Err(Error::shape(
                 "reshape",
                 format!(
-                    "cannot reshape {:?} ({} elements) into {:?} ({} elements)",
+                    "cannot reshape {:?} ({} elements) into {shape:?} ({numel} elements)",
                     self.shape(),
                     self.numel(),
-                    shape,
-                    numel(shape)
                 ),
             ));
         }
@@ -98,22 +97,29 @@ impl RawTensor {
             return Ok(self.clone());
         }
         let source = if self.layout().is_contiguous() { self.clone() } else { self.contiguous()? };
-        let layout = Layout::new(shape.to_vec(), crate::layout::contiguous_strides(shape), source.layout().offset());
+        let layout = Layout::new(shape.to_vec(), crate::layout::contiguous_strides(shape), source.layout().offset())?;
         Ok(source.with_layout(layout, || Box::new(ReshapeBackward)))
     }
 
-    /// Reshape with at most one `-1` entry, inferred from the element count.
+    /// Reshape with at most one `-1` entry, inferred from the element count. Any other negative
+    /// size, or a second `-1`, is an error.
     pub fn reshape_infer(&self, shape: &[isize]) -> Result<RawTensor> {
-        let known: usize = shape.iter().filter(|&&d| d >= 0).map(|&d| d as usize).product();
-        let unknown = shape.iter().filter(|&&d| d < 0).count();
+        if let Some(&bad) = shape.iter().find(|&&d| d < -1) {
+            return Err(Error::invalid("reshape", format!("size {bad} in {shape:?}: only -1 may be inferred")));
+        }
+        let unknown = shape.iter().filter(|&&d| d == -1).count();
+        if unknown > 1 {
+            return Err(Error::invalid("reshape", format!("{shape:?}: only one size may be -1")));
+        }
+        let known: Vec<usize> = shape.iter().filter(|&&d| d >= 0).map(|&d| d as usize).collect();
+        let known_count = checked_numel("reshape", &known)?;
         let bad = || Error::shape("reshape", format!("cannot reshape {:?} into {:?}", self.shape(), shape));
-        let resolved: Vec<usize> = match unknown {
-            0 => shape.iter().map(|&d| d as usize).collect(),
-            1 if known > 0 && self.numel().is_multiple_of(known) => {
-                shape.iter().map(|&d| if d < 0 { self.numel() / known } else { d as usize }).collect()
-            }
+        let inferred = match unknown {
+            0 => 0,
+            _ if known_count > 0 && self.numel().is_multiple_of(known_count) => self.numel() / known_count,
             _ => return Err(bad()),
         };
+        let resolved: Vec<usize> = shape.iter().map(|&d| if d == -1 { inferred } else { d as usize }).collect();
         self.reshape(&resolved)
     }
 

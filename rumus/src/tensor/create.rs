@@ -1,8 +1,9 @@
 //! Constructors, host transfers and device moves.
 
 use super::RawTensor;
+use crate::backend::cpu::try_filled;
 use crate::backend::{DType, RandomKind};
-use crate::layout::numel;
+use crate::layout::{checked_numel, MAX_ELEMENTS};
 use crate::{Device, Error, Layout, Result};
 
 impl RawTensor {
@@ -12,10 +13,11 @@ impl RawTensor {
     }
 
     pub fn from_slice(data: &[f32], shape: &[usize], device: &Device) -> Result<Self> {
-        if data.len() != numel(shape) {
+        let numel = checked_numel("from_vec", shape)?;
+        if data.len() != numel {
             return Err(Error::shape(
                 "from_vec",
-                format!("{} values cannot fill shape {shape:?} ({} elements)", data.len(), numel(shape)),
+                format!("{} values cannot fill shape {shape:?} ({numel} elements)", data.len()),
             ));
         }
         let storage = device.backend().from_f32(data)?;
@@ -24,10 +26,11 @@ impl RawTensor {
 
     /// An integer tensor (class targets, embedding indices). Values are stored as u32.
     pub fn from_indices(data: &[u32], shape: &[usize], device: &Device) -> Result<Self> {
-        if data.len() != numel(shape) {
+        let numel = checked_numel("from_indices", shape)?;
+        if data.len() != numel {
             return Err(Error::shape(
                 "from_indices",
-                format!("{} values cannot fill shape {shape:?} ({} elements)", data.len(), numel(shape)),
+                format!("{} values cannot fill shape {shape:?} ({numel} elements)", data.len()),
             ));
         }
         let storage = device.backend().from_u32(data)?;
@@ -52,7 +55,7 @@ impl RawTensor {
     }
 
     pub fn full(value: f32, shape: &[usize], device: &Device) -> Result<Self> {
-        let storage = device.backend().full(numel(shape), value)?;
+        let storage = device.backend().full(checked_numel("full", shape)?, value)?;
         Ok(Self::from_storage(storage, Layout::contiguous(shape), device.clone()))
     }
 
@@ -77,21 +80,29 @@ impl RawTensor {
         if step == 0.0 || !step.is_finite() || !start.is_finite() || !end.is_finite() {
             return Err(Error::invalid("arange", format!("start {start}, end {end}, step {step}")));
         }
-        let count = ((end - start) / step).ceil().max(0.0) as usize;
-        let data: Vec<f32> = (0..count).map(|i| start + i as f32 * step).collect();
-        Self::from_slice(&data, &[count], device)
+        // In f64 so that `end - start` cannot overflow.
+        let count = ((end as f64 - start as f64) / step as f64).ceil().max(0.0);
+        if count.is_nan() || count > MAX_ELEMENTS as f64 {
+            return Err(Error::shape(
+                "arange",
+                format!("start {start}, end {end}, step {step}: {count} elements exceed the limit of 2^40"),
+            ));
+        }
+        let mut data = try_filled("arange", count as usize, 0.0f32)?;
+        data.iter_mut().enumerate().for_each(|(i, v)| *v = start + i as f32 * step);
+        Self::from_slice(&data, &[data.len()], device)
     }
 
     /// Uniform in `[low, high)`, seeded; identical on every device.
     pub fn rand_uniform(shape: &[usize], low: f32, high: f32, seed: u64, device: &Device) -> Result<Self> {
-        let storage = device.backend().random(RandomKind::Uniform, numel(shape), seed)?;
+        let storage = device.backend().random(RandomKind::Uniform, checked_numel("rand_uniform", shape)?, seed)?;
         let unit = Self::from_storage(storage, Layout::contiguous(shape), device.clone());
         unit.affine(high - low, low)
     }
 
     /// Normal with `mean` and `std`, seeded; identical on every device.
     pub fn randn(shape: &[usize], mean: f32, std: f32, seed: u64, device: &Device) -> Result<Self> {
-        let storage = device.backend().random(RandomKind::Normal, numel(shape), seed)?;
+        let storage = device.backend().random(RandomKind::Normal, checked_numel("randn", shape)?, seed)?;
         let unit = Self::from_storage(storage, Layout::contiguous(shape), device.clone());
         unit.affine(std, mean)
     }
@@ -139,7 +150,7 @@ impl RawTensor {
         let out_layout = Layout::contiguous(self.shape());
         let out = match self.dtype() {
             DType::F32 => backend.full(self.numel(), 0.0)?,
-            DType::U32 => backend.from_u32(&vec![0; self.numel()])?,
+            DType::U32 => backend.from_u32(&try_filled("contiguous", self.numel(), 0u32)?)?,
         };
         backend.copy_strided(self.storage(), self.layout(), &out, &out_layout)?;
         Ok(Self::from_op(out, out_layout, self.device().clone(), &[self], || Box::new(crate::ops::view::Identity)))

@@ -28,6 +28,16 @@ struct TensorData {
     grad_node: Option<Arc<GradNode>>,
 }
 
+impl Drop for TensorData {
+    /// Releases the graph behind this tensor without recursion: dropping the last handle of a
+    /// 300,000-op chain would otherwise recurse once per node and overflow the stack.
+    fn drop(&mut self) {
+        if let Some(node) = self.grad_node.take() {
+            autograd::release_graph(node);
+        }
+    }
+}
+
 /// A tensor of any rank whose shape is known only at run time: the escape hatch under the typed
 /// [`Tensor`](crate::Tensor). Cloning is cheap and shares data.
 #[derive(Clone)]
@@ -128,6 +138,12 @@ impl RawTensor {
 
     pub(crate) fn grad_node(&self) -> Option<&Arc<GradNode>> {
         self.0.grad_node.as_ref()
+    }
+
+    /// This handle's node when it was the last handle of its tensor (whose data it then frees);
+    /// `None` when other handles keep the tensor alive or it has no node.
+    pub(crate) fn into_last_grad_node(self) -> Option<Arc<GradNode>> {
+        Arc::try_unwrap(self.0).ok().and_then(|mut data| data.grad_node.take())
     }
 
     /// A leaf that shares this tensor's data and requires grad (a parameter or an input whose

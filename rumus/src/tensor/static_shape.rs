@@ -13,7 +13,7 @@ pub trait Shape: 'static + Send + Sync {
 
     /// Number of elements in one sample.
     fn sample_numel() -> usize {
-        Self::DIMS.iter().product()
+        crate::layout::numel(Self::DIMS)
     }
 
     /// The full shape of a batch of `batch` samples.

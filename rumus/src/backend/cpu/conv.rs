@@ -6,6 +6,7 @@ use rayon::prelude::*;
 use super::pool;
 
 use crate::backend::ConvGeom;
+use crate::Result;
 
 /// Input coordinate of output position `o`, kernel tap `k` along one axis, if inside the input.
 #[inline]
@@ -27,12 +28,12 @@ fn valid_outputs(k: usize, stride: usize, pad: usize, dilation: usize, size: usi
 }
 
 /// `[n, c, h, w]` → `[n, c*kh*kw, oh*ow]`.
-pub fn im2col(x: &[f32], g: &ConvGeom) -> Vec<f32> {
+pub fn im2col(x: &[f32], g: &ConvGeom) -> Result<Vec<f32>> {
     let taps = g.kernel_h * g.kernel_w;
     let spatial = g.out_h * g.out_w;
     let plane = g.in_h * g.in_w;
     // Every element is written below (padding cells with explicit zeros), so no clearing pass.
-    let mut cols = pool::take(g.batch * g.channels * taps * spatial);
+    let mut cols = pool::take("im2col", g.batch * g.channels * taps * spatial)?;
     cols.par_chunks_mut(taps * spatial).enumerate().for_each(|(nc, block)| {
         let src = &x[nc * plane..(nc + 1) * plane];
         for ki in 0..g.kernel_h {
@@ -61,15 +62,15 @@ pub fn im2col(x: &[f32], g: &ConvGeom) -> Vec<f32> {
             }
         }
     });
-    cols
+    Ok(cols)
 }
 
 /// Adjoint of [`im2col`].
-pub fn col2im(cols: &[f32], g: &ConvGeom) -> Vec<f32> {
+pub fn col2im(cols: &[f32], g: &ConvGeom) -> Result<Vec<f32>> {
     let taps = g.kernel_h * g.kernel_w;
     let spatial = g.out_h * g.out_w;
     let plane = g.in_h * g.in_w;
-    let mut x = pool::filled(g.batch * g.channels * plane, 0.0);
+    let mut x = pool::filled("col2im", g.batch * g.channels * plane, 0.0)?;
     x.par_chunks_mut(plane).enumerate().for_each(|(nc, dst)| {
         let block = &cols[nc * taps * spatial..(nc + 1) * taps * spatial];
         for ki in 0..g.kernel_h {
@@ -94,14 +95,14 @@ pub fn col2im(cols: &[f32], g: &ConvGeom) -> Vec<f32> {
             }
         }
     });
-    x
+    Ok(x)
 }
 
-pub fn max_pool2d(x: &[f32], g: &ConvGeom) -> (Vec<f32>, Vec<u32>) {
+pub fn max_pool2d(x: &[f32], g: &ConvGeom) -> Result<(Vec<f32>, Vec<u32>)> {
     let plane = g.in_h * g.in_w;
     let spatial = g.out_h * g.out_w;
-    let mut out = pool::take(g.batch * g.channels * spatial);
-    let mut arg = vec![u32::MAX; out.len()];
+    let mut out = pool::take("max_pool2d", g.batch * g.channels * spatial)?;
+    let mut arg = pool::filled_with("max_pool2d", out.len(), u32::MAX)?;
     let unpadded = g.pad_h == 0 && g.pad_w == 0;
     out.par_chunks_mut(spatial).zip(arg.par_chunks_mut(spatial)).enumerate().for_each(|(nc, (o, a))| {
         let src = &x[nc * plane..(nc + 1) * plane];
@@ -111,7 +112,7 @@ pub fn max_pool2d(x: &[f32], g: &ConvGeom) -> (Vec<f32>, Vec<u32>) {
             max_pool_plane_padded(src, g, o, a);
         }
     });
-    (out, arg)
+    Ok((out, arg))
 }
 
 /// Without padding every window lies inside the input. Taps run in the outer loops so each
@@ -200,10 +201,10 @@ fn max_pool_plane_padded(src: &[f32], g: &ConvGeom, o: &mut [f32], a: &mut [u32]
     }
 }
 
-pub fn max_pool2d_backward(grad: &[f32], argmax: &[u32], g: &ConvGeom) -> Vec<f32> {
+pub fn max_pool2d_backward(grad: &[f32], argmax: &[u32], g: &ConvGeom) -> Result<Vec<f32>> {
     let plane = g.in_h * g.in_w;
     let spatial = g.out_h * g.out_w;
-    let mut dx = pool::filled(g.batch * g.channels * plane, 0.0);
+    let mut dx = pool::filled("max_pool2d", g.batch * g.channels * plane, 0.0)?;
     dx.par_chunks_mut(plane).enumerate().for_each(|(nc, d)| {
         let (gr, ar) = (&grad[nc * spatial..][..spatial], &argmax[nc * spatial..][..spatial]);
         for (&gv, &at) in gr.iter().zip(ar) {
@@ -212,7 +213,7 @@ pub fn max_pool2d_backward(grad: &[f32], argmax: &[u32], g: &ConvGeom) -> Vec<f3
             }
         }
     });
-    dx
+    Ok(dx)
 }
 
 /// Window of adaptive pooling output `i` over an input of `size` into `out` cells.
@@ -239,10 +240,10 @@ fn avg_window(oi: usize, oj: usize, g: &ConvGeom, adaptive: bool) -> ((usize, us
     ((hs, he.max(hs)), (ws, we.max(ws)), (g.kernel_h * g.kernel_w) as f32)
 }
 
-pub fn avg_pool2d(x: &[f32], g: &ConvGeom, adaptive: bool) -> Vec<f32> {
+pub fn avg_pool2d(x: &[f32], g: &ConvGeom, adaptive: bool) -> Result<Vec<f32>> {
     let plane = g.in_h * g.in_w;
     let spatial = g.out_h * g.out_w;
-    let mut out = pool::take(g.batch * g.channels * spatial);
+    let mut out = pool::take("avg_pool2d", g.batch * g.channels * spatial)?;
     out.par_chunks_mut(spatial).enumerate().for_each(|(nc, o)| {
         let src = &x[nc * plane..(nc + 1) * plane];
         for oi in 0..g.out_h {
@@ -256,13 +257,13 @@ pub fn avg_pool2d(x: &[f32], g: &ConvGeom, adaptive: bool) -> Vec<f32> {
             }
         }
     });
-    out
+    Ok(out)
 }
 
-pub fn avg_pool2d_backward(grad: &[f32], g: &ConvGeom, adaptive: bool) -> Vec<f32> {
+pub fn avg_pool2d_backward(grad: &[f32], g: &ConvGeom, adaptive: bool) -> Result<Vec<f32>> {
     let plane = g.in_h * g.in_w;
     let spatial = g.out_h * g.out_w;
-    let mut dx = pool::filled(g.batch * g.channels * plane, 0.0);
+    let mut dx = pool::filled("avg_pool2d", g.batch * g.channels * plane, 0.0)?;
     dx.par_chunks_mut(plane).enumerate().for_each(|(nc, d)| {
         let gr = &grad[nc * spatial..][..spatial];
         for oi in 0..g.out_h {
@@ -277,7 +278,7 @@ pub fn avg_pool2d_backward(grad: &[f32], g: &ConvGeom, adaptive: bool) -> Vec<f3
             }
         }
     });
-    dx
+    Ok(dx)
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ use rayon::prelude::*;
 use super::matmul::gemm_into;
 use super::{pool, reduce};
 use crate::backend::{Conv2dArgs, Conv2dGrads, Conv2dWanted, MatrixLayout};
+use crate::Result;
 
 /// Column elements per chunk (256 KiB): an eighth of a core's L2, leaving room for the chunk's
 /// output or gradient block and gemm's packed panels. Small chunks also balance the threads at
@@ -101,13 +102,13 @@ impl Dims {
 /// Columns `[c·kh·kw, samples·ext]` of samples `first..first + samples` (a pooled buffer).
 /// Junk columns hold input values (or zeros); with `clean` they are all zeroed, so that a
 /// non-finite input cannot reach a product through them.
-fn unfold_chunk(x: &[f32], d: &Dims, first: usize, samples: usize, clean: bool) -> Vec<f32> {
+fn unfold_chunk(x: &[f32], d: &Dims, first: usize, samples: usize, clean: bool) -> Result<Vec<f32>> {
     let g = &d.a.geom;
     let width = samples * d.ext;
     let len = d.ext - d.tail;
-    let mut cols = pool::take(g.channels * d.taps * width);
+    let mut cols = pool::take("conv2d", g.channels * d.taps * width)?;
     let padding = g.pad_h > 0 || g.pad_w > 0;
-    let mut padded = vec![0.0; if padding { d.padded_plane } else { 0 }];
+    let mut padded = pool::zeroed("conv2d", if padding { d.padded_plane } else { 0 })?;
     for b in 0..samples {
         for c in 0..g.channels {
             let src = &x[((first + b) * g.channels + c) * d.plane..][..d.plane];
@@ -130,12 +131,12 @@ fn unfold_chunk(x: &[f32], d: &Dims, first: usize, samples: usize, clean: bool) 
             }
         }
     }
-    cols
+    Ok(cols)
 }
 
 /// Forward: `[n, c, h, w]` with weight `[o, c/groups, kh, kw]` and an optional bias `[o]` →
 /// `[n, o, oh, ow]`.
-pub fn conv2d(x: &[f32], weight: &[f32], bias: Option<&[f32]>, a: &Conv2dArgs) -> Vec<f32> {
+pub fn conv2d(x: &[f32], weight: &[f32], bias: Option<&[f32]>, a: &Conv2dArgs) -> Result<Vec<f32>> {
     forward(x, weight, bias, a, CHUNK_COLUMN_ELEMS)
 }
 
@@ -146,28 +147,28 @@ pub fn conv2d_backward(
     grad: &[f32],
     a: &Conv2dArgs,
     wanted: Conv2dWanted,
-) -> Conv2dGrads<Vec<f32>> {
+) -> Result<Conv2dGrads<Vec<f32>>> {
     backward(x, weight, grad, a, wanted, CHUNK_COLUMN_ELEMS)
 }
 
-fn forward(x: &[f32], weight: &[f32], bias: Option<&[f32]>, a: &Conv2dArgs, budget: usize) -> Vec<f32> {
+fn forward(x: &[f32], weight: &[f32], bias: Option<&[f32]>, a: &Conv2dArgs, budget: usize) -> Result<Vec<f32>> {
     let d = Dims::new(a, budget);
     let g = &a.geom;
     let per_sample = a.out_channels * g.out_h * g.out_w;
-    let mut out = pool::take(g.batch * per_sample);
+    let mut out = pool::take("conv2d", g.batch * per_sample)?;
     if out.is_empty() {
-        return out;
+        return Ok(out);
     }
-    out.par_chunks_mut(d.chunk * per_sample).enumerate().for_each(|(ci, out_chunk)| {
+    out.par_chunks_mut(d.chunk * per_sample).enumerate().try_for_each(|(ci, out_chunk)| {
         let samples = out_chunk.len() / per_sample;
         let width = samples * d.ext;
-        let cols = unfold_chunk(x, &d, ci * d.chunk, samples, false);
-        let mut y = pool::take(a.out_channels * width);
+        let cols = unfold_chunk(x, &d, ci * d.chunk, samples, false)?;
+        let mut y = pool::take("conv2d", a.out_channels * width)?;
         for gi in 0..a.groups {
             let w = Dims::matrix(gi * d.group_outs * d.group_rows, d.group_rows, false);
             let c = Dims::matrix(gi * d.group_rows * width, width, false);
             let dst = &mut y[gi * d.group_outs * width..];
-            gemm_into(dst, weight, &w, &cols, &c, (d.group_outs, d.group_rows, width), d.gemm_threads);
+            gemm_into(dst, weight, &w, &cols, &c, (d.group_outs, d.group_rows, width), d.gemm_threads)?;
         }
         // [o, samples, oh, wp] → [samples, o, oh, ow], dropping the junk columns and adding the
         // bias on the way (a pass of its own over the output otherwise).
@@ -184,8 +185,9 @@ fn forward(x: &[f32], weight: &[f32], bias: Option<&[f32]>, a: &Conv2dArgs, budg
         }
         pool::give_back(cols);
         pool::give_back(y);
-    });
-    out
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 fn backward(
@@ -195,7 +197,7 @@ fn backward(
     a: &Conv2dArgs,
     wanted: Conv2dWanted,
     budget: usize,
-) -> Conv2dGrads<Vec<f32>> {
+) -> Result<Conv2dGrads<Vec<f32>>> {
     let d = Dims::new(a, budget);
     let g = &a.geom;
     let n = g.batch;
@@ -206,8 +208,8 @@ fn backward(
         // The output gradient as [o, samples, oh, wp] with zeros in the junk columns, matching
         // the columns; the zeros keep junk out of both products. The bias gradient (this
         // chunk's share) is summed on the way.
-        let mut gy = pool::take(a.out_channels * width);
-        let mut db = wanted.bias.then(|| vec![0.0; a.out_channels]);
+        let mut gy = pool::take("conv2d", a.out_channels * width)?;
+        let mut db = wanted.bias.then(|| pool::zeroed("conv2d", a.out_channels)).transpose()?;
         for b in 0..samples {
             for o in 0..a.out_channels {
                 let src = &grad[((first + b) * a.out_channels + o) * out_plane..][..out_plane];
@@ -223,32 +225,33 @@ fn backward(
         }
         // dW_g = gy_g @ cols_gᵀ, this chunk's share. Junk columns meet zero gradients, which
         // cancels them exactly unless they hold a non-finite input (then they are zeroed too).
-        let dw = wanted.weight.then(|| {
+        let dw = wanted.weight.then(|| -> Result<Vec<f32>> {
             let inputs = &x[first * per_sample..(first + samples) * per_sample];
             // A fold, not `all`: without the early exit the scan vectorises.
             let clean = !inputs.iter().fold(true, |finite, v| finite & v.is_finite());
-            let cols = unfold_chunk(x, &d, first, samples, clean);
-            let mut dw = vec![0.0; a.out_channels * d.group_rows];
+            let cols = unfold_chunk(x, &d, first, samples, clean)?;
+            let mut dw = pool::zeroed("conv2d", a.out_channels * d.group_rows)?;
             for gi in 0..a.groups {
                 let gl = Dims::matrix(gi * d.group_outs * width, width, false);
                 let c = Dims::matrix(gi * d.group_rows * width, width, true);
                 let dst = &mut dw[gi * d.group_outs * d.group_rows..];
-                gemm_into(dst, &gy, &gl, &cols, &c, (d.group_outs, width, d.group_rows), d.gemm_threads);
+                gemm_into(dst, &gy, &gl, &cols, &c, (d.group_outs, width, d.group_rows), d.gemm_threads)?;
             }
             pool::give_back(cols);
-            dw
+            Ok(dw)
         });
+        let dw = dw.transpose()?;
         // dcols_g = W_gᵀ @ gy_g, each row added back into the padded plane at its tap's shift.
         if let Some(dx) = dx {
-            let mut dcols = pool::take(g.channels * d.taps * width);
+            let mut dcols = pool::take("conv2d", g.channels * d.taps * width)?;
             for gi in 0..a.groups {
                 let w = Dims::matrix(gi * d.group_outs * d.group_rows, d.group_rows, true);
                 let gl = Dims::matrix(gi * d.group_outs * width, width, false);
                 let dst = &mut dcols[gi * d.group_rows * width..];
-                gemm_into(dst, weight, &w, &gy, &gl, (d.group_rows, d.group_outs, width), d.gemm_threads);
+                gemm_into(dst, weight, &w, &gy, &gl, (d.group_rows, d.group_outs, width), d.gemm_threads)?;
             }
             let len = d.ext - d.tail;
-            let mut padded = vec![0.0; d.padded_plane];
+            let mut padded = pool::zeroed("conv2d", d.padded_plane)?;
             for (b, dx_b) in dx.chunks_exact_mut(per_sample).enumerate() {
                 for (c, dst) in dx_b.chunks_exact_mut(d.plane).enumerate() {
                     padded.fill(0.0);
@@ -266,31 +269,33 @@ fn backward(
         }
         pool::give_back(gy);
         // This chunk's shares of the parameter gradients (its input gradient is written in place).
-        Conv2dGrads { x: None, weight: dw, bias: db }
+        Ok(Conv2dGrads { x: None, weight: dw, bias: db })
     };
     let chunks = n.div_ceil(d.chunk);
-    let mut dx = wanted.x.then(|| pool::take(n * per_sample));
+    let mut dx = wanted.x.then(|| pool::take("conv2d", n * per_sample)).transpose()?;
     let shares: Vec<Conv2dGrads<Vec<f32>>> = match dx.as_mut().filter(|dx| !dx.is_empty()) {
-        Some(dx) => {
-            dx.par_chunks_mut(d.chunk * per_sample).enumerate().map(|(ci, dx)| backward_chunk(ci, Some(dx))).collect()
-        }
-        None => (0..chunks).into_par_iter().map(|ci| backward_chunk(ci, None)).collect(),
-    };
+        Some(dx) => dx
+            .par_chunks_mut(d.chunk * per_sample)
+            .enumerate()
+            .map(|(ci, dx)| backward_chunk(ci, Some(dx)))
+            .collect::<Result<_>>(),
+        None => (0..chunks).into_par_iter().map(|ci| backward_chunk(ci, None)).collect::<Result<_>>(),
+    }?;
     // Chunk shares summed in chunk order: the same result on any number of threads.
     let sum = |len: usize, shares: &mut dyn Iterator<Item = &Vec<f32>>| {
-        let mut total = vec![0.0; len];
+        let mut total = pool::zeroed("conv2d", len)?;
         for share in shares {
             total.iter_mut().zip(share).for_each(|(t, s)| *t += s);
         }
-        total
+        Ok::<_, crate::Error>(total)
     };
-    Conv2dGrads {
-        x: dx,
-        weight: wanted
-            .weight
-            .then(|| sum(a.out_channels * d.group_rows, &mut shares.iter().filter_map(|s| s.weight.as_ref()))),
-        bias: wanted.bias.then(|| sum(a.out_channels, &mut shares.iter().filter_map(|s| s.bias.as_ref()))),
-    }
+    let weight = wanted
+        .weight
+        .then(|| sum(a.out_channels * d.group_rows, &mut shares.iter().filter_map(|s| s.weight.as_ref())))
+        .transpose()?;
+    let bias =
+        wanted.bias.then(|| sum(a.out_channels, &mut shares.iter().filter_map(|s| s.bias.as_ref()))).transpose()?;
+    Ok(Conv2dGrads { x: dx, weight, bias })
 }
 
 #[cfg(test)]
@@ -397,13 +402,14 @@ mod tests {
             // the whole batch in one chunk.
             for budget in [1, 2 * per_sample, usize::MAX / 2] {
                 let what = format!("case {k} budget {budget}");
-                assert_close(&format!("{what} y"), &forward(&x, &w, None, a, budget), &y, 1e-4);
-                assert_close(&format!("{what} y + bias"), &forward(&x, &w, Some(&bias), a, budget), &y_bias, 1e-4);
+                assert_close(&format!("{what} y"), &forward(&x, &w, None, a, budget).unwrap(), &y, 1e-4);
+                let with_bias = forward(&x, &w, Some(&bias), a, budget).unwrap();
+                assert_close(&format!("{what} y + bias"), &with_bias, &y_bias, 1e-4);
                 for (wx, ww, wb) in
                     [(true, true, true), (false, true, false), (true, false, false), (false, false, true)]
                 {
                     let wanted = Conv2dWanted { x: wx, weight: ww, bias: wb };
-                    let got = backward(&x, &w, &gy, a, wanted, budget);
+                    let got = backward(&x, &w, &gy, a, wanted, budget).unwrap();
                     let what = format!("{what} {wanted:?}");
                     assert_eq!((got.x.is_some(), got.weight.is_some(), got.bias.is_some()), (wx, ww, wb), "{what}");
                     got.x.inspect(|got| assert_close(&format!("{what} dx"), got, &dx, 1e-4));
@@ -423,7 +429,7 @@ mod tests {
         x[4] = f32::INFINITY;
         let gy = values(9, 8);
         let wanted = Conv2dWanted { x: false, weight: true, bias: false };
-        let dw = backward(&x, &[0.5, 0.25], &gy, &a, wanted, CHUNK_COLUMN_ELEMS).weight.unwrap();
+        let dw = backward(&x, &[0.5, 0.25], &gy, &a, wanted, CHUNK_COLUMN_ELEMS).unwrap().weight.unwrap();
         assert!(!dw[0].is_finite());
         let want: f32 =
             (0..3).flat_map(|i| (0..3).map(move |j| (i, j))).map(|(i, j)| gy[i * 3 + j] * x[i * 4 + j + 1]).sum();

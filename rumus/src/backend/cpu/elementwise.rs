@@ -5,7 +5,7 @@ use rayon::prelude::*;
 use super::parallel::PAR_THRESHOLD;
 use super::pool;
 use crate::backend::{BinaryOp, UnaryOp};
-use crate::Layout;
+use crate::{Layout, Result};
 
 const SQRT_2_OVER_PI: f32 = 0.797_884_6;
 const GELU_TANH_C: f32 = 0.044_715;
@@ -91,20 +91,20 @@ const CHUNK: usize = 1 << 14;
 
 /// `f` applied to each element of `x`, into a pooled buffer (no zero fill). Callers pass a
 /// closure with the op fixed so the loop is specialised and vectorised.
-fn map1(x: &[f32], f: impl Fn(f32) -> f32 + Sync) -> Vec<f32> {
-    let mut out = pool::take(x.len());
+fn map1(op: &'static str, x: &[f32], f: impl Fn(f32) -> f32 + Sync) -> Result<Vec<f32>> {
+    let mut out = pool::take(op, x.len())?;
     let kernel = |(o, x): (&mut [f32], &[f32])| o.iter_mut().zip(x).for_each(|(o, &x)| *o = f(x));
     if x.len() >= PAR_THRESHOLD {
         out.par_chunks_mut(CHUNK).zip(x.par_chunks(CHUNK)).for_each(kernel);
     } else {
         kernel((&mut out, x));
     }
-    out
+    Ok(out)
 }
 
 /// `f` applied pairwise to two equally long slices.
-fn map2(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32 + Sync) -> Vec<f32> {
-    let mut out = pool::take(a.len());
+fn map2(op: &'static str, a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32 + Sync) -> Result<Vec<f32>> {
+    let mut out = pool::take(op, a.len())?;
     let kernel = |(o, (a, b)): (&mut [f32], (&[f32], &[f32]))| {
         o.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (&a, &b))| *o = f(a, b))
     };
@@ -113,27 +113,27 @@ fn map2(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32 + Sync) -> Vec<f32> {
     } else {
         kernel((&mut out, (a, b)));
     }
-    out
+    Ok(out)
 }
 
-pub fn unary(op: UnaryOp, x: &[f32]) -> Vec<f32> {
+pub fn unary(op: UnaryOp, x: &[f32]) -> Result<Vec<f32>> {
     // The hot ops get a loop of their own; the rest share one that matches per element.
     match op {
-        UnaryOp::Relu => map1(x, |v| v.max(0.0)),
-        UnaryOp::MulScalar(s) => map1(x, |v| v * s),
-        UnaryOp::AddScalar(s) => map1(x, |v| v + s),
-        UnaryOp::Neg => map1(x, |v| -v),
-        _ => map1(x, |v| unary_scalar(op, v)),
+        UnaryOp::Relu => map1(op.name(), x, |v| v.max(0.0)),
+        UnaryOp::MulScalar(s) => map1(op.name(), x, |v| v * s),
+        UnaryOp::AddScalar(s) => map1(op.name(), x, |v| v + s),
+        UnaryOp::Neg => map1(op.name(), x, |v| -v),
+        _ => map1(op.name(), x, |v| unary_scalar(op, v)),
     }
 }
 
-pub fn unary_backward(op: UnaryOp, x: &[f32], y: &[f32], grad: &[f32]) -> Vec<f32> {
+pub fn unary_backward(op: UnaryOp, x: &[f32], y: &[f32], grad: &[f32]) -> Result<Vec<f32>> {
     match op {
-        UnaryOp::Relu => map2(x, grad, |x, g| if x > 0.0 { g } else { 0.0 }),
-        UnaryOp::MulScalar(s) => map1(grad, |g| g * s),
-        UnaryOp::AddScalar(_) => map1(grad, |g| g),
+        UnaryOp::Relu => map2(op.name(), x, grad, |x, g| if x > 0.0 { g } else { 0.0 }),
+        UnaryOp::MulScalar(s) => map1(op.name(), grad, |g| g * s),
+        UnaryOp::AddScalar(_) => map1(op.name(), grad, |g| g),
         _ => {
-            let mut out = pool::take(grad.len());
+            let mut out = pool::take(op.name(), grad.len())?;
             let kernel = |(k, o): (usize, &mut [f32])| {
                 let at = k * CHUNK;
                 for (i, o) in o.iter_mut().enumerate() {
@@ -145,7 +145,7 @@ pub fn unary_backward(op: UnaryOp, x: &[f32], y: &[f32], grad: &[f32]) -> Vec<f3
             } else {
                 out.chunks_mut(CHUNK).enumerate().for_each(kernel);
             }
-            out
+            Ok(out)
         }
     }
 }
@@ -196,25 +196,25 @@ fn binary_row(op: BinaryOp, o: &mut [f32], a: &[f32], b: &[f32]) {
 }
 
 /// `lhs op rhs` over two views of the output's shape (broadcast strides may be 0).
-pub fn binary(op: BinaryOp, lhs: &[f32], lhs_layout: &Layout, rhs: &[f32], rhs_layout: &Layout) -> Vec<f32> {
+pub fn binary(op: BinaryOp, lhs: &[f32], lhs_layout: &Layout, rhs: &[f32], rhs_layout: &Layout) -> Result<Vec<f32>> {
     let len = lhs_layout.numel();
     if len == 0 {
-        return Vec::new();
+        return Ok(Vec::new());
     }
     if lhs_layout.is_contiguous() && rhs_layout.is_contiguous() {
         let (a, b) = (&lhs[lhs_layout.offset()..][..len], &rhs[rhs_layout.offset()..][..len]);
         return match op {
-            BinaryOp::Add => map2(a, b, |a, b| a + b),
-            BinaryOp::Sub => map2(a, b, |a, b| a - b),
-            BinaryOp::Mul => map2(a, b, |a, b| a * b),
-            BinaryOp::Div => map2(a, b, |a, b| a / b),
-            _ => map2(a, b, |a, b| binary_scalar(op, a, b)),
+            BinaryOp::Add => map2(op.name(), a, b, |a, b| a + b),
+            BinaryOp::Sub => map2(op.name(), a, b, |a, b| a - b),
+            BinaryOp::Mul => map2(op.name(), a, b, |a, b| a * b),
+            BinaryOp::Div => map2(op.name(), a, b, |a, b| a / b),
+            _ => map2(op.name(), a, b, |a, b| binary_scalar(op, a, b)),
         };
     }
     let last = *lhs_layout.shape().last().unwrap_or(&1);
     let (ls, rs) =
         (lhs_layout.strides().last().copied().unwrap_or(0), rhs_layout.strides().last().copied().unwrap_or(0));
-    let mut out = pool::take(len);
+    let mut out = pool::take(op.name(), len)?;
     let kernel = |(row, o): (usize, &mut [f32])| {
         let (mut a, mut b) = (row_start(lhs_layout, row), row_start(rhs_layout, row));
         if ls == 1 && rs <= 1 {
@@ -234,7 +234,7 @@ pub fn binary(op: BinaryOp, lhs: &[f32], lhs_layout: &Layout, rhs: &[f32], rhs_l
     } else {
         out.chunks_mut(last.max(1)).enumerate().for_each(kernel);
     }
-    out
+    Ok(out)
 }
 
 /// Gathers `src` viewed through `src_layout` and scatters into `dst` viewed through `dst_layout`.

@@ -3,22 +3,23 @@
 
 use super::pool;
 use crate::backend::{GatherArgs, IndexArgs};
+use crate::Result;
 
-pub fn index_select(x: &[f32], idx: &[u32], a: &IndexArgs) -> Vec<f32> {
+pub fn index_select(x: &[f32], idx: &[u32], a: &IndexArgs) -> Result<Vec<f32>> {
     // The index storage may be longer than the view (a leading slice of a larger tensor).
     let idx = &idx[..a.count];
     // Every row is overwritten, so a pooled buffer needs no clearing.
-    let mut out = pool::take(a.outer * a.count * a.inner);
+    let mut out = pool::take("index_select", a.outer * a.count * a.inner)?;
     let picks = (0..a.outer).flat_map(|o| idx.iter().map(move |&i| o * a.len + i as usize));
     for (row, src) in out.chunks_exact_mut(a.inner.max(1)).zip(picks) {
         row.copy_from_slice(&x[src * a.inner..(src + 1) * a.inner]);
     }
-    out
+    Ok(out)
 }
 
-pub fn index_add(grad: &[f32], idx: &[u32], a: &IndexArgs) -> Vec<f32> {
+pub fn index_add(grad: &[f32], idx: &[u32], a: &IndexArgs) -> Result<Vec<f32>> {
     let idx = &idx[..a.count];
-    let mut out = pool::filled(a.outer * a.len * a.inner, 0.0);
+    let mut out = pool::filled("index_select", a.outer * a.len * a.inner, 0.0)?;
     for o in 0..a.outer {
         for (j, &i) in idx.iter().enumerate() {
             let src = &grad[(o * a.count + j) * a.inner..][..a.inner];
@@ -28,11 +29,11 @@ pub fn index_add(grad: &[f32], idx: &[u32], a: &IndexArgs) -> Vec<f32> {
             }
         }
     }
-    out
+    Ok(out)
 }
 
-pub fn gather(x: &[f32], idx: &[u32], a: &GatherArgs) -> Vec<f32> {
-    let mut out = pool::take(a.outer * a.count * a.inner);
+pub fn gather(x: &[f32], idx: &[u32], a: &GatherArgs) -> Result<Vec<f32>> {
+    let mut out = pool::take("gather", a.outer * a.count * a.inner)?;
     for o in 0..a.outer {
         for j in 0..a.count {
             for i in 0..a.inner {
@@ -41,11 +42,11 @@ pub fn gather(x: &[f32], idx: &[u32], a: &GatherArgs) -> Vec<f32> {
             }
         }
     }
-    out
+    Ok(out)
 }
 
-pub fn scatter_add(grad: &[f32], idx: &[u32], a: &GatherArgs) -> Vec<f32> {
-    let mut out = pool::filled(a.outer * a.len * a.inner, 0.0);
+pub fn scatter_add(grad: &[f32], idx: &[u32], a: &GatherArgs) -> Result<Vec<f32>> {
+    let mut out = pool::filled("gather", a.outer * a.len * a.inner, 0.0)?;
     for o in 0..a.outer {
         for j in 0..a.count {
             for i in 0..a.inner {
@@ -54,5 +55,5 @@ pub fn scatter_add(grad: &[f32], idx: &[u32], a: &GatherArgs) -> Vec<f32> {
             }
         }
     }
-    out
+    Ok(out)
 }

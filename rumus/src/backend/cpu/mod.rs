@@ -13,8 +13,10 @@ mod reduce;
 mod softmax;
 mod storage;
 
+pub(crate) use pool::filled_with as try_filled;
 pub use pool::pooled_bytes;
 pub(crate) use storage::{f32_storage, host, u32_storage};
+use storage::{lock_all, Access, Locked};
 pub use storage::{CpuData, CpuStorage};
 
 use crate::backend::*;
@@ -24,7 +26,8 @@ use crate::{rng, Error, Layout, Result};
 #[derive(Debug, Default)]
 pub struct CpuBackend;
 
-/// Borrows the f32 elements of a CPU storage for the duration of `$body`.
+/// Borrows the f32 elements of one CPU storage for the duration of `$body` (one lock only: a
+/// kernel with several operands locks them with [`read_f32s`]).
 macro_rules! read_f32 {
     ($storage:expr, $op:expr, |$name:ident| $body:expr) => {{
         denormals::ensure_flushed();
@@ -42,65 +45,105 @@ macro_rules! read_u32 {
     }};
 }
 
+/// Read locks on several operands, taken together in the global lock order.
+fn read_all<'a>(op: &'static str, storages: &[&'a Storage]) -> Result<Locked<'a>> {
+    denormals::ensure_flushed();
+    let requests: Vec<(&Storage, Access)> = storages.iter().map(|&s| (s, Access::Read)).collect();
+    lock_all(op, &requests)
+}
+
+/// `Ok` when every element `layout` addresses lies inside `len` elements.
+fn check_fits(op: &'static str, layout: &Layout, len: usize) -> Result<()> {
+    let fits = match layout.max_index() {
+        Some(last) => last < len,
+        None => layout.numel() == 0,
+    };
+    if fits {
+        return Ok(());
+    }
+    Err(Error::shape(op, format!("layout {layout:?} addresses elements beyond the storage's {len}")))
+}
+
+/// The `len` leading elements of `x`, or an error naming `op`.
+fn prefix<'x>(op: &'static str, x: &'x [f32], len: usize) -> Result<&'x [f32]> {
+    x.get(..len).ok_or_else(|| Error::shape(op, format!("{len} elements requested of a storage of {}", x.len())))
+}
+
+/// `rows · cols` checked.
+fn area(op: &'static str, rows: usize, cols: usize) -> Result<usize> {
+    crate::layout::checked_mul(op, "rows x cols", rows, cols)
+}
+
+/// Gathers `layout`'s elements of `x` row-major into a fresh buffer.
+fn gather_view<T: Copy + Send + Sync + bytemuck::Zeroable>(
+    op: &'static str,
+    x: &[T],
+    layout: &Layout,
+) -> Result<Vec<T>> {
+    check_fits(op, layout, x.len())?;
+    let mut out = pool::zeroed(op, layout.numel())?;
+    elementwise::copy_strided(x, layout, &mut out, &Layout::contiguous(layout.shape()));
+    Ok(out)
+}
+
 impl Backend for CpuBackend {
     fn name(&self) -> String {
         "cpu".into()
     }
 
     fn from_f32(&self, data: &[f32]) -> Result<Storage> {
-        let mut values = pool::take(data.len());
+        let mut values = pool::take("from_vec", data.len())?;
         values.copy_from_slice(data);
         Ok(f32_storage(values))
     }
 
     fn from_u32(&self, data: &[u32]) -> Result<Storage> {
-        Ok(u32_storage(data.to_vec()))
+        Ok(u32_storage(pool::copied("from_indices", data)?))
     }
 
     fn to_f32(&self, src: &Storage, layout: &Layout) -> Result<Vec<f32>> {
         read_f32!(src, "to_vec", |x| {
-            let mut out = pool::take(layout.numel());
+            check_fits("to_vec", layout, x.len())?;
+            let mut out = pool::take("to_vec", layout.numel())?;
             elementwise::copy_strided(x, layout, &mut out, &Layout::contiguous(layout.shape()));
             Ok(out)
         })
     }
 
     fn to_u32(&self, src: &Storage, layout: &Layout) -> Result<Vec<u32>> {
-        read_u32!(src, "to_vec", |x| {
-            let mut out = vec![0; layout.numel()];
-            elementwise::copy_strided(x, layout, &mut out, &Layout::contiguous(layout.shape()));
-            Ok(out)
-        })
+        read_u32!(src, "to_vec", |x| gather_view("to_vec", x, layout))
     }
 
     fn full(&self, len: usize, value: f32) -> Result<Storage> {
-        Ok(f32_storage(pool::filled(len, value)))
+        Ok(f32_storage(pool::filled("full", len, value)?))
     }
 
     fn copy_strided(&self, src: &Storage, src_layout: &Layout, dst: &Storage, dst_layout: &Layout) -> Result<()> {
+        const OP: &str = "copy";
+        if src_layout.shape() != dst_layout.shape() {
+            return Err(Error::shape(OP, format!("source {src_layout:?} and destination {dst_layout:?} differ")));
+        }
         if src.same_memory(dst) {
-            // Reading and writing one lock at once would deadlock: copy out first.
+            // Source and destination may overlap: copy the source out first.
             let staged = match src.dtype() {
                 DType::F32 => f32_storage(self.to_f32(src, src_layout)?),
                 DType::U32 => u32_storage(self.to_u32(src, src_layout)?),
             };
             return self.copy_strided(&staged, &Layout::contiguous(src_layout.shape()), dst, dst_layout);
         }
-        let src_guard = host(src, "copy")?.read();
-        let mut dst_guard = host(dst, "copy")?.write();
-        match (&*src_guard, &mut *dst_guard) {
-            (CpuData::F32(s), CpuData::F32(d)) => {
-                elementwise::copy_strided(s, src_layout, d.as_mut_slice(), dst_layout)
-            }
-            (CpuData::U32(s), CpuData::U32(d)) => {
-                elementwise::copy_strided(s, src_layout, d.as_mut_slice(), dst_layout)
-            }
-            (s, _) => {
-                let got = if matches!(s, CpuData::F32(_)) { "f32" } else { "u32" };
-                return Err(Error::DType { op: "copy", expected: dst.dtype().name(), got });
+        let mut locked = lock_all(OP, &[(src, Access::Read), (dst, Access::Write)])?;
+        let mut slots = locked.split(OP)?.into_iter();
+        let (Some(s), Some(d)) = (slots.next(), slots.next()) else {
+            return Err(Error::invalid(OP, "two operands expected"));
+        };
+        match (s.read(OP)?, d.write(OP)?) {
+            (CpuData::F32(s), CpuData::F32(d)) => copy_checked(s, src_layout, d, dst_layout),
+            (CpuData::U32(s), CpuData::U32(d)) => copy_checked(s, src_layout, d, dst_layout),
+            (s, d) => {
+                let name = |x: &CpuData| if matches!(x, CpuData::F32(_)) { "f32" } else { "u32" };
+                Err(Error::DType { op: OP, expected: name(d), got: name(s) })
             }
         }
-        Ok(())
     }
 
     fn random(&self, kind: RandomKind, len: usize, seed: u64) -> Result<Storage> {
@@ -109,19 +152,21 @@ impl Backend for CpuBackend {
             RandomKind::Uniform => rng::uniform,
             RandomKind::Normal => rng::normal,
         };
-        let mut values = pool::take(len);
+        let mut values = pool::take("random", len)?;
         values.iter_mut().enumerate().for_each(|(i, v)| *v = sample(key, i as u32));
         Ok(f32_storage(values))
     }
 
     fn unary(&self, op: UnaryOp, x: &Storage, len: usize) -> Result<Storage> {
-        read_f32!(x, op.name(), |x| Ok(f32_storage(elementwise::unary(op, &x[..len]))))
+        read_f32!(x, op.name(), |x| Ok(f32_storage(elementwise::unary(op, prefix(op.name(), x, len)?)?)))
     }
 
     fn unary_backward(&self, op: UnaryOp, x: &Storage, y: &Storage, grad: &Storage, len: usize) -> Result<Storage> {
-        read_f32!(x, op.name(), |x| read_f32!(y, op.name(), |y| read_f32!(grad, op.name(), |g| {
-            Ok(f32_storage(elementwise::unary_backward(op, &x[..len], &y[..len], &g[..len])))
-        })))
+        let name = op.name();
+        let locked = read_all(name, &[x, y, grad])?;
+        let (x, y) = (prefix(name, locked.f32(0, name)?, len)?, prefix(name, locked.f32(1, name)?, len)?);
+        let g = prefix(name, locked.f32(2, name)?, len)?;
+        Ok(f32_storage(elementwise::unary_backward(op, x, y, g)?))
     }
 
     fn binary(
@@ -132,37 +177,58 @@ impl Backend for CpuBackend {
         rhs: &Storage,
         rhs_layout: &Layout,
     ) -> Result<Storage> {
-        read_f32!(lhs, op.name(), |l| read_f32!(rhs, op.name(), |r| {
-            Ok(f32_storage(elementwise::binary(op, l, lhs_layout, r, rhs_layout)))
-        }))
+        let name = op.name();
+        let locked = read_all(name, &[lhs, rhs])?;
+        let (l, r) = (locked.f32(0, name)?, locked.f32(1, name)?);
+        if lhs_layout.shape() != rhs_layout.shape() {
+            return Err(Error::shape(name, format!("layouts {lhs_layout:?} and {rhs_layout:?} differ in shape")));
+        }
+        check_fits(name, lhs_layout, l.len())?;
+        check_fits(name, rhs_layout, r.len())?;
+        Ok(f32_storage(elementwise::binary(op, l, lhs_layout, r, rhs_layout)?))
     }
 
     fn reduce(&self, op: ReduceOp, x: &Storage, dims: ReduceDims) -> Result<Storage> {
-        read_f32!(x, "reduce", |x| Ok(f32_storage(reduce::reduce(op, x, dims))))
+        read_f32!(x, "reduce", |x| {
+            check_dims("reduce", &[dims.outer, dims.len, dims.inner], x.len())?;
+            Ok(f32_storage(reduce::reduce(op, x, dims)?))
+        })
     }
 
     fn argmax(&self, x: &Storage, dims: ReduceDims) -> Result<Storage> {
-        read_f32!(x, "argmax", |x| Ok(u32_storage(reduce::argmax(x, dims))))
+        read_f32!(x, "argmax", |x| {
+            check_dims("argmax", &[dims.outer, dims.len, dims.inner], x.len())?;
+            Ok(u32_storage(reduce::argmax(x, dims)?))
+        })
     }
 
     fn matmul(&self, lhs: &Storage, rhs: &Storage, args: &MatmulArgs) -> Result<Storage> {
-        read_f32!(lhs, "matmul", |l| read_f32!(rhs, "matmul", |r| Ok(f32_storage(matmul::matmul(l, r, args)))))
+        let locked = read_all("matmul", &[lhs, rhs])?;
+        Ok(f32_storage(matmul::matmul(locked.f32(0, "matmul")?, locked.f32(1, "matmul")?, args)?))
     }
 
     fn softmax(&self, x: &Storage, rows: usize, cols: usize, log: bool) -> Result<Storage> {
-        read_f32!(x, "softmax", |x| Ok(f32_storage(softmax::softmax(&x[..rows * cols], cols, log))))
+        read_f32!(x, "softmax", |x| {
+            Ok(f32_storage(softmax::softmax(prefix("softmax", x, area("softmax", rows, cols)?)?, cols, log)?))
+        })
     }
 
     fn softmax_backward(&self, y: &Storage, grad: &Storage, rows: usize, cols: usize, log: bool) -> Result<Storage> {
-        read_f32!(y, "softmax_backward", |y| read_f32!(grad, "softmax_backward", |g| {
-            Ok(f32_storage(softmax::softmax_backward(&y[..rows * cols], &g[..rows * cols], cols, log)))
-        }))
+        const OP: &str = "softmax_backward";
+        let len = area(OP, rows, cols)?;
+        let locked = read_all(OP, &[y, grad])?;
+        let (y, g) = (prefix(OP, locked.f32(0, OP)?, len)?, prefix(OP, locked.f32(1, OP)?, len)?);
+        Ok(f32_storage(softmax::softmax_backward(y, g, cols, log)?))
     }
 
     fn cross_entropy(&self, logits: &Storage, targets: &Storage, args: &CrossEntropyArgs) -> Result<Storage> {
-        read_f32!(logits, "cross_entropy", |x| read_u32!(targets, "cross_entropy", |t| {
-            Ok(f32_storage(softmax::cross_entropy(x, t, args)))
-        }))
+        const OP: &str = "cross_entropy";
+        let locked = read_all(OP, &[logits, targets])?;
+        let (x, t) = (locked.f32(0, OP)?, locked.u32(1, OP)?);
+        check_dims(OP, &[args.rows, args.classes], x.len())?;
+        check_dims(OP, &[args.rows], t.len())?;
+        check_indices(OP, &t[..args.rows], args.classes)?;
+        Ok(f32_storage(softmax::cross_entropy(x, t, args)?))
     }
 
     fn cross_entropy_backward(
@@ -172,19 +238,30 @@ impl Backend for CpuBackend {
         grad_rows: &Storage,
         args: &CrossEntropyArgs,
     ) -> Result<Storage> {
-        read_f32!(logits, "cross_entropy", |x| read_u32!(targets, "cross_entropy", |t| read_f32!(
-            grad_rows,
-            "cross_entropy",
-            |g| Ok(f32_storage(softmax::cross_entropy_backward(x, t, g, args)))
-        )))
+        const OP: &str = "cross_entropy";
+        let locked = read_all(OP, &[logits, targets, grad_rows])?;
+        let (x, t, g) = (locked.f32(0, OP)?, locked.u32(1, OP)?, locked.f32(2, OP)?);
+        check_dims(OP, &[args.rows, args.classes], x.len())?;
+        check_dims(OP, &[args.rows], t.len().min(g.len()))?;
+        check_indices(OP, &t[..args.rows], args.classes)?;
+        Ok(f32_storage(softmax::cross_entropy_backward(x, t, g, args)?))
     }
 
     fn im2col(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage> {
-        read_f32!(x, "conv2d", |x| Ok(f32_storage(conv::im2col(x, geom))))
+        read_f32!(x, "im2col", |x| {
+            geom.check_window("im2col")?;
+            check_dims("im2col", &[geom.batch, geom.channels, geom.in_h, geom.in_w], x.len())?;
+            Ok(f32_storage(conv::im2col(x, geom)?))
+        })
     }
 
     fn col2im(&self, cols: &Storage, geom: &ConvGeom) -> Result<Storage> {
-        read_f32!(cols, "conv2d", |c| Ok(f32_storage(conv::col2im(c, geom))))
+        read_f32!(cols, "col2im", |c| {
+            let g = geom;
+            g.check_window("col2im")?;
+            check_dims("col2im", &[g.batch, g.channels, g.kernel_h, g.kernel_w, g.out_h, g.out_w], c.len())?;
+            Ok(f32_storage(conv::col2im(c, geom)?))
+        })
     }
 
     fn conv2d(
@@ -194,14 +271,15 @@ impl Backend for CpuBackend {
         bias: Option<&Storage>,
         args: &Conv2dArgs,
     ) -> Result<Option<Storage>> {
+        const OP: &str = "conv2d";
         if !conv2d::supports(args) {
             return Ok(None);
         }
-        let bias_guard = bias.map(|b| host(b, "conv2d")).transpose()?.map(|b| b.read());
-        let bias = bias_guard.as_ref().map(|b| b.as_f32("conv2d")).transpose()?;
-        read_f32!(x, "conv2d", |x| read_f32!(weight, "conv2d", |w| {
-            Ok(Some(f32_storage(conv2d::conv2d(x, w, bias, args))))
-        }))
+        check_conv(OP, args)?;
+        let storages: Vec<&Storage> = [x, weight].into_iter().chain(bias).collect();
+        let locked = read_all(OP, &storages)?;
+        let bias = bias.is_some().then(|| locked.f32(2, OP)).transpose()?;
+        Ok(Some(f32_storage(conv2d::conv2d(locked.f32(0, OP)?, locked.f32(1, OP)?, bias, args)?)))
     }
 
     fn conv2d_backward(
@@ -212,63 +290,99 @@ impl Backend for CpuBackend {
         args: &Conv2dArgs,
         wanted: Conv2dWanted,
     ) -> Result<Conv2dGrads<Storage>> {
-        read_f32!(x, "conv2d", |x| read_f32!(weight, "conv2d", |w| read_f32!(grad, "conv2d", |g| {
-            let grads = conv2d::conv2d_backward(x, w, g, args, wanted);
-            Ok(Conv2dGrads {
-                x: grads.x.map(f32_storage),
-                weight: grads.weight.map(f32_storage),
-                bias: grads.bias.map(f32_storage),
-            })
-        })))
+        const OP: &str = "conv2d";
+        check_conv(OP, args)?;
+        let locked = read_all(OP, &[x, weight, grad])?;
+        let (x, w, g) = (locked.f32(0, OP)?, locked.f32(1, OP)?, locked.f32(2, OP)?);
+        let grads = conv2d::conv2d_backward(x, w, g, args, wanted)?;
+        Ok(Conv2dGrads {
+            x: grads.x.map(f32_storage),
+            weight: grads.weight.map(f32_storage),
+            bias: grads.bias.map(f32_storage),
+        })
     }
 
     fn max_pool2d(&self, x: &Storage, geom: &ConvGeom) -> Result<(Storage, Storage)> {
         read_f32!(x, "max_pool2d", |x| {
-            let (out, arg) = conv::max_pool2d(x, geom);
+            geom.check_window("max_pool2d")?;
+            check_dims("max_pool2d", &[geom.batch, geom.channels, geom.in_h, geom.in_w], x.len())?;
+            let (out, arg) = conv::max_pool2d(x, geom)?;
             Ok((f32_storage(out), u32_storage(arg)))
         })
     }
 
     fn max_pool2d_backward(&self, grad: &Storage, argmax: &Storage, geom: &ConvGeom) -> Result<Storage> {
-        read_f32!(grad, "max_pool2d", |g| read_u32!(argmax, "max_pool2d", |a| {
-            Ok(f32_storage(conv::max_pool2d_backward(g, a, geom)))
-        }))
+        const OP: &str = "max_pool2d";
+        let locked = read_all(OP, &[grad, argmax])?;
+        let (g, a) = (locked.f32(0, OP)?, locked.u32(1, OP)?);
+        geom.check_window(OP)?;
+        check_dims(OP, &[geom.batch, geom.channels, geom.out_h, geom.out_w], g.len().min(a.len()))?;
+        Ok(f32_storage(conv::max_pool2d_backward(g, a, geom)?))
     }
 
     fn avg_pool2d(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage> {
-        read_f32!(x, "avg_pool2d", |x| Ok(f32_storage(conv::avg_pool2d(x, geom, false))))
+        read_f32!(x, "avg_pool2d", |x| {
+            geom.check_window("avg_pool2d")?;
+            check_pool_input("avg_pool2d", geom, x.len())?;
+            Ok(f32_storage(conv::avg_pool2d(x, geom, false)?))
+        })
     }
 
     fn avg_pool2d_backward(&self, grad: &Storage, geom: &ConvGeom) -> Result<Storage> {
-        read_f32!(grad, "avg_pool2d", |g| Ok(f32_storage(conv::avg_pool2d_backward(g, geom, false))))
+        read_f32!(grad, "avg_pool2d", |g| {
+            geom.check_window("avg_pool2d")?;
+            check_pool_grad("avg_pool2d", geom, g.len())?;
+            Ok(f32_storage(conv::avg_pool2d_backward(g, geom, false)?))
+        })
     }
 
     fn adaptive_avg_pool2d(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage> {
-        read_f32!(x, "adaptive_avg_pool2d", |x| Ok(f32_storage(conv::avg_pool2d(x, geom, true))))
+        read_f32!(x, "adaptive_avg_pool2d", |x| {
+            check_adaptive("adaptive_avg_pool2d", geom)?;
+            check_pool_input("adaptive_avg_pool2d", geom, x.len())?;
+            Ok(f32_storage(conv::avg_pool2d(x, geom, true)?))
+        })
     }
 
     fn adaptive_avg_pool2d_backward(&self, grad: &Storage, geom: &ConvGeom) -> Result<Storage> {
-        read_f32!(grad, "adaptive_avg_pool2d", |g| Ok(f32_storage(conv::avg_pool2d_backward(g, geom, true))))
+        read_f32!(grad, "adaptive_avg_pool2d", |g| {
+            check_adaptive("adaptive_avg_pool2d", geom)?;
+            check_pool_grad("adaptive_avg_pool2d", geom, g.len())?;
+            Ok(f32_storage(conv::avg_pool2d_backward(g, geom, true)?))
+        })
     }
 
     fn index_select(&self, x: &Storage, idx: &Storage, args: &IndexArgs) -> Result<Storage> {
-        read_f32!(x, "index_select", |x| read_u32!(idx, "index_select", |i| {
-            Ok(f32_storage(index::index_select(x, i, args)))
-        }))
+        const OP: &str = "index_select";
+        let locked = read_all(OP, &[x, idx])?;
+        let (x, i) = (locked.f32(0, OP)?, locked.u32(1, OP)?);
+        check_index_args(OP, args, x.len(), args.len, i)?;
+        Ok(f32_storage(index::index_select(x, i, args)?))
     }
 
     fn index_add(&self, grad: &Storage, idx: &Storage, args: &IndexArgs) -> Result<Storage> {
-        read_f32!(grad, "index_select", |g| read_u32!(idx, "index_select", |i| {
-            Ok(f32_storage(index::index_add(g, i, args)))
-        }))
+        const OP: &str = "index_select";
+        let locked = read_all(OP, &[grad, idx])?;
+        let (g, i) = (locked.f32(0, OP)?, locked.u32(1, OP)?);
+        check_index_args(OP, args, g.len(), args.count, i)?;
+        Ok(f32_storage(index::index_add(g, i, args)?))
     }
 
     fn gather(&self, x: &Storage, idx: &Storage, args: &GatherArgs) -> Result<Storage> {
-        read_f32!(x, "gather", |x| read_u32!(idx, "gather", |i| Ok(f32_storage(index::gather(x, i, args)))))
+        const OP: &str = "gather";
+        let locked = read_all(OP, &[x, idx])?;
+        let (x, i) = (locked.f32(0, OP)?, locked.u32(1, OP)?);
+        check_gather_args(OP, args, x.len(), i)?;
+        Ok(f32_storage(index::gather(x, i, args)?))
     }
 
     fn scatter_add(&self, grad: &Storage, idx: &Storage, args: &GatherArgs) -> Result<Storage> {
-        read_f32!(grad, "gather", |g| read_u32!(idx, "gather", |i| Ok(f32_storage(index::scatter_add(g, i, args)))))
+        const OP: &str = "gather";
+        let locked = read_all(OP, &[grad, idx])?;
+        let (g, i) = (locked.f32(0, OP)?, locked.u32(1, OP)?);
+        check_gather_args(OP, args, usize::MAX, i)?;
+        check_dims(OP, &[args.outer, args.count, args.inner], g.len())?;
+        Ok(f32_storage(index::scatter_add(g, i, args)?))
     }
 
     fn optimizer_step(
@@ -279,18 +393,128 @@ impl Backend for CpuBackend {
         state: &[&Storage],
         len: usize,
     ) -> Result<()> {
+        const OP: &str = "optimizer";
         denormals::ensure_flushed();
-        let grad_guard = host(grad, "optimizer")?.read();
-        let grad = grad_guard.as_f32("optimizer")?;
-        let mut state_guards =
-            state.iter().map(|s| host(s, "optimizer").map(|s| s.write())).collect::<Result<Vec<_>>>()?;
-        let mut state_slices = state_guards
-            .iter_mut()
-            .map(|g| g.as_f32_mut("optimizer").map(|s| &mut s[..len]))
+        // A gradient sharing memory with what the step writes is read from a copy.
+        let staged;
+        let grad = if std::iter::once(&param).chain(state).any(|s| s.same_memory(grad)) {
+            staged = f32_storage(self.to_f32(grad, &Layout::contiguous(&[grad.len()]))?);
+            &staged
+        } else {
+            grad
+        };
+        let requests: Vec<(&Storage, Access)> = [(param, Access::Write), (grad, Access::Read)]
+            .into_iter()
+            .chain(state.iter().map(|&s| (s, Access::Write)))
+            .collect();
+        let mut locked = lock_all(OP, &requests)?;
+        let mut slots = locked.split(OP)?.into_iter();
+        let param = slots.next().map(|s| s.write(OP)).transpose()?.map(|p| p.as_f32_mut(OP)).transpose()?;
+        let grad = slots.next().map(|s| s.read(OP)).transpose()?.map(|g| g.as_f32(OP)).transpose()?;
+        let (Some(param), Some(grad)) = (param, grad) else {
+            return Err(Error::invalid(OP, "a parameter and a gradient expected"));
+        };
+        let mut state_slices = slots
+            .map(|s| s.write(OP)?.as_f32_mut(OP)?.get_mut(..len).ok_or_else(|| short(OP, len)))
             .collect::<Result<Vec<_>>>()?;
-        let mut param_guard = host(param, "optimizer")?.write();
-        let param = param_guard.as_f32_mut("optimizer")?;
-        optim::optimizer_step(step, &mut param[..len], &grad[..len], &mut state_slices);
+        let param = param.get_mut(..len).ok_or_else(|| short(OP, len))?;
+        let grad = grad.get(..len).ok_or_else(|| short(OP, len))?;
+        optim::optimizer_step(step, param, grad, &mut state_slices);
         Ok(())
     }
+}
+
+/// A fused convolution's geometry and its weight and output sizes, checked.
+fn check_conv(op: &'static str, a: &Conv2dArgs) -> Result<()> {
+    let g = &a.geom;
+    a.geom.check_window(op)?;
+    if a.groups == 0 || !g.channels.is_multiple_of(a.groups) || !a.out_channels.is_multiple_of(a.groups) {
+        return Err(Error::invalid(
+            op,
+            format!("groups {} for {} and {} channels", a.groups, g.channels, a.out_channels),
+        ));
+    }
+    crate::layout::checked_numel(op, &[a.out_channels, g.channels, g.kernel_h, g.kernel_w])?;
+    crate::layout::checked_numel(op, &[g.batch, a.out_channels, g.out_h, wp_of(g)?])?;
+    Ok(())
+}
+
+fn wp_of(g: &ConvGeom) -> Result<usize> {
+    crate::layout::checked_add("conv2d", "padded width", g.in_w, g.pad_w.saturating_mul(2))
+}
+
+/// Adaptive windows are bounded by `i·size / out` for `i` up to `out`: that product must fit.
+fn check_adaptive(op: &'static str, g: &ConvGeom) -> Result<()> {
+    crate::layout::checked_mul(op, "window bound", g.out_h, g.in_h)?;
+    crate::layout::checked_mul(op, "window bound", g.out_w, g.in_w)?;
+    Ok(())
+}
+
+/// A pooling input of `len` elements against `geom`.
+fn check_pool_input(op: &'static str, geom: &ConvGeom, len: usize) -> Result<()> {
+    geom.check(op)?;
+    check_dims(op, &[geom.batch, geom.channels, geom.in_h, geom.in_w], len)
+}
+
+/// A pooling gradient of `len` elements against `geom`.
+fn check_pool_grad(op: &'static str, geom: &ConvGeom, len: usize) -> Result<()> {
+    geom.check(op)?;
+    check_dims(op, &[geom.batch, geom.channels, geom.out_h, geom.out_w], len)
+}
+
+/// Every index below `limit`, or `IndexOutOfRange` at the first that is not.
+fn check_indices(op: &'static str, indices: &[u32], limit: usize) -> Result<()> {
+    match indices.iter().position(|&i| i as usize >= limit) {
+        None => Ok(()),
+        Some(position) => Err(Error::IndexOutOfRange { op, index: indices[position] as i64, limit, position }),
+    }
+}
+
+/// Values `[outer, rows, inner]` (at most `values` elements; `rows` is the values operand's
+/// indexed axis) and `count` indices, each below `len`.
+fn check_index_args(op: &'static str, a: &IndexArgs, values: usize, rows: usize, indices: &[u32]) -> Result<()> {
+    check_dims(op, &[a.outer, rows, a.inner], values)?;
+    check_dims(op, &[a.count], indices.len())?;
+    checked_output(op, &[a.outer, a.len.max(a.count), a.inner])?;
+    check_indices(op, &indices[..a.count], a.len)
+}
+
+/// A gather's source (`[outer, len, inner]`, at most `values` elements) and its indices
+/// (`[outer, count, inner]`, each below `len`).
+fn check_gather_args(op: &'static str, a: &GatherArgs, values: usize, indices: &[u32]) -> Result<()> {
+    check_dims(op, &[a.outer, a.len, a.inner], values)?;
+    check_dims(op, &[a.outer, a.count, a.inner], indices.len())?;
+    checked_output(op, &[a.outer, a.len.max(a.count), a.inner])?;
+    check_indices(op, &indices[..a.outer * a.count * a.inner], a.len)
+}
+
+/// The element count of an output of `dims`, checked.
+fn checked_output(op: &'static str, dims: &[usize]) -> Result<()> {
+    crate::layout::checked_numel(op, dims).map(drop)
+}
+
+fn short(op: &'static str, len: usize) -> Error {
+    Error::shape(op, format!("an operand holds fewer than {len} elements"))
+}
+
+/// `Ok` when a buffer of `len` elements holds the product of `dims` (checked).
+fn check_dims(op: &'static str, dims: &[usize], len: usize) -> Result<()> {
+    let need = dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
+    match need {
+        Some(need) if need <= len => Ok(()),
+        _ => Err(Error::shape(op, format!("kernel dims {dims:?} exceed the {len} elements of the operand"))),
+    }
+}
+
+/// [`elementwise::copy_strided`] after checking both layouts against their buffers.
+fn copy_checked<T: Copy + Send + Sync>(
+    src: &[T],
+    src_layout: &Layout,
+    dst: &mut [T],
+    dst_layout: &Layout,
+) -> Result<()> {
+    check_fits("copy", src_layout, src.len())?;
+    check_fits("copy", dst_layout, dst.len())?;
+    elementwise::copy_strided(src, src_layout, dst, dst_layout);
+    Ok(())
 }

@@ -4,6 +4,7 @@ use rayon::prelude::*;
 
 use super::parallel::PAR_THRESHOLD;
 use crate::backend::{ReduceDims, ReduceOp};
+use crate::Result;
 
 fn identity(op: ReduceOp) -> f32 {
     match op {
@@ -65,13 +66,13 @@ fn reduce_block(op: ReduceOp, block: &[f32], dims: ReduceDims, out: &mut [f32]) 
     }
 }
 
-pub fn reduce(op: ReduceOp, x: &[f32], dims: ReduceDims) -> Vec<f32> {
+pub fn reduce(op: ReduceOp, x: &[f32], dims: ReduceDims) -> Result<Vec<f32>> {
     // Every kernel path below writes each output (starting from the identity).
-    let mut out = super::pool::take(dims.outer * dims.inner);
+    let mut out = super::pool::take("reduce", dims.outer * dims.inner)?;
     let block = dims.len * dims.inner;
     if block == 0 {
         out.fill(identity(op));
-        return out;
+        return Ok(out);
     }
     let x = &x[..dims.outer * block];
     if x.len() >= PAR_THRESHOLD && dims.outer > 1 {
@@ -92,11 +93,11 @@ pub fn reduce(op: ReduceOp, x: &[f32], dims: ReduceDims) -> Vec<f32> {
             reduce_block(op, b, dims, o);
         }
     }
-    out
+    Ok(out)
 }
 
-pub fn argmax(x: &[f32], dims: ReduceDims) -> Vec<u32> {
-    let mut out = vec![0u32; dims.outer * dims.inner];
+pub fn argmax(x: &[f32], dims: ReduceDims) -> Result<Vec<u32>> {
+    let mut out = super::pool::zeroed("argmax", dims.outer * dims.inner)?;
     let block = dims.len * dims.inner;
     for o in 0..dims.outer {
         for i in 0..dims.inner {
@@ -112,5 +113,5 @@ pub fn argmax(x: &[f32], dims: ReduceDims) -> Vec<u32> {
             out[o * dims.inner + i] = best_at as u32;
         }
     }
-    out
+    Ok(out)
 }

@@ -2,6 +2,8 @@
 
 use rayon::prelude::*;
 
+use crate::Result;
+
 use crate::backend::CrossEntropyArgs;
 
 fn row_max(row: &[f32]) -> f32 {
@@ -19,10 +21,10 @@ pub fn max_and_sum_exp(row: &[f32]) -> (f32, f32) {
     (max, row.iter().map(|&x| (x - max).exp()).sum())
 }
 
-pub fn softmax(x: &[f32], cols: usize, log: bool) -> Vec<f32> {
-    let mut out = super::pool::take(x.len());
+pub fn softmax(x: &[f32], cols: usize, log: bool) -> Result<Vec<f32>> {
+    let mut out = super::pool::take("softmax", x.len())?;
     if cols == 0 {
-        return out;
+        return Ok(out);
     }
     out.par_chunks_mut(cols).zip(x.par_chunks(cols)).for_each(|(o, row)| {
         let (max, sum) = max_and_sum_exp(row);
@@ -31,14 +33,14 @@ pub fn softmax(x: &[f32], cols: usize, log: bool) -> Vec<f32> {
             *o = if log { (v - max) - log_sum } else { (v - max).exp() * inv_sum };
         }
     });
-    out
+    Ok(out)
 }
 
 /// softmax: `dx = y * (g - sum(g*y))`; log-softmax: `dx = g - exp(y) * sum(g)`.
-pub fn softmax_backward(y: &[f32], grad: &[f32], cols: usize, log: bool) -> Vec<f32> {
-    let mut out = super::pool::take(y.len());
+pub fn softmax_backward(y: &[f32], grad: &[f32], cols: usize, log: bool) -> Result<Vec<f32>> {
+    let mut out = super::pool::take("softmax_backward", y.len())?;
     if cols == 0 {
-        return out;
+        return Ok(out);
     }
     out.par_chunks_mut(cols).zip(y.par_chunks(cols).zip(grad.par_chunks(cols))).for_each(|(o, (y, g))| {
         if log {
@@ -53,14 +55,14 @@ pub fn softmax_backward(y: &[f32], grad: &[f32], cols: usize, log: bool) -> Vec<
             }
         }
     });
-    out
+    Ok(out)
 }
 
 /// Per-row loss `-sum(q * log_softmax(x))` with `q = (1-s)·onehot(t) + s/C`.
-pub fn cross_entropy(logits: &[f32], targets: &[u32], args: &CrossEntropyArgs) -> Vec<f32> {
+pub fn cross_entropy(logits: &[f32], targets: &[u32], args: &CrossEntropyArgs) -> Result<Vec<f32>> {
     let c = args.classes;
     let s = args.smoothing;
-    let mut out = vec![0.0; args.rows];
+    let mut out = super::pool::zeroed("cross_entropy", args.rows)?;
     out.par_iter_mut().enumerate().for_each(|(r, o)| {
         let row = &logits[r * c..(r + 1) * c];
         let (max, sum) = max_and_sum_exp(row);
@@ -74,14 +76,19 @@ pub fn cross_entropy(logits: &[f32], targets: &[u32], args: &CrossEntropyArgs) -
             nll
         };
     });
-    out
+    Ok(out)
 }
 
 /// `d loss_r / d logits = g_r * (softmax(x_r) - q_r)`.
-pub fn cross_entropy_backward(logits: &[f32], targets: &[u32], grad_rows: &[f32], args: &CrossEntropyArgs) -> Vec<f32> {
+pub fn cross_entropy_backward(
+    logits: &[f32],
+    targets: &[u32],
+    grad_rows: &[f32],
+    args: &CrossEntropyArgs,
+) -> Result<Vec<f32>> {
     let c = args.classes;
     let s = args.smoothing;
-    let mut out = super::pool::take(args.rows * c);
+    let mut out = super::pool::take("cross_entropy", args.rows * c)?;
     out.par_chunks_mut(c.max(1)).enumerate().for_each(|(r, o)| {
         let row = &logits[r * c..(r + 1) * c];
         let (max, sum) = max_and_sum_exp(row);
@@ -93,5 +100,5 @@ pub fn cross_entropy_backward(logits: &[f32], targets: &[u32], grad_rows: &[f32]
             *o = g * ((row[j] - max).exp() * inv_sum - q);
         }
     });
-    out
+    Ok(out)
 }
