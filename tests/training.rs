@@ -94,7 +94,7 @@ fn early_stopping_stops_after_patience_and_restores_the_best_weights() -> Result
     let history = model.fit(
         &data,
         diverging_fit()
-            .callback(ModelCheckpoint::new(template))
+            .callback(ModelCheckpoint::new(template)?)
             .callback(EarlyStopping::new("loss").patience(2).restore_best_weights(true)),
     )?;
     let loss = history.get("loss").unwrap();
@@ -128,7 +128,7 @@ fn model_checkpoint_with_save_best_only_writes_only_on_improvement() -> Result<(
     let mut model = LinReg::new(4)?;
     model.fit(
         &data,
-        diverging_fit().callback(ModelCheckpoint::new(template.clone()).monitor("loss").save_best_only(true)),
+        diverging_fit().callback(ModelCheckpoint::new(template.clone())?.monitor("loss").save_best_only(true)),
     )?;
     let files: Vec<_> =
         std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
@@ -145,7 +145,7 @@ fn model_checkpoint_with_save_best_only_writes_only_on_improvement() -> Result<(
             .batch_size(16)
             .optimizer(Sgd::new(0.05))
             .verbose(Verbosity::Quiet)
-            .callback(ModelCheckpoint::new(template).monitor("loss").mode(Mode::Min).save_best_only(true)),
+            .callback(ModelCheckpoint::new(template)?.monitor("loss").mode(Mode::Min).save_best_only(true)),
     )?;
     let mut files: Vec<_> =
         std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
