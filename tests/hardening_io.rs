@@ -133,6 +133,45 @@ fn a_file_name_near_the_length_limit_saves() {
     }
 }
 
+/// `bytes` (safetensors) with the values of `key` replaced.
+fn with_values(bytes: &[u8], key: &str, values: &[f32]) -> Vec<u8> {
+    let file = safetensors::SafeTensors::deserialize(bytes).unwrap();
+    let tensors: Vec<(String, Vec<usize>, Vec<u8>)> = file
+        .tensors()
+        .into_iter()
+        .map(|(n, v)| {
+            let data = if n == key { values.iter().flat_map(|v| v.to_le_bytes()).collect() } else { v.data().to_vec() };
+            (n, v.shape().to_vec(), data)
+        })
+        .collect();
+    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors
+        .iter()
+        .map(|(n, s, d)| {
+            (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), d).unwrap())
+        })
+        .collect();
+    safetensors::serialize(views, None).unwrap()
+}
+
+#[test]
+fn a_checkpoint_with_non_finite_values_or_a_negative_variance_is_refused() {
+    let bn = rumus::nn::BatchNorm1d::new(&Device::cpu(), 2, 1e-5, 0.1).unwrap();
+    let good = rumus::io::module_to_bytes(&bn).unwrap();
+    let before = values(&bn);
+    for (key, bad, needle) in [
+        ("weight", vec![f32::NAN, 1.0], "weight[0] = NaN"),
+        ("bias", vec![0.0, f32::INFINITY], "bias[1] = inf"),
+        ("running_mean", vec![f32::NEG_INFINITY, 0.0], "running_mean[0] = -inf"),
+        ("running_var", vec![1.0, -0.5], "running_var[1] = -0.5"),
+    ] {
+        let bytes = with_values(&good, key, &bad);
+        let err = rumus::io::module_from_bytes(&bn, &bytes, Path::new("bad.safetensors")).unwrap_err();
+        assert!(matches!(err, Error::Checkpoint { .. }) && err.to_string().contains(needle), "{key}: {err}");
+        assert_eq!(values(&bn), before, "{key}: the module changed");
+    }
+    rumus::io::module_from_bytes(&bn, &with_values(&good, "running_var", &[0.0, 2.0]), Path::new("ok")).unwrap();
+}
+
 // ---------------------------------------------------------------------------------------------
 // #7: decompression bombs.
 
