@@ -319,6 +319,10 @@ fn tamper(dir: &Path, name: &str, metadata: &[(&str, &str)], buffers: &[(&str, V
     out
 }
 
+/// Metadata overrides and buffer overrides of one hostile state file.
+type Metadata<'a> = Vec<(&'a str, &'a str)>;
+type Buffers<'a> = Vec<(&'a str, Vec<f32>)>;
+
 #[test]
 fn hostile_optimizer_state_is_refused_by_field_and_leaves_the_optimizer_unchanged() {
     let dir = scratch("hardening_optimizer_state");
@@ -327,7 +331,7 @@ fn hostile_optimizer_state_is_refused_by_field_and_leaves_the_optimizer_unchange
     let max = u64::MAX.to_string();
     let steps_max = format!(r#"{{"weight": {max}, "bias": 1}}"#);
     let steps_zero = r#"{"weight": 0, "bias": 1}"#.to_string();
-    let cases: Vec<(&str, Vec<(&str, &str)>, Vec<(&str, Vec<f32>)>, &str)> = vec![
+    let cases: Vec<(&str, Metadata, Buffers, &str)> = vec![
         ("steps_max", vec![("steps", steps_max.as_str())], vec![], max.as_str()),
         ("steps_zero", vec![("steps", steps_zero.as_str())], vec![], "steps of `weight` = 0"),
         ("lr_nan", vec![("learning_rate", "NaN")], vec![], "learning_rate = NaN"),

@@ -262,7 +262,7 @@ fn bad_settings_are_errors() -> Result<()> {
 
 #[test]
 fn predict_returns_typed_outputs_in_eval_mode() -> Result<()> {
-    let mut model = LinReg::new(4)?;
+    let model = LinReg::new(4)?;
     let x = Tensor::<Shape1<4>>::randn(5, 1, &Device::cpu())?;
     let y = model.predict(&x)?;
     assert_eq!(y.shape(), [5, 1]);
