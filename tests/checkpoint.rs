@@ -13,6 +13,14 @@ use rumus::prelude::*;
 use safetensors::tensor::TensorView;
 use safetensors::Dtype;
 
+/// The names of the files in `dir`, sorted (temporary files are hidden `.<name>.….tmp` ones).
+fn files_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    names
+}
+
 fn mlp(seed: u64) -> Sequential {
     let d = Device::cpu();
     Sequential::new()
@@ -58,7 +66,7 @@ fn save_then_load_gives_identical_outputs() -> Result<()> {
     assert_ne!(a.forward_raw(&input())?.to_vec()?, b.forward_raw(&input())?.to_vec()?);
     load_module(&b, &path)?;
     assert_eq!(a.forward_raw(&input())?.to_vec()?, b.forward_raw(&input())?.to_vec()?);
-    assert!(!dir.join("mlp.safetensors.tmp").exists(), "no temporary file is left behind");
+    assert_eq!(files_in(&dir), ["mlp.safetensors"], "no temporary file is left behind");
     // PyTorch's names and layouts: nn.Sequential indices, weight [out, in].
     let bytes = std::fs::read(&path).unwrap();
     let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
@@ -158,12 +166,17 @@ fn a_failed_save_leaves_the_previous_file_intact() -> Result<()> {
     .unwrap_err();
     assert!(err.to_string().contains("disk full"), "{err}");
     assert_eq!(std::fs::read(&path).unwrap(), original);
-    assert!(!dir.join("m.safetensors.tmp").exists(), "the partial temporary file is removed");
+    assert_eq!(files_in(&dir), ["m.safetensors"], "the partial temporary file is removed");
 
-    // The temporary file cannot be created: a directory sits where it would go.
+    // The temporary file cannot be created: the folder is gone.
+    let gone = dir.join("gone");
+    assert!(save_module(&mlp(2), gone.join("m.safetensors")).is_err());
+    assert!(!gone.exists());
+    // A folder (or a user's file) named like the old fixed temporary name is not in the way.
     std::fs::create_dir(dir.join("m.safetensors.tmp")).unwrap();
-    assert!(save_module(&mlp(2), &path).is_err());
+    save_module(&model, &path)?;
     assert_eq!(std::fs::read(&path).unwrap(), original);
+    assert!(dir.join("m.safetensors.tmp").is_dir());
     let reloaded = mlp(3);
     load_module(&reloaded, &path)?;
     assert_eq!(weights(&reloaded), weights(&model));

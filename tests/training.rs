@@ -94,7 +94,7 @@ fn early_stopping_stops_after_patience_and_restores_the_best_weights() -> Result
     let history = model.fit(
         &data,
         diverging_fit()
-            .callback(ModelCheckpoint::new(template))
+            .callback(ModelCheckpoint::new(template)?)
             .callback(EarlyStopping::new("loss").patience(2).restore_best_weights(true)),
     )?;
     let loss = history.get("loss").unwrap();
@@ -128,7 +128,7 @@ fn model_checkpoint_with_save_best_only_writes_only_on_improvement() -> Result<(
     let mut model = LinReg::new(4)?;
     model.fit(
         &data,
-        diverging_fit().callback(ModelCheckpoint::new(template.clone()).monitor("loss").save_best_only(true)),
+        diverging_fit().callback(ModelCheckpoint::new(template.clone())?.monitor("loss").save_best_only(true)),
     )?;
     let files: Vec<_> =
         std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
@@ -145,7 +145,7 @@ fn model_checkpoint_with_save_best_only_writes_only_on_improvement() -> Result<(
             .batch_size(16)
             .optimizer(Sgd::new(0.05))
             .verbose(Verbosity::Quiet)
-            .callback(ModelCheckpoint::new(template).monitor("loss").mode(Mode::Min).save_best_only(true)),
+            .callback(ModelCheckpoint::new(template)?.monitor("loss").mode(Mode::Min).save_best_only(true)),
     )?;
     let mut files: Vec<_> =
         std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
@@ -262,7 +262,7 @@ fn bad_settings_are_errors() -> Result<()> {
 
 #[test]
 fn predict_returns_typed_outputs_in_eval_mode() -> Result<()> {
-    let mut model = LinReg::new(4)?;
+    let model = LinReg::new(4)?;
     let x = Tensor::<Shape1<4>>::randn(5, 1, &Device::cpu())?;
     let y = model.predict(&x)?;
     assert_eq!(y.shape(), [5, 1]);

@@ -276,14 +276,24 @@ fn generate(item: &syn::ItemStruct, args: &ModelArgs, fields: &[Field], plan: &P
                 self
             }
 
-            /// Parameters and buffers, in PyTorch's order.
+            /// Trainable parameters, in PyTorch's order; a tied weight once. No buffers.
             pub fn parameters(&self) -> ::std::vec::Vec<::rumus::nn::Param> {
-                ::rumus::nn::named_params(self).into_iter().map(|(_, p)| p).collect()
+                ::rumus::nn::named_parameters(self).into_iter().map(|(_, p)| p).collect()
             }
 
-            /// Parameters and buffers with PyTorch-style names (`features.0.weight`).
+            /// Trainable parameters with PyTorch-style names (`features.0.weight`).
             pub fn named_parameters(&self) -> ::std::vec::Vec<(::std::string::String, ::rumus::nn::Param)> {
-                ::rumus::nn::named_params(self)
+                ::rumus::nn::named_parameters(self)
+            }
+
+            /// Buffers (batch-norm running statistics), in PyTorch's order.
+            pub fn buffers(&self) -> ::std::vec::Vec<::rumus::nn::Param> {
+                ::rumus::nn::named_buffers(self).into_iter().map(|(_, p)| p).collect()
+            }
+
+            /// Buffers with PyTorch-style names (`body.1.running_mean`).
+            pub fn named_buffers(&self) -> ::std::vec::Vec<(::std::string::String, ::rumus::nn::Param)> {
+                ::rumus::nn::named_buffers(self)
             }
         }
 

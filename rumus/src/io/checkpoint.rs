@@ -5,7 +5,7 @@ use std::path::Path;
 
 use safetensors::{Dtype, SafeTensors};
 
-use crate::nn::{named_params, Module};
+use crate::nn::{named_params, Module, Param};
 use crate::{Error, RawTensor, Result};
 
 /// PyTorch's batch-norm step counter: an I64 buffer rumus does not keep; skipped on load.
@@ -44,14 +44,26 @@ pub fn load_module(module: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
     module_from_bytes(module, &bytes, path)
 }
 
+/// A checkpoint is untrusted input: every value must be finite (a NaN or infinite weight
+/// would only show up as NaN losses later), and a running variance cannot be negative (its
+/// square root normalises in eval mode). Returns the first problem, naming key, index and value.
+fn check_values(name: &str, values: &[f32]) -> Option<String> {
+    if let Some((i, v)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+        return Some(format!("{name}[{i}] = {v} is not finite"));
+    }
+    let variance = name == "running_var" || name.ends_with(".running_var");
+    let (i, v) = values.iter().enumerate().find(|(_, v)| variance && **v < 0.0)?;
+    Some(format!("{name}[{i}] = {v}: a variance cannot be negative"))
+}
+
 fn f32_values(data: &[u8]) -> Vec<f32> {
     // safetensors data need not be 4-byte aligned in the buffer: decode bytewise.
     data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
 /// Loads safetensors `bytes` into `module`. Strict: every parameter and buffer must be present
-/// with its shape as f32, and nothing else may be there (except PyTorch's I64
-/// `num_batches_tracked`, which is skipped). All problems are listed, by key, in one
+/// with its shape as f32 and finite values (running variances non-negative), and nothing else
+/// may be there (except PyTorch's I64 `num_batches_tracked`, which is skipped). All problems are listed, by key, in one
 /// [`Error::Checkpoint`]; the module is only changed when there are none. `path` names the
 /// source in errors.
 pub fn module_from_bytes(module: &dyn Module, bytes: &[u8], path: &Path) -> Result<()> {
@@ -70,6 +82,7 @@ pub fn module_from_bytes(module: &dyn Module, bytes: &[u8], path: &Path) -> Resu
     }
     let mut missing = Vec::new();
     let mut problems = Vec::new();
+    let mut decoded: Vec<(&Param, Vec<f32>, &[usize])> = Vec::new();
     for (name, param) in &params {
         match in_file.get(name) {
             None => missing.push(name.clone()),
@@ -79,7 +92,13 @@ pub fn module_from_bytes(module: &dyn Module, bytes: &[u8], path: &Path) -> Resu
             Some(view) if view.shape() != param.shape() => {
                 problems.push(format!("{name}: shape {:?} in file, {:?} in model", view.shape(), param.shape()))
             }
-            Some(_) => {}
+            Some(view) => {
+                let values = f32_values(view.data());
+                match check_values(name, &values) {
+                    Some(problem) => problems.push(problem),
+                    None => decoded.push((param, values, view.shape())),
+                }
+            }
         }
     }
     let unexpected: Vec<&String> = in_file.keys().filter(|k| !params.iter().any(|(n, _)| n == *k)).collect();
@@ -102,11 +121,8 @@ pub fn module_from_bytes(module: &dyn Module, bytes: &[u8], path: &Path) -> Resu
             detail: format!("does not match the model: {}", parts.join(" | ")),
         });
     }
-    for (name, param) in &params {
-        if let Some(view) = in_file.get(name) {
-            let value = RawTensor::from_vec(f32_values(view.data()), view.shape(), &crate::Device::cpu())?;
-            param.assign(&value)?;
-        }
+    for (param, values, shape) in decoded {
+        param.assign(&RawTensor::from_vec(values, shape, &crate::Device::cpu())?)?;
     }
     Ok(())
 }

@@ -39,7 +39,9 @@ pub fn save_optimizer(optimizer: &dyn Optimizer, path: impl AsRef<Path>) -> Resu
 }
 
 /// Restores state saved by [`save_optimizer`] into `optimizer` (which must be of the same
-/// kind), placing buffers on the devices of `params` (from `nn::named_params(&model)`).
+/// kind), placing buffers on the devices of `params` (from `nn::named_parameters(&model)`).
+/// The file is untrusted: every field is validated ([`OptimizerState::validate`]) and any
+/// problem is an [`Error::Checkpoint`] naming the field and value, with `optimizer` unchanged.
 pub fn load_optimizer(optimizer: &mut dyn Optimizer, params: &[(String, Param)], path: impl AsRef<Path>) -> Result<()> {
     let path = path.as_ref();
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
@@ -66,5 +68,7 @@ pub fn load_optimizer(optimizer: &mut dyn Optimizer, params: &[(String, Param)],
         let values = view.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
         state.buffers.entry(param.to_string()).or_default().insert(buffer.to_string(), (view.shape().to_vec(), values));
     }
-    optimizer.load_state(&state, params)
+    state.validate().map_err(bad)?;
+    // The optimizer is unchanged when loading fails.
+    optimizer.load_state(&state, params).map_err(|e| bad(e.to_string()))
 }

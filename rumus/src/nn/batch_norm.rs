@@ -42,7 +42,8 @@ impl BatchNormState {
     fn forward(&self, x: &RawTensor) -> Result<RawTensor> {
         let running =
             RunningStats { mean: self.running_mean.tensor(), var: self.running_var.tensor(), momentum: self.momentum };
-        x.batch_norm(Some(self.weight.tensor()), Some(self.bias.tensor()), Some(running), self.training, self.eps)
+        let training = super::training_active(self.training);
+        x.batch_norm(Some(self.weight.tensor()), Some(self.bias.tensor()), Some(running), training, self.eps)
     }
 
     fn visit(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param)) {

@@ -40,7 +40,7 @@ impl Dropout {
 
 impl Module for Dropout {
     fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
-        if !self.training {
+        if !super::training_active(self.training) {
             return x.dropout(self.p, false, 0);
         }
         let call = self.calls.fetch_add(1, Ordering::Relaxed);

@@ -15,6 +15,9 @@ pub trait Module: Send + Sync {
     fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param));
 
     /// Switches training behaviour (dropout, batch-norm statistics). Default: nothing to switch.
+    /// A layer that has such behaviour runs it only when
+    /// [`training_active`](super::training_active)`(flag)` says so, so that `evaluate` and
+    /// `predict` (under an [`EvalGuard`](super::EvalGuard)) need no `&mut` model.
     fn set_training(&mut self, _training: bool) {}
 
     /// The layer's name and arguments as shown by `summary()`, e.g. `Conv2d(1 => 6, kernel = 5)`.
@@ -30,14 +33,38 @@ pub fn join_name(prefix: &str, name: &str) -> String {
     }
 }
 
-/// All named parameters and buffers of `module`, in visiting order.
+/// Every named parameter and buffer of `module`, in visiting order: PyTorch's `state_dict`
+/// (what checkpoints hold). A tied tensor appears under each of its names.
 pub fn named_params(module: &dyn Module) -> Vec<(String, Param)> {
     let mut out = Vec::new();
     module.visit_params("", &mut |name, p| out.push((name.to_string(), p.clone())));
     out
 }
 
-/// Number of trainable scalars of `module`.
+/// The trainable parameters of `module` (PyTorch's `named_parameters`): each tensor once, under
+/// its first name, so a tied weight is stepped, decayed and clipped once. No buffers.
+pub fn named_parameters(module: &dyn Module) -> Vec<(String, Param)> {
+    unique(named_params(module).into_iter().filter(|(_, p)| p.is_trainable()))
+}
+
+/// The buffers of `module` (batch-norm running statistics; PyTorch's `named_buffers`): each
+/// tensor once, under its first name. No optimizer, weight decay or clipping touches them.
+pub fn named_buffers(module: &dyn Module) -> Vec<(String, Param)> {
+    unique(named_params(module).into_iter().filter(|(_, p)| !p.is_trainable()))
+}
+
+/// Keeps the first of every group of entries whose tensors share storage.
+fn unique(entries: impl Iterator<Item = (String, Param)>) -> Vec<(String, Param)> {
+    let mut out: Vec<(String, Param)> = Vec::new();
+    for (name, param) in entries {
+        if !out.iter().any(|(_, seen)| seen.same_tensor(&param)) {
+            out.push((name, param));
+        }
+    }
+    out
+}
+
+/// Number of trainable scalars of `module` (a tied weight counts once).
 pub fn count_trainable(module: &dyn Module) -> usize {
-    named_params(module).iter().filter(|(_, p)| p.is_trainable()).map(|(_, p)| p.tensor().numel()).sum()
+    named_parameters(module).iter().map(|(_, p)| p.tensor().numel()).sum()
 }

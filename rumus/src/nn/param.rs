@@ -48,8 +48,26 @@ impl Param {
         backend.copy_strided(value.storage(), value.layout(), self.tensor.storage(), self.tensor.layout())
     }
 
+    /// Whether `self` and `other` are one tensor (clones of one parameter, or a tied weight):
+    /// they share storage, so updating one updates the other.
+    pub fn same_tensor(&self, other: &Param) -> bool {
+        self.tensor.id() == other.tensor.id() || self.tensor.storage().same_memory(other.tensor.storage())
+    }
+
     /// The current values on the host.
     pub fn to_vec(&self) -> Result<Vec<f32>> {
         self.tensor.to_vec()
     }
+}
+
+/// The entries of `params` that an update may touch: trainable, each tensor once (the first
+/// name of a tied weight), so optimizers and clipping never see a tensor twice.
+pub(crate) fn unique_trainable(params: &[(String, Param)]) -> Vec<&(String, Param)> {
+    let mut out: Vec<&(String, Param)> = Vec::new();
+    for entry in params.iter().filter(|(_, p)| p.is_trainable()) {
+        if !out.iter().any(|(_, seen)| seen.same_tensor(&entry.1)) {
+            out.push(entry);
+        }
+    }
+    out
 }

@@ -13,8 +13,12 @@ pub fn clip_grad_norm(params: &[(String, Param)], grads: &mut Gradients, max_nor
         return Err(Error::invalid("clip_grad_norm", format!("max_norm = {max_norm} must be positive")));
     }
     let _no_grad = crate::autograd::NoGradGuard::new();
-    let with_grad: Vec<&Param> =
-        params.iter().map(|(_, p)| p).filter(|p| p.is_trainable() && grads.get(p.tensor()).is_some()).collect();
+    // Buffers have no say, and a tied weight counts (and is scaled) once.
+    let with_grad: Vec<&Param> = crate::nn::unique_trainable(params)
+        .into_iter()
+        .map(|(_, p)| p)
+        .filter(|p| grads.get(p.tensor()).is_some())
+        .collect();
     let mut total: Option<RawTensor> = None;
     for param in &with_grad {
         if let Some(g) = grads.get(param.tensor()) {

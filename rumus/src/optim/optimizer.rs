@@ -11,7 +11,8 @@ pub trait Optimizer: Send {
     fn name(&self) -> &'static str;
 
     /// One update of every trainable parameter in `params` that has a gradient in `grads`.
-    /// Parameters without a gradient (unused in this step, or frozen buffers) are left alone.
+    /// Parameters without a gradient (unused in this step) and buffers are left alone, and a
+    /// tensor listed under several names (a tied weight) is updated once, under its first.
     fn step(&mut self, params: &[(String, Param)], grads: &Gradients) -> Result<()>;
 
     /// The learning rate the next step uses.

@@ -24,6 +24,53 @@ pub struct OptimizerState {
     pub buffers: BTreeMap<String, BTreeMap<String, HostBuffer>>,
 }
 
+/// The largest step count a parameter may have: the fused kernels compute Adam's bias
+/// correction `1 - β^step` with an i32 exponent, and one more step must still fit.
+pub const MAX_STEPS: u64 = i32::MAX as u64 - 1;
+
+impl OptimizerState {
+    /// Checks every field as untrusted input (a state file may be corrupt or hostile): a
+    /// finite, non-negative learning rate; step counts in `1..=MAX_STEPS`; buffers only for
+    /// parameters with a step count, with as many finite values as their shape holds, second
+    /// moments (`*_sq`, `square_avg`) non-negative. The error names the field and its value.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        let lr = self.learning_rate;
+        if !(lr.is_finite() && lr >= 0.0) {
+            return Err(format!("learning_rate = {lr} must be finite and non-negative"));
+        }
+        for (name, &steps) in &self.steps {
+            if !(1..=MAX_STEPS).contains(&steps) {
+                return Err(format!("steps of `{name}` = {steps} must be in 1..={MAX_STEPS}"));
+            }
+        }
+        for (param, buffers) in &self.buffers {
+            if !self.steps.contains_key(param) {
+                return Err(format!("buffers for `{param}`, which has no step count"));
+            }
+            for (buffer, (shape, values)) in buffers {
+                check_buffer(&format!("{param}.{buffer}"), buffer, shape, values)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One saved buffer: its size matches its shape, its values are finite, second moments >= 0.
+fn check_buffer(key: &str, buffer: &str, shape: &[usize], values: &[f32]) -> std::result::Result<(), String> {
+    let numel = shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
+    if numel != Some(values.len()) {
+        return Err(format!("`{key}` has shape {shape:?} but {} values", values.len()));
+    }
+    if let Some((i, v)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+        return Err(format!("`{key}`[{i}] = {v} is not finite"));
+    }
+    let second_moment = buffer.ends_with("_sq") || buffer == "square_avg";
+    if let Some((i, v)) = values.iter().enumerate().find(|(_, v)| second_moment && **v < 0.0) {
+        return Err(format!("`{key}`[{i}] = {v}: a second moment cannot be negative"));
+    }
+    Ok(())
+}
+
 /// The `learning_rate`, `set_learning_rate`, `state` and `load_state` methods of an optimizer
 /// whose learning rate is `self<path>.lr` and whose per-parameter state is the [`StateTable`]
 /// `self<path>.state` (`<path>` is empty, or `.0` for a newtype): the same for every optimizer.
@@ -42,6 +89,7 @@ macro_rules! lr_and_state_methods {
         }
 
         fn load_state(&mut self, state: &OptimizerState, params: &[(String, Param)]) -> Result<()> {
+            state.validate().map_err(|detail| crate::Error::invalid("optimizer load_state", detail))?;
             self$($path)*.state.import(self.name(), state, params)?;
             self$($path)*.lr = state.learning_rate;
             Ok(())
@@ -82,10 +130,8 @@ impl StateTable {
         mut make_step: impl FnMut(u64) -> OptimizerStep,
     ) -> Result<()> {
         let _no_grad = crate::autograd::NoGradGuard::new();
-        for (name, param) in params {
-            if !param.is_trainable() {
-                continue;
-            }
+        // Buffers are never updated, and a tied weight is stepped once, under its first name.
+        for (name, param) in crate::nn::unique_trainable(params) {
             let Some(grad) = grads.get(param.tensor()) else {
                 continue;
             };
@@ -106,7 +152,12 @@ impl StateTable {
                     self.slots.entry(name.clone()).or_insert(Slot { steps: 0, buffers })
                 }
             };
-            slot.steps += 1;
+            slot.steps = slot.steps.checked_add(1).filter(|s| *s <= MAX_STEPS + 1).ok_or_else(|| {
+                Error::invalid(
+                    "optimizer step",
+                    format!("`{name}` has taken {} steps, the most there can be", slot.steps),
+                )
+            })?;
             let step = make_step(slot.steps);
             let state: Vec<_> = slot.buffers.iter().map(|b| b.storage()).collect();
             let state = if matches!(step, OptimizerStep::Sgd { momentum, .. } if momentum == 0.0) {
@@ -141,6 +192,11 @@ impl StateTable {
         let unknown: Vec<&String> = state.steps.keys().filter(|name| !params.iter().any(|(n, _)| n == *name)).collect();
         if !unknown.is_empty() {
             return Err(Error::invalid(op, format!("state for parameters the model does not have: {unknown:?}")));
+        }
+        for (name, buffers) in &state.buffers {
+            if let Some(extra) = buffers.keys().find(|b| !self.buffer_names.contains(&b.as_str())) {
+                return Err(Error::invalid(op, format!("`{name}.{extra}` is not a buffer of {optimizer}")));
+            }
         }
         let mut slots = BTreeMap::new();
         for (name, param) in params {

@@ -1,9 +1,10 @@
-//! Evaluation and prediction: no graph recorded, the model in eval mode.
+//! Evaluation and prediction: no graph recorded, the model's layers in eval mode, the model
+//! itself unchanged (`&Model`).
 
 use std::ops::ControlFlow;
 
 use crate::data::{DataLoader, Dataset, SampleFor, Target, TargetFor};
-use crate::nn::{named_params, Module};
+use crate::nn::{named_params, EvalGuard, Module};
 use crate::{Device, Error, Model, Result, Tensor};
 
 use super::metrics::Stats;
@@ -81,7 +82,9 @@ pub(crate) fn evaluate_dataset<D: Dataset>(
 }
 
 /// Mean loss and accuracy of `model` on `data`, in eval mode and without recording a graph.
-pub fn evaluate<M: Model, D: Dataset>(model: &mut M, data: &D) -> Result<Evaluation>
+/// The model is not changed: its layers act as in eval mode for this call only
+/// ([`EvalGuard`]), whatever mode it is in.
+pub fn evaluate<M: Model, D: Dataset>(model: &M, data: &D) -> Result<Evaluation>
 where
     D::Sample: SampleFor<M::Input>,
     D::Target: TargetFor<M::Output>,
@@ -90,18 +93,19 @@ where
 }
 
 /// [`evaluate`] with explicit settings.
-pub fn evaluate_with<M: Model, D: Dataset>(model: &mut M, data: &D, settings: &EvalSettings) -> Result<Evaluation>
+pub fn evaluate_with<M: Model, D: Dataset>(model: &M, data: &D, settings: &EvalSettings) -> Result<Evaluation>
 where
     D::Sample: SampleFor<M::Input>,
     D::Target: TargetFor<M::Output>,
 {
-    model.set_training(false);
-    evaluate_dataset(&*model, data, None, settings)
+    let _eval = EvalGuard::new();
+    evaluate_dataset(model, data, None, settings)
 }
 
-/// The model's outputs for a batch of inputs, in eval mode and without recording a graph.
-pub fn predict<M: Model>(model: &mut M, inputs: &Tensor<M::Input>) -> Result<Tensor<M::Output>> {
-    model.set_training(false);
+/// The model's outputs for a batch of inputs, in eval mode (for this call only, see
+/// [`evaluate`]) and without recording a graph.
+pub fn predict<M: Model>(model: &M, inputs: &Tensor<M::Input>) -> Result<Tensor<M::Output>> {
+    let _eval = EvalGuard::new();
     let _no_grad = crate::autograd::NoGradGuard::new();
     Tensor::from_raw(model.forward_raw(inputs.raw())?)
 }

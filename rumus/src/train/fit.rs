@@ -4,7 +4,7 @@ use std::ops::ControlFlow;
 use std::time::Instant;
 
 use crate::data::{DataLoader, Dataset, SampleFor, Target, TargetFor};
-use crate::nn::named_params;
+use crate::nn::named_parameters;
 use crate::optim::schedule::Progress as SchedulePoint;
 use crate::optim::{clip_grad_norm, Adam, Optimizer};
 use crate::{Error, Model, Result};
@@ -55,7 +55,8 @@ where
     let loss = cfg.loss.unwrap_or(Loss::default_for(kind));
     loss.check(kind)?;
     let device = model_device(&*model);
-    let params = named_params(&*model);
+    // Trainable parameters only, each tensor once: buffers are never stepped, tied weights once.
+    let params = named_parameters(&*model);
 
     // Keras holds out the last samples, before any shuffling.
     let n = train.len();
@@ -89,6 +90,7 @@ where
     let mut progress = Progress::new(cfg.verbosity, cfg.epochs);
     let epochs = cfg.epochs;
 
+    super::build_warning::warn_once_if_debug_build();
     each_callback!(callbacks, model, optimizer, history, stop, epochs, |cb, ctx| cb.on_train_begin(&mut ctx));
     for epoch in 0..epochs {
         let started = Instant::now();
@@ -141,14 +143,11 @@ where
             return Err(e);
         }
         // Without a callback that handles it (TerminateOnNaN restores weights above), a
-        // non-finite loss ends training: the weights it produced are garbage.
-        if let Some(l) = logs.get("loss").filter(|l| !l.is_finite()) {
+        // non-finite loss, or weights the epoch's last step made non-finite (which no loss
+        // computed before that step shows), end training: those weights are garbage.
+        if let Err(e) = check_finite(&*model, &logs, epoch) {
             progress.abandon();
-            return Err(Error::NonFinite(format!(
-                "fit: the training loss became {l} in epoch {} (NaN or infinite inputs, targets or weights; a \
-                 lower learning rate, clip_grad_norm, or TerminateOnNaN to restore the last good weights)",
-                epoch + 1
-            )));
+            return Err(e);
         }
         model.set_training(false);
         let validation = if n_val > 0 {
@@ -183,4 +182,18 @@ where
     }
     history.set_stop_reason(stop);
     Ok(history)
+}
+
+/// The epoch's loss and the weights after its last step must be finite.
+fn check_finite(model: &dyn crate::nn::Module, logs: &super::Logs, epoch: usize) -> Result<()> {
+    let what = match logs.get("loss").filter(|l| !l.is_finite()) {
+        Some(l) => format!("the training loss became {l}"),
+        None if !super::finite::weights_finite(model)? => "a step made the weights NaN or infinite".to_string(),
+        None => return Ok(()),
+    };
+    Err(Error::NonFinite(format!(
+        "fit: {what} in epoch {} (NaN or infinite inputs, targets or weights; a lower learning rate, \
+         clip_grad_norm, or TerminateOnNaN to restore the last good weights)",
+        epoch + 1
+    )))
 }

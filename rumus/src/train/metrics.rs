@@ -1,7 +1,7 @@
 //! Epoch statistics accumulated on the device: the loss sum and the correct counts stay a
 //! small tensor there and are read only when a progress line or the epoch's end needs them.
 
-use crate::backend::{DType, GatherArgs};
+use crate::backend::{BinaryOp, DType};
 use crate::data::TargetKind;
 use crate::{Device, Error, RawTensor, Result};
 
@@ -15,8 +15,10 @@ pub(crate) struct Stats {
     sum: Option<RawTensor>,
     /// One-hot rows that place each per-batch scalar into `sum` without a concat op.
     basis: Vec<RawTensor>,
-    /// `k - 0.5` for top-1 and top-k, made once so a step uploads nothing.
-    limits: Vec<RawTensor>,
+    /// `k - 0.5` for top-k, made once so a step uploads nothing.
+    top_k_limit: Option<RawTensor>,
+    /// The class indices `0, 1, ..` as f32, made on the first batch (the class count is known then).
+    class_index: Option<RawTensor>,
     seen: usize,
 }
 
@@ -33,12 +35,8 @@ impl Stats {
                 RawTensor::from_vec(v, &[width], device)
             })
             .collect::<Result<Vec<_>>>()?;
-        let limits = [Some(1), top_k]
-            .iter()
-            .flatten()
-            .map(|&k| RawTensor::full(k as f32 - 0.5, &[1], device))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Stats { kind, top_k, sum: None, basis, limits, seen: 0 })
+        let top_k_limit = top_k.map(|k| RawTensor::full(k as f32 - 0.5, &[1], device)).transpose()?;
+        Ok(Stats { kind, top_k, sum: None, basis, top_k_limit, class_index: None, seen: 0 })
     }
 
     /// Adds a batch: its mean loss, the model outputs and the targets. No host read.
@@ -47,9 +45,13 @@ impl Stats {
         let n = outputs.shape().first().copied().unwrap_or(0);
         let mut parts = vec![loss.detach().mul_scalar(n as f32)?];
         if let TargetKind::Class { .. } = self.kind {
-            let rank = rank_of_target(&outputs.detach(), targets)?;
-            for limit in &self.limits {
-                parts.push(count_below(&rank, limit)?);
+            let logits = outputs.detach();
+            check_class_batch(&logits, targets)?;
+            let class_index = self.class_index(&logits)?;
+            parts.push(correct_top1(&logits, targets, &class_index)?);
+            if let Some(limit) = &self.top_k_limit {
+                let rank = rank_of_target(&logits, targets, &class_index)?;
+                parts.push(limit.binary(BinaryOp::Gt, &rank)?.sum_all()?);
             }
         }
         let mut row: Option<RawTensor> = None;
@@ -93,9 +95,23 @@ impl Stats {
     }
 }
 
-/// For each row, how many logits are strictly larger than the target's logit (`[batch]`).
-/// The prediction is correct at top-k when that count is below k (ties count as correct).
-fn rank_of_target(logits: &RawTensor, targets: &RawTensor) -> Result<RawTensor> {
+impl Stats {
+    /// `[0, 1, .., classes - 1]` as f32 on the logits' device, made once.
+    fn class_index(&mut self, logits: &RawTensor) -> Result<RawTensor> {
+        let classes = logits.shape()[1];
+        match &self.class_index {
+            Some(index) if index.shape() == [classes] => Ok(index.clone()),
+            _ => {
+                let index = RawTensor::from_vec((0..classes).map(|c| c as f32).collect(), &[classes], logits.device())?;
+                self.class_index = Some(index.clone());
+                Ok(index)
+            }
+        }
+    }
+}
+
+/// Logits `[batch, classes]` (at least one class) and u32 targets `[batch]`.
+fn check_class_batch(logits: &RawTensor, targets: &RawTensor) -> Result<()> {
     if logits.rank() != 2 || targets.dtype() != DType::U32 || targets.shape() != [logits.shape()[0]] {
         return Err(Error::shape(
             "accuracy",
@@ -106,16 +122,29 @@ fn rank_of_target(logits: &RawTensor, targets: &RawTensor) -> Result<RawTensor> 
             ),
         ));
     }
-    let (rows, classes) = (logits.shape()[0], logits.shape()[1]);
-    let x = logits.contiguous()?;
-    let t = targets.contiguous()?;
-    let args = GatherArgs { outer: rows, len: classes, inner: 1, count: 1 };
-    let picked = x.device().backend().gather(x.storage(), t.storage(), &args)?;
-    let picked = RawTensor::from_kernel(picked, &[rows, 1], x.device());
-    x.binary(crate::backend::BinaryOp::Gt, &picked)?.sum(&[1], false)
+    if logits.shape()[1] == 0 {
+        return Err(Error::shape("accuracy", format!("logits {:?} have no class", logits.shape())));
+    }
+    Ok(())
 }
 
-/// Number of rows whose rank is below `limit` (`k - 0.5`), as a one-element tensor.
-fn count_below(rank: &RawTensor, limit: &RawTensor) -> Result<RawTensor> {
-    limit.binary(crate::backend::BinaryOp::Gt, rank)?.sum_all()
+/// Rows whose argmax is the target, as a one-element tensor. Ties go to the first largest
+/// logit (PyTorch's `argmax`), so all-equal logits are correct only for class 0, never for all.
+fn correct_top1(logits: &RawTensor, targets: &RawTensor, class_index: &RawTensor) -> Result<RawTensor> {
+    let predicted = class_index.index_select(0, &logits.argmax(1)?)?;
+    let wanted = class_index.index_select(0, targets)?;
+    predicted.binary(BinaryOp::Eq, &wanted)?.sum_all()
+}
+
+/// For each row, the target's place in the order "larger logit first, then lower index" (the
+/// same tie rule as [`correct_top1`]): the logits strictly larger than the target's, plus the
+/// equal ones at a lower index. The prediction is correct at top-k when that is below k.
+fn rank_of_target(logits: &RawTensor, targets: &RawTensor, class_index: &RawTensor) -> Result<RawTensor> {
+    let rows = logits.shape()[0];
+    let picked = logits.gather(1, &targets.reshape(&[rows, 1])?)?;
+    let wanted = class_index.index_select(0, targets)?.reshape(&[rows, 1])?;
+    let before_target = wanted.binary(BinaryOp::Gt, &class_index.reshape(&[1, class_index.numel()])?)?;
+    let larger = logits.binary(BinaryOp::Gt, &picked)?;
+    let tied_before = logits.binary(BinaryOp::Eq, &picked)?.mul(&before_target)?;
+    larger.add(&tied_before)?.sum(&[1], false)
 }

@@ -8,7 +8,7 @@
 //!     .schedule(CosineAnnealing { t_max: 10, eta_min: 0.0 })
 //!     .validation(&test)
 //!     .callback(EarlyStopping::new("val_loss").patience(3).restore_best_weights(true))
-//!     .callback(ModelCheckpoint::new("ckpt-{epoch:02}-{val_loss:.4}.safetensors").save_best_only(true)))?;
+//!     .callback(ModelCheckpoint::new("ckpt-{epoch:02}-{val_loss:.4}.safetensors")?.save_best_only(true)))?;
 //! history.plot("curves.svg")?;
 //! println!("{:.2}%", 100.0 * model.evaluate(&test)?.accuracy);
 //! ```
@@ -17,10 +17,13 @@
 //! epoch's loss sum and correct counts are accumulated as tensors on the device and read once
 //! every `progress_every` steps (progress-bar mode) or once per epoch.
 
+mod build_warning;
 mod callback;
 mod config;
 mod early_stopping;
 mod evaluate;
+mod file_template;
+mod finite;
 mod fit;
 mod history;
 mod logs;
@@ -37,6 +40,7 @@ pub use callback::{Callback, Mode, TrainContext};
 pub use config::{Fit, NoValidation, ValidationData, ValidationFor, Verbosity};
 pub use early_stopping::EarlyStopping;
 pub use evaluate::{evaluate, evaluate_with, predict, EvalSettings, Evaluation};
+pub use file_template::FileTemplate;
 pub use fit::fit;
 pub use history::History;
 pub use logs::Logs;

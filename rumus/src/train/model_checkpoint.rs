@@ -2,15 +2,17 @@
 
 use std::path::PathBuf;
 
+use super::file_template::FileTemplate;
 use super::{Callback, Logs, Mode, TrainContext};
-use crate::{Error, Result};
+use crate::Result;
 
 /// Saves the model's weights (safetensors) at the end of epochs to a path made from a template:
 /// `{epoch}` is the 1-based epoch and any other `{name}` a metric of the epoch's logs, with an
 /// optional format: `{epoch:02}` pads to two digits, `{val_loss:.4}` keeps four decimals
 /// (Python's `02d` / `.4f` spellings work too). E.g. `"ckpt-{epoch:02}-{val_loss:.4}.safetensors"`.
+/// `{{` and `}}` are literal braces.
 pub struct ModelCheckpoint {
-    template: String,
+    template: FileTemplate,
     monitor: String,
     mode: Mode,
     save_best_only: bool,
@@ -20,15 +22,17 @@ pub struct ModelCheckpoint {
 
 impl ModelCheckpoint {
     /// Saves after every epoch to `template`; monitors `val_loss` once `save_best_only` is on.
-    pub fn new(template: impl Into<String>) -> Self {
-        ModelCheckpoint {
-            template: template.into(),
+    /// The template is parsed here: an unclosed brace, an unknown field or a bad or huge
+    /// width is an [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    pub fn new(template: impl AsRef<str>) -> Result<Self> {
+        Ok(ModelCheckpoint {
+            template: FileTemplate::parse(template.as_ref())?,
             monitor: "val_loss".into(),
             mode: Mode::Auto,
             save_best_only: false,
             best: None,
             saved: Vec::new(),
-        }
+        })
     }
 
     pub fn monitor(mut self, monitor: impl Into<String>) -> Self {
@@ -54,42 +58,8 @@ impl ModelCheckpoint {
 
     /// The template filled in for `epoch` (0-based) and `logs`.
     pub fn file_name(&self, epoch: usize, logs: &Logs) -> Result<String> {
-        fill_template(&self.template, epoch, logs)
+        self.template.fill(epoch, logs)
     }
-}
-
-/// Fills `{name}` / `{name:spec}` placeholders.
-fn fill_template(template: &str, epoch: usize, logs: &Logs) -> Result<String> {
-    let bad = |detail: String| Error::invalid("ModelCheckpoint", format!("file name template {template:?}: {detail}"));
-    let mut out = String::new();
-    let mut rest = template;
-    while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..open]);
-        let close = rest[open..].find('}').ok_or_else(|| bad("unclosed `{`".into()))? + open;
-        let field = &rest[open + 1..close];
-        let (name, spec) = field.split_once(':').unwrap_or((field, ""));
-        let spec = spec.trim_end_matches(['d', 'f']);
-        if name == "epoch" {
-            let width: usize =
-                if spec.is_empty() { 0 } else { spec.parse().map_err(|_| bad(format!("format `{spec}`")))? };
-            out.push_str(&format!("{:0width$}", epoch + 1));
-        } else {
-            let value = logs.get(name).ok_or_else(|| {
-                bad(format!("no metric `{name}`; there are epoch, {}", logs.names().collect::<Vec<_>>().join(", ")))
-            })?;
-            match spec.strip_prefix('.') {
-                Some(p) => {
-                    let precision: usize = p.parse().map_err(|_| bad(format!("format `{spec}`")))?;
-                    out.push_str(&format!("{value:.precision$}"));
-                }
-                None if spec.is_empty() => out.push_str(&value.to_string()),
-                None => return Err(bad(format!("format `{spec}`"))),
-            }
-        }
-        rest = &rest[close + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
 }
 
 impl Callback for ModelCheckpoint {

@@ -37,8 +37,9 @@ fn main() -> rumus::Result<()> {
     let x = Tensor::<Shape3<3, 20, 20>>::randn(2, 0, &device)?;
     let y: Tensor<Shape1<10>> = vision.forward(&x)?;
     assert_eq!(y.shape(), &[2, 10]);
-    let total: usize = vision.parameters().iter().map(|p| p.tensor().numel()).sum();
-    assert_eq!(total, Vision::TOTAL_PARAMS);
+    let trainable: usize = vision.parameters().iter().map(|p| p.tensor().numel()).sum();
+    let buffers: usize = vision.buffers().iter().map(|p| p.tensor().numel()).sum();
+    assert_eq!((trainable, trainable + buffers), (Vision::TRAINABLE_PARAMS, Vision::TOTAL_PARAMS));
 
     let seq = Sequence::new(&device, 5)?;
     let tokens: Vec<u32> = (0..24).map(|i| (i * 7) % 50).collect();

@@ -19,8 +19,9 @@ fn main() -> rumus::Result<()> {
     let x = Tensor::<Shape3<3, 16, 16>>::randn(2, 0, &device)?;
     let y: Tensor<Shape1<5>> = model.forward(&x)?;
     assert_eq!(y.shape(), &[2, 5]);
-    let total: usize = model.parameters().iter().map(|p| p.tensor().numel()).sum();
-    assert_eq!(total, ResNetTiny::TOTAL_PARAMS);
+    let trainable: usize = model.parameters().iter().map(|p| p.tensor().numel()).sum();
+    let buffers: usize = model.buffers().iter().map(|p| p.tensor().numel()).sum();
+    assert_eq!((trainable, trainable + buffers), (ResNetTiny::TRAINABLE_PARAMS, ResNetTiny::TOTAL_PARAMS));
     assert_eq!(rumus::nn::count_trainable(&model), ResNetTiny::TRAINABLE_PARAMS);
     Ok(())
 }
