@@ -32,12 +32,14 @@ fn target_of(row: u32) -> u32 {
     return t;
 }
 
-// Loss of one row from its max m, sum(exp(x - m)) s and sum(x) total.
-fn row_loss(row: u32, m: f32, s: f32, total: f32) -> f32 {
+// Loss of one row from its max m, sum(exp(x - m)) s and sum(m - x) gaps. Summing the gaps to the
+// maximum (each in [0, spread]) instead of the raw logits keeps the smoothing term exact at any
+// logit size.
+fn row_loss(row: u32, m: f32, s: f32, gaps: f32) -> f32 {
     let log_sum = log(s);
     let t = target_of(row);
     let nll = (m - x[row * p.classes + t]) + log_sum;
-    let mean_nll = (m - total / f32(p.classes)) + log_sum;
+    let mean_nll = gaps / f32(p.classes) + log_sum;
     return select(nll, (1.0 - p.smoothing) * nll + p.smoothing * mean_nll, p.smoothing > 0.0);
 }
 
@@ -59,11 +61,11 @@ fn cross_entropy(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
         let ms = row_max_sum(base, p.classes, lid);
         var acc = 0.0;
         for (var j = lid; j < p.classes; j += RED_WG) {
-            acc += x[base + j];
+            acc += ms.x - x[base + j];
         }
-        let total = wg_sum(acc, lid);
+        let gaps = wg_sum(acc, lid);
         if lid == 0u {
-            out[row] = row_loss(row, ms.x, ms.y, total);
+            out[row] = row_loss(row, ms.x, ms.y, gaps);
         }
     }
 }
@@ -77,16 +79,16 @@ fn cross_entropy_short(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workg
     }
     let base = row * p.classes;
     var m = p.neg_inf;
-    var total = 0.0;
     for (var j = 0u; j < p.classes; j++) {
         m = max(m, x[base + j]);
-        total += x[base + j];
     }
     var s = 0.0;
+    var gaps = 0.0;
     for (var j = 0u; j < p.classes; j++) {
         s += exp(x[base + j] - m);
+        gaps += m - x[base + j];
     }
-    out[row] = row_loss(row, m, s, total);
+    out[row] = row_loss(row, m, s, gaps);
 }
 
 @compute @workgroup_size(RED_WG)

@@ -554,3 +554,31 @@ proptest! {
         }
     }
 }
+
+/// Random streams are indexed by a u32 counter (two words per normal value): a draw longer than
+/// the period would silently repeat values, so every backend refuses it before allocating.
+#[test]
+fn random_draws_beyond_the_generators_period_are_refused() {
+    use rumus::backend::RandomKind;
+    let d = cpu();
+    for (kind, period) in [(RandomKind::Uniform, 1usize << 32), (RandomKind::Normal, 1 << 31)] {
+        match d.backend().random(kind, period + 1, 7) {
+            Err(Error::InvalidArgument { op: "random", .. }) => {}
+            other => panic!("{kind:?} of {} values: {:?}", period + 1, other.map(|s| s.len())),
+        }
+        assert!(kind.check_len(period).is_ok());
+    }
+    assert!(matches!(RawTensor::randn(&[1 << 16, (1 << 15) + 1], 0.0, 1.0, 3, &d), Err(Error::InvalidArgument { .. })));
+}
+
+/// A layer axis at the edge of `isize` is an error, not an overflow when the batch axis is added.
+#[test]
+fn softmax_layers_with_extreme_axes_are_errors() {
+    use rumus::nn::{LogSoftmax, Module, Softmax};
+    let x = tensor(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
+    for axis in [isize::MAX, isize::MAX - 1, 1, isize::MIN, -3] {
+        assert!(Softmax { axis }.forward_raw(&x).is_err(), "Softmax axis {axis}");
+        assert!(LogSoftmax { axis }.forward_raw(&x).is_err(), "LogSoftmax axis {axis}");
+    }
+    assert_eq!(Softmax { axis: -1 }.forward_raw(&x).unwrap().shape(), &[2, 2]);
+}

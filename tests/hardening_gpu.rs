@@ -361,3 +361,22 @@ fn transfer_child() -> Result<()> {
     eprintln!("transfer_child checked");
     Ok(())
 }
+
+/// Label-smoothed cross-entropy sums the gaps to the row maximum, not the raw logits, so equal
+/// huge logits give exactly log(classes) on both kernels (few classes: one invocation per row;
+/// many: a workgroup per row), as on the CPU.
+#[test]
+fn smoothed_cross_entropy_is_exact_at_huge_logits_on_the_gpu() {
+    let Some(gpu) = wgpu_or_skip() else { return };
+    for classes in [10usize, 3000] {
+        let targets = RawTensor::from_indices(&[3, 7], &[2], &gpu).unwrap();
+        for value in [1e30f32, -1e30, 3e38] {
+            let logits = RawTensor::full(value, &[2, classes], &gpu).unwrap();
+            for s in [0.0, 0.1, 0.9] {
+                let loss = logits.cross_entropy(&targets, s).unwrap().item().unwrap();
+                let exact = (classes as f32).ln();
+                assert!((loss - exact).abs() < 1e-4 * exact, "{classes} classes, logits {value}, s {s}: {loss}");
+            }
+        }
+    }
+}

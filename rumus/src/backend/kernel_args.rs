@@ -310,6 +310,24 @@ pub enum RandomKind {
     Normal,
 }
 
+impl RandomKind {
+    /// Refuses a draw longer than the stream's period: values are indexed by a u32 counter
+    /// (a normal draw uses two words per value), so a longer tensor would silently repeat.
+    pub fn check_len(self, len: usize) -> crate::Result<()> {
+        let period: u64 = match self {
+            RandomKind::Uniform => 1 << 32,
+            RandomKind::Normal => 1 << 31,
+        };
+        if len as u64 > period {
+            return Err(crate::Error::invalid(
+                "random",
+                format!("{len} values exceed the generator's period of {period} ({self:?}); draw in parts"),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// One optimizer update with its hyper-parameters; `state` buffers are listed per variant.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum OptimizerStep {

@@ -1,7 +1,7 @@
 //! Parameter-free elementwise layers.
 
 use super::{Module, Param};
-use crate::{RawTensor, Result};
+use crate::{Error, RawTensor, Result};
 
 macro_rules! activation {
     ($(#[$doc:meta])* $name:ident, |$x:ident| $body:expr) => {
@@ -63,17 +63,16 @@ pub struct LogSoftmax {
 }
 
 /// Maps a per-sample axis (negative counts from the end) to a batch tensor's axis.
-fn batch_axis(axis: isize) -> isize {
+fn batch_axis(op: &'static str, axis: isize) -> Result<isize> {
     if axis < 0 {
-        axis
-    } else {
-        axis + 1
+        return Ok(axis);
     }
+    axis.checked_add(1).ok_or_else(|| Error::invalid(op, format!("axis {axis} is out of range")))
 }
 
 impl Module for Softmax {
     fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
-        x.softmax(batch_axis(self.axis))
+        x.softmax(batch_axis("softmax", self.axis)?)
     }
     fn visit_params(&self, _: &str, _: &mut dyn FnMut(&str, &Param)) {}
     fn describe(&self) -> String {
@@ -83,7 +82,7 @@ impl Module for Softmax {
 
 impl Module for LogSoftmax {
     fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
-        x.log_softmax(batch_axis(self.axis))
+        x.log_softmax(batch_axis("log_softmax", self.axis)?)
     }
     fn visit_params(&self, _: &str, _: &mut dyn FnMut(&str, &Param)) {}
     fn describe(&self) -> String {

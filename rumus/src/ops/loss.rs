@@ -3,7 +3,7 @@
 
 use super::index::{check_index_range, check_index_tensor};
 use crate::autograd::BackwardOp;
-use crate::backend::{CrossEntropyArgs, Storage};
+use crate::backend::CrossEntropyArgs;
 use crate::tensor::RawTensor;
 use crate::{no_grad, Error, Result};
 
@@ -64,19 +64,6 @@ fn check_class_targets(op: &'static str, scores: &RawTensor, targets: &RawTensor
     Ok((rows, classes))
 }
 
-/// Per-row `(1-s)·nll + s·mean_j(-log_softmax(x)_j)` from the kernel's per-row `nll`, with no
-/// graph (the fused backward gives the gradient). Every term is bounded by the logits' spread,
-/// so it stays exact for logits of any magnitude (summing raw logits would not).
-fn smooth(logits: &RawTensor, nll: Storage, s: f32) -> Result<Storage> {
-    no_grad(|| {
-        let rows = logits.shape()[0];
-        let nll = RawTensor::from_kernel(nll, &[rows], logits.device());
-        let uniform = logits.log_softmax(1)?.mean(&[1], false)?.neg()?;
-        let per_row = nll.mul_scalar(1.0 - s)?.add(&uniform.mul_scalar(s)?)?.contiguous()?;
-        Ok(per_row.storage().clone())
-    })
-}
-
 /// Same f32 shape, same device.
 fn check_pair(op: &'static str, pred: &RawTensor, target: &RawTensor) -> Result<()> {
     pred.check_f32(op)?;
@@ -107,11 +94,7 @@ impl RawTensor {
         }
         let args = CrossEntropyArgs { rows, classes, smoothing: label_smoothing };
         let (logits, targets) = (self.contiguous()?, targets.contiguous()?);
-        // The kernel's unsmoothed loss is stable; the smoothing term is added here from
-        // log-softmax, which subtracts the row maximum before anything else.
-        let plain = CrossEntropyArgs { smoothing: 0.0, ..args };
-        let nll = logits.device().backend().cross_entropy(logits.storage(), targets.storage(), &plain)?;
-        let per_row = if label_smoothing > 0.0 { smooth(&logits, nll, label_smoothing)? } else { nll };
+        let per_row = logits.device().backend().cross_entropy(logits.storage(), targets.storage(), &args)?;
         let per_row = RawTensor::from_op_contiguous(per_row, &[rows], logits.device(), &[&logits], || {
             Box::new(CrossEntropyBackward { targets, args })
         });

@@ -147,6 +147,7 @@ impl Backend for CpuBackend {
     }
 
     fn random(&self, kind: RandomKind, len: usize, seed: u64) -> Result<Storage> {
+        kind.check_len(len)?;
         let key = rng::seed_key(seed);
         let sample = match kind {
             RandomKind::Uniform => rng::uniform,

@@ -70,7 +70,9 @@ pub fn cross_entropy(logits: &[f32], targets: &[u32], args: &CrossEntropyArgs) -
         let target = targets[r] as usize;
         let nll = (max - row[target]) + log_sum;
         *o = if s > 0.0 {
-            let mean_nll = (max - row.iter().sum::<f32>() / c as f32) + log_sum;
+            // Mean of the gaps to the maximum, each in [0, spread]: exact at any logit size,
+            // where summing the raw logits first would cancel catastrophically.
+            let mean_nll = row.iter().map(|&x| max - x).sum::<f32>() / c as f32 + log_sum;
             (1.0 - s) * nll + s * mean_nll
         } else {
             nll

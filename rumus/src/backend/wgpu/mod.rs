@@ -599,6 +599,7 @@ impl Backend for WgpuBackend {
     }
 
     fn random(&self, kind: RandomKind, len: usize, seed: u64) -> Result<Storage> {
+        kind.check_len(len)?;
         let out = self.alloc(len, DType::F32, "random")?;
         let entry = match kind {
             RandomKind::Uniform => "random_uniform",
