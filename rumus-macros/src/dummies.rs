@@ -18,7 +18,11 @@ use crate::spec::Shape;
 pub fn surface(item: &syn::ItemStruct, attr: &TokenStream, stop: Stop) -> TokenStream {
     let mut out = stop.error.as_ref().map(|e| e.to_compile_error()).unwrap_or_default();
     out.extend(fallback(item));
-    out.extend(dummy_items(item, attr, &stop));
+    // A generic struct is itself the error (#[model] fixes every shape); impls of `Net` without
+    // its parameters would be errors of their own.
+    if item.generics.params.is_empty() {
+        out.extend(dummy_items(item, attr, &stop));
+    }
     // An enclosing model learns that this one is broken and reports nothing more about it.
     let name = &item.ident;
     out.extend(callback_macro(item, quote!(poisoned = true, name = #name)));
