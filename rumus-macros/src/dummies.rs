@@ -51,15 +51,50 @@ struct Known {
     fields: Vec<(syn::Ident, Option<Shape>, Option<Shape>)>,
 }
 
+/// The `#[model(...)]` arguments that parse, skipping those that do not: a typo in one argument
+/// should not lose the shapes the others give.
+fn lenient_args(attr: &TokenStream) -> model::ModelArgs {
+    let mut args = model::ModelArgs { input: None, output: None, custom: false };
+    for piece in crate::parse::split_commas(attr.clone()).unwrap_or_default() {
+        let Ok(arg) = crate::parse::parse_arg(piece) else { continue };
+        let key = arg.name.as_ref().map(|n| n.to_string()).unwrap_or_default();
+        match key.as_str() {
+            "input" => args.input = model::shape_value(&arg.value, "input").ok().map(|s| (s, arg.value.tokens.clone())),
+            "output" => {
+                args.output = model::shape_value(&arg.value, "output").ok().map(|s| (s, arg.value.tokens.clone()))
+            }
+            "forward" => args.custom = arg.value.to_string() == "custom",
+            _ => {}
+        }
+    }
+    args
+}
+
+/// When the model stopped before planning any field (an argument or a field type was wrong),
+/// plans what can be planned anyway, for the types of the dummies only (its errors are not
+/// reported: the first error is the one that counts).
+fn replan(item: &syn::ItemStruct, args: &model::ModelArgs, stop: &Stop) -> Option<Stop> {
+    if !stop.done.is_empty() || stop.next_input.is_some() {
+        return None;
+    }
+    let fields = model::parse_fields(item).ok()?;
+    match model::plan(item, args, &fields, &std::collections::HashMap::new()) {
+        Ok(plan) => Some(Stop {
+            error: None,
+            done: plan.fields.iter().map(|f| (f.input.clone(), f.output.clone())).collect(),
+            next_input: None,
+        }),
+        Err(partial) => Some(partial),
+    }
+}
+
 fn known(item: &syn::ItemStruct, attr: &TokenStream, stop: &Stop) -> Known {
-    let args = model::parse_args(attr.clone()).ok();
-    let input = args.as_ref().and_then(|a| a.input.as_ref().map(|(s, _)| s.clone()));
-    // Unparsable arguments: `forward = custom` may still be meant, and a generated `forward`
-    // would then clash with the user's.
-    let custom = match &args {
-        Some(a) => a.custom,
-        None => attr.to_string().contains("custom"),
-    };
+    let args = lenient_args(attr);
+    let replanned = replan(item, &args, stop);
+    let stop = replanned.as_ref().unwrap_or(stop);
+    let input = args.input.as_ref().map(|(s, _)| s.clone());
+    let custom = args.custom;
+    let args = Some(args);
     let names: Vec<syn::Ident> = item.fields.iter().filter_map(|f| f.ident.clone()).collect();
     let fields: Vec<(syn::Ident, Option<Shape>, Option<Shape>)> = names
         .into_iter()
@@ -116,7 +151,8 @@ fn guess_output(item: &syn::ItemStruct, input: Option<&[usize]>) -> Option<Shape
     let bound = crate::spec::bind(spec, decisive).ok()?;
     match spec.name {
         "Linear" => {
-            let flat = input.is_some_and(|s| s.len() == 1) || all.iter().any(|l| l.name == "Flatten");
+            // An unknown input is most often a vector of features.
+            let flat = input.is_none_or(|s| s.len() == 1) || all.iter().any(|l| l.name == "Flatten");
             let (_, out) = bound.features()?;
             flat.then(|| vec![out])
         }

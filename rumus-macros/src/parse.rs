@@ -202,7 +202,10 @@ fn parse_literal(lit: &proc_macro2::Literal, negative: bool) -> Result<ValueKind
             let v: f64 = f.base10_parse().map_err(|_| Error::new(lit.span(), "invalid float literal"))?;
             Ok(ValueKind::Float(sign as f64 * v))
         }
-        _ => Err(Error::new(lit.span(), "expected a number here, not a string or character literal")),
+        _ => Err(Error::new(
+            lit.span(),
+            format!("expected a number or a word here, not the literal {lit}\nhint: words such as `same` are written without quotes"),
+        )),
     }
 }
 

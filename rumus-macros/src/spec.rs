@@ -300,10 +300,11 @@ pub fn bind(spec: &LayerSpec, call: &LayerCall) -> Result<Bound> {
                 }
                 None => {
                     let names: Vec<&str> = positional.iter().map(|a| a.name).collect();
+                    let foreign = foreign_positional(layer, call).map(|h| format!("{h}; ")).unwrap_or_default();
                     return Err(Error::new_spanned(
                         arg,
                         format!(
-                            "too many positional arguments for {layer}: it takes {} ({})\nhint: give the others by name: {}",
+                            "too many positional arguments for {layer}: it takes {} ({})\nhint: {foreign}give the others by name: {}",
                             positional.len(),
                             names.join(", "),
                             arg_list(spec)
@@ -416,6 +417,26 @@ const FOREIGN_ARGS: &[(&[&str], &str, &str, &str)] = &[
     (&["AdaptiveAvgPool2d"], "output_size", "size", "`AdaptiveAvgPool2d(1)`"),
 ];
 
+/// PyTorch's positional order where it differs from ours: `Linear(784, 10)` is (in, out) there.
+fn foreign_positional(layer: &str, call: &LayerCall) -> Option<String> {
+    let pos: Vec<String> = call.args.iter().filter(|a| a.name.is_none()).map(|a| a.value.to_string()).collect();
+    match (layer, pos.as_slice()) {
+        ("Linear", [i, o]) => Some(format!(
+            "PyTorch's `Linear({i}, {o})` (in, out) is `Linear({i} => {o})` here, or `Linear({o})` with the input features inferred"
+        )),
+        ("Conv2d", [i, o, k, ..]) => Some(format!(
+            "PyTorch's `Conv2d({i}, {o}, {k})` (in, out, kernel) is `Conv2d({i} => {o}, kernel = {k})` here, or `Conv2d({o}, kernel = {k})` with the input channels inferred"
+        )),
+        ("MaxPool2d" | "AvgPool2d", [k, st, ..]) => {
+            Some(format!("PyTorch's second positional argument is the stride: `{layer}({k}, stride = {st})`"))
+        }
+        ("MultiHeadAttention", [e, h]) => Some(format!(
+            "PyTorch's `MultiheadAttention({e}, {h})` (embed_dim, num_heads) is `MultiHeadAttention({h})` here; the embedding size is inferred"
+        )),
+        _ => None,
+    }
+}
+
 /// `did you mean `kernel`? (PyTorch's `kernel_size` is `kernel` here: `kernel = 3`)`.
 fn foreign_name(layer: &str, name: &str) -> Option<String> {
     FOREIGN_ARGS.iter().find(|(layers, foreign, _, _)| *foreign == name && layers.contains(&layer)).map(
@@ -451,7 +472,13 @@ pub fn example(layer: &str) -> &'static str {
 }
 
 fn type_error(layer: &str, a: &ArgSpec, v: &Value) -> Error {
-    Error::new_spanned(v, format!("argument `{}` of {layer} must be {}, got `{v}`", a.name, a.kind.describe()))
+    let hint = match &v.kind {
+        ValueKind::Word(w) if w == "True" || w == "False" => {
+            format!("\nhint: Rust spells it `{}`", w.to_string().to_lowercase())
+        }
+        _ => String::new(),
+    };
+    Error::new_spanned(v, format!("argument `{}` of {layer} must be {}, got `{v}`{hint}", a.name, a.kind.describe()))
 }
 
 fn int_of(v: &Value) -> Option<i128> {
@@ -483,7 +510,7 @@ fn pair_of(layer: &str, a: &ArgSpec, v: &Value, min: i128) -> Result<(usize, usi
             let s = size_of(layer, a, v, min)?;
             Ok((s, s))
         }
-        ValueKind::Tuple(items) if items.len() == 2 => {
+        ValueKind::Tuple(items) | ValueKind::List(items) if items.len() == 2 => {
             Ok((size_of(layer, a, &items[0], min)?, size_of(layer, a, &items[1], min)?))
         }
         _ => Err(type_error(layer, a, v)),
