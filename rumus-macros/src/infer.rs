@@ -829,6 +829,27 @@ mod tests {
     }
 
     #[test]
+    fn embedding_reads_indices_only_from_an_input() {
+        assert!(message("Residual(Embedding(10, 1), Flatten)", &[16]).contains("cannot be inside Residual"));
+        // Deeper inside, the inner Residual reports it.
+        assert!(message("Residual(Linear(16), Residual(Embedding(10, 1), Flatten))", &[16])
+            .contains("Embedding(10, 1) cannot be inside Residual"));
+        assert!(message("Dropout(0.1), Embedding(10, 4)", &[16]).contains("which are not indices"));
+        let m = message("Embedding(10, 4)", &[1, 28, 28]);
+        assert!(m.contains("an image, not token indices") && !m.contains("declare the input"), "{m}");
+        assert_eq!(shapes("Embedding(10, 4)", &[16]), [vec![16, 4]]);
+    }
+
+    #[test]
+    fn linear_on_rows_whose_count_matches_after_flattening_hints_flatten() {
+        let m = message("Linear(784 => 128)", &[28, 28]);
+        assert!(m.contains("insert `Flatten` before Linear(784 => 128) to get [784]"), "{m}");
+        // A genuine [T, in] mismatch keeps the in-features hint.
+        let m = message("Linear(30 => 128)", &[28, 28]);
+        assert!(m.contains("`Linear(28 => 128)`"), "{m}");
+    }
+
+    #[test]
     fn every_layer_has_a_rule() {
         for l in spec::LAYERS {
             let call = parse_layer_list(l.name.parse().unwrap()).unwrap();

@@ -492,3 +492,112 @@ fn with_later_fields(mut e: Option<Error>, fields: &[Field]) -> Option<Error> {
     }
     e
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape_of(src: &str) -> Result<Shape> {
+        shape_value(&parse_value(src.parse().unwrap())?, "input")
+    }
+
+    /// Sizes from 1 to 2^31 are accepted; above, the message names the limit, not positivity.
+    #[test]
+    fn input_sizes_are_limited_to_2_pow_31_with_a_message_that_says_so() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..500 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let n = (x % (1u64 << 33)) as i128 - (1 << 31);
+            let got = shape_of(&format!("[{n}]"));
+            match n {
+                1..=0x8000_0000 => assert_eq!(got.unwrap(), vec![n as usize]),
+                ..=0 => assert!(got.unwrap_err().to_string().contains("must be positive"), "{n}"),
+                _ => {
+                    let m = got.unwrap_err().to_string();
+                    assert!(m.contains("at most 2^31") && m.contains(&n.to_string()), "{n}: {m}");
+                }
+            }
+        }
+        assert!(shape_of("[2147483648]").is_ok());
+        assert!(shape_of("[4294967296]")
+            .unwrap_err()
+            .to_string()
+            .contains("at most 2^31 (2147483648), got 4294967296"));
+    }
+
+    fn plan_of(attr: &str, item: &str, known: &str) -> std::result::Result<Plan, Stop> {
+        let item: syn::ItemStruct = syn::parse_str(item).unwrap();
+        let args = parse_args(attr.parse().unwrap()).unwrap();
+        let fields = parse_fields(&item).unwrap();
+        plan(&item, &args, &fields, &parse_known(known.parse().unwrap()).unwrap())
+    }
+
+    fn error_of(attr: &str, item: &str, known: &str) -> String {
+        plan_of(attr, item, known).err().and_then(|s| s.error).expect("an error").to_string()
+    }
+
+    #[test]
+    fn a_model_reads_indices_when_its_input_goes_into_an_embedding() {
+        let p = plan_of("input = [16]", "struct T { e: layers![Embedding(10, 4)] }", "").unwrap();
+        assert!(p.indices);
+        let p = plan_of("input = [16]", "struct T { e: layers![Linear(4)] }", "").unwrap();
+        assert!(!p.indices);
+        // Through a nested model that itself reads indices.
+        let known = "t { input = [16], output = [16, 4], trainable = 40, buffers = 0, name = Tok, indices = true }";
+        let p = plan_of("input = [16]", "struct O { t: Tok, h: layers![Flatten, Linear(2)] }", known).unwrap();
+        assert!(p.indices);
+    }
+
+    #[test]
+    fn an_index_reading_nested_model_after_a_layer_is_an_error() {
+        let known = "t { input = [16], output = [16, 4], trainable = 40, buffers = 0, name = Tok, indices = true }";
+        let m = error_of("input = [4]", "struct O { a: layers![Linear(16)], t: Tok }", known);
+        assert!(m.starts_with("Tok starts with an Embedding, which reads token indices, but Linear(4 => 16)"), "{m}");
+        // With a custom forward, a field's `#[input]` may take indices.
+        let ok = plan_of(
+            "input = [4], output = [16, 4], forward = custom",
+            "struct O { a: layers![Linear(16)], #[input = [16]] t: Tok }",
+            known,
+        );
+        assert!(ok.is_ok());
+    }
+
+    #[test]
+    fn a_poisoned_nested_model_stops_the_plan_without_an_error_but_keeps_earlier_fields() {
+        let stop = plan_of(
+            "input = [8]",
+            "struct O { a: layers![Linear(6)], i: Inner, b: layers![Linear(2)] }",
+            "i { poisoned = true, name = Inner }",
+        )
+        .err()
+        .unwrap();
+        assert!(stop.error.is_none());
+        assert_eq!(stop.done, vec![(vec![8], vec![6])]);
+        assert_eq!(stop.next_input, Some(vec![6]));
+        // A shape-independent mistake after it is still reported.
+        let m = error_of(
+            "input = [8]",
+            "struct O { i: Inner, b: layers![Lineer(2)] }",
+            "i { poisoned = true, name = Inner }",
+        );
+        assert!(m.starts_with("unknown layer `Lineer`"), "{m}");
+    }
+
+    #[test]
+    fn field_types_that_are_not_models_are_named_errors() {
+        for (ty, want) in [
+            ("f32", "field `t: f32` of a #[model] struct must be"),
+            ("Vec<f32>", "field `t: Vec<f32>`"),
+            ("&'static str", "must be `layers![...]` or another #[model] struct"),
+            ("layer![Linear(2)]", "did you mean `layers![...]`?"),
+        ] {
+            let item: syn::ItemStruct = syn::parse_str(&format!("struct N {{ t: {ty} }}")).unwrap();
+            let m = parse_fields(&item).err().expect("an error").to_string();
+            assert!(m.contains(want), "{ty}: {m}");
+        }
+        let item: syn::ItemStruct = syn::parse_str("struct N { t: crate::a::Backbone }").unwrap();
+        assert!(matches!(parse_fields(&item).unwrap()[0].kind, FieldKind::Nested(_)));
+    }
+}
