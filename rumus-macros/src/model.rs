@@ -24,7 +24,7 @@ const MODEL_ARGS: [&str; 3] = ["input", "output", "forward"];
 
 pub fn parse_args(attr: TokenStream) -> Result<ModelArgs> {
     let mut args = ModelArgs { input: None, output: None, custom: false };
-    let mut seen: Vec<String> = Vec::new();
+    let mut seen: Vec<(String, String)> = Vec::new();
     for piece in split_commas(attr)? {
         let arg = parse_arg(piece)?;
         let Some(name) = &arg.name else {
@@ -34,10 +34,15 @@ pub fn parse_args(attr: TokenStream) -> Result<ModelArgs> {
             ));
         };
         let key = name.to_string();
-        if seen.contains(&key) {
-            return Err(Error::new_spanned(&arg, format!("#[model] argument `{key}` is given twice")));
+        if let Some((_, first)) = seen.iter().find(|(k, _)| *k == key) {
+            return Err(Error::new_spanned(
+                &arg,
+                format!(
+                    "#[model] argument `{key}` is given twice: first `{first}`, then `{arg}`\nhint: keep one of them"
+                ),
+            ));
         }
-        seen.push(key.clone());
+        seen.push((key.clone(), arg.to_string()));
         match key.as_str() {
             "input" => args.input = Some((shape_value(&arg.value, "input")?, arg.value.tokens.clone())),
             "output" => args.output = Some((shape_value(&arg.value, "output")?, arg.value.tokens.clone())),
@@ -52,7 +57,13 @@ pub fn parse_args(attr: TokenStream) -> Result<ModelArgs> {
                 }
             },
             _ => {
-                let hint = match did_you_mean(&key, MODEL_ARGS) {
+                // Keras's `input_shape` / `output_shape`.
+                let foreign = match key.as_str() {
+                    "input_shape" | "in_shape" | "shape" => Some("input"),
+                    "output_shape" | "out_shape" => Some("output"),
+                    _ => None,
+                };
+                let hint = match foreign.or_else(|| did_you_mean(&key, MODEL_ARGS)) {
                     Some(s) => format!("did you mean `{s}`? "),
                     None => String::new(),
                 };

@@ -594,7 +594,13 @@ fn convert(layer: &str, a: &ArgSpec, v: &Value) -> Result<Val> {
             let mut dims = Vec::new();
             for item in items {
                 let i = int_of(item).ok_or_else(|| type_error(layer, a, item))?;
-                if i > MAX_DIM as i128 || i < -1 {
+                if i > MAX_DIM as i128 {
+                    return Err(Error::new_spanned(
+                        item,
+                        format!("argument `{}` of {layer} is too large: {i} (at most 2^31)", a.name),
+                    ));
+                }
+                if i < -1 {
                     return Err(Error::new_spanned(
                         item,
                         format!("argument `{}` of {layer} must be positive sizes (or -1 to infer one), got {i}", a.name),
