@@ -128,7 +128,7 @@ pub fn callback_macro(item: &syn::ItemStruct, payload: TokenStream) -> TokenStre
             };
         }
         #[doc(hidden)]
-        #[allow(unused_imports)]
+        #[allow(unused_imports, unreachable_pub)]
         #vis use #mac as #name;
     }
 }
