@@ -6,12 +6,12 @@
 //! machinery, so it costs the compiler little (dfdx#234).
 
 use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
-use quote::{format_ident, quote, quote_spanned, ToTokens};
+use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::Error;
 
-use crate::model::{self, Field, FieldBody, FieldKind, ModelArgs, Plan};
-use crate::parse::Result;
+use crate::dummies;
+use crate::model::{self, Field, FieldBody, FieldKind, ModelArgs, Plan, Stop};
 use crate::spec::lit;
 use crate::summary;
 
@@ -54,12 +54,9 @@ fn expand(attr: TokenStream, known: TokenStream, item: TokenStream) -> TokenStre
     };
     match expand_struct(&parsed, attr.clone(), known, &item) {
         Ok(ts) => ts,
-        Err(e) => {
-            // Keep the struct (with runtime field types) so the only error is ours.
-            let mut out = e.to_compile_error();
-            out.extend(fallback(&parsed));
-            out
-        }
+        // The error, and beside it the struct with everything #[model] would generate, so the
+        // only error is this one (not "no function `new`" wherever the model is used).
+        Err(stop) => dummies::surface(&parsed, &attr, stop),
     }
 }
 
@@ -68,10 +65,11 @@ fn expand_struct(
     attr: TokenStream,
     known: TokenStream,
     raw: &TokenStream,
-) -> Result<TokenStream> {
-    let args = model::parse_args(attr.clone())?;
-    let fields = model::parse_fields(item)?;
-    let known_map = model::parse_known(known.clone())?;
+) -> std::result::Result<TokenStream, Stop> {
+    let early = |error: Error| Stop { error: Some(error), done: Vec::new(), next_input: None };
+    let args = model::parse_args(attr.clone()).map_err(early)?;
+    let fields = model::parse_fields(item).map_err(early)?;
+    let known_map = model::parse_known(known.clone()).map_err(early)?;
     // A nested model's shapes are not visible here; its callback macro re-invokes us with them.
     for f in &fields {
         if let FieldKind::Nested(path) = &f.kind {
@@ -84,11 +82,9 @@ fn expand_struct(
     Ok(generate(item, &args, &fields, &plan))
 }
 
-fn callback_name(ident: &syn::Ident) -> syn::Ident {
-    format_ident!("__rumus_model_{}", ident, span = ident.span())
-}
-
-/// `path::__rumus_model_Name! { field [attr] [known] item }`.
+/// `path! { field [attr] [known] item }`: every #[model] defines a macro of its own name (macros
+/// and types live in different namespaces), so the path that names the type names the macro too,
+/// through `use`, `pub use`, `super::` or another crate.
 fn callback(
     field: &syn::Ident,
     path: &syn::Path,
@@ -96,10 +92,6 @@ fn callback(
     known: &TokenStream,
     item: &TokenStream,
 ) -> TokenStream {
-    let mut mac = path.clone();
-    if let Some(last) = mac.segments.last_mut() {
-        last.ident = callback_name(&last.ident);
-    }
     // If the type is not a #[model] struct the callback does not resolve; this assertion makes
     // rustc also say why, through `Model`'s on_unimplemented message.
     quote_spanned! {path.span()=>
@@ -107,12 +99,42 @@ fn callback(
             fn __nested_model<M: ::rumus::Model>() {}
             let _ = __nested_model::<#path>;
         };
-        #mac! { #field [#attr] [#known] #item }
+        #path! { #field [#attr] [#known] #item }
+    }
+}
+
+/// The macro of the model's name that hands `payload` (its shapes, or `poisoned = true`) to an
+/// enclosing #[model]. A `pub` model's macro is `#[macro_export]`ed under a crate-unique name
+/// and re-exported beside the struct, so other crates reach it through the struct's path too.
+pub fn callback_macro(item: &syn::ItemStruct, payload: TokenStream) -> TokenStream {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let name = &item.ident;
+    let vis = &item.vis;
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mac = format_ident!("__rumus_model_{}_{}", name, n);
+    let export = if matches!(vis, syn::Visibility::Public(_)) { quote!(#[macro_export]) } else { quote!() };
+    quote! {
+        // Lets an enclosing #[model] learn this model's shapes at expansion time.
+        #[doc(hidden)]
+        #export
+        #[allow(unused_macros, non_local_definitions)]
+        macro_rules! #mac {
+            ($field:ident [$($attr:tt)*] [$($known:tt)*] $($item:tt)*) => {
+                ::rumus::__model_resume! {
+                    [$($attr)*]
+                    [$($known)* $field { #payload }]
+                    $($item)*
+                }
+            };
+        }
+        #[doc(hidden)]
+        #[allow(unused_imports, unreachable_pub)]
+        #vis use #mac as #name;
     }
 }
 
 /// `Shape3<1, 28, 28>`; `plan` has checked the rank is 1 to 4.
-fn shape_type(s: &[usize]) -> TokenStream {
+pub fn shape_type(s: &[usize]) -> TokenStream {
     let d: Vec<proc_macro2::Literal> = s.iter().map(|x| lit(*x)).collect();
     match d.as_slice() {
         [a] => quote!(::rumus::Shape1<#a>),
@@ -123,20 +145,9 @@ fn shape_type(s: &[usize]) -> TokenStream {
     }
 }
 
-fn dims_tokens(s: &[usize]) -> TokenStream {
+pub fn dims_tokens(s: &[usize]) -> TokenStream {
     let d = s.iter().map(|x| lit(*x));
     quote!([#(#d),*])
-}
-
-fn fallback(item: &syn::ItemStruct) -> TokenStream {
-    let mut item = item.clone();
-    for f in item.fields.iter_mut() {
-        f.attrs.retain(|a| !a.path().is_ident("input"));
-        if matches!(&f.ty, syn::Type::Macro(m) if m.mac.path.segments.last().is_some_and(|s| s.ident == "layers")) {
-            f.ty = syn::parse_quote!(::rumus::nn::Sequential);
-        }
-    }
-    item.to_token_stream()
 }
 
 fn generate(item: &syn::ItemStruct, args: &ModelArgs, fields: &[Field], plan: &Plan) -> TokenStream {
@@ -229,8 +240,11 @@ fn generate(item: &syn::ItemStruct, args: &ModelArgs, fields: &[Field], plan: &P
             }
         }
     };
-    let mac = callback_name(name);
-    let (t128, b128) = (plan.trainable, plan.buffers);
+    let (t128, b128, indices) = (plan.trainable, plan.buffers, plan.indices);
+    let callback = callback_macro(
+        item,
+        quote!(input = #in_dims, output = #out_dims, trainable = #t128, buffers = #b128, name = #name, indices = #indices),
+    );
     let name_str = name.to_string();
     let describe = name_str.clone();
 
@@ -326,21 +340,7 @@ fn generate(item: &syn::ItemStruct, args: &ModelArgs, fields: &[Field], plan: &P
 
         #(#checks)*
 
-        // Lets an enclosing #[model] learn this model's shapes at expansion time.
-        #[doc(hidden)]
-        #[allow(unused_macros)]
-        macro_rules! #mac {
-            ($field:ident [$($attr:tt)*] [$($known:tt)*] $($item:tt)*) => {
-                ::rumus::__model_resume! {
-                    [$($attr)*]
-                    [$($known)* $field { input = #in_dims, output = #out_dims, trainable = #t128, buffers = #b128, name = #name }]
-                    $($item)*
-                }
-            };
-        }
-        #[doc(hidden)]
-        #[allow(unused_imports)]
-        pub(crate) use #mac;
+        #callback
     }
 }
 

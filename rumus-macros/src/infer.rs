@@ -21,11 +21,19 @@ pub struct Producer {
     pub from: Option<Shape>,
     /// The shape is an input (of the model, a field or a residual block), not a layer's output.
     pub is_input: bool,
+    /// The values can be token indices: an input of the model or of a custom-forward field
+    /// (not a layer's output, and not a residual block's input, which is added to floats).
+    pub indices: bool,
 }
 
 impl Producer {
     pub fn input(what: impl Into<String>, shape: Shape) -> Self {
-        Producer { what: what.into(), shape, from: None, is_input: true }
+        Producer { what: what.into(), shape, from: None, is_input: true, indices: true }
+    }
+
+    /// The output of a layer or nested model: features, not token indices.
+    pub fn output(what: impl Into<String>, shape: Shape, from: Option<Shape>) -> Self {
+        Producer { what: what.into(), shape, from, is_input: false, indices: false }
     }
 
     /// `Flatten produces [256] (from [16, 4, 4])` or `the model input is [1, 28, 28]`.
@@ -112,12 +120,8 @@ pub fn infer_list(layers: &[LayerCall], input: Producer, ctx: &mut Ctx) -> Resul
                 format!("{call} would produce a dimension of {d}, more than rumus supports (2^31)"),
             ));
         }
-        prod = Producer {
-            what: out.display.clone(),
-            shape: out.out.clone(),
-            from: if out.shows_from { Some(prod.shape.clone()) } else { None },
-            is_input: false,
-        };
+        let from = if out.shows_from { Some(prod.shape.clone()) } else { None };
+        prod = Producer::output(out.display.clone(), out.out.clone(), from);
         outs.push(out);
     }
     Ok((outs, prod))
@@ -152,17 +156,32 @@ fn simple(call: &LayerCall, shape: &Shape, type_name: &'static str, ctor: TokenS
     }
 }
 
+/// Keras's and PyTorch's names of built-in layers that are not close in spelling.
+const FOREIGN_LAYERS: &[(&str, &str)] = &[
+    ("Dense", "Linear"),
+    ("MaxPooling2D", "MaxPool2d"),
+    ("AveragePooling2D", "AvgPool2d"),
+    ("GlobalAveragePooling2D", "AdaptiveAvgPool2d"),
+    ("AdaptiveAvgPool", "AdaptiveAvgPool2d"),
+    ("BatchNormalization", "BatchNorm2d"),
+    ("LayerNormalization", "LayerNorm"),
+    ("Swish", "Silu"),
+    ("Conv2D", "Conv2d"),
+];
+
 /// The table entry for `call`, or an unknown-layer error with a suggestion.
 fn lookup(call: &LayerCall) -> Result<&'static spec::LayerSpec> {
     let name = call.name.to_string();
     spec::find(&name).ok_or_else(|| {
-        let hint = match did_you_mean(&name, spec::LAYERS.iter().map(|l| l.name)).and_then(spec::find) {
-            Some(s) => format!("did you mean `{}`? ({}: {})", s.name, s.name, s.rule),
-            None => {
-                let all: Vec<&str> = spec::LAYERS.iter().map(|l| l.name).collect();
-                format!("the built-in layers are {}", all.join(", "))
-            }
-        };
+        let foreign = FOREIGN_LAYERS.iter().find(|(f, _)| *f == name).map(|(_, ours)| *ours);
+        let hint =
+            match foreign.or_else(|| did_you_mean(&name, spec::LAYERS.iter().map(|l| l.name))).and_then(spec::find) {
+                Some(s) => format!("did you mean `{}`? ({}: {})", s.name, s.name, s.rule),
+                None => {
+                    let all: Vec<&str> = spec::LAYERS.iter().map(|l| l.name).collect();
+                    format!("the built-in layers are {}", all.join(", "))
+                }
+            };
         err(&call.name, format!("unknown layer `{name}`\nhint: {hint}"))
     })
 }
@@ -253,12 +272,18 @@ fn linear(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Result
     let got_in = shape[shape.len() - 1];
     if let Some(want) = want_in {
         if want != got_in {
+            // `[28, 28]` into `Linear(784 => ..)`: the user meant to flatten, not to map rows.
+            let hint = if shape.len() == 2 && numel(shape) == want as u128 {
+                format!(
+                    "Linear acts on the last axis ({got_in} features per row of {}); insert `Flatten` before {call} to get [{want}]",
+                    fmt_shape(shape)
+                )
+            } else {
+                format!("write `Linear({out})` to infer the input features, or `Linear({got_in} => {out})`")
+            };
             return Err(err(
                 call,
-                format!(
-                    "{call} expects {want} input features, but {}\nhint: write `Linear({out})` to infer the input features, or `Linear({got_in} => {out})`",
-                    prod.got_features()
-                ),
+                format!("{call} expects {want} input features, but {}\nhint: {hint}", prod.got_features()),
             ));
         }
     }
@@ -622,7 +647,7 @@ fn layer_norm(call: &LayerCall, b: &Bound, prod: &Producer) -> Result<LayerOut> 
 
 fn embedding(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Result<LayerOut> {
     let (num, dim) = (b.usize("num").unwrap_or(1), b.usize("dim").unwrap_or(1));
-    if !prod.is_input {
+    if !prod.indices {
         return Err(err(
             call,
             format!(
@@ -632,13 +657,18 @@ fn embedding(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Res
         ));
     }
     let [t] = prod.shape.as_slice() else {
-        return Err(err(
-            call,
-            format!(
-                "{call} expects token indices [T], but {}\nhint: declare the input as a sequence, e.g. `input = [128]`",
-                prod.got()
+        let (what, hint) = match prod.shape.len() {
+            3 => (
+                "an image, not token indices",
+                "Embedding maps token ids (words, categories) to vectors; an image starts with e.g. `Conv2d(..)`, or `Flatten` then `Linear(..)`",
             ),
-        ));
+            2 => (
+                "a sequence of feature vectors, not one index per position",
+                "Embedding needs one token index per position, `input = [T]`; vectors of features go through `Linear(..)`",
+            ),
+            _ => ("not a sequence of token indices", "Embedding needs one token index per position, `input = [T]`"),
+        };
+        return Err(err(call, format!("{call} expects token indices [T], but {}, {what}\nhint: {hint}", prod.got())));
     };
     let (n, d, seed) = (lit(num), lit(dim), ctx.seed());
     Ok(LayerOut {
@@ -669,7 +699,17 @@ fn softmax(call: &LayerCall, b: &Bound, prod: &Producer, name: &'static str) -> 
 
 fn residual(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Result<LayerOut> {
     let inner = b.layers();
-    let input = Producer::input(format!("the input of {}", call.name), prod.shape.clone());
+    // The block's input is added to its output, so it holds features, never token indices.
+    if let Some(e) = inner.iter().find(|l| l.name == "Embedding") {
+        return Err(err(
+            e,
+            format!(
+                "{e} cannot be inside Residual: Residual adds its input to the block's output, so the block works on features, not token indices\nhint: put the Embedding before the Residual block, e.g. `Embedding(..), Residual(..)`"
+            ),
+        ));
+    }
+    let input =
+        Producer { indices: false, ..Producer::input(format!("the input of {}", call.name), prod.shape.clone()) };
     let (outs, mut last) = infer_list(inner, input, ctx)?;
     if last.shape != prod.shape {
         last.what = format!("its last layer {}", last.what);
@@ -786,6 +826,27 @@ mod tests {
             m.starts_with("Linear(400 => 120) expects 400 input features, but Flatten produces 256 (from [16, 4, 4])"),
             "{m}"
         );
+    }
+
+    #[test]
+    fn embedding_reads_indices_only_from_an_input() {
+        assert!(message("Residual(Embedding(10, 1), Flatten)", &[16]).contains("cannot be inside Residual"));
+        // Deeper inside, the inner Residual reports it.
+        assert!(message("Residual(Linear(16), Residual(Embedding(10, 1), Flatten))", &[16])
+            .contains("Embedding(10, 1) cannot be inside Residual"));
+        assert!(message("Dropout(0.1), Embedding(10, 4)", &[16]).contains("which are not indices"));
+        let m = message("Embedding(10, 4)", &[1, 28, 28]);
+        assert!(m.contains("an image, not token indices") && !m.contains("declare the input"), "{m}");
+        assert_eq!(shapes("Embedding(10, 4)", &[16]), [vec![16, 4]]);
+    }
+
+    #[test]
+    fn linear_on_rows_whose_count_matches_after_flattening_hints_flatten() {
+        let m = message("Linear(784 => 128)", &[28, 28]);
+        assert!(m.contains("insert `Flatten` before Linear(784 => 128) to get [784]"), "{m}");
+        // A genuine [T, in] mismatch keeps the in-features hint.
+        let m = message("Linear(30 => 128)", &[28, 28]);
+        assert!(m.contains("`Linear(28 => 128)`"), "{m}");
     }
 
     #[test]

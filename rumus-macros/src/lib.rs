@@ -14,6 +14,7 @@
 //! → `expand` (generated code) and `summary`. Everything runs on `proc_macro2` so it can be
 //! unit-tested and fuzzed outside a compiler.
 
+mod dummies;
 mod expand;
 mod infer;
 mod model;

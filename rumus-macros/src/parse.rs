@@ -109,6 +109,17 @@ fn layer_at(tokens: TokenStream, depth: usize) -> Result<LayerCall> {
         Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Parenthesis => {
             split_commas(g.stream())?.into_iter().map(|t| arg_at(t, depth + 1)).collect::<Result<_>>()?
         }
+        // `nn.Linear(..)` or `nn::Linear(..)`: a module path in front of the layer.
+        Some(TokenTree::Punct(p)) if p.as_char() == '.' || p.as_char() == ':' => {
+            let rest: Vec<String> = trees[1..].iter().map(|t| t.to_string()).collect();
+            return Err(Error::new_spanned(
+                &tokens,
+                format!(
+                    "layers are written by their name alone, without a module path: `{name}{}` is not a layer\nhint: write the layer's name, e.g. `Linear(10)` for PyTorch's `nn.Linear(..)`",
+                    rest.join("")
+                ),
+            ));
+        }
         Some(other) => {
             return Err(Error::new(
                 other.span(),
@@ -202,7 +213,10 @@ fn parse_literal(lit: &proc_macro2::Literal, negative: bool) -> Result<ValueKind
             let v: f64 = f.base10_parse().map_err(|_| Error::new(lit.span(), "invalid float literal"))?;
             Ok(ValueKind::Float(sign as f64 * v))
         }
-        _ => Err(Error::new(lit.span(), "expected a number here, not a string or character literal")),
+        _ => Err(Error::new(
+            lit.span(),
+            format!("expected a number or a word here, not the literal {lit}\nhint: words such as `same` are written without quotes"),
+        )),
     }
 }
 

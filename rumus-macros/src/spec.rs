@@ -300,10 +300,11 @@ pub fn bind(spec: &LayerSpec, call: &LayerCall) -> Result<Bound> {
                 }
                 None => {
                     let names: Vec<&str> = positional.iter().map(|a| a.name).collect();
+                    let foreign = foreign_positional(layer, call).map(|h| format!("{h}; ")).unwrap_or_default();
                     return Err(Error::new_spanned(
                         arg,
                         format!(
-                            "too many positional arguments for {layer}: it takes {} ({})\nhint: give the others by name: {}",
+                            "too many positional arguments for {layer}: it takes {} ({})\nhint: {foreign}give the others by name: {}",
                             positional.len(),
                             names.join(", "),
                             arg_list(spec)
@@ -316,9 +317,12 @@ pub fn bind(spec: &LayerSpec, call: &LayerCall) -> Result<Bound> {
                 match spec.args.iter().find(|a| a.name == name_str) {
                     Some(a) => a,
                     None => {
-                        let hint = match did_you_mean(&name_str, spec.args.iter().map(|a| a.name)) {
-                            Some(s) => format!("did you mean `{s}`? "),
-                            None => String::new(),
+                        let hint = match foreign_name(layer, &name_str) {
+                            Some(h) => format!("{h}; "),
+                            None => match did_you_mean(&name_str, spec.args.iter().map(|a| a.name)) {
+                                Some(s) => format!("did you mean `{s}`? "),
+                                None => String::new(),
+                            },
                         };
                         let takes = if spec.args.is_empty() { "no arguments".to_string() } else { arg_list(spec) };
                         return Err(Error::new_spanned(
@@ -340,8 +344,15 @@ pub fn bind(spec: &LayerSpec, call: &LayerCall) -> Result<Bound> {
                 all.extend(more);
                 toks.extend(arg.tokens.clone());
             }
-            (Some(_), _) => {
-                return Err(Error::new_spanned(arg, format!("argument `{}` of {layer} is given twice", aspec.name)))
+            (Some((_, _, first)), _) => {
+                let first = first.to_string();
+                return Err(Error::new_spanned(
+                    arg,
+                    format!(
+                        "argument `{}` of {layer} is given twice: first `{first}`, then `{arg}`\nhint: keep one of them",
+                        aspec.name
+                    ),
+                ));
             }
             (None, val) => bound.vals.push((aspec.name, val, arg.tokens.clone())),
         }
@@ -355,6 +366,84 @@ pub fn bind(spec: &LayerSpec, call: &LayerCall) -> Result<Bound> {
         }
     }
     Ok(bound)
+}
+
+/// PyTorch's and Keras's names for the arguments of the built-in layers, as
+/// `(layers, foreign name, rumus argument, how to write it)`; `*` matches every layer.
+const FOREIGN_ARGS: &[(&[&str], &str, &str, &str)] = &[
+    (&["Conv2d", "MaxPool2d", "AvgPool2d"], "kernel_size", "kernel", "`kernel = 3`"),
+    (&["MaxPool2d", "AvgPool2d"], "pool_size", "kernel", "`kernel = 2`"),
+    (&["Conv2d", "MaxPool2d", "AvgPool2d"], "strides", "stride", "`stride = 2`"),
+    (&["Conv2d", "MaxPool2d"], "dilation_rate", "dilation", "`dilation = 2`"),
+    (
+        &["Linear"],
+        "in_features",
+        "out",
+        "`Linear(in => out)`; the input features are inferred, so `Linear(out)` is enough",
+    ),
+    (&["Linear"], "out_features", "out", "`Linear(out)` or `Linear(in => out)`"),
+    (&["Linear"], "units", "out", "`Linear(out)`"),
+    (
+        &["Conv2d"],
+        "in_channels",
+        "out",
+        "`Conv2d(in => out, ..)`; the input channels are inferred, so `Conv2d(out, ..)` is enough",
+    ),
+    (&["Conv2d"], "out_channels", "out", "`Conv2d(out, kernel = k)`"),
+    (&["Conv2d"], "filters", "out", "`Conv2d(out, kernel = k)`"),
+    (&["Linear", "Conv2d"], "use_bias", "bias", "`bias = false`"),
+    (&["MultiHeadAttention"], "num_heads", "heads", "`MultiHeadAttention(heads)`"),
+    (&["MultiHeadAttention"], "n_heads", "heads", "`MultiHeadAttention(heads)`"),
+    (
+        &["MultiHeadAttention"],
+        "embed_dim",
+        "heads",
+        "`MultiHeadAttention(heads)`; the embedding size is inferred from the input",
+    ),
+    (&["Dropout"], "rate", "p", "`Dropout(0.5)` or `Dropout(p = 0.5)`"),
+    (&["Dropout"], "prob", "p", "`Dropout(0.5)` or `Dropout(p = 0.5)`"),
+    (&["Dropout"], "drop_rate", "p", "`Dropout(0.5)` or `Dropout(p = 0.5)`"),
+    (&["Embedding"], "num_embeddings", "num", "`Embedding(num, dim)`"),
+    (&["Embedding"], "input_dim", "num", "`Embedding(num, dim)`"),
+    (&["Embedding"], "embedding_dim", "dim", "`Embedding(num, dim)`"),
+    (&["Embedding"], "output_dim", "dim", "`Embedding(num, dim)`"),
+    (&["BatchNorm1d", "BatchNorm2d"], "num_features", "features", "`BatchNorm2d` (inferred) or `BatchNorm2d(c)`"),
+    (&["BatchNorm1d", "BatchNorm2d", "LayerNorm"], "epsilon", "eps", "`eps = 1e-5`"),
+    (&["LayerNorm"], "normalized_shape", "shape", "`LayerNorm` (the last axis) or `LayerNorm(d0, d1)`"),
+    (&["LayerNorm"], "elementwise_affine", "affine", "`affine = false`"),
+    (&["LeakyRelu"], "negative_slope", "slope", "`LeakyRelu(0.2)`"),
+    (&["LeakyRelu"], "alpha", "slope", "`LeakyRelu(0.2)`"),
+    (&["Softmax", "LogSoftmax"], "dim", "axis", "`Softmax(axis = -1)`"),
+    (&["AdaptiveAvgPool2d"], "output_size", "size", "`AdaptiveAvgPool2d(1)`"),
+];
+
+/// PyTorch's positional order where it differs from ours: `Linear(784, 10)` is (in, out) there.
+fn foreign_positional(layer: &str, call: &LayerCall) -> Option<String> {
+    let pos: Vec<String> = call.args.iter().filter(|a| a.name.is_none()).map(|a| a.value.to_string()).collect();
+    match (layer, pos.as_slice()) {
+        ("Linear", [i, o]) => Some(format!(
+            "PyTorch's `Linear({i}, {o})` (in, out) is `Linear({i} => {o})` here, or `Linear({o})` with the input features inferred"
+        )),
+        ("Conv2d", [i, o, k, ..]) => Some(format!(
+            "PyTorch's `Conv2d({i}, {o}, {k})` (in, out, kernel) is `Conv2d({i} => {o}, kernel = {k})` here, or `Conv2d({o}, kernel = {k})` with the input channels inferred"
+        )),
+        ("MaxPool2d" | "AvgPool2d", [k, st, ..]) => {
+            Some(format!("PyTorch's second positional argument is the stride: `{layer}({k}, stride = {st})`"))
+        }
+        ("MultiHeadAttention", [e, h]) => Some(format!(
+            "PyTorch's `MultiheadAttention({e}, {h})` (embed_dim, num_heads) is `MultiHeadAttention({h})` here; the embedding size is inferred"
+        )),
+        _ => None,
+    }
+}
+
+/// `did you mean `kernel`? (PyTorch's `kernel_size` is `kernel` here: `kernel = 3`)`.
+fn foreign_name(layer: &str, name: &str) -> Option<String> {
+    FOREIGN_ARGS.iter().find(|(layers, foreign, _, _)| *foreign == name && layers.contains(&layer)).map(
+        |(_, foreign, ours, example)| {
+            format!("did you mean `{ours}`? (`{foreign}` in PyTorch or Keras is `{ours}` here: {example})")
+        },
+    )
 }
 
 fn arg_list(spec: &LayerSpec) -> String {
@@ -383,7 +472,13 @@ pub fn example(layer: &str) -> &'static str {
 }
 
 fn type_error(layer: &str, a: &ArgSpec, v: &Value) -> Error {
-    Error::new_spanned(v, format!("argument `{}` of {layer} must be {}, got `{v}`", a.name, a.kind.describe()))
+    let hint = match &v.kind {
+        ValueKind::Word(w) if w == "True" || w == "False" => {
+            format!("\nhint: Rust spells it `{}`", w.to_string().to_lowercase())
+        }
+        _ => String::new(),
+    };
+    Error::new_spanned(v, format!("argument `{}` of {layer} must be {}, got `{v}`{hint}", a.name, a.kind.describe()))
 }
 
 fn int_of(v: &Value) -> Option<i128> {
@@ -415,7 +510,7 @@ fn pair_of(layer: &str, a: &ArgSpec, v: &Value, min: i128) -> Result<(usize, usi
             let s = size_of(layer, a, v, min)?;
             Ok((s, s))
         }
-        ValueKind::Tuple(items) if items.len() == 2 => {
+        ValueKind::Tuple(items) | ValueKind::List(items) if items.len() == 2 => {
             Ok((size_of(layer, a, &items[0], min)?, size_of(layer, a, &items[1], min)?))
         }
         _ => Err(type_error(layer, a, v)),
@@ -499,7 +594,13 @@ fn convert(layer: &str, a: &ArgSpec, v: &Value) -> Result<Val> {
             let mut dims = Vec::new();
             for item in items {
                 let i = int_of(item).ok_or_else(|| type_error(layer, a, item))?;
-                if i > MAX_DIM as i128 || i < -1 {
+                if i > MAX_DIM as i128 {
+                    return Err(Error::new_spanned(
+                        item,
+                        format!("argument `{}` of {layer} is too large: {i} (at most 2^31)", a.name),
+                    ));
+                }
+                if i < -1 {
                     return Err(Error::new_spanned(
                         item,
                         format!("argument `{}` of {layer} must be positive sizes (or -1 to infer one), got {i}", a.name),
@@ -534,6 +635,18 @@ pub fn fmt_shape(s: &[usize]) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// Every foreign name maps to an argument its layers really have.
+    #[test]
+    fn foreign_names_map_to_real_arguments() {
+        for (layers, foreign, ours, _) in super::FOREIGN_ARGS {
+            for l in *layers {
+                let spec = super::find(l).unwrap_or_else(|| panic!("{l} is not a layer"));
+                assert!(spec.args.iter().any(|a| a.name == *ours), "{l} has no `{ours}` (for `{foreign}`)");
+                assert!(spec.args.iter().all(|a| a.name != *foreign), "{l} already takes `{foreign}`");
+            }
+        }
+    }
+
     /// docs/DSL.md and README.md document every layer with the rule this table states.
     #[test]
     fn docs_state_every_layer_and_rule() {

@@ -18,6 +18,25 @@ pub struct Public {
     pub head: layers![Linear(2), Softmax],
 }
 
+mod parts {
+    use rumus::prelude::*;
+
+    /// A model of another module, nested through `use`.
+    #[model(input = [4])]
+    pub(crate) struct Part {
+        body: layers![Linear(4), Tanh],
+    }
+}
+
+use parts::Part;
+
+/// Nests a model imported with `use`.
+#[model(input = [4])]
+pub struct UsesPart {
+    /// The imported model.
+    part: Part,
+}
+
 /// Custom forward.
 #[model(input = [4], output = [4], forward = custom)]
 pub struct Custom {
@@ -37,5 +56,6 @@ fn main() -> rumus::Result<()> {
     let x = Tensor::<Shape1<4>>::zeros(1, &device)?;
     assert_eq!(Public::new(&device, 0)?.forward(&x)?.shape(), &[1, 2]);
     assert_eq!(Custom::new(&device, 0)?.forward(&x)?.shape(), &[1, 4]);
+    assert_eq!(UsesPart::new(&device, 0)?.forward(&x)?.shape(), &[1, 4]);
     Ok(())
 }
