@@ -209,7 +209,7 @@ fn dummy_items(item: &syn::ItemStruct, attr: &TokenStream, stop: &Stop) -> Token
     let forward =
         if k.custom { quote!() } else { typed_method(&format_ident!("forward"), quote!(&self), &k.input, &k.output) };
     let per_field = k.fields.iter().map(|(f, i, o)| typed_method(&format_ident!("forward_{}", f), quote!(&self), i, o));
-    let predict = typed_method(&format_ident!("predict"), quote!(&mut self), &k.input, &k.output);
+    let predict = typed_method(&format_ident!("predict"), quote!(&self), &k.input, &k.output);
     let dims = |s: &Option<Shape>| match s {
         Some(s) => dims_tokens(s),
         None => quote!([]),
@@ -247,12 +247,18 @@ fn dummy_items(item: &syn::ItemStruct, attr: &TokenStream, stop: &Stop) -> Token
             pub fn named_parameters(&self) -> ::std::vec::Vec<(::std::string::String, ::rumus::nn::Param)> {
                 ::core::unimplemented!()
             }
+            pub fn buffers(&self) -> ::std::vec::Vec<::rumus::nn::Param> {
+                ::core::unimplemented!()
+            }
+            pub fn named_buffers(&self) -> ::std::vec::Vec<(::std::string::String, ::rumus::nn::Param)> {
+                ::core::unimplemented!()
+            }
             // The `Model` methods, inherent and loosely typed here so that an unknown output
             // shape does not make the caller's dataset look wrong.
             pub fn fit<D, V>(&mut self, _train: &D, _cfg: ::rumus::train::Fit<V>) -> ::rumus::Result<::rumus::train::History> {
                 ::core::unimplemented!()
             }
-            pub fn evaluate<D>(&mut self, _data: &D) -> ::rumus::Result<::rumus::train::Evaluation> {
+            pub fn evaluate<D>(&self, _data: &D) -> ::rumus::Result<::rumus::train::Evaluation> {
                 ::core::unimplemented!()
             }
             #predict
