@@ -25,10 +25,10 @@ run python3 -c 'import torch, numpy; print("torch", torch.__version__, "numpy", 
 
 if want lab; then
     stamp "matmul lab"
-    python3 shaders/gen/matmul.py --lab /tmp/lab
+    python3 rumus/shaders/gen/matmul.py --lab /tmp/lab
     run "$BIN/matmul_lab" /tmp/lab --trusted
     # Registers per kernel, and the driver's pipeline caches for `bench/sass.py OUT_DIR/sass`.
-    run "$BIN/kernel_stats" --dump "$OUT/sass" /tmp/lab/*.wgsl shaders/matmul_vec4.wgsl
+    run "$BIN/kernel_stats" --dump "$OUT/sass" /tmp/lab/*.wgsl rumus/shaders/matmul_vec4.wgsl
 fi
 
 if want kernels; then

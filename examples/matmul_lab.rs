@@ -3,12 +3,12 @@
 //! device call compares them on the same GPU.
 //!
 //! ```text
-//! python3 shaders/gen/matmul.py --lab /tmp/lab     # writes the variants
+//! python3 rumus/shaders/gen/matmul.py --lab /tmp/lab     # writes the variants
 //! cargo run --release --example matmul_lab -- /tmp/lab [--quick] [--trusted] [--sizes 4096,4608]
 //! ```
 //!
-//! Each `*.wgsl` in the directory, plus the shipped `shaders/matmul.wgsl`,
-//! `shaders/matmul_vec4.wgsl` and `shaders/matmul_coop.wgsl`, is compiled twice: with wgpu's
+//! Each `*.wgsl` in the directory, plus the shipped `rumus/shaders/matmul.wgsl`,
+//! `rumus/shaders/matmul_vec4.wgsl` and `rumus/shaders/matmul_coop.wgsl`, is compiled twice: with wgpu's
 //! runtime checks and as a trusted module (no injected loop bounding or index clamping, which is
 //! how the backend compiles the matmul shaders). Variants that use cooperative matrices (tensor
 //! cores, f16 inputs) run only where the adapter has them, and are checked to f16 accuracy. The
@@ -288,7 +288,7 @@ fn read(gpu: &Gpu, buffer: &wgpu::Buffer) -> Result<Vec<u8>, Error> {
 }
 
 fn variants(dir: &Path) -> Result<Vec<(String, String)>, Error> {
-    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("rumus/shaders");
     let mut files: Vec<PathBuf> =
         ["matmul.wgsl", "matmul_vec4.wgsl", "matmul_coop.wgsl"].iter().map(|f| shipped.join(f)).collect();
     let mut lab: Vec<PathBuf> = std::fs::read_dir(dir)?

@@ -1,7 +1,7 @@
 //! Parses, validates and translates to SPIR-V every kernel with naga, exactly as the wgpu
-//! backend composes it (the reduction prelude for its adapter kind and the `shaders/lib/` files
+//! backend composes it (the reduction prelude for its adapter kind and the `rumus/shaders/lib/` files
 //! it includes), so a broken kernel fails CI without a GPU. Kernels are validated for adapters with subgroups and, with
-//! the shared-memory prelude, without the subgroup capability. Every `.wgsl` file in `shaders/`
+//! the shared-memory prelude, without the subgroup capability. Every `.wgsl` file in `rumus/shaders/`
 //! must be part of some kernel, so none escapes validation.
 
 use std::path::Path;
@@ -63,7 +63,7 @@ fn every_shader_parses_and_validates() {
             checked.push(source);
         }
     }
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("rumus/shaders");
     for (path, text) in wgsl_files(&dir) {
         if !checked.iter().any(|source| source.contains(&text)) {
             failures.push(format!("{path} is in no kernel the backend compiles, so it was not validated"));

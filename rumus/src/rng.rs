@@ -1,5 +1,5 @@
 //! Counter-based random numbers: value `i` depends only on `(seed, i)`, so the CPU and the GPU
-//! kernels (see `shaders/random.wgsl`) produce the same stream and work splits freely.
+//! kernels (see `rumus/shaders/random.wgsl`) produce the same stream and work splits freely.
 
 /// PCG-style integer hash (Jarzynski & Olano, "Hash Functions for GPU Rendering", 2020).
 pub fn pcg_hash(x: u32) -> u32 {

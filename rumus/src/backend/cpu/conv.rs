@@ -3,7 +3,7 @@
 
 use rayon::prelude::*;
 
-use super::pool;
+use super::buffer_pool;
 
 use crate::backend::ConvGeom;
 use crate::Result;
@@ -33,7 +33,7 @@ pub fn im2col(x: &[f32], g: &ConvGeom) -> Result<Vec<f32>> {
     let spatial = g.out_h * g.out_w;
     let plane = g.in_h * g.in_w;
     // Every element is written below (padding cells with explicit zeros), so no clearing pass.
-    let mut cols = pool::take("im2col", g.batch * g.channels * taps * spatial)?;
+    let mut cols = buffer_pool::take("im2col", g.batch * g.channels * taps * spatial)?;
     cols.par_chunks_mut(taps * spatial).enumerate().for_each(|(nc, block)| {
         let src = &x[nc * plane..(nc + 1) * plane];
         for ki in 0..g.kernel_h {
@@ -70,7 +70,7 @@ pub fn col2im(cols: &[f32], g: &ConvGeom) -> Result<Vec<f32>> {
     let taps = g.kernel_h * g.kernel_w;
     let spatial = g.out_h * g.out_w;
     let plane = g.in_h * g.in_w;
-    let mut x = pool::filled("col2im", g.batch * g.channels * plane, 0.0)?;
+    let mut x = buffer_pool::filled("col2im", g.batch * g.channels * plane, 0.0)?;
     x.par_chunks_mut(plane).enumerate().for_each(|(nc, dst)| {
         let block = &cols[nc * taps * spatial..(nc + 1) * taps * spatial];
         for ki in 0..g.kernel_h {
@@ -101,8 +101,8 @@ pub fn col2im(cols: &[f32], g: &ConvGeom) -> Result<Vec<f32>> {
 pub fn max_pool2d(x: &[f32], g: &ConvGeom) -> Result<(Vec<f32>, Vec<u32>)> {
     let plane = g.in_h * g.in_w;
     let spatial = g.out_h * g.out_w;
-    let mut out = pool::take("max_pool2d", g.batch * g.channels * spatial)?;
-    let mut arg = pool::filled_with("max_pool2d", out.len(), u32::MAX)?;
+    let mut out = buffer_pool::take("max_pool2d", g.batch * g.channels * spatial)?;
+    let mut arg = buffer_pool::filled_with("max_pool2d", out.len(), u32::MAX)?;
     let unpadded = g.pad_h == 0 && g.pad_w == 0;
     out.par_chunks_mut(spatial).zip(arg.par_chunks_mut(spatial)).enumerate().for_each(|(nc, (o, a))| {
         let src = &x[nc * plane..(nc + 1) * plane];
@@ -204,7 +204,7 @@ fn max_pool_plane_padded(src: &[f32], g: &ConvGeom, o: &mut [f32], a: &mut [u32]
 pub fn max_pool2d_backward(grad: &[f32], argmax: &[u32], g: &ConvGeom) -> Result<Vec<f32>> {
     let plane = g.in_h * g.in_w;
     let spatial = g.out_h * g.out_w;
-    let mut dx = pool::filled("max_pool2d", g.batch * g.channels * plane, 0.0)?;
+    let mut dx = buffer_pool::filled("max_pool2d", g.batch * g.channels * plane, 0.0)?;
     dx.par_chunks_mut(plane).enumerate().for_each(|(nc, d)| {
         let (gr, ar) = (&grad[nc * spatial..][..spatial], &argmax[nc * spatial..][..spatial]);
         for (&gv, &at) in gr.iter().zip(ar) {
@@ -243,7 +243,7 @@ fn avg_window(oi: usize, oj: usize, g: &ConvGeom, adaptive: bool) -> ((usize, us
 pub fn avg_pool2d(x: &[f32], g: &ConvGeom, adaptive: bool) -> Result<Vec<f32>> {
     let plane = g.in_h * g.in_w;
     let spatial = g.out_h * g.out_w;
-    let mut out = pool::take("avg_pool2d", g.batch * g.channels * spatial)?;
+    let mut out = buffer_pool::take("avg_pool2d", g.batch * g.channels * spatial)?;
     out.par_chunks_mut(spatial).enumerate().for_each(|(nc, o)| {
         let src = &x[nc * plane..(nc + 1) * plane];
         for oi in 0..g.out_h {
@@ -263,7 +263,7 @@ pub fn avg_pool2d(x: &[f32], g: &ConvGeom, adaptive: bool) -> Result<Vec<f32>> {
 pub fn avg_pool2d_backward(grad: &[f32], g: &ConvGeom, adaptive: bool) -> Result<Vec<f32>> {
     let plane = g.in_h * g.in_w;
     let spatial = g.out_h * g.out_w;
-    let mut dx = pool::filled("avg_pool2d", g.batch * g.channels * plane, 0.0)?;
+    let mut dx = buffer_pool::filled("avg_pool2d", g.batch * g.channels * plane, 0.0)?;
     dx.par_chunks_mut(plane).enumerate().for_each(|(nc, d)| {
         let gr = &grad[nc * spatial..][..spatial];
         for oi in 0..g.out_h {

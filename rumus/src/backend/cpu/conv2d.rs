@@ -16,7 +16,7 @@
 use rayon::prelude::*;
 
 use super::matmul::gemm_into;
-use super::{pool, reduce};
+use super::{buffer_pool, reduce};
 use crate::backend::{Conv2dArgs, Conv2dGrads, Conv2dWanted, MatrixLayout};
 use crate::Result;
 
@@ -106,9 +106,9 @@ fn unfold_chunk(x: &[f32], d: &Dims, first: usize, samples: usize, clean: bool) 
     let g = &d.a.geom;
     let width = samples * d.ext;
     let len = d.ext - d.tail;
-    let mut cols = pool::take("conv2d", g.channels * d.taps * width)?;
+    let mut cols = buffer_pool::take("conv2d", g.channels * d.taps * width)?;
     let padding = g.pad_h > 0 || g.pad_w > 0;
-    let mut padded = pool::zeroed("conv2d", if padding { d.padded_plane } else { 0 })?;
+    let mut padded = buffer_pool::zeroed("conv2d", if padding { d.padded_plane } else { 0 })?;
     for b in 0..samples {
         for c in 0..g.channels {
             let src = &x[((first + b) * g.channels + c) * d.plane..][..d.plane];
@@ -155,7 +155,7 @@ fn forward(x: &[f32], weight: &[f32], bias: Option<&[f32]>, a: &Conv2dArgs, budg
     let d = Dims::new(a, budget);
     let g = &a.geom;
     let per_sample = a.out_channels * g.out_h * g.out_w;
-    let mut out = pool::take("conv2d", g.batch * per_sample)?;
+    let mut out = buffer_pool::take("conv2d", g.batch * per_sample)?;
     if out.is_empty() {
         return Ok(out);
     }
@@ -163,7 +163,7 @@ fn forward(x: &[f32], weight: &[f32], bias: Option<&[f32]>, a: &Conv2dArgs, budg
         let samples = out_chunk.len() / per_sample;
         let width = samples * d.ext;
         let cols = unfold_chunk(x, &d, ci * d.chunk, samples, false)?;
-        let mut y = pool::take("conv2d", a.out_channels * width)?;
+        let mut y = buffer_pool::take("conv2d", a.out_channels * width)?;
         for gi in 0..a.groups {
             let w = Dims::matrix(gi * d.group_outs * d.group_rows, d.group_rows, false);
             let c = Dims::matrix(gi * d.group_rows * width, width, false);
@@ -183,8 +183,8 @@ fn forward(x: &[f32], weight: &[f32], bias: Option<&[f32]>, a: &Conv2dArgs, budg
                 }
             }
         }
-        pool::give_back(cols);
-        pool::give_back(y);
+        buffer_pool::give_back(cols);
+        buffer_pool::give_back(y);
         Ok(())
     })?;
     Ok(out)
@@ -208,8 +208,8 @@ fn backward(
         // The output gradient as [o, samples, oh, wp] with zeros in the junk columns, matching
         // the columns; the zeros keep junk out of both products. The bias gradient (this
         // chunk's share) is summed on the way.
-        let mut gy = pool::take("conv2d", a.out_channels * width)?;
-        let mut db = wanted.bias.then(|| pool::zeroed("conv2d", a.out_channels)).transpose()?;
+        let mut gy = buffer_pool::take("conv2d", a.out_channels * width)?;
+        let mut db = wanted.bias.then(|| buffer_pool::zeroed("conv2d", a.out_channels)).transpose()?;
         for b in 0..samples {
             for o in 0..a.out_channels {
                 let src = &grad[((first + b) * a.out_channels + o) * out_plane..][..out_plane];
@@ -230,20 +230,20 @@ fn backward(
             // A fold, not `all`: without the early exit the scan vectorises.
             let clean = !inputs.iter().fold(true, |finite, v| finite & v.is_finite());
             let cols = unfold_chunk(x, &d, first, samples, clean)?;
-            let mut dw = pool::zeroed("conv2d", a.out_channels * d.group_rows)?;
+            let mut dw = buffer_pool::zeroed("conv2d", a.out_channels * d.group_rows)?;
             for gi in 0..a.groups {
                 let gl = Dims::matrix(gi * d.group_outs * width, width, false);
                 let c = Dims::matrix(gi * d.group_rows * width, width, true);
                 let dst = &mut dw[gi * d.group_outs * d.group_rows..];
                 gemm_into(dst, &gy, &gl, &cols, &c, (d.group_outs, width, d.group_rows), d.gemm_threads)?;
             }
-            pool::give_back(cols);
+            buffer_pool::give_back(cols);
             Ok(dw)
         });
         let dw = dw.transpose()?;
         // dcols_g = W_gᵀ @ gy_g, each row added back into the padded plane at its tap's shift.
         if let Some(dx) = dx {
-            let mut dcols = pool::take("conv2d", g.channels * d.taps * width)?;
+            let mut dcols = buffer_pool::take("conv2d", g.channels * d.taps * width)?;
             for gi in 0..a.groups {
                 let w = Dims::matrix(gi * d.group_outs * d.group_rows, d.group_rows, true);
                 let gl = Dims::matrix(gi * d.group_outs * width, width, false);
@@ -251,7 +251,7 @@ fn backward(
                 gemm_into(dst, weight, &w, &gy, &gl, (d.group_rows, d.group_outs, width), d.gemm_threads)?;
             }
             let len = d.ext - d.tail;
-            let mut padded = pool::zeroed("conv2d", d.padded_plane)?;
+            let mut padded = buffer_pool::zeroed("conv2d", d.padded_plane)?;
             for (b, dx_b) in dx.chunks_exact_mut(per_sample).enumerate() {
                 for (c, dst) in dx_b.chunks_exact_mut(d.plane).enumerate() {
                     padded.fill(0.0);
@@ -265,14 +265,14 @@ fn backward(
                     }
                 }
             }
-            pool::give_back(dcols);
+            buffer_pool::give_back(dcols);
         }
-        pool::give_back(gy);
+        buffer_pool::give_back(gy);
         // This chunk's shares of the parameter gradients (its input gradient is written in place).
         Ok(Conv2dGrads { x: None, weight: dw, bias: db })
     };
     let chunks = n.div_ceil(d.chunk);
-    let mut dx = wanted.x.then(|| pool::take("conv2d", n * per_sample)).transpose()?;
+    let mut dx = wanted.x.then(|| buffer_pool::take("conv2d", n * per_sample)).transpose()?;
     let shares: Vec<Conv2dGrads<Vec<f32>>> = match dx.as_mut().filter(|dx| !dx.is_empty()) {
         Some(dx) => dx
             .par_chunks_mut(d.chunk * per_sample)
@@ -283,7 +283,7 @@ fn backward(
     }?;
     // Chunk shares summed in chunk order: the same result on any number of threads.
     let sum = |len: usize, shares: &mut dyn Iterator<Item = &Vec<f32>>| {
-        let mut total = pool::zeroed("conv2d", len)?;
+        let mut total = buffer_pool::zeroed("conv2d", len)?;
         for share in shares {
             total.iter_mut().zip(share).for_each(|(t, s)| *t += s);
         }

@@ -3,7 +3,7 @@
 use rayon::prelude::*;
 
 use super::parallel::PAR_THRESHOLD;
-use super::pool;
+use super::buffer_pool;
 use crate::backend::{BinaryOp, UnaryOp};
 use crate::{Layout, Result};
 
@@ -92,7 +92,7 @@ const CHUNK: usize = 1 << 14;
 /// `f` applied to each element of `x`, into a pooled buffer (no zero fill). Callers pass a
 /// closure with the op fixed so the loop is specialised and vectorised.
 fn map1(op: &'static str, x: &[f32], f: impl Fn(f32) -> f32 + Sync) -> Result<Vec<f32>> {
-    let mut out = pool::take(op, x.len())?;
+    let mut out = buffer_pool::take(op, x.len())?;
     let kernel = |(o, x): (&mut [f32], &[f32])| o.iter_mut().zip(x).for_each(|(o, &x)| *o = f(x));
     if x.len() >= PAR_THRESHOLD {
         out.par_chunks_mut(CHUNK).zip(x.par_chunks(CHUNK)).for_each(kernel);
@@ -104,7 +104,7 @@ fn map1(op: &'static str, x: &[f32], f: impl Fn(f32) -> f32 + Sync) -> Result<Ve
 
 /// `f` applied pairwise to two equally long slices.
 fn map2(op: &'static str, a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32 + Sync) -> Result<Vec<f32>> {
-    let mut out = pool::take(op, a.len())?;
+    let mut out = buffer_pool::take(op, a.len())?;
     let kernel = |(o, (a, b)): (&mut [f32], (&[f32], &[f32]))| {
         o.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (&a, &b))| *o = f(a, b))
     };
@@ -133,7 +133,7 @@ pub fn unary_backward(op: UnaryOp, x: &[f32], y: &[f32], grad: &[f32]) -> Result
         UnaryOp::MulScalar(s) => map1(op.name(), grad, |g| g * s),
         UnaryOp::AddScalar(_) => map1(op.name(), grad, |g| g),
         _ => {
-            let mut out = pool::take(op.name(), grad.len())?;
+            let mut out = buffer_pool::take(op.name(), grad.len())?;
             let kernel = |(k, o): (usize, &mut [f32])| {
                 let at = k * CHUNK;
                 for (i, o) in o.iter_mut().enumerate() {
@@ -214,7 +214,7 @@ pub fn binary(op: BinaryOp, lhs: &[f32], lhs_layout: &Layout, rhs: &[f32], rhs_l
     let last = *lhs_layout.shape().last().unwrap_or(&1);
     let (ls, rs) =
         (lhs_layout.strides().last().copied().unwrap_or(0), rhs_layout.strides().last().copied().unwrap_or(0));
-    let mut out = pool::take(op.name(), len)?;
+    let mut out = buffer_pool::take(op.name(), len)?;
     let kernel = |(row, o): (usize, &mut [f32])| {
         let (mut a, mut b) = (row_start(lhs_layout, row), row_start(rhs_layout, row));
         if ls == 1 && rs <= 1 {

@@ -111,7 +111,7 @@ pub(super) fn gemm_into(
 pub fn matmul(lhs: &[f32], rhs: &[f32], args: &MatmulArgs) -> Result<Vec<f32>> {
     let (mn, total) = output_len(args)?;
     // gemm overwrites every element (read_dst = false), so a stale pooled buffer will do.
-    let mut out = super::pool::take("matmul", total)?;
+    let mut out = super::buffer_pool::take("matmul", total)?;
     if mn == 0 || args.batch == 0 {
         return Ok(out);
     }

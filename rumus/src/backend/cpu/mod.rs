@@ -8,13 +8,13 @@ mod index;
 mod matmul;
 mod optim;
 mod parallel;
-mod pool;
+mod buffer_pool;
 mod reduce;
 mod softmax;
 mod storage;
 
-pub(crate) use pool::filled_with as try_filled;
-pub use pool::pooled_bytes;
+pub(crate) use buffer_pool::filled_with as try_filled;
+pub use buffer_pool::pooled_bytes;
 pub(crate) use storage::{f32_storage, host, u32_storage};
 use storage::{lock_all, Access, Locked};
 pub use storage::{CpuData, CpuStorage};
@@ -81,7 +81,7 @@ fn gather_view<T: Copy + Send + Sync + bytemuck::Zeroable>(
     layout: &Layout,
 ) -> Result<Vec<T>> {
     check_fits(op, layout, x.len())?;
-    let mut out = pool::zeroed(op, layout.numel())?;
+    let mut out = buffer_pool::zeroed(op, layout.numel())?;
     elementwise::copy_strided(x, layout, &mut out, &Layout::contiguous(layout.shape()));
     Ok(out)
 }
@@ -92,19 +92,19 @@ impl Backend for CpuBackend {
     }
 
     fn from_f32(&self, data: &[f32]) -> Result<Storage> {
-        let mut values = pool::take("from_vec", data.len())?;
+        let mut values = buffer_pool::take("from_vec", data.len())?;
         values.copy_from_slice(data);
         Ok(f32_storage(values))
     }
 
     fn from_u32(&self, data: &[u32]) -> Result<Storage> {
-        Ok(u32_storage(pool::copied("from_indices", data)?))
+        Ok(u32_storage(buffer_pool::copied("from_indices", data)?))
     }
 
     fn to_f32(&self, src: &Storage, layout: &Layout) -> Result<Vec<f32>> {
         read_f32!(src, "to_vec", |x| {
             check_fits("to_vec", layout, x.len())?;
-            let mut out = pool::take("to_vec", layout.numel())?;
+            let mut out = buffer_pool::take("to_vec", layout.numel())?;
             elementwise::copy_strided(x, layout, &mut out, &Layout::contiguous(layout.shape()));
             Ok(out)
         })
@@ -115,7 +115,7 @@ impl Backend for CpuBackend {
     }
 
     fn full(&self, len: usize, value: f32) -> Result<Storage> {
-        Ok(f32_storage(pool::filled("full", len, value)?))
+        Ok(f32_storage(buffer_pool::filled("full", len, value)?))
     }
 
     fn copy_strided(&self, src: &Storage, src_layout: &Layout, dst: &Storage, dst_layout: &Layout) -> Result<()> {
@@ -153,7 +153,7 @@ impl Backend for CpuBackend {
             RandomKind::Uniform => rng::uniform,
             RandomKind::Normal => rng::normal,
         };
-        let mut values = pool::take("random", len)?;
+        let mut values = buffer_pool::take("random", len)?;
         values.iter_mut().enumerate().for_each(|(i, v)| *v = sample(key, i as u32));
         Ok(f32_storage(values))
     }

@@ -68,7 +68,7 @@ fn reduce_block(op: ReduceOp, block: &[f32], dims: ReduceDims, out: &mut [f32]) 
 
 pub fn reduce(op: ReduceOp, x: &[f32], dims: ReduceDims) -> Result<Vec<f32>> {
     // Every kernel path below writes each output (starting from the identity).
-    let mut out = super::pool::take("reduce", dims.outer * dims.inner)?;
+    let mut out = super::buffer_pool::take("reduce", dims.outer * dims.inner)?;
     let block = dims.len * dims.inner;
     if block == 0 {
         out.fill(identity(op));
@@ -97,7 +97,7 @@ pub fn reduce(op: ReduceOp, x: &[f32], dims: ReduceDims) -> Result<Vec<f32>> {
 }
 
 pub fn argmax(x: &[f32], dims: ReduceDims) -> Result<Vec<u32>> {
-    let mut out = super::pool::zeroed("argmax", dims.outer * dims.inner)?;
+    let mut out = super::buffer_pool::zeroed("argmax", dims.outer * dims.inner)?;
     let block = dims.len * dims.inner;
     for o in 0..dims.outer {
         for i in 0..dims.inner {

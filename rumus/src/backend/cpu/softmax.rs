@@ -22,7 +22,7 @@ pub fn max_and_sum_exp(row: &[f32]) -> (f32, f32) {
 }
 
 pub fn softmax(x: &[f32], cols: usize, log: bool) -> Result<Vec<f32>> {
-    let mut out = super::pool::take("softmax", x.len())?;
+    let mut out = super::buffer_pool::take("softmax", x.len())?;
     if cols == 0 {
         return Ok(out);
     }
@@ -38,7 +38,7 @@ pub fn softmax(x: &[f32], cols: usize, log: bool) -> Result<Vec<f32>> {
 
 /// softmax: `dx = y * (g - sum(g*y))`; log-softmax: `dx = g - exp(y) * sum(g)`.
 pub fn softmax_backward(y: &[f32], grad: &[f32], cols: usize, log: bool) -> Result<Vec<f32>> {
-    let mut out = super::pool::take("softmax_backward", y.len())?;
+    let mut out = super::buffer_pool::take("softmax_backward", y.len())?;
     if cols == 0 {
         return Ok(out);
     }
@@ -62,7 +62,7 @@ pub fn softmax_backward(y: &[f32], grad: &[f32], cols: usize, log: bool) -> Resu
 pub fn cross_entropy(logits: &[f32], targets: &[u32], args: &CrossEntropyArgs) -> Result<Vec<f32>> {
     let c = args.classes;
     let s = args.smoothing;
-    let mut out = super::pool::zeroed("cross_entropy", args.rows)?;
+    let mut out = super::buffer_pool::zeroed("cross_entropy", args.rows)?;
     out.par_iter_mut().enumerate().for_each(|(r, o)| {
         let row = &logits[r * c..(r + 1) * c];
         let (max, sum) = max_and_sum_exp(row);
@@ -90,7 +90,7 @@ pub fn cross_entropy_backward(
 ) -> Result<Vec<f32>> {
     let c = args.classes;
     let s = args.smoothing;
-    let mut out = super::pool::take("cross_entropy", args.rows * c)?;
+    let mut out = super::buffer_pool::take("cross_entropy", args.rows * c)?;
     out.par_chunks_mut(c.max(1)).enumerate().for_each(|(r, o)| {
         let row = &logits[r * c..(r + 1) * c];
         let (max, sum) = max_and_sum_exp(row);

@@ -44,7 +44,7 @@ pub struct CpuStorage {
 impl Drop for CpuStorage {
     fn drop(&mut self) {
         if let CpuData::F32(values) = self.data.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner()) {
-            super::pool::give_back(std::mem::take(values));
+            super::buffer_pool::give_back(std::mem::take(values));
         }
     }
 }

@@ -33,7 +33,7 @@ impl IndexFlag {
         let buffer = device.create_buffer(&::wgpu::BufferDescriptor {
             label: Some("rumus index check"),
             size: 4,
-            usage: super::pool::STORAGE_USAGE,
+            usage: super::buffer_pool::STORAGE_USAGE,
             // wgpu zero-initialises new buffers: no bad index yet.
             mapped_at_creation: false,
         });

@@ -225,16 +225,16 @@ mod tests {
     /// The constant follows the tensor-core shader's tile and K slice (rows padded by 8 halves).
     #[test]
     fn coop_shared_bytes_match_the_shader() {
-        let source = include_str!("../../../../shaders/matmul_coop.wgsl");
+        let source = include_str!("../../../shaders/matmul_coop.wgsl");
         let (tile, bk) = (shader_const(source, "TILE"), shader_const(source, "BK"));
         let slice = (tile * (bk + 8)).max(bk * (tile + 8));
         assert_eq!(2 * 2 * slice * 2 + 8 * 256 * 4, COOP_SHARED_BYTES);
     }
 
-    /// The constants follow the generated shader (`shaders/gen/matmul.py`).
+    /// The constants follow the generated shader (`rumus/shaders/gen/matmul.py`).
     #[test]
     fn vec4_large_constants_match_the_shader() {
-        let source = include_str!("../../../../shaders/matmul_vec4.wgsl");
+        let source = include_str!("../../../shaders/matmul_vec4.wgsl");
         let vec4s: u32 = source
             .lines()
             .filter_map(|l| l.strip_prefix("var<workgroup> l"))

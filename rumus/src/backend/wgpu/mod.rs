@@ -1,4 +1,4 @@
-//! The wgpu backend: every kernel is WGSL (in `shaders/`), recorded into one shared command
+//! The wgpu backend: every kernel is WGSL (in `rumus/shaders/`), recorded into one shared command
 //! encoder and submitted at sync points. Nothing runs on the host for a wgpu tensor; the only
 //! host transfers are uploads (`from_f32`/`from_u32`) and readbacks (`to_f32`/`to_u32`, and the
 //! 4-byte flag of an index check when the host cannot vouch for the indices, see
@@ -12,14 +12,14 @@ mod index;
 mod index_check;
 mod matmul;
 mod pipelines;
-mod pool;
+mod buffer_pool;
 mod runtime_dir;
 mod storage;
 mod warmup;
 
 pub use context::WgpuContext;
 pub use encoder::transfer_count;
-pub use pool::PoolStats;
+pub use buffer_pool::PoolStats;
 pub use storage::WgpuStorage;
 
 use std::sync::atomic::AtomicBool;
@@ -30,7 +30,7 @@ use bytemuck::cast_slice;
 use self::encoder::{Binding, Recorder};
 use self::index_check::IndexFlag;
 use self::pipelines::{Access, Pipelines, Shader};
-use self::pool::BufferPool;
+use self::buffer_pool::BufferPool;
 use crate::backend::*;
 use crate::{rng, Error, Layout, Result};
 
@@ -60,7 +60,7 @@ const SPREAD_THREADS: usize = 65_536;
 const MIN_COL_CHUNK: usize = 64;
 
 /// The WGSL of every kernel file as the backend compiles it on an adapter with or without
-/// subgroups (reduction prelude and `shaders/lib/` includes in place), as `(file name, source)`.
+/// subgroups (reduction prelude and `rumus/shaders/lib/` includes in place), as `(file name, source)`.
 /// For the naga validation in `tests/shaders_validate.rs`.
 #[doc(hidden)]
 pub fn compiled_sources(subgroups: bool) -> Vec<(&'static str, String)> {
@@ -151,7 +151,7 @@ impl WgpuBackend {
         let dummy = ctx.device.create_buffer(&::wgpu::BufferDescriptor {
             label: Some("rumus unused binding"),
             size: 256,
-            usage: pool::STORAGE_USAGE,
+            usage: buffer_pool::STORAGE_USAGE,
             mapped_at_creation: false,
         });
         WgpuBackend {
@@ -424,7 +424,7 @@ impl WgpuBackend {
         let params = Self::geom_params(geom, n, adaptive);
         let dummy = Binding { buffer: &self.dummy, bytes: 4 };
         self.run(
-            &pipelines::POOL,
+            &pipelines::POOLING,
             "avg_pool2d",
             &[R, W, W],
             &params,
@@ -442,7 +442,7 @@ impl WgpuBackend {
         let params = Self::geom_params(geom, n, adaptive);
         let dummy = Binding { buffer: &self.dummy, bytes: 4 };
         self.run(
-            &pipelines::POOL,
+            &pipelines::POOLING,
             "avg_pool2d_backward",
             &[R, W, W],
             &params,
@@ -956,7 +956,7 @@ impl Backend for WgpuBackend {
         let arg = self.alloc(n, DType::U32, op)?;
         let params = Self::geom_params(geom, n, false);
         self.run(
-            &pipelines::POOL,
+            &pipelines::POOLING,
             "max_pool2d",
             &[R, W, W],
             &params,
@@ -976,7 +976,7 @@ impl Backend for WgpuBackend {
         let out = self.alloc(n, DType::F32, op)?;
         let params = Self::geom_params(geom, n, false);
         self.run(
-            &pipelines::POOL,
+            &pipelines::POOLING,
             "max_pool2d_backward",
             &[R, W, W],
             &params,

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::{Error, Result};
 
-/// One WGSL file and what is placed before it: `includes` (files of `shaders/lib/` it shares
+/// One WGSL file and what is placed before it: `includes` (files of `rumus/shaders/lib/` it shares
 /// with other kernels) and, for `row_reduce` files, which call `wg_sum`/`wg_max`, a prelude
 /// chosen per adapter: subgroup operations where available, workgroup shared memory otherwise.
 #[derive(Clone, Copy, Debug)]
@@ -41,18 +41,18 @@ impl Shader {
 
 macro_rules! shader {
     ($name:literal) => {
-        Shader::new($name, include_str!(concat!("../../../../shaders/", $name, ".wgsl")))
+        Shader::new($name, include_str!(concat!("../../../shaders/", $name, ".wgsl")))
     };
 }
 
 macro_rules! lib {
     ($name:literal) => {
-        include_str!(concat!("../../../../shaders/lib/", $name, ".wgsl"))
+        include_str!(concat!("../../../shaders/lib/", $name, ".wgsl"))
     };
 }
 
-pub(crate) const PRELUDE_SUBGROUP: &str = include_str!("../../../../shaders/prelude_reduce_subgroup.wgsl");
-pub(crate) const PRELUDE_SHARED: &str = include_str!("../../../../shaders/prelude_reduce_shared.wgsl");
+pub(crate) const PRELUDE_SUBGROUP: &str = include_str!("../../../shaders/prelude_reduce_subgroup.wgsl");
+pub(crate) const PRELUDE_SHARED: &str = include_str!("../../../shaders/prelude_reduce_shared.wgsl");
 const ACTIVATION: &str = lib!("activation");
 const WINDOW: &str = lib!("window");
 const LINEAR: &str = lib!("linear");
@@ -77,7 +77,7 @@ pub(crate) const IM2COL: Shader = shader!("im2col").including(&[WINDOW]);
 pub(crate) const COL2IM: Shader = shader!("col2im").including(&[WINDOW]);
 pub(crate) const CONV2D: Shader = shader!("conv2d").including(&[WINDOW]);
 pub(crate) const CONV2D_DIRECT: Shader = shader!("conv2d_direct").including(&[WINDOW, LINEAR]);
-pub(crate) const POOL: Shader = shader!("pool").including(&[WINDOW, LINEAR]);
+pub(crate) const POOLING: Shader = shader!("pooling").including(&[WINDOW, LINEAR]);
 pub(crate) const INDEX: Shader = shader!("index").including(&[LINEAR]);
 pub(crate) const OPTIMIZER: Shader = shader!("optimizer").including(&[LINEAR]);
 
@@ -101,7 +101,7 @@ pub(crate) const ALL: &[Shader] = &[
     COL2IM,
     CONV2D,
     CONV2D_DIRECT,
-    POOL,
+    POOLING,
     INDEX,
     OPTIMIZER,
 ];

@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::pool::BufferPool;
+use super::buffer_pool::BufferPool;
 use crate::backend::DType;
 
 /// A storage buffer on the wgpu device. Dropping it returns the buffer to the pool.

@@ -1,4 +1,4 @@
-// Shared by im2col.wgsl, col2im.wgsl, pool.wgsl and conv2d.wgsl: the geometry of a 2-D sliding
+// Shared by im2col.wgsl, col2im.wgsl, pooling.wgsl and conv2d.wgsl: the geometry of a 2-D sliding
 // window over NCHW input (ConvGeom in rumus/src/backend/kernel_args.rs; `n` is the invocation
 // count, unused by conv2d.wgsl).
 
