@@ -2,12 +2,13 @@
 //! backend composes it (the reduction prelude for its adapter kind and the `rumus/shaders/lib/` files
 //! it includes), so a broken kernel fails CI without a GPU. Kernels are validated for adapters with subgroups and, with
 //! the shared-memory prelude, without the subgroup capability. Every `.wgsl` file in `rumus/shaders/`
-//! must be part of some kernel, so none escapes validation.
+//! must be part of some kernel, so none escapes validation. Each kernel's uniform `struct Params`
+//! must match, field for field and offset for offset, the Rust struct it is launched with.
 
 use std::path::Path;
 
 use naga::valid::{Capabilities, ValidationFlags, Validator};
-use rumus::backend::wgpu::compiled_sources;
+use rumus::backend::wgpu::{compiled_sources, kernel_parameters};
 
 /// Parses, validates and translates to SPIR-V (what wgpu does on Vulkan; naga's writer has
 /// failed on valid modules before, e.g. on expressions used only inside `coopStore`).
@@ -70,4 +71,35 @@ fn every_shader_parses_and_validates() {
         }
     }
     assert!(failures.is_empty(), "{} shader checks failed:\n{}", failures.len(), failures.join("\n\n"));
+}
+
+/// The `(name, byte offset)` of each member of the uniform `struct Params` in `source`, and the
+/// struct's size.
+fn wgsl_params(source: &str) -> (Vec<(String, usize)>, usize) {
+    let module = naga::front::wgsl::parse_str(source).expect("parses");
+    let params = module.types.iter().find_map(|(_, ty)| match (&ty.name, &ty.inner) {
+        (Some(name), naga::TypeInner::Struct { members, span }) if name == "Params" => Some((members, *span)),
+        _ => None,
+    });
+    let (members, span) = params.expect("a struct Params");
+    let fields = members.iter().map(|m| (m.name.clone().unwrap_or_default(), m.offset as usize)).collect();
+    (fields, span as usize)
+}
+
+#[test]
+fn every_kernel_is_launched_with_its_params_struct() {
+    let sources = compiled_sources(false);
+    let mut failures = Vec::new();
+    for (name, layout) in kernel_parameters() {
+        let source = &sources.iter().find(|(n, _)| *n == name).expect("every kernel has a source").1;
+        let (wgsl, span) = wgsl_params(source);
+        let rust: Vec<(String, usize)> = layout.fields.iter().map(|&(f, o)| (f.to_string(), o)).collect();
+        if wgsl != rust {
+            failures.push(format!("{name}.wgsl: WGSL Params {wgsl:?}, Rust {} {rust:?}", layout.name));
+        }
+        if layout.size < span || layout.size % 16 != 0 {
+            failures.push(format!("{name}.wgsl: {} is {} bytes for a WGSL struct of {span}", layout.name, layout.size));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -2,8 +2,8 @@
 
 use rayon::prelude::*;
 
-use super::parallel::PAR_THRESHOLD;
 use super::buffer_pool;
+use super::parallel::PAR_THRESHOLD;
 use crate::backend::{BinaryOp, UnaryOp};
 use crate::{Layout, Result};
 

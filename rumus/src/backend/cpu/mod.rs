@@ -1,5 +1,6 @@
 //! The CPU backend: `gemm` for matmul, rayon across cores for everything large.
 
+mod buffer_pool;
 mod conv;
 mod conv2d;
 mod denormals;
@@ -8,7 +9,6 @@ mod index;
 mod matmul;
 mod optim;
 mod parallel;
-mod buffer_pool;
 mod reduce;
 mod softmax;
 mod storage;

@@ -4,10 +4,11 @@
 //! warm-up has compiled these kernels, small convolutions run the stand-ins of
 //! `conv2d_direct.rs`.
 
-use super::encoder::Binding;
+use super::launch::{bind, check_len};
 use super::pipelines::{self, Access};
-use super::{bind, check_len, WgpuBackend, WgpuStorage};
-use crate::backend::{Backend, Conv2dArgs, Conv2dGrads, Conv2dWanted, DType, ReduceDims, ReduceOp, Storage};
+use super::window::WindowParams;
+use super::{WgpuBackend, WgpuStorage};
+use crate::backend::{Conv2dArgs, Conv2dGrads, Conv2dWanted, DType, ReduceDims, ReduceOp, Storage};
 use crate::{Error, Result};
 
 const OP: &str = "conv2d";
@@ -85,17 +86,17 @@ fn check_index_range(a: &Conv2dArgs) -> Result<()> {
 }
 
 /// The window parameters (`lib/window.wgsl`; `n` invocations) with the convolution's own.
-pub(super) fn params(a: &Conv2dArgs, n: usize, has_bias: bool, split_len: usize) -> Vec<u32> {
-    let mut params = WgpuBackend::geom_params(&a.geom, n, false);
-    params.extend([a.out_channels, a.groups, has_bias as usize, split_len].map(|v| v as u32));
-    params
+pub(super) fn params(a: &Conv2dArgs, n: usize, has_bias: bool, split_len: usize) -> WindowParams {
+    WindowParams {
+        out_channels: a.out_channels as u32,
+        groups: a.groups as u32,
+        has_bias: has_bias as u32,
+        split_len: split_len as u32,
+        ..WindowParams::of(&a.geom, n, false)
+    }
 }
 
 impl WgpuBackend {
-    pub(super) fn unused_binding(&self) -> Binding<'_> {
-        Binding { buffer: &self.dummy, bytes: 4 }
-    }
-
     pub(super) fn conv2d_fused(
         &self,
         x: &Storage,
@@ -118,7 +119,7 @@ impl WgpuBackend {
         let out = self.alloc(d.output, DType::F32, OP)?;
         // M tiles (output channels) × N tiles (n·oh·ow) × groups, walked with a grid stride.
         let tiles = d.group_out.div_ceil(TILE) * d.out_pixels.div_ceil(WIDE) * a.groups;
-        let buffers = [bind(x), bind(w), self.unused_binding(), bias.map_or(self.unused_binding(), bind), bind(&out)];
+        let buffers = [bind(x), bind(w), self.unused(), bias.map_or(self.unused(), bind), bind(&out)];
         let params = params(a, 0, bias.is_some(), 0);
         self.run(&pipelines::CONV2D, "conv2d_forward", &SIGNATURE, &params, &buffers, self.groups_rows(tiles))?;
         Ok(self.output(out))
@@ -153,7 +154,7 @@ impl WgpuBackend {
         let out = self.alloc(d.input, DType::F32, OP)?;
         // M tiles (input channels) × N tiles (n·h·w) × groups.
         let tiles = d.group_in.div_ceil(TILE) * d.in_pixels.div_ceil(WIDE) * a.groups;
-        let buffers = [self.unused_binding(), bind(w), bind(grad), self.unused_binding(), bind(&out)];
+        let buffers = [self.unused(), bind(w), bind(grad), self.unused(), bind(&out)];
         let params = params(a, 0, false, 0);
         self.run(&pipelines::CONV2D, "conv2d_input_grad", &SIGNATURE, &params, &buffers, self.groups_rows(tiles))?;
         Ok(self.output(out))
@@ -176,7 +177,7 @@ impl WgpuBackend {
         let split_len = reduction.div_ceil(wanted).next_multiple_of(SLICE);
         let splits = reduction.div_ceil(split_len);
         let partials = self.alloc(splits * d.weight, DType::F32, OP)?;
-        let buffers = [bind(x), self.unused_binding(), bind(grad), self.unused_binding(), bind(&partials)];
+        let buffers = [bind(x), self.unused(), bind(grad), self.unused(), bind(&partials)];
         let params = params(a, 0, false, split_len);
         let groups = self.groups_rows(tiles * splits);
         self.run(&pipelines::CONV2D, "conv2d_weight_grad", &SIGNATURE, &params, &buffers, groups)?;
@@ -184,17 +185,17 @@ impl WgpuBackend {
         if splits == 1 {
             return Ok(partials);
         }
-        self.reduce(ReduceOp::Sum, &partials, ReduceDims { outer: 1, len: splits, inner: d.weight })
+        self.reduce_kernel(ReduceOp::Sum, &partials, ReduceDims { outer: 1, len: splits, inner: d.weight })
     }
 
     /// Σ of the output gradient over oh·ow (rows of [n·o, oh·ow]), then over the batch.
     fn conv2d_bias_grad(&self, grad: &Storage, a: &Conv2dArgs) -> Result<Storage> {
         let g = &a.geom;
         let dims = ReduceDims { outer: g.batch * a.out_channels, len: g.out_h * g.out_w, inner: 1 };
-        let per_sample = self.reduce(ReduceOp::Sum, grad, dims)?;
+        let per_sample = self.reduce_kernel(ReduceOp::Sum, grad, dims)?;
         if g.batch == 1 {
             return Ok(per_sample);
         }
-        self.reduce(ReduceOp::Sum, &per_sample, ReduceDims { outer: 1, len: g.batch, inner: a.out_channels })
+        self.reduce_kernel(ReduceOp::Sum, &per_sample, ReduceDims { outer: 1, len: g.batch, inner: a.out_channels })
     }
 }

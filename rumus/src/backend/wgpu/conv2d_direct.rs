@@ -10,9 +10,10 @@
 //! rounding only.
 
 use super::conv2d::{params, Dims, SIGNATURE};
+use super::launch::bind;
 use super::pipelines;
-use super::{bind, WgpuBackend, WgpuStorage, STAND_IN_MAX_MACS};
-use crate::backend::{Backend, Conv2dArgs, DType, ReduceDims, ReduceOp, Storage};
+use super::{WgpuBackend, WgpuStorage, STAND_IN_MAX_MACS};
+use crate::backend::{Conv2dArgs, DType, ReduceDims, ReduceOp, Storage};
 use crate::Result;
 
 const OP: &str = "conv2d";
@@ -59,7 +60,7 @@ impl WgpuBackend {
         if batch == 1 {
             return Ok(shares);
         }
-        self.reduce(ReduceOp::Sum, &shares, ReduceDims { outer: 1, len: batch, inner: d.weight })
+        self.reduce_kernel(ReduceOp::Sum, &shares, ReduceDims { outer: 1, len: batch, inner: d.weight })
     }
 
     /// One invocation per value of `entry`'s `n` outputs, from the inputs bound in
@@ -72,7 +73,7 @@ impl WgpuBackend {
         inputs: [Option<&WgpuStorage>; 4],
     ) -> Result<Storage> {
         let out = self.alloc(n, DType::F32, OP)?;
-        let [x, w, grad, bias] = inputs.map(|input| input.map_or(self.unused_binding(), bind));
+        let [x, w, grad, bias] = inputs.map(|input| input.map_or(self.unused(), bind));
         let buffers = [x, w, grad, bias, bind(&out)];
         let params = params(a, n, inputs[3].is_some(), 0);
         let groups = self.groups_for(n, OP)?;

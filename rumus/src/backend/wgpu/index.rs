@@ -3,10 +3,11 @@
 //! `[outer, count, inner]`; the adjoints read the latter and write the former. Every one checks
 //! its indices against `len` (see `index_check.rs`).
 
-use super::encoder::Binding;
 use super::index_check::read_word;
+use super::launch::{bind, check_len};
+use super::params::kernel_params;
 use super::pipelines::{self, Access};
-use super::{bind, check_len, WgpuBackend};
+use super::WgpuBackend;
 use crate::backend::{DType, GatherArgs, IndexArgs, Storage};
 use crate::{Error, Result};
 
@@ -18,6 +19,24 @@ const LINK_GROUPS: usize = 16;
 
 /// Every entry point of `index.wgsl` binds source, indices, output, flag and links.
 const SIGNATURE: [Access; 5] = [R, R, W, W, W];
+
+kernel_params! {
+    /// `n` invocations over a source `[outer, len, inner]` and a selection `[outer, count, inner]`.
+    struct IndexParams {
+        n: u32,
+        outer: u32,
+        len: u32,
+        inner: u32,
+        count: u32,
+    } pad 3
+}
+
+impl IndexParams {
+    fn of(n: usize, [outer, len, inner, count]: [usize; 4]) -> IndexParams {
+        let [n, outer, len, inner, count] = [n, outer, len, inner, count].map(|v| v as u32);
+        IndexParams { n, outer, len, inner, count, _pad: [0; 3] }
+    }
+}
 
 impl WgpuBackend {
     /// index_select (1-D indices of `count`) or gather (indices shaped like the output).
@@ -36,7 +55,7 @@ impl WgpuBackend {
         check_len(op, s, outer * len * inner)?;
         check_len(op, i, idx_len)?;
         let out = self.alloc(picked, DType::F32, op)?;
-        let params = [picked, outer, len, inner, count].map(|v| v as u32);
+        let params = IndexParams::of(picked, dims);
         let groups = self.groups_for(picked, op)?;
         self.checked_indices(op, i, len, || {
             let buffers = [bind(s), bind(i), bind(&out), self.index_flag.binding(), self.unused()];
@@ -56,7 +75,7 @@ impl WgpuBackend {
         let n = outer * len * inner;
         let out = self.alloc(n, DType::F32, op)?;
         let links = self.zeroed(len + count, DType::U32, op)?;
-        let params = [n, outer, len, inner, count].map(|v| v as u32);
+        let params = IndexParams::of(n, [outer, len, inner, count]);
         let groups = self.groups_for(n, op)?;
         self.checked_indices(op, i, len, || {
             let buffers = || [bind(g), bind(i), bind(&out), self.index_flag.binding(), bind(&links)];
@@ -79,7 +98,7 @@ impl WgpuBackend {
         check_len(op, i, picked)?;
         let n = outer * len * inner;
         let out = self.alloc(n, DType::F32, op)?;
-        let params = [n, outer, len, inner, count].map(|v| v as u32);
+        let params = IndexParams::of(n, [outer, len, inner, count]);
         if n == 0 && picked > 0 {
             // An empty axis: every index is out of range, and no invocation would report one.
             let index = read_word(self, i.buffer(), 0)?;
@@ -91,10 +110,5 @@ impl WgpuBackend {
             self.run(&pipelines::INDEX, "scatter_add", &SIGNATURE, &params, &buffers, groups)
         })?;
         Ok(self.output(out))
-    }
-
-    /// The placeholder bound where a kernel declares a buffer its entry point does not use.
-    pub(super) fn unused(&self) -> Binding<'_> {
-        Binding { buffer: &self.dummy, bytes: 4 }
     }
 }

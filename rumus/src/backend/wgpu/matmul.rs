@@ -3,8 +3,10 @@
 
 use std::sync::atomic::Ordering;
 
+use super::launch::bind;
+use super::params::kernel_params;
 use super::pipelines::{self, Access, KernelState};
-use super::{bind, matrix_extent, WgpuBackend, STAND_IN_MAX_MACS};
+use super::{WgpuBackend, STAND_IN_MAX_MACS};
 use crate::backend::{DType, MatmulArgs, MatrixLayout, Storage};
 use crate::{Error, MatmulPrecision, Result};
 
@@ -30,6 +32,58 @@ const VEC4_LARGE_SHARED_BYTES: u32 = (32 * 32 + 32 * 64) * 16;
 /// Shared memory of `matmul_coop.wgsl`: two operands, two buffers of 128×40 halves (the larger
 /// of its two slice shapes), plus 8 subgroups' 16×16 f32 edge blocks.
 const COOP_SHARED_BYTES: u32 = 2 * 2 * 128 * 40 * 2 + 8 * 256 * 4;
+
+kernel_params! {
+    /// All three matmul shaders: `batch` products of `[m, k]` by `[k, n]`, each operand at its
+    /// offset and batch, row and column strides.
+    struct MatmulParams {
+        batch: u32,
+        m: u32,
+        k: u32,
+        n: u32,
+        lhs_offset: u32,
+        lhs_batch: u32,
+        lhs_row: u32,
+        lhs_col: u32,
+        rhs_offset: u32,
+        rhs_batch: u32,
+        rhs_row: u32,
+        rhs_col: u32,
+    }
+}
+
+impl MatmulParams {
+    fn of(args: &MatmulArgs) -> MatmulParams {
+        let (a, b) = (&args.lhs, &args.rhs);
+        let [batch, m, k, n] = [args.batch, args.m, args.k, args.n].map(|v| v as u32);
+        let [lhs_offset, lhs_batch, lhs_row, lhs_col] =
+            [a.offset, a.batch_stride, a.row_stride, a.col_stride].map(|v| v as u32);
+        let [rhs_offset, rhs_batch, rhs_row, rhs_col] =
+            [b.offset, b.batch_stride, b.row_stride, b.col_stride].map(|v| v as u32);
+        MatmulParams {
+            batch,
+            m,
+            k,
+            n,
+            lhs_offset,
+            lhs_batch,
+            lhs_row,
+            lhs_col,
+            rhs_offset,
+            rhs_batch,
+            rhs_row,
+            rhs_col,
+        }
+    }
+}
+
+/// The last element an operand of `batch` `[rows, cols]` matrices at layout `l` reads.
+fn matrix_extent(l: &MatrixLayout, rows: usize, cols: usize, batch: usize) -> usize {
+    l.offset
+        + batch.saturating_sub(1) * l.batch_stride
+        + rows.saturating_sub(1) * l.row_stride
+        + cols.saturating_sub(1) * l.col_stride
+}
 
 /// Whether `l` can be read as vec4s along its contiguous side: that side (`cols` when the
 /// columns are contiguous, `rows` when transposed) a multiple of 4, and every other stride and
@@ -95,21 +149,7 @@ impl WgpuBackend {
             }
         }
         let (a, b) = (&args.lhs, &args.rhs);
-        let params = [
-            args.batch,
-            args.m,
-            args.k,
-            args.n,
-            a.offset,
-            a.batch_stride,
-            a.row_stride,
-            a.col_stride,
-            b.offset,
-            b.batch_stride,
-            b.row_stride,
-            b.col_stride,
-        ]
-        .map(|v| v as u32);
+        let params = MatmulParams::of(args);
         let buffers = [bind(l), bind(r), bind(&out)];
         let small = || -> Result<Storage> {
             let groups = self.groups_for(n_out, "matmul")?;

@@ -6,15 +6,31 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::copy::CopyParams;
+use super::cross_entropy::CrossEntropyParams;
+use super::elementwise::{binary_constants, unary_constants, BinaryParams, UnaryParams};
+use super::fill::FillParams;
+use super::index::IndexParams;
+use super::matmul::MatmulParams;
+use super::optimizer::OptimizerParams;
+use super::params::{KernelParams, ParamLayout};
+use super::random::RandomParams;
+use super::reduce::{reduce_constants, ArgmaxParams, ReduceParams};
+use super::softmax::{SoftmaxBackwardParams, SoftmaxParams};
+use super::window::WindowParams;
 use crate::{Error, Result};
 
-/// One WGSL file and what is placed before it: `includes` (files of `rumus/shaders/lib/` it shares
+/// One WGSL file and what is placed before it: `constants` (op codes written in Rust, see
+/// `elementwise.rs` and `reduce.rs`), `includes` (files of `rumus/shaders/lib/` it shares
 /// with other kernels) and, for `row_reduce` files, which call `wg_sum`/`wg_max`, a prelude
 /// chosen per adapter: subgroup operations where available, workgroup shared memory otherwise.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Shader {
     pub name: &'static str,
     pub source: &'static str,
+    /// The layout of its `struct Params`: a launch with another parameter struct is an error.
+    pub params: ParamLayout,
+    pub constants: Option<fn() -> String>,
     pub includes: &'static [&'static str],
     pub row_reduce: bool,
     /// Compiled without wgpu's injected runtime checks (see [`Pipelines::get`]).
@@ -22,8 +38,12 @@ pub(crate) struct Shader {
 }
 
 impl Shader {
-    const fn new(name: &'static str, source: &'static str) -> Shader {
-        Shader { name, source, includes: &[], row_reduce: false, trusted: false }
+    const fn new(name: &'static str, source: &'static str, params: ParamLayout) -> Shader {
+        Shader { name, source, params, constants: None, includes: &[], row_reduce: false, trusted: false }
+    }
+
+    const fn with_constants(self, constants: fn() -> String) -> Shader {
+        Shader { constants: Some(constants), ..self }
     }
 
     const fn including(self, includes: &'static [&'static str]) -> Shader {
@@ -40,8 +60,8 @@ impl Shader {
 }
 
 macro_rules! shader {
-    ($name:literal) => {
-        Shader::new($name, include_str!(concat!("../../../shaders/", $name, ".wgsl")))
+    ($name:literal, $params:ty) => {
+        Shader::new($name, include_str!(concat!("../../../shaders/", $name, ".wgsl")), <$params>::LAYOUT)
     };
 }
 
@@ -58,28 +78,30 @@ const WINDOW: &str = lib!("window");
 const LINEAR: &str = lib!("linear");
 const ROW_MAX_SUM: &str = lib!("row_max_sum");
 
-pub(crate) const FILL: Shader = shader!("fill");
-pub(crate) const COPY_STRIDED: Shader = shader!("copy_strided");
-pub(crate) const RANDOM: Shader = shader!("random");
-pub(crate) const UNARY: Shader = shader!("unary").including(&[ACTIVATION]);
-pub(crate) const UNARY_BACKWARD: Shader = shader!("unary_backward").including(&[ACTIVATION]);
-pub(crate) const BINARY: Shader = shader!("binary");
-pub(crate) const REDUCE: Shader = shader!("reduce").row_reduce();
-pub(crate) const ARGMAX: Shader = shader!("argmax");
-pub(crate) const MATMUL: Shader = shader!("matmul").trusted();
-pub(crate) const MATMUL_VEC4: Shader = shader!("matmul_vec4").trusted();
+pub(crate) const FILL: Shader = shader!("fill", FillParams);
+pub(crate) const COPY_STRIDED: Shader = shader!("copy_strided", CopyParams);
+pub(crate) const RANDOM: Shader = shader!("random", RandomParams);
+pub(crate) const UNARY: Shader = shader!("unary", UnaryParams).with_constants(unary_constants).including(&[ACTIVATION]);
+pub(crate) const UNARY_BACKWARD: Shader =
+    shader!("unary_backward", UnaryParams).with_constants(unary_constants).including(&[ACTIVATION]);
+pub(crate) const BINARY: Shader = shader!("binary", BinaryParams).with_constants(binary_constants);
+pub(crate) const REDUCE: Shader = shader!("reduce", ReduceParams).with_constants(reduce_constants).row_reduce();
+pub(crate) const ARGMAX: Shader = shader!("argmax", ArgmaxParams);
+pub(crate) const MATMUL: Shader = shader!("matmul", MatmulParams).trusted();
+pub(crate) const MATMUL_VEC4: Shader = shader!("matmul_vec4", MatmulParams).trusted();
 /// Compiled only on devices opened with cooperative matrices (`WgpuContext::has_tensor_cores`).
-pub(crate) const MATMUL_COOP: Shader = shader!("matmul_coop").trusted();
-pub(crate) const SOFTMAX: Shader = shader!("softmax").row_reduce().including(&[ROW_MAX_SUM]);
-pub(crate) const SOFTMAX_BACKWARD: Shader = shader!("softmax_backward").row_reduce();
-pub(crate) const CROSS_ENTROPY: Shader = shader!("cross_entropy").row_reduce().including(&[ROW_MAX_SUM]);
-pub(crate) const IM2COL: Shader = shader!("im2col").including(&[WINDOW]);
-pub(crate) const COL2IM: Shader = shader!("col2im").including(&[WINDOW]);
-pub(crate) const CONV2D: Shader = shader!("conv2d").including(&[WINDOW]);
-pub(crate) const CONV2D_DIRECT: Shader = shader!("conv2d_direct").including(&[WINDOW, LINEAR]);
-pub(crate) const POOLING: Shader = shader!("pooling").including(&[WINDOW, LINEAR]);
-pub(crate) const INDEX: Shader = shader!("index").including(&[LINEAR]);
-pub(crate) const OPTIMIZER: Shader = shader!("optimizer").including(&[LINEAR]);
+pub(crate) const MATMUL_COOP: Shader = shader!("matmul_coop", MatmulParams).trusted();
+pub(crate) const SOFTMAX: Shader = shader!("softmax", SoftmaxParams).row_reduce().including(&[ROW_MAX_SUM]);
+pub(crate) const SOFTMAX_BACKWARD: Shader = shader!("softmax_backward", SoftmaxBackwardParams).row_reduce();
+pub(crate) const CROSS_ENTROPY: Shader =
+    shader!("cross_entropy", CrossEntropyParams).row_reduce().including(&[ROW_MAX_SUM]);
+pub(crate) const IM2COL: Shader = shader!("im2col", WindowParams).including(&[WINDOW]);
+pub(crate) const COL2IM: Shader = shader!("col2im", WindowParams).including(&[WINDOW]);
+pub(crate) const CONV2D: Shader = shader!("conv2d", WindowParams).including(&[WINDOW]);
+pub(crate) const CONV2D_DIRECT: Shader = shader!("conv2d_direct", WindowParams).including(&[WINDOW, LINEAR]);
+pub(crate) const POOLING: Shader = shader!("pooling", WindowParams).including(&[WINDOW, LINEAR]);
+pub(crate) const INDEX: Shader = shader!("index", IndexParams).including(&[LINEAR]);
+pub(crate) const OPTIMIZER: Shader = shader!("optimizer", OptimizerParams).including(&[LINEAR]);
 
 /// Every shader the backend compiles (for validation in tests).
 pub(crate) const ALL: &[Shader] = &[
@@ -180,7 +202,11 @@ impl Pipelines {
 
     /// The full WGSL text of `shader` as compiled on an adapter with or without subgroups.
     pub fn source(shader: &Shader, subgroups: bool) -> String {
+        let constants = shader.constants.map(|f| f()).unwrap_or_default();
         let mut parts: Vec<&str> = Vec::new();
+        if !constants.is_empty() {
+            parts.push(&constants);
+        }
         if shader.row_reduce {
             parts.push(if subgroups { PRELUDE_SUBGROUP } else { PRELUDE_SHARED });
         }

@@ -1,0 +1,31 @@
+//! `random.wgsl`: uniform and normal draws of the counter-based generator (`rng.rs`).
+
+use super::launch::bind;
+use super::params::kernel_params;
+use super::pipelines::{self, Access};
+use super::WgpuBackend;
+use crate::backend::{DType, RandomKind, Storage};
+use crate::{rng, Result};
+
+kernel_params! {
+    /// `n` draws under the stream `key` (`rng::seed_key`).
+    struct RandomParams {
+        n: u32,
+        key: u32,
+    } pad 2
+}
+
+impl WgpuBackend {
+    pub(super) fn random_kernel(&self, kind: RandomKind, len: usize, seed: u64) -> Result<Storage> {
+        kind.check_len(len)?;
+        let out = self.alloc(len, DType::F32, "random")?;
+        let entry = match kind {
+            RandomKind::Uniform => "random_uniform",
+            RandomKind::Normal => "random_normal",
+        };
+        let params = RandomParams { n: len as u32, key: rng::seed_key(seed), _pad: [0; 2] };
+        let groups = self.groups_for(len, "random")?;
+        self.run(&pipelines::RANDOM, entry, &[Access::Write], &params, &[bind(&out)], groups)?;
+        Ok(self.output(out))
+    }
+}

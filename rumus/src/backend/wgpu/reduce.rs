@@ -1,0 +1,168 @@
+//! Reductions over `[outer, len, inner]`: `reduce.wgsl` (sum, max, min, whose op codes are
+//! written here once and placed before the shader as `OP_*` constants) and `argmax.wgsl`.
+
+use super::elementwise::op_constants;
+use super::launch::{bind, check_len};
+use super::params::kernel_params;
+use super::pipelines::{self, Access};
+use super::WgpuBackend;
+use crate::backend::{DType, ReduceDims, ReduceOp, Storage};
+use crate::Result;
+
+use Access::{Read as R, Write as W};
+
+/// Rows up to this long get one invocation each (softmax, cross-entropy, reductions); longer
+/// rows get a workgroup each.
+pub(super) const SHORT_ROW: usize = 32;
+/// A reduction of few long rows splits them until about this many workgroups share the work...
+const SPREAD_GROUPS: usize = 1024;
+/// ...but never into chunks shorter than this.
+const MIN_CHUNK: usize = 4096;
+/// A column reduction with few outputs splits the reduced axis until about this many
+/// invocations share the work, in chunks of at least `MIN_COL_CHUNK`.
+const SPREAD_THREADS: usize = 65_536;
+const MIN_COL_CHUNK: usize = 64;
+
+/// Every reduction, for `reduce.wgsl`'s `OP_*` constants; its code is its position.
+const REDUCE_OPS: [ReduceOp; 3] = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min];
+
+/// The constants placed before `reduce.wgsl`.
+pub(super) fn reduce_constants() -> String {
+    op_constants(REDUCE_OPS.iter().map(|&op| (name(op), code(op))))
+}
+
+/// `op`'s switch value in `reduce.wgsl`.
+fn code(op: ReduceOp) -> u32 {
+    op as u32
+}
+
+fn name(op: ReduceOp) -> &'static str {
+    match op {
+        ReduceOp::Sum => "sum",
+        ReduceOp::Max => "max",
+        ReduceOp::Min => "min",
+    }
+}
+
+/// What a reduction of nothing gives.
+fn identity(op: ReduceOp) -> f32 {
+    match op {
+        ReduceOp::Sum => 0.0,
+        ReduceOp::Max => f32::NEG_INFINITY,
+        ReduceOp::Min => f32::INFINITY,
+    }
+}
+
+kernel_params! {
+    /// `reduce.wgsl`: `reduce_rows` produces `outer` rows (outer × chunks), `reduce_cols`
+    /// reduces `[outer, len, inner]`; each output reduces a chunk of `chunk_len`.
+    struct ReduceParams {
+        outer: u32,
+        len: u32,
+        inner: u32,
+        op: u32,
+        identity: f32,
+        chunks: u32,
+        chunk_len: u32,
+        nan: f32,
+    }
+}
+
+kernel_params! {
+    /// `argmax.wgsl`: the first largest index along `len` of `[outer, len, inner]`.
+    struct ArgmaxParams {
+        outer: u32,
+        len: u32,
+        inner: u32,
+        neg_inf: f32,
+    }
+}
+
+impl WgpuBackend {
+    pub(super) fn reduce_kernel(&self, op: ReduceOp, x: &Storage, dims: ReduceDims) -> Result<Storage> {
+        let x = self.gpu(x, DType::F32, "reduce")?;
+        check_len("reduce", x, dims.outer * dims.len * dims.inner)?;
+        let n = dims.outer * dims.inner;
+        if n == 0 {
+            return Ok(self.output(self.alloc(0, DType::F32, "reduce")?));
+        }
+        let (code, identity) = (code(op), identity(op));
+        // The column kernel also reduces long rows, more slowly: a stand-in until the row kernel
+        // is compiled (see `Pipelines::stand_in`).
+        if dims.inner > 1 || dims.len <= SHORT_ROW || self.pipelines.stand_in(&pipelines::REDUCE, "reduce_rows") {
+            // One invocation per output, coalesced across `inner`; with few outputs the reduced
+            // axis is split into chunks (partials reduced by a second pass) so the GPU fills up.
+            let chunks = SPREAD_THREADS.div_ceil(n).clamp(1, dims.len.div_ceil(MIN_COL_CHUNK).max(1));
+            let chunk_len = dims.len.div_ceil(chunks).max(1);
+            let target = self.alloc(n * chunks, DType::F32, "reduce")?;
+            let params = ReduceParams {
+                outer: dims.outer as u32,
+                len: dims.len as u32,
+                inner: dims.inner as u32,
+                op: code,
+                identity,
+                chunks: chunks as u32,
+                chunk_len: chunk_len as u32,
+                nan: f32::NAN,
+            };
+            let groups = self.groups_for(n * chunks, "reduce")?;
+            self.run(&pipelines::REDUCE, "reduce_cols", &[R, W], &params, &[bind(x), bind(&target)], groups)?;
+            if chunks == 1 {
+                return Ok(self.output(target));
+            }
+            let partial = ReduceDims { outer: dims.outer, len: chunks, inner: dims.inner };
+            return self.reduce_kernel(op, &self.output(target), partial);
+        }
+        // Few long rows: split each into chunks so the whole GPU works, then reduce the partials.
+        let chunks = SPREAD_GROUPS.div_ceil(dims.outer).clamp(1, dims.len.div_ceil(MIN_CHUNK));
+        let chunk_len = dims.len.div_ceil(chunks);
+        let rows = dims.outer * chunks;
+        let target = self.alloc(rows, DType::F32, "reduce")?;
+        let params = ReduceParams {
+            outer: rows as u32,
+            len: dims.len as u32,
+            inner: 1,
+            op: code,
+            identity,
+            chunks: chunks as u32,
+            chunk_len: chunk_len as u32,
+            nan: f32::NAN,
+        };
+        let groups = self.groups_rows(rows);
+        self.run(&pipelines::REDUCE, "reduce_rows", &[R, W], &params, &[bind(x), bind(&target)], groups)?;
+        if chunks == 1 {
+            return Ok(self.output(target));
+        }
+        self.reduce_kernel(op, &self.output(target), ReduceDims { outer: dims.outer, len: chunks, inner: 1 })
+    }
+
+    pub(super) fn argmax_kernel(&self, x: &Storage, dims: ReduceDims) -> Result<Storage> {
+        let x = self.gpu(x, DType::F32, "argmax")?;
+        check_len("argmax", x, dims.outer * dims.len * dims.inner)?;
+        let n = dims.outer * dims.inner;
+        let out = self.alloc(n, DType::U32, "argmax")?;
+        out.set_bound(Some(dims.len.saturating_sub(1) as u32));
+        let params = ArgmaxParams {
+            outer: dims.outer as u32,
+            len: dims.len as u32,
+            inner: dims.inner as u32,
+            neg_inf: f32::NEG_INFINITY,
+        };
+        let groups = self.groups_for(n, "argmax")?;
+        self.run(&pipelines::ARGMAX, "argmax", &[R, W], &params, &[bind(x), bind(&out)], groups)?;
+        Ok(self.output(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{code, reduce_constants, REDUCE_OPS};
+
+    #[test]
+    fn reduce_codes_are_their_positions() {
+        for (k, &op) in REDUCE_OPS.iter().enumerate() {
+            assert_eq!(code(op) as usize, k);
+        }
+        assert_eq!(reduce_constants(), "const OP_SUM: u32 = 0u;\nconst OP_MAX: u32 = 1u;\nconst OP_MIN: u32 = 2u;\n");
+    }
+}
