@@ -1,5 +1,6 @@
 // Elementwise `lhs op rhs` over two strided views of the output shape (broadcast axes have
-// stride 0); `op` is BinaryOp::code(). Shapes are padded to rank 8. The output is contiguous.
+// stride 0); `op` is BinaryOp::code() (the OP_* constants placed before this file by
+// backend/wgpu/elementwise.rs). Shapes are padded to rank 8. The output is contiguous.
 
 struct Params {
     n: u32,
@@ -22,14 +23,14 @@ struct Params {
 
 fn apply(op: u32, a: f32, b: f32) -> f32 {
     switch op {
-        case 0u: { return a + b; }
-        case 1u: { return a - b; }
-        case 2u: { return a * b; }
-        case 3u: { return a / b; }
-        case 4u: { return max(a, b); }
-        case 5u: { return min(a, b); }
-        case 6u: { return select(0.0, 1.0, a == b); }
-        case 7u: { return select(0.0, 1.0, a > b); }
+        case OP_ADD: { return a + b; }
+        case OP_SUB: { return a - b; }
+        case OP_MUL: { return a * b; }
+        case OP_DIV: { return a / b; }
+        case OP_MAXIMUM: { return max(a, b); }
+        case OP_MINIMUM: { return min(a, b); }
+        case OP_EQ: { return select(0.0, 1.0, a == b); }
+        case OP_GT: { return select(0.0, 1.0, a > b); }
         default: { return 0.0; }
     }
 }

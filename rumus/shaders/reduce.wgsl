@@ -1,4 +1,5 @@
-// Sum / max / min over the middle axis of [outer, len, inner] (ReduceOp: 0 sum, 1 max, 2 min).
+// Sum / max / min over the middle axis of [outer, len, inner] (`op` is one of the
+// OP_SUM / OP_MAX / OP_MIN constants placed before this file by backend/wgpu/reduce.rs).
 // `reduce_rows` (inner == 1, long rows): one workgroup per (row, chunk), grid-stride over them,
 //   so any row count works. A long row is split into `chunks` pieces whose partials a second
 //   dispatch combines, so a single huge row still spreads over the whole GPU.
@@ -31,8 +32,8 @@ fn is_nan(v: f32) -> bool {
 // As the CPU: NaN wins in max/min.
 fn combine(op: u32, acc: f32, v: f32) -> f32 {
     switch op {
-        case 0u: { return acc + v; }
-        case 1u: { return select(acc, v, v > acc || is_nan(v)); }
+        case OP_SUM: { return acc + v; }
+        case OP_MAX: { return select(acc, v, v > acc || is_nan(v)); }
         default: { return select(acc, v, v < acc || is_nan(v)); }
     }
 }
@@ -52,12 +53,12 @@ fn reduce_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
             acc = combine(p.op, acc, x[base + j]);
         }
         var r: f32;
-        if p.op == 0u {
+        if p.op == OP_SUM {
             r = wg_sum(acc, lid);
         } else {
             // Hardware max/min may drop NaN; the CPU's rule is that NaN wins, so count them.
             let nans = wg_sum(select(0.0, 1.0, is_nan(acc)), lid);
-            if p.op == 1u {
+            if p.op == OP_MAX {
                 r = wg_max(acc, lid);
             } else {
                 r = -wg_max(-acc, lid);

@@ -1,4 +1,5 @@
-// Elementwise functions of one tensor; `op` is UnaryOp::code() and s0/s1 its scalars.
+// Elementwise functions of one tensor; `op` is UnaryOp::code() (the OP_* constants,
+// placed before this file by backend/wgpu/elementwise.rs) and s0/s1 its scalars.
 // Parameters and the activation math are in lib/activation.wgsl.
 
 @group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -6,22 +7,22 @@
 
 fn apply(op: u32, v: f32, s0: f32, s1: f32) -> f32 {
     switch op {
-        case 0u: { return -v; }
-        case 1u: { return exp(v); }
-        case 2u: { return log(v); }
-        case 3u: { return sqrt(v); }
-        case 4u: { return abs(v); }
-        case 5u: { return max(v, 0.0); }
-        case 6u: { return select(s0 * v, v, v > 0.0); }
-        case 7u: { return sigmoid(v); }
-        case 8u: { return stable_tanh(v); }
-        case 9u: { return 0.5 * v * (1.0 + erf(v * INV_SQRT_2)); }
-        case 10u: { return 0.5 * v * (1.0 + stable_tanh(SQRT_2_OVER_PI * (v + GELU_TANH_C * v * v * v))); }
-        case 11u: { return v * sigmoid(v); }
-        case 12u: { return v + s0; }
-        case 13u: { return v * s0; }
-        case 14u: { return powf(v, s0); }
-        case 15u: { return min(max(v, s0), s1); }
+        case OP_NEG: { return -v; }
+        case OP_EXP: { return exp(v); }
+        case OP_LOG: { return log(v); }
+        case OP_SQRT: { return sqrt(v); }
+        case OP_ABS: { return abs(v); }
+        case OP_RELU: { return max(v, 0.0); }
+        case OP_LEAKY_RELU: { return select(s0 * v, v, v > 0.0); }
+        case OP_SIGMOID: { return sigmoid(v); }
+        case OP_TANH: { return stable_tanh(v); }
+        case OP_GELU: { return 0.5 * v * (1.0 + erf(v * INV_SQRT_2)); }
+        case OP_GELU_TANH: { return 0.5 * v * (1.0 + stable_tanh(SQRT_2_OVER_PI * (v + GELU_TANH_C * v * v * v))); }
+        case OP_SILU: { return v * sigmoid(v); }
+        case OP_ADD_SCALAR: { return v + s0; }
+        case OP_MUL_SCALAR: { return v * s0; }
+        case OP_POWF: { return powf(v, s0); }
+        case OP_CLAMP: { return min(max(v, s0), s1); }
         default: { return v; }
     }
 }

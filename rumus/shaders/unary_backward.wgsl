@@ -1,4 +1,5 @@
-// grad * d op(x)/dx given the forward input x and output y; `op` is UnaryOp::code().
+// grad * d op(x)/dx given the forward input x and output y; `op` is UnaryOp::code() (the
+// OP_* constants, placed before this file by backend/wgpu/elementwise.rs).
 // Derivatives mirror unary_derivative in rumus/src/backend/cpu/elementwise.rs; parameters and
 // the activation math are in lib/activation.wgsl.
 
@@ -9,28 +10,28 @@
 
 fn derivative(op: u32, v: f32, w: f32, s0: f32, s1: f32) -> f32 {
     switch op {
-        case 0u: { return -1.0; }
-        case 1u: { return w; }
-        case 2u: { return 1.0 / v; }
-        case 3u: { return 0.5 / w; }
-        case 4u: { return select(select(0.0, -1.0, v < 0.0), 1.0, v > 0.0); }
-        case 5u: { return select(0.0, 1.0, v > 0.0); }
-        case 6u: { return select(s0, 1.0, v > 0.0); }
-        case 7u: { return w * (1.0 - w); }
-        case 8u: { return 1.0 - w * w; }
-        case 9u: { return 0.5 * (1.0 + erf(v * INV_SQRT_2)) + v * INV_SQRT_2PI * exp(-0.5 * v * v); }
-        case 10u: {
+        case OP_NEG: { return -1.0; }
+        case OP_EXP: { return w; }
+        case OP_LOG: { return 1.0 / v; }
+        case OP_SQRT: { return 0.5 / w; }
+        case OP_ABS: { return select(select(0.0, -1.0, v < 0.0), 1.0, v > 0.0); }
+        case OP_RELU: { return select(0.0, 1.0, v > 0.0); }
+        case OP_LEAKY_RELU: { return select(s0, 1.0, v > 0.0); }
+        case OP_SIGMOID: { return w * (1.0 - w); }
+        case OP_TANH: { return 1.0 - w * w; }
+        case OP_GELU: { return 0.5 * (1.0 + erf(v * INV_SQRT_2)) + v * INV_SQRT_2PI * exp(-0.5 * v * v); }
+        case OP_GELU_TANH: {
             let t = stable_tanh(SQRT_2_OVER_PI * (v + GELU_TANH_C * v * v * v));
             return 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_TANH_C * v * v);
         }
-        case 11u: {
+        case OP_SILU: {
             let s = sigmoid(v);
             return s * (1.0 + v * (1.0 - s));
         }
-        case 12u: { return 1.0; }
-        case 13u: { return s0; }
-        case 14u: { return s0 * powf(v, s0 - 1.0); }
-        case 15u: { return select(0.0, 1.0, v >= s0 && v <= s1); }
+        case OP_ADD_SCALAR: { return 1.0; }
+        case OP_MUL_SCALAR: { return s0; }
+        case OP_POWF: { return s0 * powf(v, s0 - 1.0); }
+        case OP_CLAMP: { return select(0.0, 1.0, v >= s0 && v <= s1); }
         default: { return 0.0; }
     }
 }
