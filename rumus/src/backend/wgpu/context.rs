@@ -53,10 +53,7 @@ const DEFAULT_BACKENDS: ::wgpu::Backends =
 /// The APIs an adapter may come from, given `RUMUS_WGPU_BACKEND`'s value (`None`: unset) and the
 /// APIs compiled into this build for this platform. An unknown name, or an API this build
 /// lacks, is an error naming the valid choices.
-fn choose_backends(
-    forced: Option<&str>,
-    compiled: ::wgpu::Backends,
-) -> std::result::Result<::wgpu::Backends, String> {
+fn choose_backends(forced: Option<&str>, compiled: ::wgpu::Backends) -> std::result::Result<::wgpu::Backends, String> {
     let name = match forced.map(str::trim) {
         None | Some("") => return Ok(DEFAULT_BACKENDS),
         Some(name) => name,
