@@ -35,9 +35,11 @@ impl Device {
         Device::Cpu
     }
 
-    /// The wgpu device (created on first use, then shared). Fails with a message saying how to
-    /// get an adapter when none exists, and with [`Error::Gpu`] naming the feature when rumus was
-    /// built without its `wgpu` feature.
+    /// The wgpu device (created on first use, then shared), on Vulkan, Metal or DX12, whichever
+    /// the platform has; `RUMUS_WGPU_BACKEND=vulkan|metal|dx12|gl` forces one (another value is
+    /// an error listing these). Fails with a message saying how to get an adapter when none
+    /// exists, and with [`Error::Gpu`] naming the feature when rumus was built without its
+    /// `wgpu` feature.
     #[cfg(feature = "wgpu")]
     pub fn wgpu() -> Result<Self> {
         Ok(Device::Wgpu(WgpuBackend::shared()?))
