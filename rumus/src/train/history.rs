@@ -119,6 +119,8 @@ impl History {
 
     /// Draws the learning curves as an SVG: loss on the left, accuracy (if any) on the right,
     /// training and validation curves in each.
+    /// Without the `plot` feature (on by default) this is `Error::InvalidArgument` naming the
+    /// feature, and nothing is written.
     pub fn plot(&self, path: impl AsRef<Path>) -> Result<()> {
         let svg = super::plot::render_svg(self)?;
         crate::io::write_atomic(path.as_ref(), svg.as_bytes())

@@ -1,14 +1,28 @@
-//! Learning curves as SVG (plotters, SVG backend only).
+//! Learning curves as SVG (plotters, SVG backend only; with the `plot` feature).
 
+#[cfg(feature = "plot")]
 use plotters::prelude::*;
 
 use super::History;
 use crate::{Error, Result};
 
+/// What `History::plot` says when plotters was left out of the build.
+#[cfg(not(feature = "plot"))]
+pub(crate) const WITHOUT_PLOT: &str = "rumus was built without the `plot` feature (enable it in Cargo.toml, \
+     or keep the default features; History::to_json writes the same curves as data)";
+
+/// Without the `plot` feature: an error naming it.
+#[cfg(not(feature = "plot"))]
+pub(crate) fn render_svg(_history: &History) -> Result<String> {
+    Err(Error::invalid("History::plot", WITHOUT_PLOT))
+}
+
+#[cfg(feature = "plot")]
 fn plot_error(e: impl std::fmt::Display) -> Error {
     Error::invalid("History::plot", e.to_string())
 }
 
+#[cfg(feature = "plot")]
 /// One panel: every series named in `names` that the history has, against 1-based epochs.
 fn panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
@@ -60,6 +74,7 @@ where
     Ok(())
 }
 
+#[cfg(feature = "plot")]
 /// The SVG text of `history`'s learning curves.
 pub(crate) fn render_svg(history: &History) -> Result<String> {
     let has_accuracy = history.get("accuracy").is_some();
@@ -78,4 +93,20 @@ pub(crate) fn render_svg(history: &History) -> Result<String> {
         root.present().map_err(plot_error)?;
     }
     Ok(svg)
+}
+
+#[cfg(all(test, not(feature = "plot")))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plotting_is_an_error_naming_the_feature_and_writes_nothing() {
+        let mut history = History::new();
+        history.push(&crate::train::Logs::default(), 1.0);
+        let path = std::env::temp_dir().join(format!("rumus-noplot-{}.svg", std::process::id()));
+        let err = history.plot(&path).unwrap_err();
+        assert!(matches!(&err, Error::InvalidArgument { op: "History::plot", .. }), "{err}");
+        assert!(err.to_string().contains("without the `plot` feature"), "{err}");
+        assert!(!path.exists());
+    }
 }

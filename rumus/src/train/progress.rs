@@ -1,15 +1,100 @@
 //! The progress display of `fit`: Keras' `Epoch 3/10` header and
-//! `469/469 ━━━━━━━━━━━━━━━━━━━━ 3s 6ms/step - loss: 0.0912 - accuracy: 0.9723` line.
+//! `469/469 ━━━━━━━━━━━━━━━━━━━━ 3s 6ms/step - loss: 0.0912 - accuracy: 0.9723` line (a live
+//! indicatif bar with the `progress` feature, else one plain line per update).
 
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-
+use self::bar::Bar;
 use super::{Logs, Verbosity};
+
+/// The live bar of the `progress` feature: indicatif redraws one line in place.
+#[cfg(feature = "progress")]
+mod bar {
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+    pub(super) struct Bar(ProgressBar);
+
+    impl Bar {
+        /// Whether stderr can show a live display.
+        pub(super) fn visible() -> bool {
+            !ProgressDrawTarget::stderr().is_hidden()
+        }
+
+        pub(super) fn new(steps: usize) -> Self {
+            let bar = ProgressBar::new(steps as u64);
+            let style = ProgressStyle::with_template("{pos:>5}/{len} {bar:20.green/238} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("━━━");
+            bar.set_style(style);
+            Bar(bar)
+        }
+
+        pub(super) fn update(&self, step: usize, message: String) {
+            self.0.set_position(step as u64);
+            self.0.set_message(message);
+        }
+
+        pub(super) fn finish(self, steps: usize, message: String) {
+            self.0.set_position(steps as u64);
+            self.0.finish_with_message(message);
+        }
+
+        /// Leaves the line as it is.
+        pub(super) fn abandon(self) {
+            self.0.abandon();
+        }
+    }
+}
+
+/// Without the `progress` feature: the same line, printed anew at each update.
+#[cfg(not(feature = "progress"))]
+mod bar {
+    use std::io::IsTerminal;
+
+    pub(super) struct Bar {
+        steps: usize,
+    }
+
+    /// One printed update: `  120/469 3s 6ms/step - loss: 0.0912`.
+    pub(super) fn line(step: usize, steps: usize, message: &str) -> String {
+        format!("{step:>5}/{steps} {message}")
+    }
+
+    impl Bar {
+        /// Whether stderr is a terminal (elsewhere `fit` prints one line per epoch).
+        pub(super) fn visible() -> bool {
+            std::io::stderr().is_terminal()
+        }
+
+        pub(super) fn new(steps: usize) -> Self {
+            Bar { steps }
+        }
+
+        pub(super) fn update(&self, step: usize, message: String) {
+            eprintln!("{}", line(step, self.steps, &message));
+        }
+
+        pub(super) fn finish(self, steps: usize, message: String) {
+            eprintln!("{}", line(steps, self.steps, &message));
+        }
+
+        /// Every printed line stays as it is.
+        pub(super) fn abandon(self) {}
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn a_plain_update_is_position_of_total_then_the_message() {
+            assert_eq!(super::line(7, 469, "3s 6ms/step - loss: 0.5"), "    7/469 3s 6ms/step - loss: 0.5");
+            assert_eq!(super::line(12345, 12345, ""), "12345/12345 ");
+        }
+    }
+}
 
 pub(crate) struct Progress {
     verbosity: Verbosity,
-    bar: Option<ProgressBar>,
+    bar: Option<Bar>,
     epochs: usize,
     steps: usize,
     started: Instant,
@@ -28,7 +113,7 @@ impl Progress {
     pub(crate) fn new(verbosity: Verbosity, epochs: usize) -> Self {
         // Without a terminal a live bar would print nothing: fall back to one line per epoch.
         let verbosity = match verbosity {
-            Verbosity::ProgressBar if ProgressDrawTarget::stderr().is_hidden() => Verbosity::OneLinePerEpoch,
+            Verbosity::ProgressBar if !Bar::visible() => Verbosity::OneLinePerEpoch,
             v => v,
         };
         Progress { verbosity, bar: None, epochs, steps: 0, started: Instant::now() }
@@ -46,12 +131,7 @@ impl Progress {
             return;
         }
         eprintln!("Epoch {}/{}", epoch + 1, self.epochs);
-        let bar = ProgressBar::new(steps as u64);
-        let style = ProgressStyle::with_template("{pos:>5}/{len} {bar:20.green/238} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("━━━");
-        bar.set_style(style);
-        self.bar = Some(bar);
+        self.bar = Some(Bar::new(steps));
     }
 
     fn per_step(&self, step: usize) -> Duration {
@@ -62,8 +142,7 @@ impl Progress {
         let per_step = self.per_step(step);
         let eta = per_step * self.steps.saturating_sub(step) as u32;
         if let Some(bar) = &self.bar {
-            bar.set_position(step as u64);
-            bar.set_message(format!("{} {}ms/step{logs}", seconds(eta), per_step.as_millis()));
+            bar.update(step, format!("{} {}ms/step{logs}", seconds(eta), per_step.as_millis()));
         }
     }
 
@@ -72,8 +151,7 @@ impl Progress {
         match self.verbosity {
             Verbosity::ProgressBar => {
                 if let Some(bar) = self.bar.take() {
-                    bar.set_position(steps as u64);
-                    bar.finish_with_message(line);
+                    bar.finish(steps, line);
                 }
             }
             Verbosity::OneLinePerEpoch => eprintln!("Epoch {}/{} - {steps} steps - {line}", epoch + 1, self.epochs),

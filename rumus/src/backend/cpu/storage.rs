@@ -83,9 +83,12 @@ impl CpuStorage {
 }
 
 /// The CPU storage behind `storage`, or an error naming `op` if it lives elsewhere.
+// Without the `wgpu` feature every storage is on the host and `op` names nothing.
+#[cfg_attr(not(feature = "wgpu"), allow(unused_variables))]
 pub fn host<'a>(storage: &'a Storage, op: &'static str) -> Result<&'a CpuStorage> {
     match storage {
         Storage::Cpu(s) => Ok(s),
+        #[cfg(feature = "wgpu")]
         Storage::Wgpu(_) => Err(Error::DeviceMismatch { op, lhs: "wgpu".into(), rhs: "cpu".into() }),
     }
 }

@@ -1,4 +1,6 @@
-//! One wgpu instance, adapter, device and queue per process, created on first use.
+//! One wgpu instance, adapter, device and queue per process, created on first use. The adapter
+//! comes from Vulkan, Metal or DX12, whichever this platform has (`RUMUS_WGPU_BACKEND` forces
+//! one).
 
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -29,9 +31,46 @@ const TENSOR_CORE_FEATURES: ::wgpu::Features =
 
 static CONTEXT: OnceLock<std::result::Result<Arc<WgpuContext>, String>> = OnceLock::new();
 
-const NO_ADAPTER_HELP: &str = "no wgpu adapter found. Install a Vulkan driver for your GPU, or Mesa's \
-     lavapipe CPU emulation for testing (`apt-get install mesa-vulkan-drivers libvulkan1`), or use \
-     Device::cpu()";
+const NO_ADAPTER_HELP: &str = "no wgpu adapter found. Install a Vulkan driver for your GPU (Linux, \
+     Windows; Metal on macOS and DX12 on Windows 10+ need none), or Mesa's lavapipe CPU emulation for \
+     testing (`apt-get install mesa-vulkan-drivers libvulkan1`), or use Device::cpu()";
+
+/// Forces the graphics API of the adapter: one of [`BACKEND_NAMES`]' names.
+const BACKEND_ENV: &str = "RUMUS_WGPU_BACKEND";
+
+/// The values of `RUMUS_WGPU_BACKEND` and the API each selects.
+const BACKEND_NAMES: [(&str, ::wgpu::Backends); 4] = [
+    ("vulkan", ::wgpu::Backends::VULKAN),
+    ("metal", ::wgpu::Backends::METAL),
+    ("dx12", ::wgpu::Backends::DX12),
+    ("gl", ::wgpu::Backends::GL),
+];
+
+/// The APIs tried when none is forced: wgpu's first tier (GL only when forced).
+const DEFAULT_BACKENDS: ::wgpu::Backends =
+    ::wgpu::Backends::VULKAN.union(::wgpu::Backends::METAL).union(::wgpu::Backends::DX12);
+
+/// The APIs an adapter may come from, given `RUMUS_WGPU_BACKEND`'s value (`None`: unset) and the
+/// APIs compiled into this build for this platform. An unknown name, or an API this build
+/// lacks, is an error naming the valid choices.
+fn choose_backends(forced: Option<&str>, compiled: ::wgpu::Backends) -> std::result::Result<::wgpu::Backends, String> {
+    let name = match forced.map(str::trim) {
+        None | Some("") => return Ok(DEFAULT_BACKENDS),
+        Some(name) => name,
+    };
+    let names = BACKEND_NAMES.map(|(n, _)| n).join(", ");
+    let Some(&(known, backends)) = BACKEND_NAMES.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)) else {
+        return Err(format!("{BACKEND_ENV}={name:?} is not a graphics API; use one of {names} (or leave it unset)"));
+    };
+    if !compiled.contains(backends) {
+        let here: Vec<&str> = BACKEND_NAMES.iter().filter(|(_, b)| compiled.contains(*b)).map(|(n, _)| *n).collect();
+        return Err(format!(
+            "{BACKEND_ENV}={known}, but this build has no {known} backend on this platform (it has: {})",
+            here.join(", ")
+        ));
+    }
+    Ok(backends)
+}
 
 impl WgpuContext {
     /// The shared context, created on the first call. Every later call returns the same one (or
@@ -42,8 +81,10 @@ impl WgpuContext {
 
     fn create() -> std::result::Result<WgpuContext, String> {
         runtime_dir::ensure();
+        let forced = std::env::var(BACKEND_ENV).ok();
+        let backends = choose_backends(forced.as_deref(), ::wgpu::Instance::enabled_backend_features())?;
         let mut desc = ::wgpu::InstanceDescriptor::new_without_display_handle_from_env();
-        desc.backends = ::wgpu::Backends::VULKAN;
+        desc.backends = backends;
         let instance = ::wgpu::Instance::new(desc);
         let options = ::wgpu::RequestAdapterOptions {
             power_preference: ::wgpu::PowerPreference::HighPerformance,
@@ -52,8 +93,8 @@ impl WgpuContext {
             // Real limits: bucketing only matters for untrusted (browser) content.
             apply_limit_buckets: false,
         };
-        let adapter =
-            pollster::block_on(instance.request_adapter(&options)).map_err(|e| format!("{NO_ADAPTER_HELP} ({e})"))?;
+        let adapter = pollster::block_on(instance.request_adapter(&options))
+            .map_err(|e| format!("{NO_ADAPTER_HELP} (tried {backends:?}: {e})"))?;
         let info = adapter.get_info();
         let available = adapter.features();
         // Ask only for what the kernels use. SHADER_F16 only together with cooperative
@@ -170,5 +211,51 @@ impl WgpuContext {
             Some(message) => Err(Error::Gpu(format!("driver reported: {message}"))),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ::wgpu::Backends;
+
+    const ALL: Backends = Backends::VULKAN.union(Backends::METAL).union(Backends::DX12).union(Backends::GL);
+
+    #[test]
+    fn unset_or_empty_tries_vulkan_metal_and_dx12() {
+        for forced in [None, Some(""), Some("  ")] {
+            assert_eq!(choose_backends(forced, ALL), Ok(Backends::VULKAN | Backends::METAL | Backends::DX12));
+        }
+    }
+
+    #[test]
+    fn each_name_forces_its_api_whatever_the_case() {
+        assert_eq!(choose_backends(Some("vulkan"), ALL), Ok(Backends::VULKAN));
+        assert_eq!(choose_backends(Some("Metal"), ALL), Ok(Backends::METAL));
+        assert_eq!(choose_backends(Some(" DX12 "), ALL), Ok(Backends::DX12));
+        assert_eq!(choose_backends(Some("gl"), ALL), Ok(Backends::GL));
+    }
+
+    #[test]
+    fn an_unknown_name_is_an_error_listing_the_valid_ones() {
+        for bad in ["vk", "opengl", "cuda", "vulkan,metal"] {
+            let err = choose_backends(Some(bad), ALL).unwrap_err();
+            assert!(err.contains(&format!("{bad:?}")) && err.contains("vulkan, metal, dx12, gl"), "{err}");
+        }
+    }
+
+    #[test]
+    fn an_api_missing_from_the_build_is_an_error_naming_those_present() {
+        let err = choose_backends(Some("metal"), Backends::VULKAN | Backends::GL).unwrap_err();
+        assert!(err.contains("no metal backend") && err.contains("it has: vulkan, gl"), "{err}");
+    }
+
+    /// wgpu compiles Metal and DX12 only where they exist, so enabling them costs Linux nothing.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn this_linux_build_has_vulkan_but_neither_metal_nor_dx12() {
+        let compiled = ::wgpu::Instance::enabled_backend_features();
+        assert!(compiled.contains(Backends::VULKAN));
+        assert!(!compiled.intersects(Backends::METAL | Backends::DX12));
     }
 }
