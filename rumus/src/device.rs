@@ -29,7 +29,7 @@ impl Device {
     /// The wgpu device (created on first use, then shared). Fails with a message saying how to
     /// get an adapter when none exists.
     pub fn wgpu() -> Result<Self> {
-        Ok(Device::Wgpu(WgpuBackend::shared()?))
+        Ok(Device::Wgpu(shared_wgpu()?))
     }
 
     /// The fastest device available: `RUMUS_DEVICE=cpu|wgpu` decides when set, otherwise a real
@@ -51,7 +51,7 @@ impl Device {
             }
             _ => {}
         }
-        match WgpuBackend::shared() {
+        match shared_wgpu() {
             Ok(backend) if backend.context().is_hardware() => Device::Wgpu(backend),
             _ => Device::Cpu,
         }
@@ -144,6 +144,13 @@ impl Device {
             Device::Wgpu(backend) => backend.synchronize(),
         }
     }
+}
+
+/// The process-wide wgpu backend, its start-up warm-up started (see `warmup.rs`).
+fn shared_wgpu() -> Result<Arc<WgpuBackend>> {
+    let backend = WgpuBackend::shared()?;
+    crate::warmup::start_once(&backend);
+    Ok(backend)
 }
 
 impl fmt::Debug for Device {

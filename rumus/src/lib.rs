@@ -21,6 +21,7 @@ pub mod rng;
 mod tensor;
 pub mod testing;
 pub mod train;
+mod warmup;
 
 pub use autograd::{no_grad, Gradients};
 pub use device::Device;

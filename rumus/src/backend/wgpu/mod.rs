@@ -15,7 +15,7 @@ mod pipelines;
 mod pool;
 mod runtime_dir;
 mod storage;
-mod warmup;
+pub(crate) mod warmup;
 
 pub use context::WgpuContext;
 pub use encoder::transfer_count;
@@ -104,11 +104,7 @@ impl WgpuBackend {
         BACKEND
             .get_or_init(|| {
                 let ctx = WgpuContext::get().map_err(|e| e.to_string())?;
-                let backend = Arc::new(WgpuBackend::new(ctx));
-                if backend.context().is_hardware() {
-                    warmup::start(&backend);
-                }
-                Ok(backend)
+                Ok(Arc::new(WgpuBackend::new(ctx)))
             })
             .clone()
             .map_err(|e| Error::Gpu(e.trim_start_matches("gpu: ").to_string()))
