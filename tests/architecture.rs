@@ -261,3 +261,65 @@ fn the_checks_find_what_they_look_for() {
     let names: Vec<String> = crate_names(nested).into_iter().map(|(_, n)| n).collect();
     assert_eq!(names, ["backend", "Device"]);
 }
+
+/// Repository-relative paths named in backticks in `doc` (templates with `<…>`, globs and
+/// commands left out).
+fn named_paths(doc: &str) -> Vec<String> {
+    const ROOTS: &[&str] = &["rumus/", "rumus-macros/", "tests/", "docs/", "shaders/", "examples/", "bench/", ".ci/"];
+    doc.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|span| ROOTS.iter().any(|r| span.starts_with(r)))
+        .filter(|span| !span.contains(|c: char| c.is_whitespace() || "<>*{}".contains(c)))
+        .map(|span| span.trim_end_matches('/').to_string())
+        .collect()
+}
+
+#[test]
+fn every_path_the_docs_name_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut missing = Vec::new();
+    for doc in ["docs/ARCHITECTURE.md", "docs/ENVIRONMENT.md"] {
+        let text = std::fs::read_to_string(root.join(doc)).unwrap();
+        let paths = named_paths(&text);
+        assert!(paths.len() > 5 || doc.ends_with("ENVIRONMENT.md"), "{doc} names {paths:?}");
+        missing.extend(paths.into_iter().filter(|p| !root.join(p).exists()).map(|p| format!("{doc}: {p}")));
+    }
+    assert!(missing.is_empty(), "paths named in the docs that do not exist:\n{}", missing.join("\n"));
+}
+
+/// Every `RUMUS_[A-Z0-9_]+` name in the text of the files under `dirs`.
+fn rumus_variables(root: &Path, dirs: &[&str]) -> std::collections::BTreeMap<String, String> {
+    let mut found = std::collections::BTreeMap::new();
+    let mut stack: Vec<PathBuf> = dirs.iter().map(|d| root.join(d)).filter(|p| p.exists()).collect();
+    while let Some(path) = stack.pop() {
+        if path.is_dir() {
+            stack.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&path) else { continue };
+        for (at, _) in text.match_indices("RUMUS_") {
+            let name: String =
+                text[at..].chars().take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_').collect();
+            if name.len() > "RUMUS_".len() {
+                found.entry(name).or_insert_with(|| path.strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn every_rumus_variable_is_documented() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/ENVIRONMENT.md")).unwrap();
+    let dirs = ["rumus/src", "rumus-macros/src", "examples", "tests", "bench", ".ci", "tools", "src"];
+    let variables = rumus_variables(root, &dirs);
+    assert!(variables.contains_key("RUMUS_DEVICE"), "the scan found {variables:?}");
+    let missing: Vec<String> = variables
+        .iter()
+        .filter(|(name, _)| !doc.contains(&format!("`{name}`")))
+        .map(|(name, file)| format!("{name} (read in {file})"))
+        .collect();
+    assert!(missing.is_empty(), "RUMUS_* variables missing from docs/ENVIRONMENT.md:\n{}", missing.join("\n"));
+}
