@@ -111,6 +111,11 @@ pub(crate) fn start(backend: &Arc<WgpuBackend>, works: Vec<Work>) {
             libc::atexit(wait_for_warmup);
         }
     });
+    spawn(backend, works);
+}
+
+/// Spawns the `THREADS` threads that run `works` in order, each counted as running until it ends.
+fn spawn(backend: &Arc<WgpuBackend>, works: Vec<Work>) {
     let works: Arc<[Work]> = works.into();
     let next = Arc::new(AtomicUsize::new(0));
     for _ in 0..THREADS {
@@ -304,4 +309,36 @@ pub(crate) fn adam_update(b: &WgpuBackend) -> Result<()> {
         step: 1,
     };
     b.optimizer_step(&step, &param, &grad, &[&m, &v], 8)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Every work runs once, across the threads, and `wait` returns once they all have ended.
+    #[test]
+    fn the_threads_run_every_work_once_and_are_waited_for() {
+        if crate::testing::wgpu_or_skip().is_none() {
+            return;
+        }
+        let backend = Arc::new(WgpuBackend::independent().unwrap());
+        let runs = Arc::new(AtomicUsize::new(0));
+        let works = (0..3 * THREADS + 1)
+            .map(|_| {
+                let runs = runs.clone();
+                Box::new(move || {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    Ok(())
+                }) as Work
+            })
+            .collect();
+        spawn(&backend, works);
+        assert!(wait(Duration::from_secs(60)), "the warm-up threads did not finish");
+        assert_eq!(runs.load(Ordering::SeqCst), 3 * THREADS + 1);
+        assert_eq!(backend.pipelines.warming().load(Ordering::SeqCst), 0);
+    }
 }
