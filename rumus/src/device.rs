@@ -42,7 +42,7 @@ impl Device {
     /// `wgpu` feature.
     #[cfg(feature = "wgpu")]
     pub fn wgpu() -> Result<Self> {
-        Ok(Device::Wgpu(WgpuBackend::shared()?))
+        Ok(Device::Wgpu(shared_wgpu()?))
     }
 
     /// Without the `wgpu` feature: [`Error::Gpu`] naming the feature.
@@ -78,7 +78,7 @@ impl Device {
     /// API that gives no device, says so on stderr (the choice was the user's).
     #[cfg(feature = "wgpu")]
     fn hardware_gpu() -> Option<Self> {
-        match WgpuBackend::shared() {
+        match shared_wgpu() {
             Ok(backend) if backend.context().is_hardware() => Some(Device::Wgpu(backend)),
             Ok(_) => None,
             Err(e) => {
@@ -191,6 +191,14 @@ impl Device {
             Device::Wgpu(backend) => backend.synchronize(),
         }
     }
+}
+
+/// The process-wide wgpu backend, its start-up warm-up started (see `warmup.rs`).
+#[cfg(feature = "wgpu")]
+fn shared_wgpu() -> Result<Arc<WgpuBackend>> {
+    let backend = WgpuBackend::shared()?;
+    crate::warmup::start_once(&backend);
+    Ok(backend)
 }
 
 impl fmt::Debug for Device {

@@ -21,6 +21,8 @@ pub mod rng;
 mod tensor;
 pub mod testing;
 pub mod train;
+#[cfg(feature = "wgpu")]
+mod warmup;
 
 pub use autograd::{no_grad, Gradients};
 pub use device::Device;

@@ -11,7 +11,6 @@ use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 
 use super::{Class, Dataset, Regression};
-use crate::backend::IndexArgs;
 use crate::{Device, Error, RawTensor, Result, Shape, Tensor};
 
 /// Rows `[n, per]` of samples kept on the host, plus copies on devices already used.
@@ -62,29 +61,12 @@ impl Rows {
 
     /// Rows at `indices` as `[indices.len(), per]` on `device`.
     fn select(&self, op: &'static str, indices: &[usize], device: &Device) -> Result<RawTensor> {
-        let count = self.count();
-        let idx = indices
-            .iter()
-            .enumerate()
-            .map(|(position, &i)| {
-                if i < count {
-                    Ok(i as u32)
-                } else {
-                    Err(Error::IndexOutOfRange { op, index: i as i64, limit: count, position })
-                }
-            })
-            .collect::<Result<Vec<u32>>>()?;
         let bytes = (self.host.numel() * std::mem::size_of::<f32>()) as u64;
         if device.max_tensor_bytes().is_some_and(|limit| bytes > limit) {
             // Too large to live on the device in one piece: gather on the host, upload the batch.
             return self.select(op, indices, self.host.device())?.to_device(device);
         }
-        let rows = self.on(device)?;
-        let per = rows.shape()[1];
-        let idx = RawTensor::from_indices(&idx, &[idx.len()], device)?;
-        let args = IndexArgs { outer: 1, len: count, inner: per, count: indices.len() };
-        let storage = device.backend().index_select(rows.storage(), idx.storage(), &args)?;
-        Ok(RawTensor::from_kernel(storage, &[indices.len(), per], device))
+        self.on(device)?.select_rows(op, indices)
     }
 }
 

@@ -44,8 +44,7 @@ impl Param {
             ));
         }
         let value = value.to_device(self.tensor.device())?.contiguous()?;
-        let backend = self.tensor.device().backend();
-        backend.copy_strided(value.storage(), value.layout(), self.tensor.storage(), self.tensor.layout())
+        self.tensor.assign_from("Param::assign", &value)
     }
 
     /// Whether `self` and `other` are one tensor (clones of one parameter, or a tied weight):

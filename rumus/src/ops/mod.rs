@@ -1,6 +1,10 @@
 //! Differentiable operations on [`RawTensor`](crate::RawTensor), one family per file. Each file
 //! holds the forward (which validates and calls the device's kernel) and its backward rule.
+//! Beside them, the operations outside autograd that the layers above need (in-place assignment,
+//! the fused optimizer update, rows picked by host indices): this module is the only caller of
+//! [`Backend`](crate::backend::Backend) above the tensor itself (see docs/ARCHITECTURE.md).
 
+mod assign;
 mod binary;
 mod concat;
 mod conv;
@@ -9,10 +13,18 @@ mod index;
 mod loss;
 mod matmul;
 mod norm;
+mod optimizer_step;
 mod pool;
 mod reduce;
+mod select_rows;
 mod softmax;
 mod unary;
 pub(crate) mod view;
 
 pub use norm::RunningStats;
+pub(crate) use optimizer_step::optimizer_step;
+
+/// Plain kernel vocabulary that the layers above `ops` name (op codes, element types, optimizer
+/// hyper-parameters): re-exported here so that `nn`, `optim`, `data`, `io` and `train` never
+/// name the backend (see `tests/architecture.rs`).
+pub(crate) use crate::backend::{BinaryOp, DType, OptimizerStep};

@@ -2,8 +2,8 @@
 
 use super::state::{check, lr_and_state_methods, StateTable};
 use super::{Optimizer, OptimizerState};
-use crate::backend::OptimizerStep;
 use crate::nn::Param;
+use crate::ops::OptimizerStep;
 use crate::{Gradients, Result};
 
 /// The settings Adam and AdamW share.

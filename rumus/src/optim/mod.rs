@@ -3,8 +3,7 @@
 //!
 //! Every optimizer keeps its per-parameter state (momentum, moments ...) as tensors on the
 //! parameter's device and updates parameter and state in place through the device's fused
-//! [`Backend::optimizer_step`](crate::backend::Backend::optimizer_step) kernel: one pass per
-//! parameter, no host round trip.
+//! optimizer-step kernel (the `optimizer_step` op): one pass per parameter, no host round trip.
 
 mod adam;
 mod clip;

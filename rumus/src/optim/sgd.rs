@@ -3,8 +3,8 @@
 
 use super::state::{check, lr_and_state_methods, StateTable};
 use super::{Optimizer, OptimizerState};
-use crate::backend::OptimizerStep;
 use crate::nn::Param;
+use crate::ops::OptimizerStep;
 use crate::{Error, Gradients, Result};
 
 /// `torch.optim.SGD`: `g = grad + wd·p`; with momentum `buf = μ·buf + (1-dampening)·g`

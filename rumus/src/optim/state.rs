@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::backend::OptimizerStep;
 use crate::nn::Param;
+use crate::ops::OptimizerStep;
 use crate::{Error, Gradients, RawTensor, Result};
 
 /// One state buffer on the host: shape and row-major values.
@@ -143,8 +143,6 @@ impl StateTable {
                 ));
             }
             value.check_same_device("optimizer step", grad)?;
-            // The kernel reads `len` elements from the start of each storage.
-            let grad = grad.contiguous()?;
             let slot = match self.slots.get_mut(name) {
                 Some(slot) => slot,
                 None => {
@@ -159,14 +157,7 @@ impl StateTable {
                 )
             })?;
             let step = make_step(slot.steps);
-            let state: Vec<_> = slot.buffers.iter().map(|b| b.storage()).collect();
-            let state = if matches!(step, OptimizerStep::Sgd { momentum, .. } if momentum == 0.0) {
-                // Plain SGD keeps no velocity: the kernel gets no state buffer.
-                Vec::new()
-            } else {
-                state
-            };
-            value.device().backend().optimizer_step(&step, value.storage(), grad.storage(), &state, value.numel())?;
+            crate::ops::optimizer_step(&step, value, grad, &slot.buffers)?;
         }
         Ok(())
     }

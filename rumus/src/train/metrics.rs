@@ -1,8 +1,8 @@
 //! Epoch statistics accumulated on the device: the loss sum and the correct counts stay a
 //! small tensor there and are read only when a progress line or the epoch's end needs them.
 
-use crate::backend::{BinaryOp, DType};
 use crate::data::TargetKind;
+use crate::ops::{BinaryOp, DType};
 use crate::{Device, Error, RawTensor, Result};
 
 use super::Logs;

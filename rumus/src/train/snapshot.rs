@@ -1,7 +1,6 @@
 //! Copies of a module's weights kept on their devices, to restore later (best weights of
 //! early stopping, the last good weights when the loss turns NaN).
 
-use crate::layout::Layout;
 use crate::nn::{named_params, Module, Param};
 use crate::{RawTensor, Result};
 
@@ -16,11 +15,7 @@ impl WeightSnapshot {
         let copies = named_params(module)
             .into_iter()
             .map(|(_, param)| {
-                let t = param.tensor();
-                let backend = t.device().backend();
-                let out = backend.full(t.numel(), 0.0)?;
-                backend.copy_strided(t.storage(), t.layout(), &out, &Layout::contiguous(t.shape()))?;
-                let copy = RawTensor::from_kernel(out, t.shape(), t.device());
+                let copy = param.tensor().detached_copy()?;
                 Ok((param, copy))
             })
             .collect::<Result<Vec<_>>>()?;

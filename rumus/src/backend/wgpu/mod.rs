@@ -33,7 +33,7 @@ mod runtime_dir;
 mod softmax;
 mod storage;
 mod timer;
-mod warmup;
+pub(crate) mod warmup;
 mod window;
 
 pub use buffer_pool::PoolStats;
@@ -112,11 +112,7 @@ impl WgpuBackend {
         BACKEND
             .get_or_init(|| {
                 let ctx = WgpuContext::get().map_err(|e| e.to_string())?;
-                let backend = Arc::new(WgpuBackend::new(ctx));
-                if backend.context().is_hardware() {
-                    warmup::start(&backend);
-                }
-                Ok(backend)
+                Ok(Arc::new(WgpuBackend::new(ctx)))
             })
             .clone()
             .map_err(|e| Error::Gpu(e.trim_start_matches("gpu: ").to_string()))

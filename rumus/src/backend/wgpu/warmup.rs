@@ -1,23 +1,20 @@
-//! Start-up warm-up: compiles the kernels a training run needs, in the background, as soon as the
-//! wgpu device exists.
+//! Start-up warm-up, the backend's half: the threads that compile kernels in the background as
+//! soon as the wgpu device exists, and the kernel works they run, each a few tiny calls of this
+//! backend's own kernels. Which works run, in which order, is the table in the crate's
+//! `warmup.rs`, which adds whole forward/backward passes (ops, layers, an optimizer step) that
+//! the backend, knowing nothing above it, cannot write.
 //!
-//! Measured on the H200, the first LeNet step took 0.34 s, nearly all of it compiling about 25
-//! pipelines one after another, which made a cold first epoch 1.45x a steady one. Here
-//! `THREADS` threads run tiny ops that touch those kernels, a training step's own first
-//! (the longest to compile first), so the driver compiles them in parallel while the program
-//! is still loading its data; a kernel a later op needs is then already in the cache (or being compiled, and the op
-//! waits for it).
-//!
-//! Until the slow kernels are compiled (the fused convolution's, the tiled matmuls, the row
-//! reduction: 0.1-0.5 s each), ops run stand-ins that compile in 5-50 ms and compute the same
-//! values (see `Pipelines::stand_in`), so a cold first LeNet step starts after 25-55 ms, not
-//! ~170. Those first steps' results differ from a warm process's by float rounding only; for
-//! runs that must repeat bit for bit, `RUMUS_WGPU_WARMUP=0` turns the warm-up, and with it the
-//! stand-ins, off (every kernel then compiles on first use).
+//! `THREADS` threads take the works from the front in turn, so the driver compiles that many
+//! kernels in parallel while the program is still loading its data; a kernel a later op needs is
+//! then already in the cache (or being compiled, and the op waits for it). Until the slow kernels
+//! are compiled, ops run stand-ins that compute the same values (see `Pipelines::stand_in`);
+//! those first steps' results differ from a warm process's by float rounding only. For runs that
+//! must repeat bit for bit, `RUMUS_WGPU_WARMUP=0` turns the warm-up, and with it the stand-ins,
+//! off (every kernel then compiles on first use).
 //!
 //! The warm-up reads nothing back to the host (the transfer count stays untouched), ignores its
 //! own errors (it is only an optimisation; real ops report theirs) and runs only on hardware
-//! adapters, not on CPU emulations such as lavapipe. `RUMUS_WGPU_WARMUP=0` turns it off.
+//! adapters, not on CPU emulations such as lavapipe.
 //!
 //! The process waits for the warm-up at exit (up to `EXIT_WAIT`): NVIDIA's driver tears itself
 //! down in an exit handler, and a pipeline compile still running on another thread then
@@ -35,9 +32,7 @@ use crate::backend::{
     Backend, BinaryOp, Conv2dArgs, Conv2dWanted, ConvGeom, CrossEntropyArgs, DType, IndexArgs, MatmulArgs,
     MatrixLayout, OptimizerStep, RandomKind, ReduceDims, ReduceOp, Storage, UnaryOp,
 };
-use crate::nn::{Linear, MaxPool2d, Module};
-use crate::optim::{Adam, Optimizer};
-use crate::{Device, Layout, RawTensor, Result};
+use crate::{Layout, Result};
 
 /// Warm-up threads still running, and the signal that one finished.
 static RUNNING: Mutex<usize> = Mutex::new(0);
@@ -85,60 +80,27 @@ impl Drop for Running {
     }
 }
 
-/// A work: one or a few tiny ops that make the backend compile their kernels.
-type Work = fn(&Device) -> Result<()>;
+/// A kernel work: one or a few tiny calls that make this backend compile their kernels.
+pub(crate) type KernelWork = fn(&WgpuBackend) -> Result<()>;
 
-/// The works, `THREADS` threads taking them from the front in turn so that the driver compiles
-/// that many kernels at once:
-/// - first a training step's small kernels (5-50 ms each on the H200), one per work so that
-///   none waits behind another, the longest to compile first (the direct convolution's
-///   input gradient, the stand-in until the fused convolution is compiled, took 50 ms; `fill`
-///   4 ms): a first step waits for the last of them to finish, and starting the long ones
-///   early made that 25-36 ms, not 32-41;
-/// - then the kernels that replace the stand-ins: the fused convolution's three (~0.2 s
-///   each), the 64-tile matmuls and the row reduction;
-/// - then whole small forward/backward passes that reach what the first works did not, and
-///   the large-tile matmuls (up to 0.5 s), which only large products use.
-const WORKS: &[Work] = &[
-    random_normal,
-    conv_direct_input_grad,
-    conv_direct_forward,
-    max_pool_backward,
-    relu,
-    conv_direct_weight_grad,
-    cross_entropy_backward,
-    matmul_small,
-    max_pool,
-    relu_backward,
-    cross_entropy,
-    reduce_columns,
-    index_select,
-    binary,
-    copy_strided,
-    adam_update,
-    fill,
-    conv_forward,
-    conv_input_grad,
-    conv_weight_grad,
-    matmul_medium,
-    matmul_medium_strided,
-    reduce_rows,
-    optimizer,
-    batch_cutting,
-    pooling,
-    classifier_head,
-    row_kernels,
-    matmul_large_vec4,
-    matmul_large_strided,
-];
+/// A work as the threads run it: a kernel work bound to its backend, or a pass given from above.
+pub(crate) type Work = Box<dyn Fn() -> Result<()> + Send + Sync>;
+
+/// `kernel` bound to `backend`, to run among the works.
+pub(crate) fn bind(kernel: KernelWork, backend: &Arc<WgpuBackend>) -> Work {
+    let backend = backend.clone();
+    Box::new(move || kernel(&backend))
+}
 
 /// Compiles at once: more made each compile slower than it saved (twelve at once made the
 /// strided 128-tile matmul take 0.36 s, not 0.22).
 const THREADS: usize = 10;
 
-/// Starts the warm-up threads (detached; they finish within a fraction of a second).
-pub(crate) fn start(backend: &Arc<WgpuBackend>) {
-    if std::env::var("RUMUS_WGPU_WARMUP").is_ok_and(|v| v.trim() == "0") {
+/// Starts the warm-up threads (detached; they finish within a fraction of a second), which run
+/// `works` in order, `THREADS` at a time. Nothing on a CPU emulation, or with
+/// `RUMUS_WGPU_WARMUP=0`.
+pub(crate) fn start(backend: &Arc<WgpuBackend>, works: Vec<Work>) {
+    if !backend.context().is_hardware() || std::env::var("RUMUS_WGPU_WARMUP").is_ok_and(|v| v.trim() == "0") {
         return;
     }
     static AT_EXIT: Once = Once::new();
@@ -149,18 +111,23 @@ pub(crate) fn start(backend: &Arc<WgpuBackend>) {
             libc::atexit(wait_for_warmup);
         }
     });
+    spawn(backend, works);
+}
+
+/// Spawns the `THREADS` threads that run `works` in order, each counted as running until it ends.
+fn spawn(backend: &Arc<WgpuBackend>, works: Vec<Work>) {
+    let works: Arc<[Work]> = works.into();
     let next = Arc::new(AtomicUsize::new(0));
-    let device = Device::Wgpu(backend.clone());
     for _ in 0..THREADS {
-        let (device, next) = (device.clone(), next.clone());
+        let (works, next) = (works.clone(), next.clone());
         let running = Running::new(backend);
         // Without threads the kernels simply compile on first use (a failed spawn drops
         // `running` with the closure).
         let _ = std::thread::Builder::new().name("rumus-warmup".into()).spawn(move || {
             let _running = running;
             Pipelines::mark_warmup_thread();
-            while let Some(work) = WORKS.get(next.fetch_add(1, Ordering::Relaxed)) {
-                let _ = work(&device);
+            while let Some(work) = works.get(next.fetch_add(1, Ordering::Relaxed)) {
+                let _ = work();
             }
         });
     }
@@ -188,8 +155,8 @@ fn conv_args() -> Conv2dArgs {
     Conv2dArgs { geom, out_channels: 4, groups: 1 }
 }
 
-fn conv_forward(device: &Device) -> Result<()> {
-    let (b, a) = (device.backend(), conv_args());
+pub(crate) fn conv_forward(b: &WgpuBackend) -> Result<()> {
+    let a = conv_args();
     let d = Dims::of(&a);
     let (x, w, bias) = (upload(b, d.input)?, upload(b, d.weight)?, upload(b, a.out_channels)?);
     b.conv2d(&x, &w, Some(&bias), &a)?;
@@ -197,45 +164,44 @@ fn conv_forward(device: &Device) -> Result<()> {
 }
 
 /// With the bias gradient's reductions.
-fn conv_weight_grad(device: &Device) -> Result<()> {
-    conv_backward(device, Conv2dWanted { x: false, weight: true, bias: true })
+pub(crate) fn conv_weight_grad(b: &WgpuBackend) -> Result<()> {
+    conv_backward(b, Conv2dWanted { x: false, weight: true, bias: true })
 }
 
-fn conv_input_grad(device: &Device) -> Result<()> {
-    conv_backward(device, Conv2dWanted { x: true, weight: false, bias: false })
+pub(crate) fn conv_input_grad(b: &WgpuBackend) -> Result<()> {
+    conv_backward(b, Conv2dWanted { x: true, weight: false, bias: false })
 }
 
-fn conv_backward(device: &Device, wanted: Conv2dWanted) -> Result<()> {
-    let (b, a) = (device.backend(), conv_args());
+fn conv_backward(b: &WgpuBackend, wanted: Conv2dWanted) -> Result<()> {
+    let a = conv_args();
     let d = Dims::of(&a);
     let (x, w, grad) = (upload(b, d.input)?, upload(b, d.weight)?, upload(b, d.output)?);
     b.conv2d_backward(&x, &w, &grad, &a, wanted)?;
     Ok(())
 }
 
-fn conv_direct_forward(device: &Device) -> Result<()> {
-    conv_direct(device, |b, [x, w, _], a, d| b.conv2d_direct_forward(x, w, None, a, d))
+pub(crate) fn conv_direct_forward(b: &WgpuBackend) -> Result<()> {
+    conv_direct(b, |b, [x, w, _], a, d| b.conv2d_direct_forward(x, w, None, a, d))
 }
 
-fn conv_direct_input_grad(device: &Device) -> Result<()> {
-    conv_direct(device, |b, [_, w, grad], a, d| b.conv2d_direct_input_grad(w, grad, a, d))
+pub(crate) fn conv_direct_input_grad(b: &WgpuBackend) -> Result<()> {
+    conv_direct(b, |b, [_, w, grad], a, d| b.conv2d_direct_input_grad(w, grad, a, d))
 }
 
 /// With the sum of the samples' shares.
-fn conv_direct_weight_grad(device: &Device) -> Result<()> {
-    conv_direct(device, |b, [x, _, grad], a, d| b.conv2d_direct_weight_grad(x, grad, a, d))
+pub(crate) fn conv_direct_weight_grad(b: &WgpuBackend) -> Result<()> {
+    conv_direct(b, |b, [x, _, grad], a, d| b.conv2d_direct_weight_grad(x, grad, a, d))
 }
 
 /// Runs one of the direct convolution's kernels on `conv_args()`: `kernel` gets the uploaded
 /// input, weight and output gradient.
 fn conv_direct(
-    device: &Device,
+    b: &WgpuBackend,
     kernel: impl Fn(&WgpuBackend, [&WgpuStorage; 3], &Conv2dArgs, &Dims) -> Result<Storage>,
 ) -> Result<()> {
-    let Device::Wgpu(b) = device else { return Ok(()) };
     let a = conv_args();
     let d = Dims::of(&a);
-    let (x, w, grad) = (upload(&**b, d.input)?, upload(&**b, d.weight)?, upload(&**b, d.output)?);
+    let (x, w, grad) = (upload(b, d.input)?, upload(b, d.weight)?, upload(b, d.output)?);
     let op = "conv2d warm-up";
     kernel(b, [b.gpu(&x, DType::F32, op)?, b.gpu(&w, DType::F32, op)?, b.gpu(&grad, DType::F32, op)?], &a, &d)?;
     Ok(())
@@ -246,27 +212,24 @@ fn upload(b: &dyn Backend, len: usize) -> Result<Storage> {
     b.from_f32(&vec![0.5; len])
 }
 
-fn random_normal(device: &Device) -> Result<()> {
-    device.backend().random(RandomKind::Normal, 8, 1).map(drop)
+pub(crate) fn random_normal(b: &WgpuBackend) -> Result<()> {
+    b.random(RandomKind::Normal, 8, 1).map(drop)
 }
 
-fn fill(device: &Device) -> Result<()> {
-    device.backend().full(8, 0.0).map(drop)
+pub(crate) fn fill(b: &WgpuBackend) -> Result<()> {
+    b.full(8, 0.0).map(drop)
 }
 
-fn index_select(device: &Device) -> Result<()> {
-    let b = device.backend();
+pub(crate) fn index_select(b: &WgpuBackend) -> Result<()> {
     let args = IndexArgs { outer: 1, len: 4, inner: 2, count: 2 };
     b.index_select(&upload(b, 8)?, &b.from_u32(&[1, 3])?, &args).map(drop)
 }
 
-fn relu(device: &Device) -> Result<()> {
-    let b = device.backend();
+pub(crate) fn relu(b: &WgpuBackend) -> Result<()> {
     b.unary(UnaryOp::Relu, &upload(b, 8)?, 8).map(drop)
 }
 
-fn relu_backward(device: &Device) -> Result<()> {
-    let b = device.backend();
+pub(crate) fn relu_backward(b: &WgpuBackend) -> Result<()> {
     b.unary_backward(UnaryOp::Relu, &upload(b, 8)?, &upload(b, 8)?, &upload(b, 8)?, 8).map(drop)
 }
 
@@ -276,22 +239,19 @@ fn pool_geom() -> ConvGeom {
     ConvGeom { kernel_h: 2, kernel_w: 2, stride_h: 2, stride_w: 2, pad_h: 0, pad_w: 0, out_h: 4, out_w: 4, ..geom }
 }
 
-fn max_pool(device: &Device) -> Result<()> {
-    let b = device.backend();
+pub(crate) fn max_pool(b: &WgpuBackend) -> Result<()> {
     let geom = pool_geom();
     b.max_pool2d(&upload(b, geom.batch * geom.channels * geom.in_h * geom.in_w)?, &geom).map(drop)
 }
 
-fn max_pool_backward(device: &Device) -> Result<()> {
-    let b = device.backend();
+pub(crate) fn max_pool_backward(b: &WgpuBackend) -> Result<()> {
     let geom = pool_geom();
     let outputs = geom.batch * geom.channels * geom.out_h * geom.out_w;
     b.max_pool2d_backward(&upload(b, outputs)?, &b.from_u32(&vec![0; outputs])?, &geom).map(drop)
 }
 
 /// [2, 3] @ [3, 2]: one invocation per output (also the stand-in for the tiled kernels).
-fn matmul_small(device: &Device) -> Result<()> {
-    let b = device.backend();
+pub(crate) fn matmul_small(b: &WgpuBackend) -> Result<()> {
     let args = MatmulArgs {
         batch: 1,
         m: 2,
@@ -303,8 +263,7 @@ fn matmul_small(device: &Device) -> Result<()> {
     b.matmul(&upload(b, 6)?, &upload(b, 6)?, &args).map(drop)
 }
 
-fn binary(device: &Device) -> Result<()> {
-    let b = device.backend();
+pub(crate) fn binary(b: &WgpuBackend) -> Result<()> {
     let layout = Layout::contiguous(&[8]);
     b.binary(BinaryOp::Add, &upload(b, 8)?, &layout, &upload(b, 8)?, &layout).map(drop)
 }
@@ -312,72 +271,33 @@ fn binary(device: &Device) -> Result<()> {
 /// Two rows of ten classes (the short-row kernels).
 const CROSS_ENTROPY: CrossEntropyArgs = CrossEntropyArgs { rows: 2, classes: 10, smoothing: 0.0 };
 
-fn cross_entropy(device: &Device) -> Result<()> {
-    let b = device.backend();
+pub(crate) fn cross_entropy(b: &WgpuBackend) -> Result<()> {
     b.cross_entropy(&upload(b, 20)?, &b.from_u32(&[1, 7])?, &CROSS_ENTROPY).map(drop)
 }
 
-fn cross_entropy_backward(device: &Device) -> Result<()> {
-    let b = device.backend();
+pub(crate) fn cross_entropy_backward(b: &WgpuBackend) -> Result<()> {
     b.cross_entropy_backward(&upload(b, 20)?, &b.from_u32(&[1, 7])?, &upload(b, 2)?, &CROSS_ENTROPY).map(drop)
 }
 
 /// Sums over a batch axis (bias gradients)...
-fn reduce_columns(device: &Device) -> Result<()> {
-    let b = device.backend();
+pub(crate) fn reduce_columns(b: &WgpuBackend) -> Result<()> {
     b.reduce(ReduceOp::Sum, &upload(b, 8)?, ReduceDims { outer: 1, len: 2, inner: 4 }).map(drop)
 }
 
 /// ...and along rows longer than the short-row kernels take (a convolution's bias gradient).
-fn reduce_rows(device: &Device) -> Result<()> {
-    let b = device.backend();
+pub(crate) fn reduce_rows(b: &WgpuBackend) -> Result<()> {
     b.reduce(ReduceOp::Sum, &upload(b, 128)?, ReduceDims { outer: 2, len: 64, inner: 1 }).map(drop)
 }
 
-/// A tensor of normal values drawn on the host, so that no work waits for the random kernels.
-fn upload_normal(shape: &[usize], seed: u32, device: &Device) -> Result<RawTensor> {
-    let len = shape.iter().product::<usize>() as u32;
-    RawTensor::from_vec((0..len).map(|i| crate::rng::normal(seed, i)).collect(), shape, device)
-}
-
-/// Cutting a batch out of a dataset resident on the device (row gather), first, as a training
-/// loop's first step does, then summing losses and drawing random numbers.
-fn batch_cutting(device: &Device) -> Result<()> {
-    let data = RawTensor::zeros(&[8, 1, 4, 4], device)?;
-    let idx = RawTensor::from_indices(&[3, 1, 4], &[3], device)?;
-    data.index_select(0, &idx)?.sum_all()?.add(&RawTensor::zeros(&[], device)?)?;
-    RawTensor::randn(&[8], 0.0, 1.0, 12, device)?;
-    Ok(())
-}
-
-/// Max pooling and relu, forward and backward.
-fn pooling(device: &Device) -> Result<()> {
-    let pool = MaxPool2d::new((2, 2), (2, 2), (0, 0), (1, 1));
-    let x = upload_normal(&[2, 3, 8, 8], 3, device)?.requires_grad_()?;
-    pool.forward_raw(&x.relu()?)?.mean_all()?.backward()?;
-    Ok(())
-}
-
-/// A linear layer under cross-entropy, forward and backward (the small-side matmul).
-fn classifier_head(device: &Device) -> Result<()> {
-    let head = Linear::new(device, 12, 10, true, 4)?;
-    let x = upload_normal(&[2, 12], 5, device)?;
-    let targets = RawTensor::from_indices(&[1, 7], &[2], device)?;
-    head.forward_raw(&x)?.cross_entropy(&targets, 0.0)?.backward()?;
-    Ok(())
-}
-
 /// The strided copy that makes a transposed or sliced view contiguous.
-fn copy_strided(device: &Device) -> Result<()> {
-    let b = device.backend();
+pub(crate) fn copy_strided(b: &WgpuBackend) -> Result<()> {
     let (src, dst) = (upload(b, 6)?, upload(b, 6)?);
     let transposed = Layout::contiguous(&[2, 3]).permute(&[1, 0])?;
     b.copy_strided(&src, &transposed, &dst, &Layout::contiguous(&[3, 2]))
 }
 
 /// One fused Adam update, the kernel every LeNet step ends with.
-fn adam_update(device: &Device) -> Result<()> {
-    let b = device.backend();
+pub(crate) fn adam_update(b: &WgpuBackend) -> Result<()> {
     let (param, grad, m, v) = (upload(b, 8)?, upload(b, 8)?, upload(b, 8)?, upload(b, 8)?);
     let step = OptimizerStep::Adam {
         lr: 1e-3,
@@ -391,67 +311,34 @@ fn adam_update(device: &Device) -> Result<()> {
     b.optimizer_step(&step, &param, &grad, &[&m, &v], 8)
 }
 
-/// A layer's forward, backward and `Adam` step over its parameters (state buffers start as
-/// zeros): what surrounds the update `adam_update` compiles.
-fn optimizer(device: &Device) -> Result<()> {
-    let layer = Linear::new(device, 4, 4, true, 6)?;
-    let x = upload_normal(&[2, 4], 7, device)?;
-    let grads = layer.forward_raw(&x)?.sum_all()?.backward()?;
-    let mut params = Vec::new();
-    layer.visit_params("", &mut |n, p| params.push((n.to_string(), p.clone())));
-    Adam::new(1e-3).step(&params, &grads)
-}
-
-/// The 64-tile matmul with vec4 loads (sides that are multiples of 4), forward and backward...
-fn matmul_medium(device: &Device) -> Result<()> {
-    matmul(device, 1, 64, 32, 64)
-}
-
-/// ...and the strided one for other sides (a convolution's k = channels × 5 × 5, say).
-fn matmul_medium_strided(device: &Device) -> Result<()> {
-    matmul(device, 1, 64, 30, 64)
-}
-
-/// The large-tile matmuls, for products of at least 256 tiles of 128×128: with vec4 loads...
-fn matmul_large_vec4(device: &Device) -> Result<()> {
-    matmul(device, 256, 128, 4, 128)
-}
-
-/// ...and strided.
-fn matmul_large_strided(device: &Device) -> Result<()> {
-    matmul(device, 256, 128, 3, 128)
-}
-
-fn matmul(device: &Device, batch: usize, m: usize, k: usize, n: usize) -> Result<()> {
-    let a = upload_normal(&[batch, m, k], 8, device)?.requires_grad_()?;
-    let b = upload_normal(&[k, n], 9, device)?.requires_grad_()?;
-    a.matmul(&b)?.sum_all()?.backward()?;
-    Ok(())
-}
-
-/// Softmax and reductions (short and long rows), common elementwise functions.
-fn row_kernels(device: &Device) -> Result<()> {
-    for cols in [10, 3000] {
-        let x = upload_normal(&[4, cols], 10, device)?.requires_grad_()?;
-        let y = x.log_softmax(-1)?.add(&x.softmax(-1)?)?;
-        y.mean(&[0], false)?.max(&[0], false)?.sum_all()?.backward()?;
-        x.argmax(-1)?;
-    }
-    let x = upload_normal(&[8, 16], 11, device)?.requires_grad_()?;
-    let y = x.sigmoid()?.mul(&x.tanh()?)?.add(&x.gelu()?)?.div(&x.exp()?)?;
-    y.sub(&x.mul_scalar(0.5)?)?.mean_all()?.backward()?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
-    /// The warm-up ignores its errors, so a work that fails would silently compile nothing.
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Every work runs once, across the threads, and `wait` returns once they all have ended.
     #[test]
-    fn every_work_runs_on_wgpu() {
-        let Some(device) = crate::testing::wgpu_or_skip() else { return };
-        for (k, work) in super::WORKS.iter().enumerate() {
-            work(&device).unwrap_or_else(|e| panic!("warm-up work {k}: {e}"));
+    fn the_threads_run_every_work_once_and_are_waited_for() {
+        if crate::testing::wgpu_or_skip().is_none() {
+            return;
         }
-        device.synchronize().unwrap();
+        let backend = Arc::new(WgpuBackend::independent().unwrap());
+        let runs = Arc::new(AtomicUsize::new(0));
+        let works = (0..3 * THREADS + 1)
+            .map(|_| {
+                let runs = runs.clone();
+                Box::new(move || {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    Ok(())
+                }) as Work
+            })
+            .collect();
+        spawn(&backend, works);
+        assert!(wait(Duration::from_secs(60)), "the warm-up threads did not finish");
+        assert_eq!(runs.load(Ordering::SeqCst), 3 * THREADS + 1);
+        assert_eq!(backend.pipelines.warming().load(Ordering::SeqCst), 0);
     }
 }
