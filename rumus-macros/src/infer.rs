@@ -405,7 +405,7 @@ fn conv2d(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Result
             ));
         }
         let total = (dilation.0 * (kernel.0 - 1), dilation.1 * (kernel.1 - 1));
-        if total.0 % 2 != 0 || total.1 % 2 != 0 {
+        if !total.0.is_multiple_of(2) || !total.1.is_multiple_of(2) {
             return Err(err(
                 pad_tokens,
                 format!("{call}: `padding = same` needs an odd kernel (it pads both sides equally), but the kernel is {kernel:?}\nhint: use an odd kernel or give the padding as a number"),
@@ -528,7 +528,7 @@ fn reshape(call: &LayerCall, b: &Bound, prod: &Producer) -> Result<LayerOut> {
         ));
     }
     let known: u128 = dims.iter().filter(|d| **d > 0).fold(1u128, |a, d| a.saturating_mul(*d as u128));
-    let infer_ok = known != 0 && have % known == 0;
+    let infer_ok = known != 0 && have.is_multiple_of(known);
     let out: Shape = if dims.contains(&-1) {
         if !infer_ok {
             return Err(err(
