@@ -1,9 +1,9 @@
 //! Indexing with u32 index tensors: `index_select` (and `embedding` on top of it) with an
 //! `index_add` backward, and `gather` with a `scatter_add` backward.
 //!
-//! Indices are range-checked here for CPU tensors, and by the kernels on a GPU (the wgpu backend
-//! fails the call with the same [`Error::IndexOutOfRange`]; see `backend/wgpu/index_check.rs`
-//! for when that reads 4 bytes back).
+//! Indices are range-checked by the kernels of every backend, which fail the call with
+//! [`Error::IndexOutOfRange`] (the CPU's kernels scan the indices they read; see
+//! `backend/wgpu/index_check.rs` for when the wgpu backend reads 4 bytes back).
 
 use crate::autograd::BackwardOp;
 use crate::backend::{DType, GatherArgs, IndexArgs};
@@ -17,18 +17,6 @@ pub(crate) fn check_index_tensor(op: &'static str, x: &RawTensor, indices: &RawT
         return Err(Error::DType { op, expected: "u32", got: indices.dtype().name() });
     }
     x.check_same_device(op, indices)
-}
-
-/// Fails with the first index `>= limit` (CPU tensors only; GPU kernels check their own).
-pub(crate) fn check_index_range(op: &'static str, indices: &RawTensor, limit: usize) -> Result<()> {
-    if !indices.device().is_cpu() {
-        return Ok(());
-    }
-    let values = indices.to_vec_u32()?;
-    match values.iter().position(|&v| v as usize >= limit) {
-        Some(position) => Err(Error::IndexOutOfRange { op, index: values[position] as i64, limit, position }),
-        None => Ok(()),
-    }
 }
 
 /// `result` with an out-of-range error credited to `op` (the public op built on an index kernel,
@@ -90,7 +78,6 @@ impl RawTensor {
             ));
         }
         let len = self.shape()[axis];
-        check_index_range(OP, indices, len)?;
         let mut out_shape = self.shape().to_vec();
         out_shape[axis] = indices.numel();
         crate::layout::checked_numel(OP, &out_shape)?;
@@ -118,7 +105,6 @@ impl RawTensor {
             return Err(Error::shape(OP, format!("weight {:?}: expected [num_embeddings, dim]", weight.shape())));
         }
         let flat = self.reshape(&[self.numel()])?;
-        check_index_range(OP, &flat, weight.shape()[0])?;
         let rows = renamed(OP, weight.index_select(0, &flat))?;
         let mut shape = self.shape().to_vec();
         shape.push(weight.shape()[1]);
@@ -156,7 +142,6 @@ impl RawTensor {
             }
         }
         let len = x.shape()[axis];
-        check_index_range(OP, indices, len)?;
         let args = GatherArgs {
             outer: indices.shape()[..axis].iter().product(),
             len,

@@ -500,9 +500,8 @@ fn short(op: &'static str, len: usize) -> Error {
 
 /// `Ok` when a buffer of `len` elements holds the product of `dims` (checked).
 fn check_dims(op: &'static str, dims: &[usize], len: usize) -> Result<()> {
-    let need = dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
-    match need {
-        Some(need) if need <= len => Ok(()),
+    match crate::layout::checked_numel(op, dims)? {
+        need if need <= len => Ok(()),
         _ => Err(Error::shape(op, format!("kernel dims {dims:?} exceed the {len} elements of the operand"))),
     }
 }
