@@ -3,7 +3,7 @@
 //! snapshots). Both run the device's strided copy; nothing crosses to the host.
 
 use crate::tensor::RawTensor;
-use crate::{Error, Layout, Result};
+use crate::{Error, Result};
 
 impl RawTensor {
     /// Overwrites the elements of `self` with those of `value` (same shape, dtype and device; any
@@ -26,10 +26,7 @@ impl RawTensor {
     /// graph: later in-place updates of `self` leave the copy as it was.
     pub(crate) fn detached_copy(&self) -> Result<RawTensor> {
         self.check_f32("detached_copy")?;
-        let backend = self.device().backend();
-        let out = backend.full(self.numel(), 0.0)?;
-        backend.copy_strided(self.storage(), self.layout(), &out, &Layout::contiguous(self.shape()))?;
-        Ok(RawTensor::from_kernel(out, self.shape(), self.device()))
+        Ok(RawTensor::from_kernel(self.copied_storage("detached_copy")?, self.shape(), self.device()))
     }
 }
 

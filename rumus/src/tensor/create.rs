@@ -146,13 +146,19 @@ impl RawTensor {
         if self.is_contiguous() {
             return Ok(self.clone());
         }
-        let backend = self.device().backend();
+        let out = self.copied_storage("contiguous")?;
         let out_layout = Layout::contiguous(self.shape());
+        Ok(Self::from_op(out, out_layout, self.device().clone(), &[self], || Box::new(crate::ops::view::Identity)))
+    }
+
+    /// The elements of `self`, row-major, in a fresh storage of their own on `self`'s device.
+    pub(crate) fn copied_storage(&self, op: &'static str) -> Result<crate::backend::Storage> {
+        let backend = self.device().backend();
         let out = match self.dtype() {
             DType::F32 => backend.full(self.numel(), 0.0)?,
-            DType::U32 => backend.from_u32(&try_filled("contiguous", self.numel(), 0u32)?)?,
+            DType::U32 => backend.from_u32(&try_filled(op, self.numel(), 0u32)?)?,
         };
-        backend.copy_strided(self.storage(), self.layout(), &out, &out_layout)?;
-        Ok(Self::from_op(out, out_layout, self.device().clone(), &[self], || Box::new(crate::ops::view::Identity)))
+        backend.copy_strided(self.storage(), self.layout(), &out, &Layout::contiguous(self.shape()))?;
+        Ok(out)
     }
 }
