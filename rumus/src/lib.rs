@@ -20,6 +20,7 @@ mod precision;
 pub mod rng;
 mod tensor;
 pub mod testing;
+mod thread_depth;
 pub mod train;
 #[cfg(feature = "wgpu")]
 mod warmup;

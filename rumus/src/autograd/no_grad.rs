@@ -1,7 +1,8 @@
 //! Switching graph recording off, per thread.
 
 use std::cell::Cell;
-use std::marker::PhantomData;
+
+use crate::thread_depth::{inside, DepthGuard};
 
 thread_local! {
     /// Live [`NoGradGuard`]s of this thread; grad is recorded iff there are none.
@@ -10,7 +11,7 @@ thread_local! {
 
 /// Whether ops on this thread record a graph.
 pub fn is_grad_enabled() -> bool {
-    NO_GRAD_DEPTH.with(|d| d.get() == 0)
+    !inside(&NO_GRAD_DEPTH)
 }
 
 /// Disables graph recording on this thread until dropped. Guards nest and may be dropped in any
@@ -22,26 +23,18 @@ pub fn is_grad_enabled() -> bool {
 /// send(rumus::autograd::NoGradGuard::new());
 /// ```
 pub struct NoGradGuard {
-    /// `*const ()` makes the guard `!Send` and `!Sync`.
-    _thread_bound: PhantomData<*const ()>,
+    _depth: DepthGuard,
 }
 
 impl NoGradGuard {
     pub fn new() -> Self {
-        NO_GRAD_DEPTH.with(|d| d.set(d.get().saturating_add(1)));
-        NoGradGuard { _thread_bound: PhantomData }
+        NoGradGuard { _depth: DepthGuard::enter(&NO_GRAD_DEPTH) }
     }
 }
 
 impl Default for NoGradGuard {
     fn default() -> Self {
         Self::new()
-    }
-}
-
-impl Drop for NoGradGuard {
-    fn drop(&mut self) {
-        NO_GRAD_DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
     }
 }
 

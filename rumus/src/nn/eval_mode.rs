@@ -7,7 +7,8 @@
 //! own flag, as the built-in layers do.
 
 use std::cell::Cell;
-use std::marker::PhantomData;
+
+use crate::thread_depth::{inside, DepthGuard};
 
 thread_local! {
     /// How many guards are alive on this thread (guards nest).
@@ -16,13 +17,12 @@ thread_local! {
 
 /// Forces eval behaviour on this thread until dropped. Not `Send`: it belongs to its thread.
 pub struct EvalGuard {
-    _not_send: PhantomData<*const ()>,
+    _depth: DepthGuard,
 }
 
 impl EvalGuard {
     pub fn new() -> Self {
-        FORCED.with(|f| f.set(f.get() + 1));
-        EvalGuard { _not_send: PhantomData }
+        EvalGuard { _depth: DepthGuard::enter(&FORCED) }
     }
 }
 
@@ -32,16 +32,10 @@ impl Default for EvalGuard {
     }
 }
 
-impl Drop for EvalGuard {
-    fn drop(&mut self) {
-        FORCED.with(|f| f.set(f.get().saturating_sub(1)));
-    }
-}
-
 /// Whether a layer whose own flag is `layer_training` should run its training behaviour now:
 /// only when the flag is on and no [`EvalGuard`] is alive on this thread.
 pub fn training_active(layer_training: bool) -> bool {
-    layer_training && FORCED.with(|f| f.get() == 0)
+    layer_training && !inside(&FORCED)
 }
 
 #[cfg(test)]
