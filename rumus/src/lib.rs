@@ -36,7 +36,7 @@ pub use tensor::{RawTensor, Shape, Shape1, Shape2, Shape3, Shape4, Tensor, Tenso
 
 /// The names most programs need.
 pub mod prelude {
-    pub use crate::data::{Class, ClassDataset, Dataset, Regression, TensorDataset};
+    pub use crate::data::{Class, ClassDataset, Dataset, Regression, SeqClass, TensorDataset};
     pub use crate::nn::Module;
     pub use crate::optim::{Adam, AdamW, Optimizer, RmsProp, Sgd};
     pub use crate::train::{EarlyStopping, Fit, History, Loss, ModelCheckpoint, TerminateOnNaN, Verbosity};

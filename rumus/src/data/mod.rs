@@ -17,4 +17,4 @@ pub use dataset::{Dataset, SampleFor};
 pub use idx::{parse_idx, read_idx, IdxArray};
 pub use in_memory::{ClassDataset, TensorDataset};
 pub use loader::{Batch, DataLoader};
-pub use target::{Class, Regression, Target, TargetFor, TargetKind};
+pub use target::{Class, Regression, SeqClass, Target, TargetFor, TargetKind};

@@ -1,6 +1,6 @@
 //! The `Module` trait: what every layer and every generated model implements.
 
-use super::Param;
+use super::{KvCache, Param};
 use crate::{RawTensor, Result};
 
 /// A layer or a model: an untyped forward plus its parameters.
@@ -9,6 +9,16 @@ use crate::{RawTensor, Result};
 pub trait Module: Send + Sync {
     /// Runs the layer on a batch (`[batch, ...per-sample shape]`).
     fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor>;
+
+    /// Runs the layer on the new positions `x` (`[batch, new, ...]`) of a sequence whose earlier
+    /// positions are in `cache` (incremental decoding). The default, [`forward_raw`], is right
+    /// for layers that treat each position alone (linear, norms, activations); layers that mix
+    /// or number positions (attention, positional embeddings) and containers override it.
+    ///
+    /// [`forward_raw`]: Module::forward_raw
+    fn forward_cached(&self, x: &RawTensor, _cache: &mut KvCache) -> Result<RawTensor> {
+        self.forward_raw(x)
+    }
 
     /// Visits parameters and buffers with PyTorch-style names relative to this module
     /// (`weight`, `bias`, `running_mean`, nested ones as `0.weight`, `features.3.bias` ...).

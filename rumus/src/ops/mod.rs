@@ -5,6 +5,7 @@
 //! [`Backend`](crate::backend::Backend) above the tensor itself (see docs/ARCHITECTURE.md).
 
 mod assign;
+mod attention;
 mod binary;
 mod concat;
 mod conv;
