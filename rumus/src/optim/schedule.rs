@@ -160,3 +160,71 @@ impl Schedule for OneCycle {
         }
     }
 }
+
+/// Linear warmup then cosine decay, per step: nanoGPT's `get_lr`. During the first
+/// `warmup_steps` steps the rate is `base_lr · (step + 1) / (warmup_steps + 1)`; from there it
+/// follows a cosine half period down to `min_lr` at step `decay_steps`, and stays at `min_lr`.
+#[derive(Clone, Copy, Debug)]
+pub struct WarmupCosine {
+    warmup_steps: usize,
+    decay_steps: usize,
+    min_lr: f32,
+}
+
+impl WarmupCosine {
+    /// `decay_steps` must exceed `warmup_steps`; `min_lr` must be finite and non-negative.
+    pub fn new(warmup_steps: usize, decay_steps: usize, min_lr: f32) -> Result<Self> {
+        if decay_steps <= warmup_steps {
+            return Err(Error::invalid(
+                "WarmupCosine",
+                format!("decay_steps {decay_steps} must exceed warmup_steps {warmup_steps}"),
+            ));
+        }
+        if !(min_lr.is_finite() && min_lr >= 0.0) {
+            return Err(Error::invalid("WarmupCosine", format!("min_lr {min_lr} must be finite and >= 0")));
+        }
+        Ok(WarmupCosine { warmup_steps, decay_steps, min_lr })
+    }
+}
+
+impl Schedule for WarmupCosine {
+    fn learning_rate(&self, base_lr: f32, at: Progress) -> f32 {
+        if at.step < self.warmup_steps {
+            return base_lr * (at.step + 1) as f32 / (self.warmup_steps + 1) as f32;
+        }
+        if at.step > self.decay_steps {
+            return self.min_lr;
+        }
+        let ratio = (at.step - self.warmup_steps) as f64 / (self.decay_steps - self.warmup_steps) as f64;
+        let coeff = 0.5 * (1.0 + (std::f64::consts::PI * ratio).cos());
+        (self.min_lr as f64 + coeff * (base_lr - self.min_lr) as f64) as f32
+    }
+}
+
+#[cfg(test)]
+mod warmup_cosine_tests {
+    use super::*;
+
+    fn at(step: usize) -> Progress {
+        Progress { epoch: 0, step, steps_per_epoch: 10_000, total_steps: 10_000 }
+    }
+
+    #[test]
+    fn follows_nanogpt_get_lr() {
+        let s = WarmupCosine::new(100, 5000, 1e-4).unwrap();
+        // Values of nanoGPT's get_lr(it) with learning_rate 1e-3.
+        assert!((s.learning_rate(1e-3, at(0)) - 1e-3 / 101.0).abs() < 1e-9);
+        assert!((s.learning_rate(1e-3, at(99)) - 1e-3 * 100.0 / 101.0).abs() < 1e-9);
+        assert!((s.learning_rate(1e-3, at(100)) - 1e-3).abs() < 1e-9);
+        assert!((s.learning_rate(1e-3, at(2550)) - 5.5e-4).abs() < 1e-8);
+        assert!((s.learning_rate(1e-3, at(5000)) - 1e-4).abs() < 1e-9);
+        assert_eq!(s.learning_rate(1e-3, at(9000)), 1e-4);
+    }
+
+    #[test]
+    fn rejects_bad_settings() {
+        assert!(WarmupCosine::new(100, 100, 1e-4).is_err());
+        assert!(WarmupCosine::new(0, 10, f32::NAN).is_err());
+        assert!(WarmupCosine::new(0, 10, -1.0).is_err());
+    }
+}
