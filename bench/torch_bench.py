@@ -153,6 +153,16 @@ def main():
             a_, b_ = a_.half(), b_.half()
             s = timer(dev, 3, 10, lambda: a_ @ b_)
             add(f"matmul {n}x{n}x{n} f16", s, 2 * n**3 / s / 1e9, "GFLOP/s")
+    if wanted("linear"):
+        # The twin of bench's `linear` rows: the Shakespeare GPT's linear layers, three products each.
+        m = 16384
+        for k, n in [(384, 1152), (384, 384), (384, 1536), (1536, 384), (384, 84)]:
+            x = torch.randn(m, k, device=dev)
+            w = torch.randn(n, k, device=dev)
+            g = torch.randn(m, n, device=dev)
+            for what, f in [("fwd x@wT", lambda: x @ w.t()), ("dx g@w", lambda: g @ w), ("dw gT@x", lambda: g.t() @ x)]:
+                s = timer(dev, 3, 20, f)
+                add(f"linear {m}x{k}->{n} {what}", s, 2 * m * k * n / s / 1e9, "GFLOP/s")
     if wanted("softmax"):
         rows_, cols = (65536, 1024)
         x = torch.randn(rows_, cols, device=dev, requires_grad=True)

@@ -3,7 +3,7 @@
 //! `bench/torch_bench.py`; run both in the same session and compare ratios (BENCHMARKS.md).
 //!
 //! ```text
-//! cargo run --release --example bench -- [--device cpu|wgpu] [--only matmul,softmax,conv,step,memory,epoch] [--json out.json]
+//! cargo run --release --example bench -- [--device cpu|wgpu] [--only matmul,linear,softmax,conv,step,memory,epoch] [--json out.json]
 //! ```
 //!
 //! The LeNet epoch benchmark reports its first epoch apart: run alone (`--only epoch`) in a
@@ -56,6 +56,32 @@ fn bench_matmul(device: &Device, n: usize) -> Result<Record> {
         rate: 2.0 * (n as f64).powi(3) / secs / 1e9,
         unit: "GFLOP/s",
     })
+}
+
+/// The three products of a linear layer `x [m, k] → [m, n]` as autograd runs them: forward
+/// `x @ wᵀ`, input gradient `g @ w`, weight gradient `gᵀ @ x` (a long `k = m`).
+fn bench_linear_products(device: &Device, m: usize, k: usize, n: usize) -> Result<Vec<Record>> {
+    let x = RawTensor::randn(&[m, k], 0.0, 1.0, 1, device)?;
+    let w = RawTensor::randn(&[n, k], 0.0, 1.0, 2, device)?;
+    let g = RawTensor::randn(&[m, n], 0.0, 1.0, 3, device)?;
+    let flops = 2.0 * (m * k * n) as f64;
+    let products: [(&str, Box<dyn Fn() -> Result<RawTensor>>); 3] = [
+        ("fwd x@wT", Box::new(|| x.matmul(&w.transpose(0, 1)?))),
+        ("dx g@w", Box::new(|| g.matmul(&w))),
+        ("dw gT@x", Box::new(|| g.transpose(0, 1)?.matmul(&x))),
+    ];
+    products
+        .iter()
+        .map(|(what, f)| {
+            let secs = time(3, 20, || no_grad(|| sync(&f()?)))?;
+            Ok(Record {
+                name: format!("linear {m}x{k}->{n} {what}"),
+                median_s: secs,
+                rate: flops / secs / 1e9,
+                unit: "GFLOP/s",
+            })
+        })
+        .collect()
 }
 
 fn bench_softmax(device: &Device, rows: usize, cols: usize) -> Result<Record> {
@@ -264,6 +290,13 @@ fn main() -> Result<()> {
         let sizes: &[usize] = if device.is_cpu() { &[256, 512, 1024] } else { &[1024, 4096] };
         for &n in sizes {
             records.push(bench_matmul(&device, n)?);
+        }
+    }
+    if wanted("linear") {
+        // The Shakespeare GPT's linear layers at batch 64 × 256 tokens: attention in and out,
+        // MLP up and down, the output head.
+        for (k, n) in [(384, 1152), (384, 384), (384, 1536), (1536, 384), (384, 84)] {
+            records.extend(bench_linear_products(&device, 16384, k, n)?);
         }
     }
     if wanted("softmax") {

@@ -7,7 +7,7 @@ use super::launch::bind;
 use super::params::kernel_params;
 use super::pipelines::{self, Access, KernelState};
 use super::{WgpuBackend, STAND_IN_MAX_MACS};
-use crate::backend::{DType, MatmulArgs, MatrixLayout, Storage};
+use crate::backend::{DType, MatmulArgs, MatrixLayout, ReduceDims, ReduceOp, Storage};
 use crate::{Error, MatmulPrecision, Result};
 
 /// Buffer bindings of every matmul kernel: lhs, rhs, out.
@@ -18,6 +18,43 @@ const SIGNATURE: [Access; 3] = [Access::Read, Access::Read, Access::Write];
 /// (17 in 128×128); from 2048³ (256 tiles of 128×128) the large tile wins (39 against 30).
 /// Measured with `examples/matmul_lab.rs`.
 const MIN_LARGE_TILES: usize = 256;
+
+/// Split-K: a product with fewer 64×64 output tiles than this, and a long `k`, is computed as
+/// `slices` products over consecutive slices of `k` (a batch of partial outputs, which fills the
+/// GPU) summed by the column reduction. The weight gradients of a transformer's linear layers
+/// (`[1152, 16384] @ [16384, 384]`: 108 tiles) are such products.
+const SPLIT_K_MIN_TILES: usize = 512;
+/// The shortest `k` slice worth a partial output of its own.
+const SPLIT_K_MIN_SLICE: usize = 256;
+const SPLIT_K_MAX_SLICES: usize = 64;
+
+/// How many `k` slices a product is split into (1: none): the fewest (a power of two) that reach
+/// [`SPLIT_K_MIN_TILES`] workgroups, each slice at least [`SPLIT_K_MIN_SLICE`] long, dividing `k`.
+fn split_k_slices(args: &MatmulArgs) -> usize {
+    let tiles = args.m.div_ceil(64) * args.n.div_ceil(64) * args.batch;
+    if args.batch != 1 || tiles >= SPLIT_K_MIN_TILES {
+        return 1;
+    }
+    let mut slices = 1;
+    while tiles * slices < SPLIT_K_MIN_TILES
+        && slices * 2 <= SPLIT_K_MAX_SLICES
+        && args.k.is_multiple_of(slices * 2)
+        && args.k / (slices * 2) >= SPLIT_K_MIN_SLICE
+    {
+        slices *= 2;
+    }
+    slices
+}
+
+/// The products over `slices` consecutive slices of `k` as one batch: slice `s` starts `s·k/slices`
+/// columns into `lhs` and as many rows into `rhs`.
+fn split_k_args(args: &MatmulArgs, slices: usize) -> MatmulArgs {
+    let k = args.k / slices;
+    let (mut lhs, mut rhs) = (args.lhs, args.rhs);
+    lhs.batch_stride = k * lhs.col_stride;
+    rhs.batch_stride = k * rhs.row_stride;
+    MatmulArgs { batch: slices, m: args.m, k, n: args.n, lhs, rhs }
+}
 
 /// The tile of `matmul_large` in `matmul_vec4.wgsl`, rows by columns (the strided kernel's is
 /// 128×128), on 32×16 invocations.
@@ -135,18 +172,30 @@ impl WgpuBackend {
 
     pub(super) fn matmul_dispatch(&self, lhs: &Storage, rhs: &Storage, args: &MatmulArgs) -> Result<Storage> {
         let (l, r) = (self.gpu(lhs, DType::F32, "matmul")?, self.gpu(rhs, DType::F32, "matmul")?);
-        let n_out = args.batch * args.m * args.n;
-        let out = self.alloc(n_out, DType::F32, "matmul")?;
-        if n_out == 0 {
-            return Ok(self.output(out));
-        }
-        if args.k > 0 {
+        if args.k > 0 && args.batch * args.m * args.n > 0 {
             if matrix_extent(&args.lhs, args.m, args.k, args.batch) >= l.len() {
                 return Err(Error::invalid("matmul", "lhs layout reaches past its storage"));
             }
             if matrix_extent(&args.rhs, args.k, args.n, args.batch) >= r.len() {
                 return Err(Error::invalid("matmul", "rhs layout reaches past its storage"));
             }
+        }
+        let slices = split_k_slices(args);
+        if slices == 1 {
+            return self.matmul_tiles(lhs, rhs, args);
+        }
+        let partial = self.matmul_tiles(lhs, rhs, &split_k_args(args, slices))?;
+        let dims = ReduceDims { outer: 1, len: slices, inner: args.m * args.n };
+        self.reduce_kernel(ReduceOp::Sum, &partial, dims)
+    }
+
+    /// The product on one of the tiled kernels (or one invocation per output).
+    fn matmul_tiles(&self, lhs: &Storage, rhs: &Storage, args: &MatmulArgs) -> Result<Storage> {
+        let (l, r) = (self.gpu(lhs, DType::F32, "matmul")?, self.gpu(rhs, DType::F32, "matmul")?);
+        let n_out = args.batch * args.m * args.n;
+        let out = self.alloc(n_out, DType::F32, "matmul")?;
+        if n_out == 0 {
+            return Ok(self.output(out));
         }
         let (a, b) = (&args.lhs, &args.rhs);
         let params = MatmulParams::of(args);
@@ -205,9 +254,48 @@ mod tests {
     use super::super::pipelines::{KernelState, MATMUL, MATMUL_VEC4, REDUCE};
     use super::super::test_data::{normal, read};
     use super::super::WgpuBackend;
+    use super::{split_k_args, split_k_slices};
     use super::{COOP_SHARED_BYTES, VEC4_LARGE_INVOCATIONS, VEC4_LARGE_SHARED_BYTES, VEC4_LARGE_TILE};
     use crate::backend::{Backend, MatmulArgs, MatrixLayout, ReduceDims, ReduceOp};
     use crate::testing::assert_close;
+
+    #[test]
+    fn split_k_fills_the_gpu_only_for_few_tiles_and_long_k() {
+        let args = |m: usize, k: usize, n: usize| {
+            let l = MatrixLayout { offset: 0, batch_stride: 0, row_stride: k, col_stride: 1 };
+            let r = MatrixLayout { offset: 0, batch_stride: 0, row_stride: n, col_stride: 1 };
+            MatmulArgs { batch: 1, m, k, n, lhs: l, rhs: r }
+        };
+        // A transformer's weight gradient: 108 tiles, k = 64·256 tokens.
+        assert_eq!(split_k_slices(&args(1152, 16384, 384)), 8);
+        assert_eq!(split_k_slices(&args(84, 16384, 384)), 64);
+        // Enough tiles, a short k, or a k with no power-of-two slice of 256: no split.
+        assert_eq!(split_k_slices(&args(16384, 384, 1152)), 1);
+        assert_eq!(split_k_slices(&args(64, 300, 64)), 1);
+        assert_eq!(split_k_slices(&args(64, 16383, 64)), 1);
+        let split = split_k_args(&args(1152, 16384, 384), 8);
+        assert_eq!((split.batch, split.k, split.lhs.batch_stride, split.rhs.batch_stride), (8, 2048, 2048, 2048 * 384));
+    }
+
+    /// A split product equals the unsplit kernel's, for row-major and transposed operands (a
+    /// weight gradient reads its left operand transposed), vec4 and strided.
+    #[test]
+    fn split_k_products_match_the_unsplit_kernel() {
+        let Some(crate::Device::Wgpu(b)) = crate::testing::wgpu_or_skip() else { return };
+        for (m, k, n, transposed) in [(64, 1024, 64, false), (36, 2048, 20, true), (70, 512, 16, true)] {
+            let (lhs, rhs) = (normal(&b, m * k, 1), normal(&b, k * n, 2));
+            let lhs_layout = if transposed {
+                MatrixLayout { offset: 0, batch_stride: 0, row_stride: 1, col_stride: m }
+            } else {
+                MatrixLayout::row_major(m, k)
+            };
+            let args = MatmulArgs { batch: 1, m, k, n, lhs: lhs_layout, rhs: MatrixLayout::row_major(k, n) };
+            assert!(split_k_slices(&args) > 1, "{m}x{k}x{n} is not split");
+            let want = read(&b, &b.matmul_tiles(&lhs, &rhs, &args).unwrap());
+            let got = read(&b, &b.matmul(&lhs, &rhs, &args).unwrap());
+            assert_close(&format!("split-k {m}x{k}x{n} transposed {transposed}"), &got, &want, 1e-4);
+        }
+    }
 
     /// While the tiled kernels count as compiling on another thread, products run on the
     /// 64-tile kernel (for a 128-tile product, once that is compiled) or one invocation per
