@@ -4,6 +4,7 @@
 //! whose kind ([`Class`] indices or [`Regression`] values) is part of the type, so `fit` can
 //! reject at compile time a dataset that does not fit the model.
 
+mod char_tokenizer;
 mod dataset;
 pub mod fashion_mnist;
 mod fetch;
@@ -11,10 +12,14 @@ mod idx;
 mod in_memory;
 mod loader;
 pub mod mnist;
+pub mod shakespeare;
 mod target;
+mod text_windows;
 
+pub use char_tokenizer::CharTokenizer;
 pub use dataset::{Dataset, SampleFor};
 pub use idx::{parse_idx, read_idx, IdxArray};
 pub use in_memory::{ClassDataset, TensorDataset};
 pub use loader::{Batch, DataLoader};
 pub use target::{Class, Regression, SeqClass, Target, TargetFor, TargetKind};
+pub use text_windows::{TextWindows, DEFAULT_TRAIN_FRACTION};
