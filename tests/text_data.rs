@@ -190,6 +190,25 @@ fn windows_and_targets_are_exact() -> Result<()> {
 }
 
 #[test]
+fn strided_windows_start_every_stride_tokens() -> Result<()> {
+    // 11 tokens, T = 3: stride 3 gives the windows at 0, 3, 6 (the one at 9 has no full target).
+    let data = TextWindows::<3, 20>::new((0..11).collect())?.strided(3)?;
+    assert_eq!(data.len(), 3);
+    assert_eq!(data.window(1)?, (&[3, 4, 5][..], &[4, 5, 6][..]));
+    assert_eq!(data.window(2)?, (&[6, 7, 8][..], &[7, 8, 9][..]));
+    assert!(data.window(3).is_err());
+    let (inputs, targets) = data.get_batch(&[2, 0], &Device::cpu())?;
+    assert_eq!(inputs.raw().to_vec_u32()?, [6, 7, 8, 0, 1, 2]);
+    assert_eq!(targets.to_vec_u32()?, [7, 8, 9, 1, 2, 3]);
+    assert!(data.get_batch(&[3], &Device::cpu()).is_err());
+    // 10 tokens: the window at 6 still has its target (positions 7..=9).
+    assert_eq!(TextWindows::<3, 20>::new((0..10).collect())?.strided(3)?.len(), 3);
+    assert_eq!(TextWindows::<3, 20>::new((0..9).collect())?.strided(3)?.len(), 2);
+    assert!(TextWindows::<3, 20>::new((0..9).collect())?.strided(0).is_err());
+    Ok(())
+}
+
+#[test]
 fn the_loader_cuts_shuffled_windows() -> Result<()> {
     let tokens: Vec<u32> = (0..20).collect();
     let data = TextWindows::<4, 20>::new(tokens)?;

