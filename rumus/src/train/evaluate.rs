@@ -30,11 +30,13 @@ impl Default for EvalSettings {
 /// The result of [`evaluate`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Evaluation {
-    /// Mean loss per sample.
+    /// Mean loss per sample (per position, i.e. token, for per-position targets such as
+    /// [`SeqClass`](crate::data::SeqClass)).
     pub loss: f32,
-    /// Fraction of samples whose largest logit is the target class (NaN for regression).
+    /// Fraction of samples (positions, for per-position targets) whose largest logit is the
+    /// target class (NaN for regression).
     pub accuracy: f32,
-    /// Top-k accuracy, when asked for.
+    /// Top-k accuracy (over positions like `accuracy`), when asked for.
     pub top_k_accuracy: Option<f32>,
     /// Number of samples evaluated.
     pub samples: usize,
