@@ -88,6 +88,8 @@ pub struct Fit<V = NoValidation> {
     pub(crate) top_k: Option<usize>,
     pub(crate) progress_every: usize,
     pub(crate) prefetch: bool,
+    pub(crate) steps_per_epoch: Option<usize>,
+    pub(crate) accumulate_grad_batches: usize,
 }
 
 impl Fit<NoValidation> {
@@ -111,6 +113,8 @@ impl Fit<NoValidation> {
             top_k: None,
             progress_every: 10,
             prefetch: true,
+            steps_per_epoch: None,
+            accumulate_grad_batches: 1,
         }
     }
 }
@@ -151,6 +155,8 @@ impl<V> Fit<V> {
             top_k: self.top_k,
             progress_every: self.progress_every,
             prefetch: self.prefetch,
+            steps_per_epoch: self.steps_per_epoch,
+            accumulate_grad_batches: self.accumulate_grad_batches,
         }
     }
 
@@ -227,7 +233,39 @@ impl<V> Fit<V> {
         self
     }
 
+    /// An epoch is `steps` optimizer steps (Keras' `steps_per_epoch`) instead of one pass over
+    /// the training samples. Their batches (`steps · accumulate_grad_batches` of them, all of
+    /// `batch_size` samples) are taken in turn from the loader's successive passes, each pass
+    /// shuffled anew (unless [`no_shuffle`](Self::no_shuffle)): every epoch sees fresh
+    /// samples, a pass may span epochs, and a batch may span the end of one pass and the start
+    /// of the next. Schedules see `steps` steps per epoch and `epochs · steps` in all; the
+    /// progress bar counts `steps`. 0 is an error.
+    pub fn steps_per_epoch(mut self, steps: usize) -> Self {
+        self.steps_per_epoch = Some(steps);
+        self
+    }
+
+    /// Gradient accumulation: each optimizer step sums the gradients of `batches` consecutive
+    /// batches (forward and backward on each, every loss scaled by `1/batches`, so the step
+    /// uses their mean: with equal batch sizes, the gradient of one batch `batches` times as
+    /// large), then clips (if asked) and steps once. Without
+    /// [`steps_per_epoch`](Self::steps_per_epoch) an epoch of `b` batches makes
+    /// `ceil(b / batches)` optimizer steps, the last one over the remaining batches (scaled by
+    /// one over their number). Schedules, `steps_per_epoch`, the progress bar and the `step` of
+    /// `on_metrics` count optimizer steps; the training metrics still cover every batch.
+    /// Default 1; 0 is an error.
+    pub fn accumulate_grad_batches(mut self, batches: usize) -> Self {
+        self.accumulate_grad_batches = batches;
+        self
+    }
+
     pub(crate) fn check(&self) -> Result<()> {
+        if self.steps_per_epoch == Some(0) {
+            return Err(Error::invalid("fit", "steps_per_epoch must be at least 1"));
+        }
+        if self.accumulate_grad_batches == 0 {
+            return Err(Error::invalid("fit", "accumulate_grad_batches must be at least 1"));
+        }
         if self.batch_size == 0 || self.validation_batch_size == 0 {
             return Err(Error::invalid("fit", "batch size must be at least 1"));
         }

@@ -17,10 +17,12 @@
 //! epoch's loss sum and correct counts are accumulated as tensors on the device and read once
 //! every `progress_every` steps (progress-bar mode) or once per epoch.
 
+mod accumulate;
 mod build_warning;
 mod callback;
 mod config;
 mod early_stopping;
+mod epoch_batches;
 mod evaluate;
 mod file_template;
 mod finite;
