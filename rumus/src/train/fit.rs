@@ -1,4 +1,5 @@
-//! The training loop: [`fit`] sets up a [`Trainer`] and runs it epoch by epoch.
+//! The training loop: [`fit`] sets up a `Trainer` and runs it epoch by epoch (`train_epoch`,
+//! `validate`, `end_epoch`), then `finish`.
 
 use std::ops::ControlFlow;
 use std::time::Instant;
@@ -68,20 +69,8 @@ where
         let started = Instant::now();
         trainer.each_callback(|cb, ctx| cb.on_epoch_begin(epoch, ctx))?;
         let mut logs = trainer.train_epoch(epoch, &mut batches)?;
-        trainer.model.set_training(false);
-        let validation = match &validation_split {
-            Some(indices) => Some(evaluate_dataset(&*trainer.model, train, Some(indices.clone()), &eval_settings)?),
-            None => cfg.validation.evaluate_on(&*trainer.model, &eval_settings)?,
-        };
-        if let Some(v) = validation {
-            logs.insert("val_loss", v.loss);
-            if !v.accuracy.is_nan() {
-                logs.insert("val_accuracy", v.accuracy);
-            }
-            if let (Some(k), Some(a)) = (cfg.top_k, v.top_k_accuracy) {
-                logs.insert(format!("val_top{k}_accuracy"), a);
-            }
-        }
+        let held_out = validation_split.as_deref().map(|indices| (train, indices));
+        trainer.validate(held_out, &cfg.validation, &eval_settings, &mut logs)?;
         if trainer.end_epoch(epoch, logs, started)? {
             break;
         }
@@ -288,6 +277,33 @@ impl<'m, M: Model> Trainer<'m, M> {
             clip_grad_norm(&self.step.params, &mut grads, max_norm)?;
         }
         self.optimizer.step(&self.step.params, &grads)
+    }
+
+    /// Switches the model to eval mode and adds `val_loss`, `val_accuracy` and
+    /// `val_top{k}_accuracy` to `logs`, from the `held_out` training samples if any, else from
+    /// the validation data (if any).
+    fn validate<D: Dataset, V: ValidationFor<M>>(
+        &mut self,
+        held_out: Option<(&D, &[usize])>,
+        data: &V,
+        settings: &EvalSettings,
+        logs: &mut Logs,
+    ) -> Result<()> {
+        self.model.set_training(false);
+        let validation = match held_out {
+            Some((train, indices)) => Some(evaluate_dataset(&*self.model, train, Some(indices.to_vec()), settings)?),
+            None => data.evaluate_on(&*self.model, settings)?,
+        };
+        if let Some(v) = validation {
+            logs.insert("val_loss", v.loss);
+            if !v.accuracy.is_nan() {
+                logs.insert("val_accuracy", v.accuracy);
+            }
+            if let (Some(k), Some(a)) = (settings.top_k, v.top_k_accuracy) {
+                logs.insert(format!("val_top{k}_accuracy"), a);
+            }
+        }
+        Ok(())
     }
 
     /// Records the epoch's logs (with the learning rate), ends its progress line and runs the
