@@ -160,3 +160,75 @@ impl Schedule for OneCycle {
         }
     }
 }
+
+/// nanoGPT's `get_lr` (per step): a linear warmup to the base rate over `warmup_steps` steps
+/// (`lr · (step + 1) / (warmup_steps + 1)`), then a cosine decay to `min_lr` reached at step
+/// `decay_steps` (default: the run's last step, `total_steps`), and `min_lr` after that.
+#[derive(Clone, Copy, Debug)]
+pub struct WarmupCosine {
+    pub warmup_steps: usize,
+    pub min_lr: f32,
+    /// The step at which the decay reaches `min_lr`; `None` for the run's `total_steps`.
+    pub decay_steps: Option<usize>,
+}
+
+impl WarmupCosine {
+    /// Warmup over `warmup_steps`, then cosine decay to `min_lr` at the end of the run.
+    pub fn new(warmup_steps: usize, min_lr: f32) -> Self {
+        WarmupCosine { warmup_steps, min_lr, decay_steps: None }
+    }
+
+    /// Reach `min_lr` at step `steps` (nanoGPT's `lr_decay_iters`) instead of the run's end.
+    pub fn decay_steps(mut self, steps: usize) -> Self {
+        self.decay_steps = Some(steps);
+        self
+    }
+}
+
+impl Schedule for WarmupCosine {
+    fn learning_rate(&self, base_lr: f32, at: Progress) -> f32 {
+        let (step, warmup) = (at.step as f64, self.warmup_steps as f64);
+        if at.step < self.warmup_steps {
+            return (base_lr as f64 * (step + 1.0) / (warmup + 1.0)) as f32;
+        }
+        let decay_end = self.decay_steps.unwrap_or(at.total_steps);
+        if at.step > decay_end || decay_end <= self.warmup_steps {
+            return self.min_lr;
+        }
+        let ratio = (step - warmup) / (decay_end as f64 - warmup);
+        let coeff = 0.5 * (1.0 + (std::f64::consts::PI * ratio).cos());
+        (self.min_lr as f64 + coeff * (base_lr as f64 - self.min_lr as f64)) as f32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Progress, Schedule, WarmupCosine};
+
+    fn at(step: usize, total_steps: usize) -> Progress {
+        Progress { epoch: 0, step, steps_per_epoch: total_steps, total_steps }
+    }
+
+    /// nanoGPT's `get_lr` with learning_rate 1e-3, warmup_iters 100, lr_decay_iters 5000,
+    /// min_lr 1e-4 (`shakespeare_char`), by hand.
+    #[test]
+    fn warmup_cosine_is_nanogpts_get_lr() {
+        let s = WarmupCosine::new(100, 1e-4).decay_steps(5000);
+        let close = |step: usize, want: f64| {
+            let got = s.learning_rate(1e-3, at(step, 10_000)) as f64;
+            assert!((got - want).abs() < 1e-9, "step {step}: {got} vs {want}");
+        };
+        close(0, 1e-3 / 101.0);
+        close(49, 1e-3 * 50.0 / 101.0);
+        close(99, 1e-3 * 100.0 / 101.0);
+        close(100, 1e-3);
+        close(2550, 1e-4 + 0.5 * 9e-4);
+        close(5000, 1e-4);
+        close(7000, 1e-4);
+        // Without decay_steps the decay ends with the run.
+        let run = WarmupCosine::new(10, 0.0);
+        assert!((run.learning_rate(1.0, at(55, 100)) - 0.5).abs() < 1e-6);
+        assert_eq!(run.learning_rate(1.0, at(100, 100)), 0.0);
+        assert_eq!(WarmupCosine::new(10, 0.25).learning_rate(1.0, at(10, 10)), 0.25);
+    }
+}

@@ -18,7 +18,7 @@
 //! loss and accuracies are means over tokens. nanoGPT's settings read
 //! `Fit::epochs(50).batch_size(64).steps_per_epoch(100).accumulate_grad_batches(1)
 //! .optimizer(AdamW::new(1e-3).betas(0.9, 0.99).weight_decay(0.1).decay_matrices_only())
-//! .clip_grad_norm(1.0)`.
+//! .schedule(WarmupCosine::new(100, 1e-4)).clip_grad_norm(1.0)` (`rumus::optim::schedule::WarmupCosine`).
 //!
 //! The loop never reads the device in a training step except for the progress line: the
 //! epoch's loss sum and correct counts are accumulated as tensors on the device and read once
