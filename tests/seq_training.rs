@@ -226,7 +226,7 @@ fn steps_per_epoch_draws_successive_shuffled_passes_and_counts_steps() -> Result
 fn zero_steps_per_epoch_or_accumulated_batches_are_errors() -> Result<()> {
     let data = Shift::new(8, 1);
     let mut model = Tok::new(&Device::cpu(), 1)?;
-    for cfg in [quiet(1).steps_per_epoch(0), quiet(1).accumulate_grad_batches(0)] {
+    for cfg in [quiet(1).steps_per_epoch(0), quiet(1).accumulate_grad_batches(0), quiet(1).validation_steps(0)] {
         let err = model.fit(&data, cfg).unwrap_err();
         assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
     }
@@ -357,5 +357,30 @@ fn token_metrics_on_wgpu_equal_the_cpu() -> Result<()> {
     assert!((cpu.loss - wgpu.loss).abs() < 1e-5, "loss: cpu {}, wgpu {}", cpu.loss, wgpu.loss);
     assert_eq!((cpu.accuracy, cpu.top_k_accuracy, cpu.samples), (wgpu.accuracy, wgpu.top_k_accuracy, wgpu.samples));
     assert!(cpu.accuracy > 0.0 && cpu.top_k_accuracy.unwrap() > cpu.accuracy, "{cpu:?}");
+    Ok(())
+}
+
+#[test]
+fn validation_steps_evaluate_the_same_subset_every_epoch() -> Result<()> {
+    let (train, val) = (Shift::new(8, 1), Shift::new(20, 2));
+    let mut model = Tok::new(&Device::cpu(), 4)?;
+    let cfg = quiet(2).batch_size(8).validation_batch_size(3).validation_steps(2).validation(&val);
+    let history = model.fit(&train, cfg)?;
+    let asked = val.asked();
+    assert_eq!(asked.len(), 2 * 6, "two epochs of 2 batches of 3: {asked:?}");
+    let (first, second) = asked.split_at(6);
+    assert_eq!(first, second, "the same samples every epoch");
+    assert!(first.windows(2).all(|w| w[0] < w[1]), "6 distinct samples in order: {first:?}");
+    assert_ne!(first, [0, 1, 2, 3, 4, 5], "a random subset, not the first samples");
+    // The reported val_loss is the loss of the final model on exactly those samples.
+    let (inputs, targets) = val.get_batch(first, &Device::cpu())?;
+    let want = Loss::cross_entropy().compute(model.predict(&inputs)?.raw(), &targets)?.item()?;
+    let got = history.last("val_loss").unwrap();
+    assert!((got - want).abs() < 1e-5, "val_loss {got}, on the subset {want}");
+    // A validation_split's held-out samples are subsampled the same way.
+    let data = Shift::new(20, 3);
+    model.fit(&data, quiet(1).batch_size(5).validation_split(0.5).validation_batch_size(4).validation_steps(1))?;
+    let held_out: Vec<usize> = data.asked().into_iter().filter(|&i| i >= 10).collect();
+    assert_eq!(held_out.len(), 4, "{held_out:?}");
     Ok(())
 }

@@ -8,7 +8,7 @@ use crate::data::{Dataset, SampleFor, TargetFor};
 use crate::optim::{Optimizer, Schedule};
 use crate::{Error, Model, Result};
 
-use super::evaluate::{evaluate_dataset, EvalSettings, Evaluation};
+use super::evaluate::{evaluate_dataset, fixed_subset, EvalSettings, Evaluation};
 use super::{Callback, Loss};
 
 /// How much `fit` prints.
@@ -37,9 +37,10 @@ pub struct ValidationData<'a, D: Dataset>(pub &'a D);
     label = "validation samples and targets must match the model's input and output shapes"
 )]
 pub trait ValidationFor<M: Model> {
-    /// Evaluates `model` on this data, or `None` when there is none.
+    /// Evaluates `model` on this data (on at most `samples` of them, a fixed subset, when
+    /// given), or `None` when there is none.
     #[doc(hidden)]
-    fn evaluate_on(&self, model: &M, settings: &EvalSettings) -> Result<Option<Evaluation>>;
+    fn evaluate_on(&self, model: &M, settings: &EvalSettings, samples: Option<usize>) -> Result<Option<Evaluation>>;
 
     /// Whether there is validation data.
     #[doc(hidden)]
@@ -47,7 +48,7 @@ pub trait ValidationFor<M: Model> {
 }
 
 impl<M: Model> ValidationFor<M> for NoValidation {
-    fn evaluate_on(&self, _: &M, _: &EvalSettings) -> Result<Option<Evaluation>> {
+    fn evaluate_on(&self, _: &M, _: &EvalSettings, _: Option<usize>) -> Result<Option<Evaluation>> {
         Ok(None)
     }
 
@@ -61,8 +62,9 @@ where
     D::Sample: SampleFor<M::Input>,
     D::Target: TargetFor<M::Output>,
 {
-    fn evaluate_on(&self, model: &M, settings: &EvalSettings) -> Result<Option<Evaluation>> {
-        evaluate_dataset(model, self.0, None, settings).map(Some)
+    fn evaluate_on(&self, model: &M, settings: &EvalSettings, samples: Option<usize>) -> Result<Option<Evaluation>> {
+        let indices = samples.map(|n| fixed_subset((0..self.0.len()).collect(), n));
+        evaluate_dataset(model, self.0, indices, settings).map(Some)
     }
 
     fn present(&self) -> bool {
@@ -90,6 +92,7 @@ pub struct Fit<V = NoValidation> {
     pub(crate) prefetch: bool,
     pub(crate) steps_per_epoch: Option<usize>,
     pub(crate) accumulate_grad_batches: usize,
+    pub(crate) validation_steps: Option<usize>,
 }
 
 impl Fit<NoValidation> {
@@ -115,6 +118,7 @@ impl Fit<NoValidation> {
             prefetch: true,
             steps_per_epoch: None,
             accumulate_grad_batches: 1,
+            validation_steps: None,
         }
     }
 }
@@ -157,6 +161,7 @@ impl<V> Fit<V> {
             prefetch: self.prefetch,
             steps_per_epoch: self.steps_per_epoch,
             accumulate_grad_batches: self.accumulate_grad_batches,
+            validation_steps: self.validation_steps,
         }
     }
 
@@ -259,7 +264,19 @@ impl<V> Fit<V> {
         self
     }
 
+    /// Validates on at most `steps` batches of [`validation_batch_size`](Self::validation_batch_size)
+    /// samples (Keras' `validation_steps`): a fixed random subset of the validation samples
+    /// (the same every epoch, so `val_loss` stays comparable), for validation sets too large to
+    /// evaluate whole every epoch. Default: all of them. 0 is an error.
+    pub fn validation_steps(mut self, steps: usize) -> Self {
+        self.validation_steps = Some(steps);
+        self
+    }
+
     pub(crate) fn check(&self) -> Result<()> {
+        if self.validation_steps == Some(0) {
+            return Err(Error::invalid("fit", "validation_steps must be at least 1"));
+        }
         if self.steps_per_epoch == Some(0) {
             return Err(Error::invalid("fit", "steps_per_epoch must be at least 1"));
         }

@@ -47,6 +47,17 @@ pub(crate) fn model_device(model: &dyn Module) -> Device {
     named_params(model).first().map(|(_, p)| p.tensor().device().clone()).unwrap_or_else(Device::cpu)
 }
 
+/// At most `n` of `indices`, chosen by a fixed seeded shuffle (the same subset on every call),
+/// in ascending order; all of them when there are no more than `n`.
+pub(crate) fn fixed_subset(mut indices: Vec<usize>, n: usize) -> Vec<usize> {
+    if indices.len() > n {
+        crate::rng::Rng::new(0x5eed_0f_7a11_da7a).shuffle(&mut indices);
+        indices.truncate(n);
+        indices.sort_unstable();
+    }
+    indices
+}
+
 /// Evaluates on `data` (or the samples at `indices`), without switching modes.
 pub(crate) fn evaluate_dataset<D: Dataset>(
     model: &dyn Module,

@@ -12,7 +12,7 @@ use crate::{Device, Error, Gradients, Model, Result};
 
 use super::accumulate::add_gradients;
 use super::epoch_batches::EpochBatches;
-use super::evaluate::{evaluate_dataset, model_device, EvalSettings};
+use super::evaluate::{evaluate_dataset, fixed_subset, model_device, EvalSettings};
 use super::metrics::Stats;
 use super::progress::Progress;
 use super::{Callback, Fit, History, Logs, Loss, TrainContext, ValidationFor};
@@ -60,7 +60,14 @@ where
         return Err(Error::Data(format!("fit: validation_split leaves no validation sample out of {n}")));
     }
     let eval_settings = EvalSettings { batch_size: cfg.validation_batch_size, loss: Some(loss), top_k: cfg.top_k };
-    let validation_split = (n_val > 0).then(|| (n_train..n).collect::<Vec<_>>());
+    let validation_samples = cfg.validation_steps.map(|steps| steps.saturating_mul(cfg.validation_batch_size));
+    let validation_split = (n_val > 0).then(|| {
+        let held_out = (n_train..n).collect::<Vec<_>>();
+        match validation_samples {
+            Some(limit) => fixed_subset(held_out, limit),
+            None => held_out,
+        }
+    });
 
     let mut trainer = Trainer::new(model, &mut cfg, loss, kind, &device, batches.len())?;
     super::build_warning::warn_once_if_debug_build();
@@ -70,7 +77,7 @@ where
         trainer.each_callback(|cb, ctx| cb.on_epoch_begin(epoch, ctx))?;
         let mut logs = trainer.train_epoch(epoch, &mut batches)?;
         let held_out = validation_split.as_deref().map(|indices| (train, indices));
-        trainer.validate(held_out, &cfg.validation, &eval_settings, &mut logs)?;
+        trainer.validate(held_out, (&cfg.validation, validation_samples), &eval_settings, &mut logs)?;
         if trainer.end_epoch(epoch, logs, started)? {
             break;
         }
@@ -281,18 +288,18 @@ impl<'m, M: Model> Trainer<'m, M> {
 
     /// Switches the model to eval mode and adds `val_loss`, `val_accuracy` and
     /// `val_top{k}_accuracy` to `logs`, from the `held_out` training samples if any, else from
-    /// the validation data (if any).
+    /// the validation `data` (at most `samples` of them) if any.
     fn validate<D: Dataset, V: ValidationFor<M>>(
         &mut self,
         held_out: Option<(&D, &[usize])>,
-        data: &V,
+        (data, samples): (&V, Option<usize>),
         settings: &EvalSettings,
         logs: &mut Logs,
     ) -> Result<()> {
         self.model.set_training(false);
         let validation = match held_out {
             Some((train, indices)) => Some(evaluate_dataset(&*self.model, train, Some(indices.to_vec()), settings)?),
-            None => data.evaluate_on(&*self.model, settings)?,
+            None => data.evaluate_on(&*self.model, settings, samples)?,
         };
         if let Some(v) = validation {
             logs.insert("val_loss", v.loss);
