@@ -51,7 +51,7 @@ pub(crate) fn model_device(model: &dyn Module) -> Device {
 /// in ascending order; all of them when there are no more than `n`.
 pub(crate) fn fixed_subset(mut indices: Vec<usize>, n: usize) -> Vec<usize> {
     if indices.len() > n {
-        crate::rng::Rng::new(0x5eed_0f_7a11_da7a).shuffle(&mut indices);
+        crate::rng::Rng::new(0x5eed_7a11_da7a_0001).shuffle(&mut indices);
         indices.truncate(n);
         indices.sort_unstable();
     }
