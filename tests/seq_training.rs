@@ -302,10 +302,17 @@ fn accumulating_two_batches_of_8_equals_one_batch_of_16_on_wgpu() -> Result<()> 
     let Some(gpu) = wgpu_or_skip() else {
         return Ok(());
     };
-    let one = train_in_order(&gpu, Adam::new(1e-2), 16, 1, 2)?;
-    let two = train_in_order(&gpu, Adam::new(1e-2), 8, 2, 2)?;
+    let one = train_in_order(&gpu, Sgd::new(0.5), 16, 1, 2)?;
+    let two = train_in_order(&gpu, Sgd::new(0.5), 8, 2, 2)?;
     assert_close(&one, &two, 1e-4);
-    let cpu = train_in_order(&Device::cpu(), Adam::new(1e-2), 8, 2, 2)?;
+    // eps well above the gradients' rounding noise: Adam's first steps are nearly sign(g), so a
+    // component that is zero up to rounding would otherwise move by ±lr depending on the order
+    // of a GPU's sums.
+    let adam = || Adam::new(1e-2).eps(1e-3);
+    let one = train_in_order(&gpu, adam(), 16, 1, 2)?;
+    let two = train_in_order(&gpu, adam(), 8, 2, 2)?;
+    assert_close(&one, &two, 1e-4);
+    let cpu = train_in_order(&Device::cpu(), adam(), 8, 2, 2)?;
     assert_close(&cpu, &two, 1e-4);
     Ok(())
 }
