@@ -1,6 +1,7 @@
 //! Adam (`torch.optim.Adam`, L2 weight decay) and AdamW (`torch.optim.AdamW`, decoupled decay).
 
 use super::state::{check, lr_and_state_methods, StateTable};
+use super::DecayFilter;
 use super::{Optimizer, OptimizerState};
 use crate::nn::Param;
 use crate::ops::OptimizerStep;
@@ -14,6 +15,7 @@ struct AdamCore {
     beta2: f32,
     eps: f32,
     weight_decay: f32,
+    decay_filter: DecayFilter,
     state: StateTable,
 }
 
@@ -25,6 +27,7 @@ impl AdamCore {
             beta2: 0.999,
             eps: 1e-8,
             weight_decay,
+            decay_filter: DecayFilter::All,
             state: StateTable::new(&["exp_avg", "exp_avg_sq"]),
         }
     }
@@ -35,13 +38,14 @@ impl AdamCore {
         check(op, "beta2", self.beta2, (0.0..1.0).contains(&self.beta2))?;
         check(op, "eps", self.eps, self.eps >= 0.0)?;
         check(op, "weight_decay", self.weight_decay, self.weight_decay >= 0.0)?;
-        let (lr, beta1, beta2, eps, weight_decay) = (self.lr, self.beta1, self.beta2, self.eps, self.weight_decay);
-        self.state.step(params, grads, |steps| OptimizerStep::Adam {
+        let (lr, beta1, beta2, eps) = (self.lr, self.beta1, self.beta2, self.eps);
+        let (weight_decay, filter) = (self.weight_decay, self.decay_filter);
+        self.state.step(params, grads, |steps, name, param| OptimizerStep::Adam {
             lr,
             beta1,
             beta2,
             eps,
-            weight_decay,
+            weight_decay: if filter.decays(name, param.shape()) { weight_decay } else { 0.0 },
             decoupled,
             step: u32::try_from(steps).unwrap_or(u32::MAX),
         })
@@ -74,6 +78,20 @@ macro_rules! adam_variant {
             pub fn weight_decay(mut self, weight_decay: f32) -> Self {
                 self.0.weight_decay = weight_decay;
                 self
+            }
+
+            /// Applies the weight decay only to the parameters `filter` selects; the others
+            /// are stepped with a weight decay of 0 (PyTorch's parameter groups).
+            pub fn decay_filter(mut self, filter: DecayFilter) -> Self {
+                self.0.decay_filter = filter;
+                self
+            }
+
+            /// Decays only parameters of rank 2 or more (weight matrices, embeddings), not
+            /// biases or norm weights, as nanoGPT's parameter groups do:
+            /// `decay_filter(DecayFilter::MatricesOnly)`.
+            pub fn decay_matrices_only(self) -> Self {
+                self.decay_filter(DecayFilter::MatricesOnly)
             }
         }
 

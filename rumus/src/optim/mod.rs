@@ -7,6 +7,7 @@
 
 mod adam;
 mod clip;
+mod decay_filter;
 mod optimizer;
 mod rmsprop;
 pub mod schedule;
@@ -15,6 +16,7 @@ mod state;
 
 pub use adam::{Adam, AdamW};
 pub use clip::clip_grad_norm;
+pub use decay_filter::DecayFilter;
 pub use optimizer::Optimizer;
 pub use rmsprop::RmsProp;
 pub use schedule::Schedule;

@@ -64,7 +64,7 @@ impl Optimizer for RmsProp {
         check("RMSprop", "momentum", self.momentum, self.momentum >= 0.0)?;
         let (lr, alpha, eps, weight_decay, momentum) =
             (self.lr, self.alpha, self.eps, self.weight_decay, self.momentum);
-        self.state.step(params, grads, |_| OptimizerStep::RmsProp { lr, alpha, eps, weight_decay, momentum })
+        self.state.step(params, grads, |_, _, _| OptimizerStep::RmsProp { lr, alpha, eps, weight_decay, momentum })
     }
 
     lr_and_state_methods!();

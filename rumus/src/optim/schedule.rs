@@ -161,70 +161,74 @@ impl Schedule for OneCycle {
     }
 }
 
-/// Linear warmup then cosine decay, per step: nanoGPT's `get_lr`. During the first
-/// `warmup_steps` steps the rate is `base_lr · (step + 1) / (warmup_steps + 1)`; from there it
-/// follows a cosine half period down to `min_lr` at step `decay_steps`, and stays at `min_lr`.
+/// nanoGPT's `get_lr` (per step): a linear warmup to the base rate over `warmup_steps` steps
+/// (`lr · (step + 1) / (warmup_steps + 1)`), then a cosine decay to `min_lr` reached at step
+/// `decay_steps` (default: the run's last step, `total_steps`), and `min_lr` after that.
 #[derive(Clone, Copy, Debug)]
 pub struct WarmupCosine {
-    warmup_steps: usize,
-    decay_steps: usize,
-    min_lr: f32,
+    pub warmup_steps: usize,
+    pub min_lr: f32,
+    /// The step at which the decay reaches `min_lr`; `None` for the run's `total_steps`.
+    pub decay_steps: Option<usize>,
 }
 
 impl WarmupCosine {
-    /// `decay_steps` must exceed `warmup_steps`; `min_lr` must be finite and non-negative.
-    pub fn new(warmup_steps: usize, decay_steps: usize, min_lr: f32) -> Result<Self> {
-        if decay_steps <= warmup_steps {
-            return Err(Error::invalid(
-                "WarmupCosine",
-                format!("decay_steps {decay_steps} must exceed warmup_steps {warmup_steps}"),
-            ));
-        }
-        if !(min_lr.is_finite() && min_lr >= 0.0) {
-            return Err(Error::invalid("WarmupCosine", format!("min_lr {min_lr} must be finite and >= 0")));
-        }
-        Ok(WarmupCosine { warmup_steps, decay_steps, min_lr })
+    /// Warmup over `warmup_steps`, then cosine decay to `min_lr` at the end of the run.
+    pub fn new(warmup_steps: usize, min_lr: f32) -> Self {
+        WarmupCosine { warmup_steps, min_lr, decay_steps: None }
+    }
+
+    /// Reach `min_lr` at step `steps` (nanoGPT's `lr_decay_iters`) instead of the run's end.
+    pub fn decay_steps(mut self, steps: usize) -> Self {
+        self.decay_steps = Some(steps);
+        self
     }
 }
 
 impl Schedule for WarmupCosine {
     fn learning_rate(&self, base_lr: f32, at: Progress) -> f32 {
+        let (step, warmup) = (at.step as f64, self.warmup_steps as f64);
         if at.step < self.warmup_steps {
-            return base_lr * (at.step + 1) as f32 / (self.warmup_steps + 1) as f32;
+            return (base_lr as f64 * (step + 1.0) / (warmup + 1.0)) as f32;
         }
-        if at.step > self.decay_steps {
+        let decay_end = self.decay_steps.unwrap_or(at.total_steps);
+        if at.step > decay_end || decay_end <= self.warmup_steps {
             return self.min_lr;
         }
-        let ratio = (at.step - self.warmup_steps) as f64 / (self.decay_steps - self.warmup_steps) as f64;
+        let ratio = (step - warmup) / (decay_end as f64 - warmup);
         let coeff = 0.5 * (1.0 + (std::f64::consts::PI * ratio).cos());
-        (self.min_lr as f64 + coeff * (base_lr - self.min_lr) as f64) as f32
+        (self.min_lr as f64 + coeff * (base_lr as f64 - self.min_lr as f64)) as f32
     }
 }
 
 #[cfg(test)]
-mod warmup_cosine_tests {
-    use super::*;
+mod tests {
+    use super::{Progress, Schedule, WarmupCosine};
 
-    fn at(step: usize) -> Progress {
-        Progress { epoch: 0, step, steps_per_epoch: 10_000, total_steps: 10_000 }
+    fn at(step: usize, total_steps: usize) -> Progress {
+        Progress { epoch: 0, step, steps_per_epoch: total_steps, total_steps }
     }
 
+    /// nanoGPT's `get_lr` with learning_rate 1e-3, warmup_iters 100, lr_decay_iters 5000,
+    /// min_lr 1e-4 (`shakespeare_char`), by hand.
     #[test]
-    fn follows_nanogpt_get_lr() {
-        let s = WarmupCosine::new(100, 5000, 1e-4).unwrap();
-        // Values of nanoGPT's get_lr(it) with learning_rate 1e-3.
-        assert!((s.learning_rate(1e-3, at(0)) - 1e-3 / 101.0).abs() < 1e-9);
-        assert!((s.learning_rate(1e-3, at(99)) - 1e-3 * 100.0 / 101.0).abs() < 1e-9);
-        assert!((s.learning_rate(1e-3, at(100)) - 1e-3).abs() < 1e-9);
-        assert!((s.learning_rate(1e-3, at(2550)) - 5.5e-4).abs() < 1e-8);
-        assert!((s.learning_rate(1e-3, at(5000)) - 1e-4).abs() < 1e-9);
-        assert_eq!(s.learning_rate(1e-3, at(9000)), 1e-4);
-    }
-
-    #[test]
-    fn rejects_bad_settings() {
-        assert!(WarmupCosine::new(100, 100, 1e-4).is_err());
-        assert!(WarmupCosine::new(0, 10, f32::NAN).is_err());
-        assert!(WarmupCosine::new(0, 10, -1.0).is_err());
+    fn warmup_cosine_is_nanogpts_get_lr() {
+        let s = WarmupCosine::new(100, 1e-4).decay_steps(5000);
+        let close = |step: usize, want: f64| {
+            let got = s.learning_rate(1e-3, at(step, 10_000)) as f64;
+            assert!((got - want).abs() < 1e-9, "step {step}: {got} vs {want}");
+        };
+        close(0, 1e-3 / 101.0);
+        close(49, 1e-3 * 50.0 / 101.0);
+        close(99, 1e-3 * 100.0 / 101.0);
+        close(100, 1e-3);
+        close(2550, 1e-4 + 0.5 * 9e-4);
+        close(5000, 1e-4);
+        close(7000, 1e-4);
+        // Without decay_steps the decay ends with the run.
+        let run = WarmupCosine::new(10, 0.0);
+        assert!((run.learning_rate(1.0, at(55, 100)) - 0.5).abs() < 1e-6);
+        assert_eq!(run.learning_rate(1.0, at(100, 100)), 0.0);
+        assert_eq!(WarmupCosine::new(10, 0.25).learning_rate(1.0, at(10, 10)), 0.25);
     }
 }

@@ -75,7 +75,7 @@ impl Optimizer for Sgd {
         self.validate()?;
         let (lr, momentum, dampening, weight_decay, nesterov) =
             (self.lr, self.momentum, self.dampening, self.weight_decay, self.nesterov);
-        self.state.step(params, grads, |steps| OptimizerStep::Sgd {
+        self.state.step(params, grads, |steps, _, _| OptimizerStep::Sgd {
             lr,
             momentum,
             dampening,

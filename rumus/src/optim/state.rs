@@ -122,12 +122,13 @@ impl StateTable {
     }
 
     /// Runs the fused update for each trainable parameter with a gradient. `make_step` gets the
-    /// 1-based step count of that parameter and returns the kernel arguments.
+    /// 1-based step count of that parameter, its name and the parameter, and returns the kernel
+    /// arguments.
     pub(crate) fn step(
         &mut self,
         params: &[(String, Param)],
         grads: &Gradients,
-        mut make_step: impl FnMut(u64) -> OptimizerStep,
+        mut make_step: impl FnMut(u64, &str, &Param) -> OptimizerStep,
     ) -> Result<()> {
         let _no_grad = crate::autograd::NoGradGuard::new();
         // Buffers are never updated, and a tied weight is stepped once, under its first name.
@@ -156,7 +157,7 @@ impl StateTable {
                     format!("`{name}` has taken {} steps, the most there can be", slot.steps),
                 )
             })?;
-            let step = make_step(slot.steps);
+            let step = make_step(slot.steps, name, param);
             crate::ops::optimizer_step(&step, value, grad, &slot.buffers)?;
         }
         Ok(())

@@ -64,8 +64,9 @@ pub trait Callback: Send {
     }
 
     /// Called whenever the running training metrics were read from the device: every
-    /// `progress_every` steps in progress-bar mode, and at the end of every epoch. `logs` hold
-    /// the epoch's means so far.
+    /// `progress_every` steps in progress-bar mode, and at the end of every epoch. `step` counts
+    /// the epoch's optimizer steps so far (with gradient accumulation, one per
+    /// `accumulate_grad_batches` batches). `logs` hold the epoch's means so far.
     fn on_metrics(&mut self, _epoch: usize, _step: usize, _logs: &Logs, _ctx: &mut TrainContext<'_>) -> Result<()> {
         Ok(())
     }

@@ -8,7 +8,7 @@ use crate::data::{Dataset, SampleFor, TargetFor};
 use crate::optim::{Optimizer, Schedule};
 use crate::{Error, Model, Result};
 
-use super::evaluate::{evaluate_dataset, EvalSettings, Evaluation};
+use super::evaluate::{evaluate_dataset, fixed_subset, EvalSettings, Evaluation};
 use super::{Callback, Loss};
 
 /// How much `fit` prints.
@@ -37,9 +37,10 @@ pub struct ValidationData<'a, D: Dataset>(pub &'a D);
     label = "validation samples and targets must match the model's input and output shapes"
 )]
 pub trait ValidationFor<M: Model> {
-    /// Evaluates `model` on this data, or `None` when there is none.
+    /// Evaluates `model` on this data (on at most `samples` of them, a fixed subset, when
+    /// given), or `None` when there is none.
     #[doc(hidden)]
-    fn evaluate_on(&self, model: &M, settings: &EvalSettings) -> Result<Option<Evaluation>>;
+    fn evaluate_on(&self, model: &M, settings: &EvalSettings, samples: Option<usize>) -> Result<Option<Evaluation>>;
 
     /// Whether there is validation data.
     #[doc(hidden)]
@@ -47,7 +48,7 @@ pub trait ValidationFor<M: Model> {
 }
 
 impl<M: Model> ValidationFor<M> for NoValidation {
-    fn evaluate_on(&self, _: &M, _: &EvalSettings) -> Result<Option<Evaluation>> {
+    fn evaluate_on(&self, _: &M, _: &EvalSettings, _: Option<usize>) -> Result<Option<Evaluation>> {
         Ok(None)
     }
 
@@ -61,8 +62,9 @@ where
     D::Sample: SampleFor<M::Input>,
     D::Target: TargetFor<M::Output>,
 {
-    fn evaluate_on(&self, model: &M, settings: &EvalSettings) -> Result<Option<Evaluation>> {
-        evaluate_dataset(model, self.0, None, settings).map(Some)
+    fn evaluate_on(&self, model: &M, settings: &EvalSettings, samples: Option<usize>) -> Result<Option<Evaluation>> {
+        let indices = samples.map(|n| fixed_subset((0..self.0.len()).collect(), n));
+        evaluate_dataset(model, self.0, indices, settings).map(Some)
     }
 
     fn present(&self) -> bool {
@@ -88,6 +90,9 @@ pub struct Fit<V = NoValidation> {
     pub(crate) top_k: Option<usize>,
     pub(crate) progress_every: usize,
     pub(crate) prefetch: bool,
+    pub(crate) steps_per_epoch: Option<usize>,
+    pub(crate) accumulate_grad_batches: usize,
+    pub(crate) validation_steps: Option<usize>,
 }
 
 impl Fit<NoValidation> {
@@ -111,6 +116,9 @@ impl Fit<NoValidation> {
             top_k: None,
             progress_every: 10,
             prefetch: true,
+            steps_per_epoch: None,
+            accumulate_grad_batches: 1,
+            validation_steps: None,
         }
     }
 }
@@ -151,6 +159,9 @@ impl<V> Fit<V> {
             top_k: self.top_k,
             progress_every: self.progress_every,
             prefetch: self.prefetch,
+            steps_per_epoch: self.steps_per_epoch,
+            accumulate_grad_batches: self.accumulate_grad_batches,
+            validation_steps: self.validation_steps,
         }
     }
 
@@ -227,7 +238,51 @@ impl<V> Fit<V> {
         self
     }
 
+    /// An epoch is `steps` optimizer steps (Keras' `steps_per_epoch`) instead of one pass over
+    /// the training samples. Their batches (`steps · accumulate_grad_batches` of them, all of
+    /// `batch_size` samples) are taken in turn from the loader's successive passes, each pass
+    /// shuffled anew (unless [`no_shuffle`](Self::no_shuffle)): every epoch sees fresh
+    /// samples, a pass may span epochs, and a batch may span the end of one pass and the start
+    /// of the next. Schedules see `steps` steps per epoch and `epochs · steps` in all; the
+    /// progress bar counts `steps`. 0 is an error.
+    pub fn steps_per_epoch(mut self, steps: usize) -> Self {
+        self.steps_per_epoch = Some(steps);
+        self
+    }
+
+    /// Gradient accumulation: each optimizer step sums the gradients of `batches` consecutive
+    /// batches (forward and backward on each, every loss scaled by `1/batches`, so the step
+    /// uses their mean: with equal batch sizes, the gradient of one batch `batches` times as
+    /// large), then clips (if asked) and steps once. Without
+    /// [`steps_per_epoch`](Self::steps_per_epoch) an epoch of `b` batches makes
+    /// `ceil(b / batches)` optimizer steps, the last one over the remaining batches (scaled by
+    /// one over their number). Schedules, `steps_per_epoch`, the progress bar and the `step` of
+    /// `on_metrics` count optimizer steps; the training metrics still cover every batch.
+    /// Default 1; 0 is an error.
+    pub fn accumulate_grad_batches(mut self, batches: usize) -> Self {
+        self.accumulate_grad_batches = batches;
+        self
+    }
+
+    /// Validates on at most `steps` batches of [`validation_batch_size`](Self::validation_batch_size)
+    /// samples (Keras' `validation_steps`): a fixed random subset of the validation samples
+    /// (the same every epoch, so `val_loss` stays comparable), for validation sets too large to
+    /// evaluate whole every epoch. Default: all of them. 0 is an error.
+    pub fn validation_steps(mut self, steps: usize) -> Self {
+        self.validation_steps = Some(steps);
+        self
+    }
+
     pub(crate) fn check(&self) -> Result<()> {
+        if self.validation_steps == Some(0) {
+            return Err(Error::invalid("fit", "validation_steps must be at least 1"));
+        }
+        if self.steps_per_epoch == Some(0) {
+            return Err(Error::invalid("fit", "steps_per_epoch must be at least 1"));
+        }
+        if self.accumulate_grad_batches == 0 {
+            return Err(Error::invalid("fit", "accumulate_grad_batches must be at least 1"));
+        }
         if self.batch_size == 0 || self.validation_batch_size == 0 {
             return Err(Error::invalid("fit", "batch size must be at least 1"));
         }

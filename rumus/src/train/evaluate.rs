@@ -30,11 +30,13 @@ impl Default for EvalSettings {
 /// The result of [`evaluate`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Evaluation {
-    /// Mean loss per sample.
+    /// Mean loss per sample (per position, i.e. token, for per-position targets such as
+    /// [`SeqClass`](crate::data::SeqClass)).
     pub loss: f32,
-    /// Fraction of samples whose largest logit is the target class (NaN for regression).
+    /// Fraction of samples (positions, for per-position targets) whose largest logit is the
+    /// target class (NaN for regression).
     pub accuracy: f32,
-    /// Top-k accuracy, when asked for.
+    /// Top-k accuracy (over positions like `accuracy`), when asked for.
     pub top_k_accuracy: Option<f32>,
     /// Number of samples evaluated.
     pub samples: usize,
@@ -43,6 +45,17 @@ pub struct Evaluation {
 /// The device of the model's first parameter (the CPU for a parameterless model).
 pub(crate) fn model_device(model: &dyn Module) -> Device {
     named_params(model).first().map(|(_, p)| p.tensor().device().clone()).unwrap_or_else(Device::cpu)
+}
+
+/// At most `n` of `indices`, chosen by a fixed seeded shuffle (the same subset on every call),
+/// in ascending order; all of them when there are no more than `n`.
+pub(crate) fn fixed_subset(mut indices: Vec<usize>, n: usize) -> Vec<usize> {
+    if indices.len() > n {
+        crate::rng::Rng::new(0x5eed_7a11_da7a_0001).shuffle(&mut indices);
+        indices.truncate(n);
+        indices.sort_unstable();
+    }
+    indices
 }
 
 /// Evaluates on `data` (or the samples at `indices`), without switching modes.

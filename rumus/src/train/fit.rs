@@ -1,44 +1,33 @@
-//! The training loop.
+//! The training loop: [`fit`] sets up a `Trainer` and runs it epoch by epoch (`train_epoch`,
+//! `validate`, `end_epoch`), then `finish`.
 
 use std::ops::ControlFlow;
 use std::time::Instant;
 
-use crate::data::{DataLoader, Dataset, SampleFor, Target, TargetFor};
-use crate::nn::named_parameters;
+use crate::data::{Batch, DataLoader, Dataset, SampleFor, Target, TargetFor, TargetKind};
+use crate::nn::{named_parameters, Param};
 use crate::optim::schedule::Progress as SchedulePoint;
-use crate::optim::{clip_grad_norm, Adam, Optimizer};
-use crate::{Error, Model, Result};
+use crate::optim::{clip_grad_norm, Adam, Optimizer, Schedule};
+use crate::{Device, Error, Gradients, Model, Result};
 
-use super::evaluate::{evaluate_dataset, model_device, EvalSettings};
+use super::accumulate::add_gradients;
+use super::epoch_batches::EpochBatches;
+use super::evaluate::{evaluate_dataset, fixed_subset, model_device, EvalSettings};
 use super::metrics::Stats;
 use super::progress::Progress;
-use super::{Callback, Fit, History, Loss, TrainContext, ValidationFor};
-
-/// Builds a `TrainContext` from the loop's state and runs one callback hook on every callback.
-macro_rules! each_callback {
-    ($callbacks:expr, $model:expr, $optimizer:expr, $history:expr, $stop:expr, $epochs:expr, |$cb:ident, $ctx:ident| $body:expr) => {{
-        for $cb in $callbacks.iter_mut() {
-            let mut $ctx = TrainContext {
-                model: &*$model,
-                optimizer: &mut *$optimizer,
-                history: &$history,
-                stop: &mut $stop,
-                epochs: $epochs,
-            };
-            $body?;
-        }
-    }};
-}
+use super::{Callback, Fit, History, Logs, Loss, TrainContext, ValidationFor};
 
 /// Trains `model` on `train` as `cfg` says and returns the per-epoch metrics.
 ///
 /// The dataset's sample shape must be the model's input shape and its targets must fit the
-/// model's output (`Class<10>` for `Shape1<10>` logits): both are checked at compile time.
-/// Each step runs forward, the loss, backward, optional clipping and the optimizer's fused
-/// update on the parameters' device; the loss sum and correct count stay on the device and
-/// are read only for the progress line and at the end of each epoch. An epoch whose training
-/// loss is NaN or infinite ends `fit` with [`Error::NonFinite`] (after the callbacks saw it, so
-/// `TerminateOnNaN` can restore weights first). After `fit` the model is in eval mode.
+/// model's output (`Class<10>` for `Shape1<10>` logits, `SeqClass<T, V>` for `Shape2<T, V>`):
+/// both are checked at compile time. Each batch runs forward, the loss and backward; every
+/// [`accumulate_grad_batches`](Fit::accumulate_grad_batches) batches (default 1) the summed
+/// gradients are optionally clipped and the optimizer's fused update runs on the parameters'
+/// device. The loss sum and correct count stay on the device and are read only for the
+/// progress line and at the end of each epoch. An epoch whose training loss is NaN or infinite
+/// ends `fit` with [`Error::NonFinite`] (after the callbacks saw it, so `TerminateOnNaN` can
+/// restore weights first). After `fit` the model is in eval mode.
 pub fn fit<M, D, V>(model: &mut M, train: &D, mut cfg: Fit<V>) -> Result<History>
 where
     M: Model,
@@ -55,137 +44,302 @@ where
     let loss = cfg.loss.unwrap_or(Loss::default_for(kind));
     loss.check(kind)?;
     let device = model_device(&*model);
-    // Trainable parameters only, each tensor once: buffers are never stepped, tied weights once.
-    let params = named_parameters(&*model);
 
     // Keras holds out the last samples, before any shuffling.
     let n = train.len();
     let n_val = cfg.validation_split.map_or(0, |f| ((n as f64) * f as f64).floor() as usize);
     let n_train = n - n_val;
-    let mut loader = DataLoader::new(train, cfg.batch_size, &device)?
+    let mut batches = EpochBatches::new(
+        train,
+        &device,
+        train_loader(train, &cfg, &device, n_train)?,
+        cfg.prefetch,
+        cfg.steps_per_epoch.map(|steps| steps.saturating_mul(cfg.accumulate_grad_batches)),
+    );
+    if cfg.validation_split.is_some() && n_val == 0 {
+        return Err(Error::Data(format!("fit: validation_split leaves no validation sample out of {n}")));
+    }
+    let eval_settings = EvalSettings { batch_size: cfg.validation_batch_size, loss: Some(loss), top_k: cfg.top_k };
+    let validation_samples = cfg.validation_steps.map(|steps| steps.saturating_mul(cfg.validation_batch_size));
+    let validation_split = (n_val > 0).then(|| {
+        let held_out = (n_train..n).collect::<Vec<_>>();
+        match validation_samples {
+            Some(limit) => fixed_subset(held_out, limit),
+            None => held_out,
+        }
+    });
+
+    let mut trainer = Trainer::new(model, &mut cfg, loss, kind, &device, batches.len())?;
+    super::build_warning::warn_once_if_debug_build();
+    trainer.each_callback(|cb, ctx| cb.on_train_begin(ctx))?;
+    for epoch in 0..trainer.epochs {
+        let started = Instant::now();
+        trainer.each_callback(|cb, ctx| cb.on_epoch_begin(epoch, ctx))?;
+        let mut logs = trainer.train_epoch(epoch, &mut batches)?;
+        let held_out = validation_split.as_deref().map(|indices| (train, indices));
+        trainer.validate(held_out, (&cfg.validation, validation_samples), &eval_settings, &mut logs)?;
+        if trainer.end_epoch(epoch, logs, started)? {
+            break;
+        }
+    }
+    trainer.finish()
+}
+
+/// The loader of the training samples `0..n_train`, shuffled per epoch as `cfg` says; an
+/// error when a pass would give no batch.
+fn train_loader<'a, D: Dataset, V>(
+    train: &'a D,
+    cfg: &Fit<V>,
+    device: &Device,
+    n_train: usize,
+) -> Result<DataLoader<'a, D>> {
+    let mut loader = DataLoader::new(train, cfg.batch_size, device)?
         .drop_last(cfg.drop_last)
         .prefetch(cfg.prefetch)
         .with_indices((0..n_train).collect())?;
     if let Some(seed) = cfg.shuffle_seed {
         loader = loader.shuffle(seed);
     }
-    let steps = loader.len();
-    if steps == 0 {
+    if loader.is_empty() {
         return Err(Error::Data(format!(
             "fit: {n_train} training samples give no batch of size {}{}",
             cfg.batch_size,
             if cfg.drop_last { " with drop_last" } else { "" }
         )));
     }
-    if cfg.validation_split.is_some() && n_val == 0 {
-        return Err(Error::Data(format!("fit: validation_split leaves no validation sample out of {n}")));
+    Ok(loader)
+}
+
+/// The state of one `fit` run: the model, the optimizer, the callbacks and what they share,
+/// the per-step settings, and the progress display (which a failed run leaves as it is when
+/// the trainer is dropped).
+struct Trainer<'m, M: Model> {
+    model: &'m mut M,
+    optimizer: Box<dyn Optimizer>,
+    callbacks: Vec<Box<dyn Callback>>,
+    history: History,
+    stop: Option<String>,
+    progress: Progress,
+    epochs: usize,
+    verbosity: super::Verbosity,
+    step: StepSettings,
+    kind: TargetKind,
+    top_k: Option<usize>,
+    device: Device,
+    /// Batches per epoch.
+    batches: usize,
+}
+
+/// What each training step needs from the `Fit` settings.
+struct StepSettings {
+    /// Trainable parameters only, each tensor once: buffers are never stepped, tied weights once.
+    params: Vec<(String, Param)>,
+    loss: Loss,
+    clip_grad_norm: Option<f32>,
+    schedule: Option<Box<dyn Schedule>>,
+    base_lr: f32,
+    accumulate: usize,
+    progress_every: usize,
+}
+
+impl<'m, M: Model> Trainer<'m, M> {
+    fn new<V>(
+        model: &'m mut M,
+        cfg: &mut Fit<V>,
+        loss: Loss,
+        kind: TargetKind,
+        device: &Device,
+        batches: usize,
+    ) -> Result<Self> {
+        let optimizer: Box<dyn Optimizer> = cfg.optimizer.take().unwrap_or_else(|| Box::new(Adam::new(1e-3)));
+        let steps = batches.div_ceil(cfg.accumulate_grad_batches);
+        if cfg.epochs.checked_mul(steps).is_none() {
+            return Err(Error::invalid("fit", format!("{} epochs of {steps} steps overflow", cfg.epochs)));
+        }
+        Ok(Trainer {
+            step: StepSettings {
+                params: named_parameters(&*model),
+                loss,
+                clip_grad_norm: cfg.clip_grad_norm,
+                schedule: cfg.schedule.take(),
+                base_lr: optimizer.learning_rate(),
+                accumulate: cfg.accumulate_grad_batches,
+                progress_every: cfg.progress_every,
+            },
+            model,
+            optimizer,
+            callbacks: std::mem::take(&mut cfg.callbacks),
+            history: History::new(),
+            stop: None,
+            progress: Progress::new(cfg.verbosity, cfg.epochs),
+            epochs: cfg.epochs,
+            verbosity: cfg.verbosity,
+            kind,
+            top_k: cfg.top_k,
+            device: device.clone(),
+            batches,
+        })
     }
-    let eval_settings = EvalSettings { batch_size: cfg.validation_batch_size, loss: Some(loss), top_k: cfg.top_k };
 
-    let mut optimizer: Box<dyn Optimizer> = cfg.optimizer.take().unwrap_or_else(|| Box::new(Adam::new(1e-3)));
-    let base_lr = optimizer.learning_rate();
-    let mut callbacks: Vec<Box<dyn Callback>> = std::mem::take(&mut cfg.callbacks);
-    let mut history = History::new();
-    let mut stop: Option<String> = None;
-    let mut progress = Progress::new(cfg.verbosity, cfg.epochs);
-    let epochs = cfg.epochs;
+    /// Optimizer steps per epoch: one per `accumulate` batches (the last one may take fewer).
+    fn steps(&self) -> usize {
+        self.batches.div_ceil(self.step.accumulate)
+    }
 
-    super::build_warning::warn_once_if_debug_build();
-    each_callback!(callbacks, model, optimizer, history, stop, epochs, |cb, ctx| cb.on_train_begin(&mut ctx));
-    for epoch in 0..epochs {
-        let started = Instant::now();
-        each_callback!(callbacks, model, optimizer, history, stop, epochs, |cb, ctx| cb
-            .on_epoch_begin(epoch, &mut ctx));
-        model.set_training(true);
-        progress.epoch_begin(epoch, steps);
-        let mut stats = Stats::new(kind, cfg.top_k, &device)?;
+    /// Runs `hook` on every callback with a `TrainContext` over the trainer's state.
+    fn each_callback(
+        &mut self,
+        mut hook: impl FnMut(&mut dyn Callback, &mut TrainContext<'_>) -> Result<()>,
+    ) -> Result<()> {
+        for cb in self.callbacks.iter_mut() {
+            let mut ctx = TrainContext {
+                model: &*self.model,
+                optimizer: &mut *self.optimizer,
+                history: &self.history,
+                stop: &mut self.stop,
+                epochs: self.epochs,
+            };
+            hook(cb.as_mut(), &mut ctx)?;
+        }
+        Ok(())
+    }
+
+    /// One epoch of training steps; returns its logs (loss, accuracies) once the callbacks saw
+    /// them and they (and the weights) are finite.
+    fn train_epoch<D: Dataset>(&mut self, epoch: usize, batches: &mut EpochBatches<'_, D>) -> Result<Logs> {
+        self.model.set_training(true);
+        let steps = self.steps();
+        self.progress.epoch_begin(epoch, steps);
+        let mut stats = Stats::new(self.kind, self.top_k, &self.device)?;
+        let mut pending: Option<Gradients> = None;
+        let mut seen = 0;
         let mut step = 0;
-        let run = loader.for_each(epoch, |batch| {
-            if let Some(schedule) = &cfg.schedule {
-                let at = SchedulePoint {
-                    epoch,
-                    step: epoch * steps + step,
-                    steps_per_epoch: steps,
-                    total_steps: epochs * steps,
-                };
-                optimizer.set_learning_rate(schedule.learning_rate(base_lr, at));
-            }
-            let outputs = model.forward_raw(batch.inputs.raw())?;
-            let batch_loss = loss.compute(&outputs, &batch.targets)?;
-            let mut grads = batch_loss.backward()?;
-            if let Some(max_norm) = cfg.clip_grad_norm {
-                clip_grad_norm(&params, &mut grads, max_norm)?;
-            }
-            optimizer.step(&params, &grads)?;
-            stats.add(&batch_loss, &outputs, &batch.targets)?;
-            step += 1;
-            if progress.live() && step % cfg.progress_every == 0 && step < steps {
-                let logs = stats.read("")?;
-                progress.update(step, &logs);
-                each_callback!(callbacks, model, optimizer, history, stop, epochs, |cb, ctx| cb
-                    .on_metrics(epoch, step, &logs, &mut ctx));
+        batches.for_each(epoch, |batch| {
+            self.train_batch(epoch, seen, batch, &mut stats, &mut pending)?;
+            seen += 1;
+            if seen % self.step.accumulate == 0 || seen == self.batches {
+                self.optimizer_step(&mut pending)?;
+                step += 1;
+                if self.progress.live() && step % self.step.progress_every == 0 && step < steps {
+                    let logs = stats.read("")?;
+                    self.progress.update(step, &logs);
+                    self.each_callback(|cb, ctx| cb.on_metrics(epoch, step, &logs, ctx))?;
+                }
             }
             Ok(ControlFlow::Continue(()))
-        });
-        let mut logs = match run.and_then(|_| stats.read("")) {
-            Ok(logs) => logs,
-            Err(e) => {
-                progress.abandon();
-                return Err(e);
-            }
-        };
-        if let Err(e) = (|| -> Result<()> {
-            each_callback!(callbacks, model, optimizer, history, stop, epochs, |cb, ctx| cb
-                .on_metrics(epoch, step, &logs, &mut ctx));
-            Ok(())
-        })() {
-            progress.abandon();
-            return Err(e);
-        }
+        })?;
+        let logs = stats.read("")?;
+        self.each_callback(|cb, ctx| cb.on_metrics(epoch, step, &logs, ctx))?;
         // Without a callback that handles it (TerminateOnNaN restores weights above), a
         // non-finite loss, or weights the epoch's last step made non-finite (which no loss
         // computed before that step shows), end training: those weights are garbage.
-        if let Err(e) = check_finite(&*model, &logs, epoch) {
-            progress.abandon();
-            return Err(e);
+        check_finite(&*self.model, &logs, epoch)?;
+        Ok(logs)
+    }
+
+    /// Forward and backward of the epoch's batch `index`, its gradients (scaled by one over the
+    /// size of its accumulation group, so a step uses their mean) added to `pending`.
+    fn train_batch<S: crate::Shape>(
+        &mut self,
+        epoch: usize,
+        index: usize,
+        batch: Batch<S>,
+        stats: &mut Stats,
+        pending: &mut Option<Gradients>,
+    ) -> Result<()> {
+        let k = self.step.accumulate;
+        let group_start = index - index % k;
+        if index == group_start {
+            self.set_scheduled_rate(epoch, index / k);
         }
-        model.set_training(false);
-        let validation = if n_val > 0 {
-            Some(evaluate_dataset(&*model, train, Some((n_train..n).collect()), &eval_settings)?)
-        } else {
-            cfg.validation.evaluate_on(&*model, &eval_settings)?
+        let outputs = self.model.forward_raw(batch.inputs.raw())?;
+        let batch_loss = self.step.loss.compute(&outputs, &batch.targets)?;
+        let group = k.min(self.batches - group_start);
+        let grads =
+            if group == 1 { batch_loss.backward()? } else { batch_loss.mul_scalar(1.0 / group as f32)?.backward()? };
+        add_gradients(&self.step.params, pending, grads)?;
+        stats.add(&batch_loss, &outputs, &batch.targets)
+    }
+
+    /// Before the epoch's optimizer step `step`: the schedule's learning rate, if any.
+    fn set_scheduled_rate(&mut self, epoch: usize, step: usize) {
+        if let Some(schedule) = &self.step.schedule {
+            let steps = self.steps();
+            let at = SchedulePoint {
+                epoch,
+                step: epoch * steps + step,
+                steps_per_epoch: steps,
+                total_steps: self.epochs * steps,
+            };
+            self.optimizer.set_learning_rate(schedule.learning_rate(self.step.base_lr, at));
+        }
+    }
+
+    /// Clips and applies the accumulated gradients.
+    fn optimizer_step(&mut self, pending: &mut Option<Gradients>) -> Result<()> {
+        let Some(mut grads) = pending.take() else {
+            return Ok(());
+        };
+        if let Some(max_norm) = self.step.clip_grad_norm {
+            clip_grad_norm(&self.step.params, &mut grads, max_norm)?;
+        }
+        self.optimizer.step(&self.step.params, &grads)
+    }
+
+    /// Switches the model to eval mode and adds `val_loss`, `val_accuracy` and
+    /// `val_top{k}_accuracy` to `logs`, from the `held_out` training samples if any, else from
+    /// the validation `data` (at most `samples` of them) if any.
+    fn validate<D: Dataset, V: ValidationFor<M>>(
+        &mut self,
+        held_out: Option<(&D, &[usize])>,
+        (data, samples): (&V, Option<usize>),
+        settings: &EvalSettings,
+        logs: &mut Logs,
+    ) -> Result<()> {
+        self.model.set_training(false);
+        let validation = match held_out {
+            Some((train, indices)) => Some(evaluate_dataset(&*self.model, train, Some(indices.to_vec()), settings)?),
+            None => data.evaluate_on(&*self.model, settings, samples)?,
         };
         if let Some(v) = validation {
             logs.insert("val_loss", v.loss);
             if !v.accuracy.is_nan() {
                 logs.insert("val_accuracy", v.accuracy);
             }
-            if let (Some(k), Some(a)) = (cfg.top_k, v.top_k_accuracy) {
+            if let (Some(k), Some(a)) = (settings.top_k, v.top_k_accuracy) {
                 logs.insert(format!("val_top{k}_accuracy"), a);
             }
         }
-        logs.insert("lr", optimizer.learning_rate());
-        progress.epoch_end(epoch, steps, &logs);
-        history.push(&logs, started.elapsed().as_secs_f64());
-        each_callback!(callbacks, model, optimizer, history, stop, epochs, |cb, ctx| cb
-            .on_epoch_end(epoch, &logs, &mut ctx));
-        if stop.is_some() {
-            break;
-        }
+        Ok(())
     }
-    each_callback!(callbacks, model, optimizer, history, stop, epochs, |cb, ctx| cb.on_train_end(&mut ctx));
-    model.set_training(false);
-    if let Some(reason) = &stop {
-        if cfg.verbosity != super::Verbosity::Quiet {
-            eprintln!("{reason}");
-        }
+
+    /// Records the epoch's logs (with the learning rate), ends its progress line and runs the
+    /// `on_epoch_end` callbacks. Returns whether a callback asked to stop.
+    fn end_epoch(&mut self, epoch: usize, mut logs: Logs, started: Instant) -> Result<bool> {
+        logs.insert("lr", self.optimizer.learning_rate());
+        self.progress.epoch_end(epoch, self.steps(), &logs);
+        self.history.push(&logs, started.elapsed().as_secs_f64());
+        self.each_callback(|cb, ctx| cb.on_epoch_end(epoch, &logs, ctx))?;
+        Ok(self.stop.is_some())
     }
-    history.set_stop_reason(stop);
-    Ok(history)
+
+    /// Runs `on_train_end`, leaves the model in eval mode and returns the history.
+    fn finish(mut self) -> Result<History> {
+        self.each_callback(|cb, ctx| cb.on_train_end(ctx))?;
+        self.model.set_training(false);
+        if let Some(reason) = &self.stop {
+            if self.verbosity != super::Verbosity::Quiet {
+                eprintln!("{reason}");
+            }
+        }
+        let mut history = std::mem::take(&mut self.history);
+        history.set_stop_reason(self.stop.take());
+        Ok(history)
+    }
 }
 
 /// The epoch's loss and the weights after its last step must be finite.
-fn check_finite(model: &dyn crate::nn::Module, logs: &super::Logs, epoch: usize) -> Result<()> {
+fn check_finite(model: &dyn crate::nn::Module, logs: &Logs, epoch: usize) -> Result<()> {
     let what = match logs.get("loss").filter(|l| !l.is_finite()) {
         Some(l) => format!("the training loss became {l}"),
         None if !super::finite::weights_finite(model)? => "a step made the weights NaN or infinite".to_string(),

@@ -7,9 +7,12 @@ use crate::{Error, RawTensor, Result};
 /// class targets, mean squared error for regression targets.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Loss {
-    /// Softmax cross-entropy of logits `[batch, classes]` against class indices, averaged over
-    /// the batch; the target distribution is `(1-s)·onehot + s/classes` (PyTorch's
-    /// `label_smoothing`).
+    /// Softmax cross-entropy of logits `[batch, classes]` against class indices `[batch]`,
+    /// averaged over the batch; the target distribution is `(1-s)·onehot + s/classes` (PyTorch's
+    /// `label_smoothing`). Logits with more axes, `[batch, T, .., classes]` (per-token targets
+    /// such as [`SeqClass`](crate::data::SeqClass)), take targets `[batch, T, ..]`: every
+    /// position is one row and the loss is the mean over all positions (PyTorch's
+    /// `F.cross_entropy(logits.view(-1, classes), targets.view(-1))`).
     CrossEntropy { label_smoothing: f32 },
     /// Mean of squared differences over all elements (PyTorch's `MSELoss`).
     Mse,
@@ -46,8 +49,33 @@ impl Loss {
     /// The mean loss of a batch (a differentiable scalar).
     pub fn compute(&self, outputs: &RawTensor, targets: &RawTensor) -> Result<RawTensor> {
         match *self {
-            Loss::CrossEntropy { label_smoothing } => crate::loss::cross_entropy(outputs, targets, label_smoothing),
+            Loss::CrossEntropy { label_smoothing } => {
+                let (logits, targets) = class_rows("cross_entropy", outputs, targets)?;
+                crate::loss::cross_entropy(&logits, &targets, label_smoothing)
+            }
             Loss::Mse => crate::loss::mse_loss(outputs, targets),
         }
     }
+}
+
+/// Logits `[batch, .., classes]` and targets `[batch, ..]` as rows `[positions, classes]` and
+/// `[positions]`, one row per position. Logits of rank 2 or less pass through unchanged (the
+/// kernels check them); with more axes the targets' shape must be the logits' leading axes.
+pub(crate) fn class_rows(op: &'static str, logits: &RawTensor, targets: &RawTensor) -> Result<(RawTensor, RawTensor)> {
+    let shape = logits.shape();
+    if shape.len() <= 2 {
+        return Ok((logits.clone(), targets.clone()));
+    }
+    let (leading, classes) = shape.split_at(shape.len() - 1);
+    if targets.shape() != leading {
+        return Err(Error::shape(
+            op,
+            format!(
+                "logits {shape:?} need targets {leading:?} (one class index per position), got {:?}",
+                targets.shape()
+            ),
+        ));
+    }
+    let rows = crate::layout::checked_numel(op, leading)?;
+    Ok((logits.reshape(&[rows, classes[0]])?, targets.reshape(&[rows])?))
 }

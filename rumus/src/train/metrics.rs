@@ -5,6 +5,7 @@ use crate::data::TargetKind;
 use crate::ops::{BinaryOp, DType};
 use crate::{Device, Error, RawTensor, Result};
 
+use super::loss::class_rows;
 use super::Logs;
 
 /// Running sums of one epoch (or one evaluation).
@@ -19,7 +20,10 @@ pub(crate) struct Stats {
     top_k_limit: Option<RawTensor>,
     /// The class indices `0, 1, ..` as f32, made on the first batch (the class count is known then).
     class_index: Option<RawTensor>,
+    /// Samples added.
     seen: usize,
+    /// What the means divide by: samples, or positions (tokens) for per-position class targets.
+    units: usize,
 }
 
 impl Stats {
@@ -36,24 +40,19 @@ impl Stats {
             })
             .collect::<Result<Vec<_>>>()?;
         let top_k_limit = top_k.map(|k| RawTensor::full(k as f32 - 0.5, &[1], device)).transpose()?;
-        Ok(Stats { kind, top_k, sum: None, basis, top_k_limit, class_index: None, seen: 0 })
+        Ok(Stats { kind, top_k, sum: None, basis, top_k_limit, class_index: None, seen: 0, units: 0 })
     }
 
-    /// Adds a batch: its mean loss, the model outputs and the targets. No host read.
+    /// Adds a batch: its mean loss, the model outputs and the targets. No host read. Class
+    /// logits with more than two axes count every position as one prediction
+    /// ([`class_rows`]): the loss and accuracies are then means over positions (tokens).
     pub(crate) fn add(&mut self, loss: &RawTensor, outputs: &RawTensor, targets: &RawTensor) -> Result<()> {
         let _no_grad = crate::autograd::NoGradGuard::new();
-        let n = outputs.shape().first().copied().unwrap_or(0);
-        let mut parts = vec![loss.detach().mul_scalar(n as f32)?];
-        if let TargetKind::Class { .. } = self.kind {
-            let logits = outputs.detach();
-            check_class_batch(&logits, targets)?;
-            let class_index = self.class_index(&logits)?;
-            parts.push(correct_top1(&logits, targets, &class_index)?);
-            if let Some(limit) = &self.top_k_limit {
-                let rank = rank_of_target(&logits, targets, &class_index)?;
-                parts.push(limit.binary(BinaryOp::Gt, &rank)?.sum_all()?);
-            }
-        }
+        let samples = outputs.shape().first().copied().unwrap_or(0);
+        let (parts, units) = match self.kind {
+            TargetKind::Class { .. } => self.class_parts(loss, outputs, targets)?,
+            TargetKind::Regression { .. } => (vec![loss.detach().mul_scalar(samples as f32)?], samples),
+        };
         let mut row: Option<RawTensor> = None;
         for (part, basis) in parts.iter().zip(&self.basis) {
             let placed = part.reshape(&[1])?.mul(basis)?;
@@ -68,8 +67,28 @@ impl Stats {
                 None => row,
             });
         }
-        self.seen += n;
+        self.seen += samples;
+        self.units += units;
         Ok(())
+    }
+
+    /// The loss sum, correct count and top-k count of a class batch, and its number of rows.
+    fn class_parts(
+        &mut self,
+        loss: &RawTensor,
+        outputs: &RawTensor,
+        targets: &RawTensor,
+    ) -> Result<(Vec<RawTensor>, usize)> {
+        let (logits, targets) = class_rows("accuracy", &outputs.detach(), targets)?;
+        check_class_batch(&logits, &targets)?;
+        let rows = logits.shape()[0];
+        let class_index = self.class_index(&logits)?;
+        let mut parts = vec![loss.detach().mul_scalar(rows as f32)?, correct_top1(&logits, &targets, &class_index)?];
+        if let Some(limit) = &self.top_k_limit {
+            let rank = rank_of_target(&logits, &targets, &class_index)?;
+            parts.push(limit.binary(BinaryOp::Gt, &rank)?.sum_all()?);
+        }
+        Ok((parts, rows))
     }
 
     pub(crate) fn seen(&self) -> usize {
@@ -83,7 +102,7 @@ impl Stats {
             return Ok(logs);
         };
         let values = sum.to_vec()?;
-        let n = self.seen.max(1) as f32;
+        let n = self.units.max(1) as f32;
         logs.insert(format!("{prefix}loss"), values[0] / n);
         if values.len() > 1 {
             logs.insert(format!("{prefix}accuracy"), values[1] / n);

@@ -13,14 +13,23 @@
 //! println!("{:.2}%", 100.0 * model.evaluate(&test)?.accuracy);
 //! ```
 //!
+//! A language model trains the same way: a dataset of token windows with
+//! [`SeqClass<T, V>`](crate::data::SeqClass) targets fits a model with output `[T, V]`, and the
+//! loss and accuracies are means over tokens. nanoGPT's settings read
+//! `Fit::epochs(50).batch_size(64).steps_per_epoch(100).accumulate_grad_batches(1)
+//! .optimizer(AdamW::new(1e-3).betas(0.9, 0.99).weight_decay(0.1).decay_matrices_only())
+//! .schedule(WarmupCosine::new(100, 1e-4)).clip_grad_norm(1.0)` (`rumus::optim::schedule::WarmupCosine`).
+//!
 //! The loop never reads the device in a training step except for the progress line: the
 //! epoch's loss sum and correct counts are accumulated as tensors on the device and read once
 //! every `progress_every` steps (progress-bar mode) or once per epoch.
 
+mod accumulate;
 mod build_warning;
 mod callback;
 mod config;
 mod early_stopping;
+mod epoch_batches;
 mod evaluate;
 mod file_template;
 mod finite;

@@ -166,3 +166,10 @@ impl Progress {
         }
     }
 }
+
+/// A run that ends with an error mid-epoch leaves its progress line as it is.
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.abandon();
+    }
+}
