@@ -2,12 +2,13 @@
 //! key/value cache and generation: parameter names and counts, cached against uncached passes,
 //! CPU against wgpu, finite-difference gradients and the errors.
 
+use rumus::generate::{Generate, Generation};
 use rumus::nn::{
-    count_trainable, named_params, CausalSelfAttention, Embedding, KvCache, Module, MultiHeadAttention,
-    PositionalEmbedding, TransformerBlock,
+    count_trainable, join_name, named_params, CausalSelfAttention, Embedding, KvCache, LayerNorm, Linear, Module,
+    MultiHeadAttention, Param, PositionalEmbedding, TransformerBlock,
 };
-use rumus::testing::assert_close;
-use rumus::{no_grad, Device, Error, RawTensor, Result};
+use rumus::testing::{assert_close, grad_check, wgpu_or_skip, GradCheck};
+use rumus::{no_grad, Device, Error, Model, RawTensor, Result, Shape1, Shape2};
 
 fn cpu() -> Device {
     Device::cpu()
@@ -158,4 +159,262 @@ fn forward_shapes_and_the_causal_mask() -> Result<()> {
         assert_eq!(zv, xv + ws[t * 8 + c]);
     }
     Ok(())
+}
+
+/// A two-block GPT written by hand (what `#[model]` will generate): token and position
+/// embeddings, blocks, final layer norm, linear head. `T` tokens in, `[T, V]` logits out.
+struct TinyGpt<const T: usize, const V: usize> {
+    wte: Embedding,
+    wpe: PositionalEmbedding,
+    blocks: Vec<TransformerBlock>,
+    ln_f: LayerNorm,
+    lm_head: Linear,
+}
+
+impl<const T: usize, const V: usize> TinyGpt<T, V> {
+    fn new(device: &Device, embed: usize, heads: usize, dropout: f32, seed: u64) -> Result<Self> {
+        let depth = 2;
+        Ok(TinyGpt {
+            wte: Embedding::with_std(device, V, embed, 1.0, seed)?,
+            wpe: PositionalEmbedding::new(device, T, embed, 1.0, seed + 1)?,
+            blocks: (0..depth)
+                .map(|i| TransformerBlock::new(device, embed, heads, dropout, true, depth, seed + 2 + i as u64))
+                .collect::<Result<_>>()?,
+            ln_f: LayerNorm::new(device, &[embed], 1e-5, true)?,
+            lm_head: Linear::new(device, embed, V, false, seed + 9)?,
+        })
+    }
+}
+
+impl<const T: usize, const V: usize> Module for TinyGpt<T, V> {
+    fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
+        let mut h = self.wpe.forward_raw(&self.wte.forward_raw(x)?)?;
+        for block in &self.blocks {
+            h = block.forward_raw(&h)?;
+        }
+        self.lm_head.forward_raw(&self.ln_f.forward_raw(&h)?)
+    }
+    fn forward_cached(&self, x: &RawTensor, cache: &mut KvCache) -> Result<RawTensor> {
+        let mut h = self.wpe.forward_cached(&self.wte.forward_raw(x)?, cache)?;
+        for block in &self.blocks {
+            h = block.forward_cached(&h, cache)?;
+        }
+        self.lm_head.forward_raw(&self.ln_f.forward_raw(&h)?)
+    }
+    fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param)) {
+        self.wte.visit_params(&join_name(prefix, "wte"), visitor);
+        self.wpe.visit_params(&join_name(prefix, "wpe"), visitor);
+        for (i, block) in self.blocks.iter().enumerate() {
+            block.visit_params(&join_name(prefix, &format!("h.{i}")), visitor);
+        }
+        self.ln_f.visit_params(&join_name(prefix, "ln_f"), visitor);
+        self.lm_head.visit_params(&join_name(prefix, "lm_head"), visitor);
+    }
+    fn set_training(&mut self, training: bool) {
+        self.blocks.iter_mut().for_each(|b| b.set_training(training));
+    }
+    fn describe(&self) -> String {
+        "TinyGpt".into()
+    }
+}
+
+impl<const T: usize, const V: usize> Model for TinyGpt<T, V> {
+    type Input = Shape1<T>;
+    type Output = Shape2<T, V>;
+}
+
+/// The same GPT with only `forward_raw`: its `forward_cached` (the default) ignores the cache.
+struct ForgetfulGpt(TinyGpt<16, 11>);
+
+impl Module for ForgetfulGpt {
+    fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
+        self.0.forward_raw(x)
+    }
+    fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param)) {
+        self.0.visit_params(prefix, visitor)
+    }
+    fn describe(&self) -> String {
+        "ForgetfulGpt".into()
+    }
+}
+
+impl Model for ForgetfulGpt {
+    type Input = Shape1<16>;
+    type Output = Shape2<16, 11>;
+}
+
+/// Runs `module` on `x [n, 8, ...]` as a prefill of 5 positions then 3 single steps, and
+/// returns the outputs joined along time.
+fn prefill_then_steps(module: &dyn Module, x: &RawTensor) -> Result<RawTensor> {
+    let mut cache = KvCache::new();
+    let mut outs = Vec::new();
+    for (start, end) in [(0, 5), (5, 6), (6, 7), (7, 8)] {
+        outs.push(module.forward_cached(&x.narrow(1, start, end)?.contiguous()?, &mut cache)?);
+        cache.end_pass(end - start);
+    }
+    assert_eq!(cache.position(), 8);
+    RawTensor::concat(&outs.iter().collect::<Vec<_>>(), 1)
+}
+
+fn token_batch(device: &Device) -> Result<RawTensor> {
+    let ids: Vec<u32> = (0..16u32).map(|i| (i * 7 + 3) % 11).collect();
+    RawTensor::from_indices(&ids, &[2, 8], device)
+}
+
+fn cached_forward_matches_full_forward_on(device: &Device) -> Result<()> {
+    let gpt = TinyGpt::<16, 11>::new(device, 8, 2, 0.0, 21)?;
+    let x = token_batch(device)?;
+    let full = no_grad(|| gpt.forward_raw(&x))?;
+    let cached = no_grad(|| prefill_then_steps(&gpt, &x))?;
+    assert_eq!(cached.shape(), &[2, 8, 11]);
+    assert_close("TinyGpt cached vs full", &cached.to_vec()?, &full.to_vec()?, 1e-5);
+
+    let mha = MultiHeadAttention::new(device, 8, 2, 4)?.causal(true);
+    let h = randn(&[2, 8, 8], 6, device);
+    let full = no_grad(|| mha.forward_raw(&h))?;
+    let cached = no_grad(|| prefill_then_steps(&mha, &h))?;
+    assert_close("causal MultiHeadAttention cached vs full", &cached.to_vec()?, &full.to_vec()?, 1e-5);
+    Ok(())
+}
+
+#[test]
+fn cached_forward_matches_full_forward_cpu() -> Result<()> {
+    cached_forward_matches_full_forward_on(&cpu())
+}
+
+#[test]
+fn cached_forward_matches_full_forward_wgpu() -> Result<()> {
+    let Some(gpu) = wgpu_or_skip() else { return Ok(()) };
+    cached_forward_matches_full_forward_on(&gpu)
+}
+
+#[test]
+fn causal_multi_head_attention_hides_later_positions() -> Result<()> {
+    let d = cpu();
+    let plain = MultiHeadAttention::new(&d, 8, 2, 4)?;
+    let causal = MultiHeadAttention::new(&d, 8, 2, 4)?.causal(true);
+    assert!(!plain.is_causal() && causal.is_causal());
+    assert_eq!(causal.describe(), "MultiHeadAttention(embed_dim = 8, num_heads = 2, causal)");
+    let x = randn(&[1, 4, 8], 2, &d);
+    let (a, b) = (plain.forward_raw(&x)?.to_vec()?, causal.forward_raw(&x)?.to_vec()?);
+    // The last position sees everything either way; the first sees only itself when causal.
+    assert_close("last position", &b[24..], &a[24..], 1e-5);
+    assert!(a[..8].iter().zip(&b[..8]).any(|(p, q)| (p - q).abs() > 1e-3));
+    let first = causal.forward_raw(&x.narrow(1, 0, 1)?.contiguous()?)?.to_vec()?;
+    assert_close("first position alone", &b[..8], &first, 1e-5);
+    Ok(())
+}
+
+/// Greedy decoding by the documented rule, with full passes only: the context of each token is
+/// the window the cache would hold (the last `T` tokens at first, refilled from the last `T / 2`
+/// when full).
+fn greedy_by_the_rule<const T: usize, const V: usize>(
+    gpt: &TinyGpt<T, V>,
+    prompt: &[u32],
+    new: usize,
+) -> Result<Vec<u32>> {
+    let mut seq = prompt.to_vec();
+    let mut start = seq.len().saturating_sub(T);
+    let mut held = 0;
+    for _ in 0..new {
+        if held == 0 {
+            held = seq.len() - start;
+        } else if held >= T {
+            start = seq.len() - T / 2;
+            held = T / 2;
+        } else {
+            held += 1;
+        }
+        let window = &seq[start..];
+        assert_eq!(window.len(), held);
+        let x = RawTensor::from_indices(window, &[1, window.len()], &cpu())?;
+        let logits = no_grad(|| gpt.forward_raw(&x))?.to_vec()?;
+        let last = &logits[(window.len() - 1) * V..];
+        let best = last.iter().enumerate().fold(0, |b, (i, &v)| if v > last[b] { i } else { b });
+        seq.push(best as u32);
+    }
+    Ok(seq)
+}
+
+#[test]
+fn cached_generation_equals_uncached_below_the_block() -> Result<()> {
+    let gpt = TinyGpt::<16, 11>::new(&cpu(), 8, 2, 0.0, 5)?;
+    let prompt = [1, 4, 7];
+    // 3 + 13 = 16 tokens: the cache never fills.
+    let greedy = Generate::new(13).temperature(0.0);
+    let cached = gpt.generate(&prompt, &greedy)?;
+    assert_eq!(cached.len(), 16);
+    assert_eq!(&cached[..3], &prompt);
+    assert_eq!(cached, gpt.generate_uncached(&prompt, &greedy)?);
+    assert_eq!(cached, gpt.generate(&prompt, &Generate::new(13).top_k(1).seed(9))?);
+    assert_eq!(cached, greedy_by_the_rule(&gpt, &prompt, 13)?);
+    for seed in [1, 2, 3] {
+        let sampled = Generate::new(13).temperature(1.5).top_k(6).seed(seed);
+        let cached = gpt.generate(&prompt, &sampled)?;
+        assert_eq!(cached, gpt.generate_uncached(&prompt, &sampled)?, "seed {seed}");
+        assert_eq!(cached, gpt.generate(&prompt, &sampled)?, "seed {seed}: the same seed repeats");
+        assert!(cached.iter().all(|&t| t < 11));
+    }
+    let a = gpt.generate(&prompt, &Generate::new(13).seed(1))?;
+    let b = gpt.generate(&prompt, &Generate::new(13).seed(2))?;
+    assert_ne!(a, b, "different seeds sample different text");
+    Ok(())
+}
+
+#[test]
+fn generation_past_the_block_refills_from_half_the_block() -> Result<()> {
+    let gpt = TinyGpt::<8, 11>::new(&cpu(), 8, 2, 0.0, 7)?;
+    // A prompt longer than the block keeps its last 8 tokens; 30 new tokens refill the cache
+    // several times.
+    let prompt: Vec<u32> = (0..10).map(|i| i % 11).collect();
+    let greedy = Generate::new(30).temperature(0.0);
+    let cached = gpt.generate(&prompt, &greedy)?;
+    assert_eq!(cached.len(), 40);
+    assert_eq!(cached, greedy_by_the_rule(&gpt, &prompt, 30)?);
+    // The sliding window of the uncached reference is another context once past the block,
+    // but both agree until the cache first fills.
+    let uncached = gpt.generate_uncached(&prompt, &greedy)?;
+    assert_eq!(uncached.len(), 40);
+    assert_eq!(cached[..11], uncached[..11]);
+    assert_eq!(gpt.generate(&prompt, &Generate::new(0))?, prompt);
+    Ok(())
+}
+
+#[test]
+fn generation_runs_in_eval_mode() -> Result<()> {
+    // Dropout 0.5 in training mode: generate ignores it (EvalGuard) and leaves the mode alone.
+    let training = TinyGpt::<16, 11>::new(&cpu(), 8, 2, 0.5, 5)?;
+    let mut eval = TinyGpt::<16, 11>::new(&cpu(), 8, 2, 0.5, 5)?;
+    eval.set_training(false);
+    let settings = Generate::new(10).seed(4);
+    assert_eq!(training.generate(&[2, 3], &settings)?, eval.generate(&[2, 3], &settings)?);
+    let x = token_batch(&cpu())?;
+    let (a, b) = (training.forward_raw(&x)?.to_vec()?, training.forward_raw(&x)?.to_vec()?);
+    assert_ne!(a, b, "still training: each call draws a new dropout mask");
+    assert_eq!(eval.forward_raw(&x)?.to_vec()?, eval.forward_raw(&x)?.to_vec()?);
+    Ok(())
+}
+
+#[test]
+fn generation_errors() {
+    let gpt = TinyGpt::<16, 11>::new(&cpu(), 8, 2, 0.0, 5).unwrap();
+    let invalid = |r: Result<Vec<u32>>| match r {
+        Err(Error::InvalidArgument { op: "generate", detail }) => detail,
+        other => panic!("expected an InvalidArgument from generate, got {other:?}"),
+    };
+    let ok = Generate::new(3);
+    assert!(invalid(gpt.generate(&[], &ok)).contains("prompt is empty"));
+    assert!(invalid(gpt.generate_uncached(&[], &ok)).contains("prompt is empty"));
+    assert!(matches!(
+        gpt.generate(&[1, 11], &ok),
+        Err(Error::IndexOutOfRange { op: "generate", index: 11, limit: 11, position: 1 })
+    ));
+    assert!(invalid(gpt.generate(&[1], &ok.temperature(-0.5))).contains("temperature -0.5"));
+    assert!(invalid(gpt.generate(&[1], &ok.temperature(f32::NAN))).contains("temperature NaN"));
+    assert!(invalid(gpt.generate(&[1], &ok.temperature(f32::INFINITY))).contains("temperature inf"));
+    assert!(invalid(gpt.generate(&[1], &ok.top_k(0))).contains("top_k 0"));
+    // A model whose forward_cached ignores the cache is refused, not sampled from.
+    let forgetful = ForgetfulGpt(gpt);
+    assert!(invalid(forgetful.generate(&[1, 2], &ok)).contains("must implement forward_cached"));
+    assert_eq!(forgetful.generate_uncached(&[1, 2], &ok.temperature(0.0)).unwrap().len(), 5);
 }
