@@ -418,3 +418,142 @@ fn generation_errors() {
     assert!(invalid(forgetful.generate(&[1, 2], &ok)).contains("must implement forward_cached"));
     assert_eq!(forgetful.generate_uncached(&[1, 2], &ok.temperature(0.0)).unwrap().len(), 5);
 }
+
+/// Finite differences against autograd for every parameter of `module` on `x`: the loss is
+/// `sum(forward(x) · w)` with fixed weights `w`, each parameter element is moved by `±eps` in
+/// place and restored.
+fn param_grad_check(module: &dyn Module, x: &RawTensor) -> Result<()> {
+    let GradCheck { eps, tolerance } = GradCheck::default();
+    let out = module.forward_raw(x)?;
+    let weights = RawTensor::rand_uniform(out.shape(), 0.5, 1.5, 0x5eed, x.device())?.to_vec()?;
+    let loss = || -> Result<f64> {
+        let out = no_grad(|| module.forward_raw(x))?.to_vec()?;
+        Ok(out.iter().zip(&weights).map(|(&o, &w)| o as f64 * w as f64).sum())
+    };
+    let w = RawTensor::from_vec(weights.clone(), out.shape(), x.device())?;
+    let grads = out.mul(&w)?.sum_all()?.backward()?;
+    for (name, param) in named_params(module) {
+        let analytic = grads.get(param.tensor()).expect("every parameter gets a gradient").to_vec()?;
+        let base = param.to_vec()?;
+        for i in 0..base.len() {
+            let mut probe = base.clone();
+            probe[i] = base[i] + eps;
+            param.assign(&RawTensor::from_vec(probe.clone(), param.shape(), x.device())?)?;
+            let up = loss()?;
+            probe[i] = base[i] - eps;
+            param.assign(&RawTensor::from_vec(probe, param.shape(), x.device())?)?;
+            let down = loss()?;
+            param.assign(&RawTensor::from_vec(base.clone(), param.shape(), x.device())?)?;
+            let numeric = (up - down) / (2.0 * eps as f64);
+            let a = analytic[i] as f64;
+            assert!(
+                (numeric - a).abs() <= tolerance as f64 * a.abs().max(1.0),
+                "{name}[{i}]: analytic {a}, numeric {numeric}"
+            );
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn positional_embedding_gradients_match_finite_differences() -> Result<()> {
+    let pos = PositionalEmbedding::new(&cpu(), 6, 3, 1.0, 2)?;
+    let x = randn(&[2, 4, 3], 8, &cpu());
+    grad_check(&[x.clone()], GradCheck::default(), |inputs| pos.forward_raw(&inputs[0]))?;
+    param_grad_check(&pos, &x)?;
+    // Rows past t get no gradient; rows below get the sum over the batch.
+    let out = pos.forward_raw(&x)?;
+    let grads = out.sum_all()?.backward()?;
+    let g = grads.get(pos.weight.tensor()).unwrap().to_vec()?;
+    assert_eq!(&g[..12], &[2.0; 12]);
+    assert_eq!(&g[12..], &[0.0; 6]);
+    Ok(())
+}
+
+#[test]
+fn block_gradients_match_finite_differences() -> Result<()> {
+    let block = TransformerBlock::new(&cpu(), 8, 2, 0.0, true, 2, 13)?;
+    // Larger weights than the 0.02 init, so that every path carries a visible gradient.
+    for (i, (_, p)) in named_params(&block).into_iter().enumerate() {
+        p.assign(&p.tensor().detach().add(&randn(p.shape(), 100 + i as u64, &cpu()).mul_scalar(0.3)?)?)?;
+    }
+    let x = randn(&[2, 5, 8], 9, &cpu());
+    grad_check(&[x.clone()], GradCheck::default(), |inputs| block.forward_raw(&inputs[0]))?;
+    param_grad_check(&block, &x)
+}
+
+/// A block's output and the gradients of its input and every parameter, on the host.
+fn block_forward_and_grads(device: &Device) -> Result<Vec<(String, Vec<f32>)>> {
+    let block = TransformerBlock::new(device, 8, 2, 0.0, true, 2, 17)?;
+    for (i, (_, p)) in named_params(&block).into_iter().enumerate() {
+        p.assign(&randn(p.shape(), 200 + i as u64, &cpu()).mul_scalar(0.3)?)?;
+    }
+    let x = randn(&[2, 5, 8], 3, &cpu()).to_device(device)?.requires_grad_()?;
+    let y = block.forward_raw(&x)?;
+    let w = RawTensor::rand_uniform(y.shape(), 0.5, 1.5, 1, &cpu())?.to_device(device)?;
+    let grads = y.mul(&w)?.sum_all()?.backward()?;
+    let mut out = vec![("output".to_string(), y.to_vec()?), ("grad x".to_string(), grads.get(&x).unwrap().to_vec()?)];
+    for (name, p) in named_params(&block) {
+        out.push((format!("grad {name}"), grads.get(p.tensor()).unwrap().to_vec()?));
+    }
+    Ok(out)
+}
+
+#[test]
+fn block_forward_and_gradients_match_on_cpu_and_wgpu() -> Result<()> {
+    let Some(gpu) = wgpu_or_skip() else { return Ok(()) };
+    let (cpu_side, gpu_side) = (block_forward_and_grads(&cpu())?, block_forward_and_grads(&gpu)?);
+    assert_eq!(cpu_side.len(), 14);
+    for ((name, want), (_, got)) in cpu_side.iter().zip(&gpu_side) {
+        assert!(want.iter().any(|&v| v != 0.0), "{name} is all zero");
+        assert_close(name, got, want, 1e-4);
+    }
+    Ok(())
+}
+
+#[test]
+fn layer_errors_name_the_values() -> Result<()> {
+    let d = cpu();
+    let pos = PositionalEmbedding::new(&d, 4, 3, 0.02, 1)?;
+    let err = pos.forward_raw(&randn(&[1, 5, 3], 1, &d)).unwrap_err();
+    assert_eq!(err.to_string(), "PositionalEmbedding: a sequence of t = 5 positions exceeds the block of 4");
+    assert!(matches!(pos.forward_raw(&randn(&[1, 2, 4], 1, &d)), Err(Error::Shape { .. })));
+    let mut cache = KvCache::new();
+    pos.forward_cached(&randn(&[1, 3, 3], 1, &d), &mut cache)?;
+    cache.end_pass(3);
+    pos.forward_cached(&randn(&[1, 1, 3], 1, &d), &mut cache)?;
+    cache.end_pass(1);
+    let err = pos.forward_cached(&randn(&[1, 1, 3], 1, &d), &mut cache).unwrap_err();
+    assert_eq!(err.to_string(), "PositionalEmbedding: t = 1 new positions after 4 cached ones exceed the block of 4");
+    assert!(PositionalEmbedding::new(&d, 0, 3, 0.02, 1).is_err());
+    assert!(PositionalEmbedding::new(&d, 4, 3, f32::NAN, 1).is_err());
+    assert!(Embedding::with_std(&d, 4, 3, -1.0, 1).is_err());
+
+    let err = CausalSelfAttention::new(&d, 10, 3, 0.0, true, 1, 1).err().unwrap();
+    assert_eq!(
+        err.to_string(),
+        "CausalSelfAttention: invalid argument: heads 3 must divide the embedding size 10 (both positive)"
+    );
+    let err = TransformerBlock::new(&d, 10, 4, 0.0, true, 1, 1).err().unwrap();
+    assert!(err.to_string().contains("heads 4 must divide the embedding size 10"), "{err}");
+    assert!(TransformerBlock::new(&d, 8, 2, 1.5, true, 1, 1).is_err());
+    assert!(TransformerBlock::new(&d, 8, 2, 0.0, true, 0, 1).is_err());
+    let block = TransformerBlock::new(&d, 8, 2, 0.0, true, 1, 1)?;
+    assert_eq!(
+        block.forward_raw(&randn(&[1, 3, 6], 1, &d)).unwrap_err().to_string(),
+        "TransformerBlock: input [1, 3, 6]: expected [batch, time, 8]"
+    );
+
+    // A cache whose position disagrees with the keys held, or another batch size, is refused.
+    let mut cache = KvCache::new();
+    block.forward_cached(&randn(&[1, 3, 8], 1, &d), &mut cache)?;
+    cache.end_pass(4);
+    let err = block.forward_cached(&randn(&[1, 1, 8], 1, &d), &mut cache).unwrap_err();
+    assert!(err.to_string().contains("position 4 but this layer holds 3 positions"), "{err}");
+    let mut cache = KvCache::new();
+    block.forward_cached(&randn(&[1, 3, 8], 1, &d), &mut cache)?;
+    cache.end_pass(3);
+    let err = block.forward_cached(&randn(&[2, 1, 8], 1, &d), &mut cache).unwrap_err();
+    assert!(matches!(err, Error::Shape { op: "CausalSelfAttention", .. }), "{err}");
+    Ok(())
+}
