@@ -5,7 +5,7 @@
 use rumus::generate::{Generate, Generation};
 use rumus::nn::{
     count_trainable, join_name, named_params, CausalSelfAttention, Embedding, KvCache, LayerNorm, Linear, Module,
-    MultiHeadAttention, Param, PositionalEmbedding, TransformerBlock,
+    MultiHeadAttention, Param, PositionalEmbedding, Residual, Sequential, TransformerBlock,
 };
 use rumus::testing::{assert_close, grad_check, wgpu_or_skip, GradCheck};
 use rumus::{no_grad, Device, Error, Model, RawTensor, Result, Shape1, Shape2};
@@ -274,6 +274,19 @@ fn cached_forward_matches_full_forward_on(device: &Device) -> Result<()> {
     let full = no_grad(|| mha.forward_raw(&h))?;
     let cached = no_grad(|| prefill_then_steps(&mha, &h))?;
     assert_close("causal MultiHeadAttention cached vs full", &cached.to_vec()?, &full.to_vec()?, 1e-5);
+
+    // Containers pass the cache down: a pre-norm residual attention and an MLP in a Sequential.
+    let attention = Sequential::new()
+        .with(LayerNorm::new(device, &[8], 1e-5, true)?)
+        .with(MultiHeadAttention::new(device, 8, 4, 8)?.causal(true));
+    let stack = Sequential::new()
+        .with(PositionalEmbedding::new(device, 8, 8, 1.0, 2)?)
+        .with(Residual::new(attention))
+        .with(TransformerBlock::new(device, 8, 2, 0.0, false, 2, 5)?)
+        .with(Linear::new(device, 8, 3, true, 6)?);
+    let full = no_grad(|| stack.forward_raw(&h))?;
+    let cached = no_grad(|| prefill_then_steps(&stack, &h))?;
+    assert_close("Sequential cached vs full", &cached.to_vec()?, &full.to_vec()?, 1e-5);
     Ok(())
 }
 
@@ -358,6 +371,18 @@ fn cached_generation_equals_uncached_below_the_block() -> Result<()> {
     let a = gpt.generate(&prompt, &Generate::new(13).seed(1))?;
     let b = gpt.generate(&prompt, &Generate::new(13).seed(2))?;
     assert_ne!(a, b, "different seeds sample different text");
+    Ok(())
+}
+
+#[test]
+fn cached_generation_equals_uncached_on_wgpu() -> Result<()> {
+    let Some(gpu) = wgpu_or_skip() else { return Ok(()) };
+    let gpt = TinyGpt::<16, 11>::new(&gpu, 8, 2, 0.0, 5)?;
+    for settings in [Generate::new(10).temperature(0.0), Generate::new(10).top_k(5).seed(3)] {
+        let cached = gpt.generate(&[1, 4, 7], &settings)?;
+        assert_eq!(cached.len(), 13);
+        assert_eq!(cached, gpt.generate_uncached(&[1, 4, 7], &settings)?, "{settings:?}");
+    }
     Ok(())
 }
 
