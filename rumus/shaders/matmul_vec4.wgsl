@@ -989,3 +989,859 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         }
     }
 }
+
+// ----- matmul_tall: 256×128 tile, 8×8 per invocation of 16×32, K slices of 32, each loaded when its turn comes -----
+
+const TTILE_M: u32 = 256u;
+const TTILE_N: u32 = 128u;
+const TROW_A: u32 = 64u;
+const TROW_B: u32 = 32u;
+const TBK: u32 = 32u;
+
+var<workgroup> ta: array<vec4<f32>, 2048>;
+var<workgroup> tb: array<vec4<f32>, 1024>;
+
+@compute @workgroup_size(16, 32)
+fn matmul_tall(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_id) local: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let tx = local.x;
+    let ty = local.y;
+    let tiles_n = (p.n + TTILE_N - 1u) / TTILE_N;
+    let tiles_m = (p.m + TTILE_M - 1u) / TTILE_M;
+    // lhs: k fastest when its columns are contiguous, rows fastest otherwise (transposed).
+    let lhs_k_fast = p.lhs_col == 1u;
+    let rhs_n_fast = p.rhs_col == 1u;
+    for (var b = wid.z; b < p.batch; b += nwg.z) {
+        let lhs_base = p.lhs_offset + b * p.lhs_batch;
+        let rhs_base = p.rhs_offset + b * p.rhs_batch;
+        let out_base = b * p.m * p.n;
+        for (var tm = wid.y; tm < tiles_m; tm += nwg.y) {
+            for (var tn = wid.x; tn < tiles_n; tn += nwg.x) {
+                // Tiles numbered in groups of 8 tile rows, down each column of a group first,
+                // so the workgroups running at once share lhs rows and rhs columns in L2.
+                let lin = tm * tiles_n + tn;
+                let first = (lin / (8u * tiles_n)) * 8u;
+                let rows_here = min(tiles_m - first, 8u);
+                let in_group = lin % (8u * tiles_n);
+                let row0 = (first + in_group % rows_here) * TTILE_M;
+                let col0 = (in_group / rows_here) * TTILE_N;
+                var acc0 = vec4<f32>(0.0);
+                var acc1 = vec4<f32>(0.0);
+                var acc2 = vec4<f32>(0.0);
+                var acc3 = vec4<f32>(0.0);
+                var acc4 = vec4<f32>(0.0);
+                var acc5 = vec4<f32>(0.0);
+                var acc6 = vec4<f32>(0.0);
+                var acc7 = vec4<f32>(0.0);
+                var acc8 = vec4<f32>(0.0);
+                var acc9 = vec4<f32>(0.0);
+                var acc10 = vec4<f32>(0.0);
+                var acc11 = vec4<f32>(0.0);
+                var acc12 = vec4<f32>(0.0);
+                var acc13 = vec4<f32>(0.0);
+                var acc14 = vec4<f32>(0.0);
+                var acc15 = vec4<f32>(0.0);
+                var ra0: vec4<f32>;
+                var rb0: vec4<f32>;
+                var ra1: vec4<f32>;
+                var rb1: vec4<f32>;
+                var ra2: vec4<f32>;
+                var ra3: vec4<f32>;
+                let ia0 = lid + 0u;
+                let ar0 = select((ia0 % (TTILE_M / 4u)) * 4u, ia0 / (TBK / 4u), lhs_k_fast);
+                let ak0 = select(ia0 / (TTILE_M / 4u), (ia0 % (TBK / 4u)) * 4u, lhs_k_fast);
+                let bc0 = select(ia0 / (TBK / 4u), (ia0 % (TTILE_N / 4u)) * 4u, rhs_n_fast);
+                let bk0 = select((ia0 % (TBK / 4u)) * 4u, ia0 / (TTILE_N / 4u), rhs_n_fast);
+                let ia1 = lid + 512u;
+                let ar1 = select((ia1 % (TTILE_M / 4u)) * 4u, ia1 / (TBK / 4u), lhs_k_fast);
+                let ak1 = select(ia1 / (TTILE_M / 4u), (ia1 % (TBK / 4u)) * 4u, lhs_k_fast);
+                let bc1 = select(ia1 / (TBK / 4u), (ia1 % (TTILE_N / 4u)) * 4u, rhs_n_fast);
+                let bk1 = select((ia1 % (TBK / 4u)) * 4u, ia1 / (TTILE_N / 4u), rhs_n_fast);
+                let ia2 = lid + 1024u;
+                let ar2 = select((ia2 % (TTILE_M / 4u)) * 4u, ia2 / (TBK / 4u), lhs_k_fast);
+                let ak2 = select(ia2 / (TTILE_M / 4u), (ia2 % (TBK / 4u)) * 4u, lhs_k_fast);
+                let ia3 = lid + 1536u;
+                let ar3 = select((ia3 % (TTILE_M / 4u)) * 4u, ia3 / (TBK / 4u), lhs_k_fast);
+                let ak3 = select(ia3 / (TTILE_M / 4u), (ia3 % (TBK / 4u)) * 4u, lhs_k_fast);
+                for (var k0 = 0u; k0 < p.k; k0 += TBK) {
+                    ra0 = lhs_at(lhs_base, row0 + ar0, k0 + ak0);
+                    rb0 = rhs_at(rhs_base, k0 + bk0, col0 + bc0);
+                    ra1 = lhs_at(lhs_base, row0 + ar1, k0 + ak1);
+                    rb1 = rhs_at(rhs_base, k0 + bk1, col0 + bc1);
+                    ra2 = lhs_at(lhs_base, row0 + ar2, k0 + ak2);
+                    ra3 = lhs_at(lhs_base, row0 + ar3, k0 + ak3);
+                    if lhs_k_fast {
+                        ta[0u + (ak0 + 0u) * TROW_A + ((ar0 / 4u) ^ ((ak0 + 0u) / 4u % 8u))][ar0 % 4u] = ra0.x;
+                        ta[0u + (ak0 + 1u) * TROW_A + ((ar0 / 4u) ^ ((ak0 + 1u) / 4u % 8u))][ar0 % 4u] = ra0.y;
+                        ta[0u + (ak0 + 2u) * TROW_A + ((ar0 / 4u) ^ ((ak0 + 2u) / 4u % 8u))][ar0 % 4u] = ra0.z;
+                        ta[0u + (ak0 + 3u) * TROW_A + ((ar0 / 4u) ^ ((ak0 + 3u) / 4u % 8u))][ar0 % 4u] = ra0.w;
+                    } else {
+                        ta[0u + ak0 * TROW_A + ((ar0 / 4u) ^ ((ak0) / 4u % 8u))] = ra0;
+                    }
+                    if rhs_n_fast {
+                        tb[0u + bk0 * TROW_B + ((bc0 / 4u) ^ ((bk0) / 4u % 8u))] = rb0;
+                    } else {
+                        tb[0u + (bk0 + 0u) * TROW_B + ((bc0 / 4u) ^ ((bk0 + 0u) / 4u % 8u))][bc0 % 4u] = rb0.x;
+                        tb[0u + (bk0 + 1u) * TROW_B + ((bc0 / 4u) ^ ((bk0 + 1u) / 4u % 8u))][bc0 % 4u] = rb0.y;
+                        tb[0u + (bk0 + 2u) * TROW_B + ((bc0 / 4u) ^ ((bk0 + 2u) / 4u % 8u))][bc0 % 4u] = rb0.z;
+                        tb[0u + (bk0 + 3u) * TROW_B + ((bc0 / 4u) ^ ((bk0 + 3u) / 4u % 8u))][bc0 % 4u] = rb0.w;
+                    }
+                    if lhs_k_fast {
+                        ta[0u + (ak1 + 0u) * TROW_A + ((ar1 / 4u) ^ ((ak1 + 0u) / 4u % 8u))][ar1 % 4u] = ra1.x;
+                        ta[0u + (ak1 + 1u) * TROW_A + ((ar1 / 4u) ^ ((ak1 + 1u) / 4u % 8u))][ar1 % 4u] = ra1.y;
+                        ta[0u + (ak1 + 2u) * TROW_A + ((ar1 / 4u) ^ ((ak1 + 2u) / 4u % 8u))][ar1 % 4u] = ra1.z;
+                        ta[0u + (ak1 + 3u) * TROW_A + ((ar1 / 4u) ^ ((ak1 + 3u) / 4u % 8u))][ar1 % 4u] = ra1.w;
+                    } else {
+                        ta[0u + ak1 * TROW_A + ((ar1 / 4u) ^ ((ak1) / 4u % 8u))] = ra1;
+                    }
+                    if rhs_n_fast {
+                        tb[0u + bk1 * TROW_B + ((bc1 / 4u) ^ ((bk1) / 4u % 8u))] = rb1;
+                    } else {
+                        tb[0u + (bk1 + 0u) * TROW_B + ((bc1 / 4u) ^ ((bk1 + 0u) / 4u % 8u))][bc1 % 4u] = rb1.x;
+                        tb[0u + (bk1 + 1u) * TROW_B + ((bc1 / 4u) ^ ((bk1 + 1u) / 4u % 8u))][bc1 % 4u] = rb1.y;
+                        tb[0u + (bk1 + 2u) * TROW_B + ((bc1 / 4u) ^ ((bk1 + 2u) / 4u % 8u))][bc1 % 4u] = rb1.z;
+                        tb[0u + (bk1 + 3u) * TROW_B + ((bc1 / 4u) ^ ((bk1 + 3u) / 4u % 8u))][bc1 % 4u] = rb1.w;
+                    }
+                    if lhs_k_fast {
+                        ta[0u + (ak2 + 0u) * TROW_A + ((ar2 / 4u) ^ ((ak2 + 0u) / 4u % 8u))][ar2 % 4u] = ra2.x;
+                        ta[0u + (ak2 + 1u) * TROW_A + ((ar2 / 4u) ^ ((ak2 + 1u) / 4u % 8u))][ar2 % 4u] = ra2.y;
+                        ta[0u + (ak2 + 2u) * TROW_A + ((ar2 / 4u) ^ ((ak2 + 2u) / 4u % 8u))][ar2 % 4u] = ra2.z;
+                        ta[0u + (ak2 + 3u) * TROW_A + ((ar2 / 4u) ^ ((ak2 + 3u) / 4u % 8u))][ar2 % 4u] = ra2.w;
+                    } else {
+                        ta[0u + ak2 * TROW_A + ((ar2 / 4u) ^ ((ak2) / 4u % 8u))] = ra2;
+                    }
+                    if lhs_k_fast {
+                        ta[0u + (ak3 + 0u) * TROW_A + ((ar3 / 4u) ^ ((ak3 + 0u) / 4u % 8u))][ar3 % 4u] = ra3.x;
+                        ta[0u + (ak3 + 1u) * TROW_A + ((ar3 / 4u) ^ ((ak3 + 1u) / 4u % 8u))][ar3 % 4u] = ra3.y;
+                        ta[0u + (ak3 + 2u) * TROW_A + ((ar3 / 4u) ^ ((ak3 + 2u) / 4u % 8u))][ar3 % 4u] = ra3.z;
+                        ta[0u + (ak3 + 3u) * TROW_A + ((ar3 / 4u) ^ ((ak3 + 3u) / 4u % 8u))][ar3 % 4u] = ra3.w;
+                    } else {
+                        ta[0u + ak3 * TROW_A + ((ar3 / 4u) ^ ((ak3) / 4u % 8u))] = ra3;
+                    }
+                    workgroupBarrier();
+                    {
+                        let a0 = ta[0u + 0u * TROW_A + 0u + ty];
+                        let a1 = ta[0u + 0u * TROW_A + 32u + ty];
+                        let b0 = tb[0u + 0u * TROW_B + 0u + tx];
+                        let b1 = tb[0u + 0u * TROW_B + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 1u * TROW_A + 0u + ty];
+                        let a1 = ta[0u + 1u * TROW_A + 32u + ty];
+                        let b0 = tb[0u + 1u * TROW_B + 0u + tx];
+                        let b1 = tb[0u + 1u * TROW_B + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 2u * TROW_A + 0u + ty];
+                        let a1 = ta[0u + 2u * TROW_A + 32u + ty];
+                        let b0 = tb[0u + 2u * TROW_B + 0u + tx];
+                        let b1 = tb[0u + 2u * TROW_B + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 3u * TROW_A + 0u + ty];
+                        let a1 = ta[0u + 3u * TROW_A + 32u + ty];
+                        let b0 = tb[0u + 3u * TROW_B + 0u + tx];
+                        let b1 = tb[0u + 3u * TROW_B + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 4u * TROW_A + 0u + ((ty) ^ 1u)];
+                        let a1 = ta[0u + 4u * TROW_A + 32u + ((ty) ^ 1u)];
+                        let b0 = tb[0u + 4u * TROW_B + 0u + ((tx) ^ 1u)];
+                        let b1 = tb[0u + 4u * TROW_B + 16u + ((tx) ^ 1u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 5u * TROW_A + 0u + ((ty) ^ 1u)];
+                        let a1 = ta[0u + 5u * TROW_A + 32u + ((ty) ^ 1u)];
+                        let b0 = tb[0u + 5u * TROW_B + 0u + ((tx) ^ 1u)];
+                        let b1 = tb[0u + 5u * TROW_B + 16u + ((tx) ^ 1u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 6u * TROW_A + 0u + ((ty) ^ 1u)];
+                        let a1 = ta[0u + 6u * TROW_A + 32u + ((ty) ^ 1u)];
+                        let b0 = tb[0u + 6u * TROW_B + 0u + ((tx) ^ 1u)];
+                        let b1 = tb[0u + 6u * TROW_B + 16u + ((tx) ^ 1u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 7u * TROW_A + 0u + ((ty) ^ 1u)];
+                        let a1 = ta[0u + 7u * TROW_A + 32u + ((ty) ^ 1u)];
+                        let b0 = tb[0u + 7u * TROW_B + 0u + ((tx) ^ 1u)];
+                        let b1 = tb[0u + 7u * TROW_B + 16u + ((tx) ^ 1u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 8u * TROW_A + 0u + ((ty) ^ 2u)];
+                        let a1 = ta[0u + 8u * TROW_A + 32u + ((ty) ^ 2u)];
+                        let b0 = tb[0u + 8u * TROW_B + 0u + ((tx) ^ 2u)];
+                        let b1 = tb[0u + 8u * TROW_B + 16u + ((tx) ^ 2u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 9u * TROW_A + 0u + ((ty) ^ 2u)];
+                        let a1 = ta[0u + 9u * TROW_A + 32u + ((ty) ^ 2u)];
+                        let b0 = tb[0u + 9u * TROW_B + 0u + ((tx) ^ 2u)];
+                        let b1 = tb[0u + 9u * TROW_B + 16u + ((tx) ^ 2u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 10u * TROW_A + 0u + ((ty) ^ 2u)];
+                        let a1 = ta[0u + 10u * TROW_A + 32u + ((ty) ^ 2u)];
+                        let b0 = tb[0u + 10u * TROW_B + 0u + ((tx) ^ 2u)];
+                        let b1 = tb[0u + 10u * TROW_B + 16u + ((tx) ^ 2u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 11u * TROW_A + 0u + ((ty) ^ 2u)];
+                        let a1 = ta[0u + 11u * TROW_A + 32u + ((ty) ^ 2u)];
+                        let b0 = tb[0u + 11u * TROW_B + 0u + ((tx) ^ 2u)];
+                        let b1 = tb[0u + 11u * TROW_B + 16u + ((tx) ^ 2u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 12u * TROW_A + 0u + ((ty) ^ 3u)];
+                        let a1 = ta[0u + 12u * TROW_A + 32u + ((ty) ^ 3u)];
+                        let b0 = tb[0u + 12u * TROW_B + 0u + ((tx) ^ 3u)];
+                        let b1 = tb[0u + 12u * TROW_B + 16u + ((tx) ^ 3u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 13u * TROW_A + 0u + ((ty) ^ 3u)];
+                        let a1 = ta[0u + 13u * TROW_A + 32u + ((ty) ^ 3u)];
+                        let b0 = tb[0u + 13u * TROW_B + 0u + ((tx) ^ 3u)];
+                        let b1 = tb[0u + 13u * TROW_B + 16u + ((tx) ^ 3u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 14u * TROW_A + 0u + ((ty) ^ 3u)];
+                        let a1 = ta[0u + 14u * TROW_A + 32u + ((ty) ^ 3u)];
+                        let b0 = tb[0u + 14u * TROW_B + 0u + ((tx) ^ 3u)];
+                        let b1 = tb[0u + 14u * TROW_B + 16u + ((tx) ^ 3u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 15u * TROW_A + 0u + ((ty) ^ 3u)];
+                        let a1 = ta[0u + 15u * TROW_A + 32u + ((ty) ^ 3u)];
+                        let b0 = tb[0u + 15u * TROW_B + 0u + ((tx) ^ 3u)];
+                        let b1 = tb[0u + 15u * TROW_B + 16u + ((tx) ^ 3u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 16u * TROW_A + 0u + ((ty) ^ 4u)];
+                        let a1 = ta[0u + 16u * TROW_A + 32u + ((ty) ^ 4u)];
+                        let b0 = tb[0u + 16u * TROW_B + 0u + ((tx) ^ 4u)];
+                        let b1 = tb[0u + 16u * TROW_B + 16u + ((tx) ^ 4u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 17u * TROW_A + 0u + ((ty) ^ 4u)];
+                        let a1 = ta[0u + 17u * TROW_A + 32u + ((ty) ^ 4u)];
+                        let b0 = tb[0u + 17u * TROW_B + 0u + ((tx) ^ 4u)];
+                        let b1 = tb[0u + 17u * TROW_B + 16u + ((tx) ^ 4u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 18u * TROW_A + 0u + ((ty) ^ 4u)];
+                        let a1 = ta[0u + 18u * TROW_A + 32u + ((ty) ^ 4u)];
+                        let b0 = tb[0u + 18u * TROW_B + 0u + ((tx) ^ 4u)];
+                        let b1 = tb[0u + 18u * TROW_B + 16u + ((tx) ^ 4u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 19u * TROW_A + 0u + ((ty) ^ 4u)];
+                        let a1 = ta[0u + 19u * TROW_A + 32u + ((ty) ^ 4u)];
+                        let b0 = tb[0u + 19u * TROW_B + 0u + ((tx) ^ 4u)];
+                        let b1 = tb[0u + 19u * TROW_B + 16u + ((tx) ^ 4u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 20u * TROW_A + 0u + ((ty) ^ 5u)];
+                        let a1 = ta[0u + 20u * TROW_A + 32u + ((ty) ^ 5u)];
+                        let b0 = tb[0u + 20u * TROW_B + 0u + ((tx) ^ 5u)];
+                        let b1 = tb[0u + 20u * TROW_B + 16u + ((tx) ^ 5u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 21u * TROW_A + 0u + ((ty) ^ 5u)];
+                        let a1 = ta[0u + 21u * TROW_A + 32u + ((ty) ^ 5u)];
+                        let b0 = tb[0u + 21u * TROW_B + 0u + ((tx) ^ 5u)];
+                        let b1 = tb[0u + 21u * TROW_B + 16u + ((tx) ^ 5u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 22u * TROW_A + 0u + ((ty) ^ 5u)];
+                        let a1 = ta[0u + 22u * TROW_A + 32u + ((ty) ^ 5u)];
+                        let b0 = tb[0u + 22u * TROW_B + 0u + ((tx) ^ 5u)];
+                        let b1 = tb[0u + 22u * TROW_B + 16u + ((tx) ^ 5u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 23u * TROW_A + 0u + ((ty) ^ 5u)];
+                        let a1 = ta[0u + 23u * TROW_A + 32u + ((ty) ^ 5u)];
+                        let b0 = tb[0u + 23u * TROW_B + 0u + ((tx) ^ 5u)];
+                        let b1 = tb[0u + 23u * TROW_B + 16u + ((tx) ^ 5u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 24u * TROW_A + 0u + ((ty) ^ 6u)];
+                        let a1 = ta[0u + 24u * TROW_A + 32u + ((ty) ^ 6u)];
+                        let b0 = tb[0u + 24u * TROW_B + 0u + ((tx) ^ 6u)];
+                        let b1 = tb[0u + 24u * TROW_B + 16u + ((tx) ^ 6u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 25u * TROW_A + 0u + ((ty) ^ 6u)];
+                        let a1 = ta[0u + 25u * TROW_A + 32u + ((ty) ^ 6u)];
+                        let b0 = tb[0u + 25u * TROW_B + 0u + ((tx) ^ 6u)];
+                        let b1 = tb[0u + 25u * TROW_B + 16u + ((tx) ^ 6u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 26u * TROW_A + 0u + ((ty) ^ 6u)];
+                        let a1 = ta[0u + 26u * TROW_A + 32u + ((ty) ^ 6u)];
+                        let b0 = tb[0u + 26u * TROW_B + 0u + ((tx) ^ 6u)];
+                        let b1 = tb[0u + 26u * TROW_B + 16u + ((tx) ^ 6u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 27u * TROW_A + 0u + ((ty) ^ 6u)];
+                        let a1 = ta[0u + 27u * TROW_A + 32u + ((ty) ^ 6u)];
+                        let b0 = tb[0u + 27u * TROW_B + 0u + ((tx) ^ 6u)];
+                        let b1 = tb[0u + 27u * TROW_B + 16u + ((tx) ^ 6u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 28u * TROW_A + 0u + ((ty) ^ 7u)];
+                        let a1 = ta[0u + 28u * TROW_A + 32u + ((ty) ^ 7u)];
+                        let b0 = tb[0u + 28u * TROW_B + 0u + ((tx) ^ 7u)];
+                        let b1 = tb[0u + 28u * TROW_B + 16u + ((tx) ^ 7u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 29u * TROW_A + 0u + ((ty) ^ 7u)];
+                        let a1 = ta[0u + 29u * TROW_A + 32u + ((ty) ^ 7u)];
+                        let b0 = tb[0u + 29u * TROW_B + 0u + ((tx) ^ 7u)];
+                        let b1 = tb[0u + 29u * TROW_B + 16u + ((tx) ^ 7u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 30u * TROW_A + 0u + ((ty) ^ 7u)];
+                        let a1 = ta[0u + 30u * TROW_A + 32u + ((ty) ^ 7u)];
+                        let b0 = tb[0u + 30u * TROW_B + 0u + ((tx) ^ 7u)];
+                        let b1 = tb[0u + 30u * TROW_B + 16u + ((tx) ^ 7u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = ta[0u + 31u * TROW_A + 0u + ((ty) ^ 7u)];
+                        let a1 = ta[0u + 31u * TROW_A + 32u + ((ty) ^ 7u)];
+                        let b0 = tb[0u + 31u * TROW_B + 0u + ((tx) ^ 7u)];
+                        let b1 = tb[0u + 31u * TROW_B + 16u + ((tx) ^ 7u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    workgroupBarrier();
+                }
+                store4(out_base, row0 + 0u + ty * 4u, col0 + 0u + tx * 4u, acc0);
+                store4(out_base, row0 + 0u + ty * 4u, col0 + 64u + tx * 4u, acc1);
+                store4(out_base, row0 + 1u + ty * 4u, col0 + 0u + tx * 4u, acc2);
+                store4(out_base, row0 + 1u + ty * 4u, col0 + 64u + tx * 4u, acc3);
+                store4(out_base, row0 + 2u + ty * 4u, col0 + 0u + tx * 4u, acc4);
+                store4(out_base, row0 + 2u + ty * 4u, col0 + 64u + tx * 4u, acc5);
+                store4(out_base, row0 + 3u + ty * 4u, col0 + 0u + tx * 4u, acc6);
+                store4(out_base, row0 + 3u + ty * 4u, col0 + 64u + tx * 4u, acc7);
+                store4(out_base, row0 + 128u + ty * 4u, col0 + 0u + tx * 4u, acc8);
+                store4(out_base, row0 + 128u + ty * 4u, col0 + 64u + tx * 4u, acc9);
+                store4(out_base, row0 + 129u + ty * 4u, col0 + 0u + tx * 4u, acc10);
+                store4(out_base, row0 + 129u + ty * 4u, col0 + 64u + tx * 4u, acc11);
+                store4(out_base, row0 + 130u + ty * 4u, col0 + 0u + tx * 4u, acc12);
+                store4(out_base, row0 + 130u + ty * 4u, col0 + 64u + tx * 4u, acc13);
+                store4(out_base, row0 + 131u + ty * 4u, col0 + 0u + tx * 4u, acc14);
+                store4(out_base, row0 + 131u + ty * 4u, col0 + 64u + tx * 4u, acc15);
+            }
+        }
+    }
+}

@@ -570,6 +570,12 @@ fn matmul_small(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
 # (bench/sass.py).
 SCALAR_LARGE = dict(bk=8, unroll=True)
 VEC4_LARGE = dict(bk=32, prefetch=False, unroll=True, swizzle=8, wx=32, pad=0, xor=True)
+# `matmul_tall`: the same kernel on 16×32 invocations, a 256×128 tile, for split-K products
+# whose 128×256 tiles would spill into a second wave of workgroups where 256×128 ones fit in
+# one (a transformer's weight gradients: `[1152, 16384] @ [16384, 384]` in 8 slices is 144 wide
+# tiles or 120 tall ones for 132 SMs; eleventh lab round, BENCHMARKS.md). The dispatcher counts
+# the waves (`backend/wgpu/matmul.rs`).
+VEC4_TALL = dict(VEC4_LARGE, wx=16, wy=32)
 
 
 def scalar_file(small={}, large=SCALAR_LARGE):
@@ -578,9 +584,10 @@ def scalar_file(small={}, large=SCALAR_LARGE):
             + kernel("matmul_large", 2, "l", **large) + SMALL)
 
 
-def vec4_file(small={}, large=VEC4_LARGE):
+def vec4_file(small={}, large=VEC4_LARGE, tall=VEC4_TALL):
     return (VEC4_HEADER + kernel("matmul", 1, "s", vec4=True, **small)
-            + kernel("matmul_large", 2, "l", vec4=True, **large))
+            + kernel("matmul_large", 2, "l", vec4=True, **large)
+            + kernel("matmul_tall", 2, "t", vec4=True, **tall))
 
 
 def write(path, text):
@@ -592,23 +599,30 @@ here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 if len(sys.argv) == 3 and sys.argv[1] == "--lab":
     lab = sys.argv[2]
     os.makedirs(lab, exist_ok=True)
-    # Alternatives to the shipped 128×256 tile (the earlier rounds', double buffering, producer
-    # invocations, `split`, `skew` and the 512-invocation `pair` among them, are in BENCHMARKS.md).
+    # Eleventh round: tiles for the GPT's linear layers (m = 16384 tokens, n or k of 384, 1152,
+    # 1536 or 84; `matmul_lab --shapes`). On the H100 none of these beat the shipped 128×256 tile
+    # at those shapes (the 256-invocation ones ran at 13-16 TFLOP/s; 128×128 with K slices of 32
+    # took 143 registers, 128×192 199, 64×384 205, 128×384 spilled); what gained was the
+    # 256×128 tile (`matmul_tall`) and split-K chosen by counting waves of 132 workgroups,
+    # measured through the backend with `matmul_lab --backend`, whose numbers (runs of
+    # back-to-back products) match the benchmark's, while this file-based mode timed the 64×64
+    # kernel up to twice slower than the backend runs it. (The earlier rounds' variants, double
+    # buffering, producer invocations, `split`, `skew` and the 512-invocation `pair` among them,
+    # are in BENCHMARKS.md.)
     shipped = dict(VEC4_LARGE)
     before = dict(bk=16, prefetch=False, unroll=True, swizzle=8)
     variants = {
-        "vec4_128x256_shipped": shipped,
-        # The kernel shipped until the tenth round: 128×128 on 256 invocations, K slices of 16,
-        # rows padded by one vector, two workgroups per SM.
-        "vec4_128_k16": before,
-        # Ninth round: the shipped kernel without `xor`; its transposing stores (NN, NT) hit
-        # one bank eight times over.
-        "vec4_w512_128x256_k32": dict(shipped, xor=False),
-        # Tenth round: the other orientation, and `xor` instead of padding on the 128×128 tile.
-        "vec4_w512_256x128_k32_xor": dict(shipped, wx=16, wy=32),
-        "vec4_128_xor": dict(before, pad=0, xor=True),
-        # Diagnostics (wrong values by design): where the shipped kernel's time goes.
-        "probe_compute": dict(shipped, probe="compute"),
+        "v_256x128_k32": dict(shipped, wx=16, wy=32),
+        # 256 invocations: up to two workgroups per SM, a finer last wave.
+        "v_128x128_k32": dict(shipped, wx=16),
+        "v_128x128_k16": dict(shipped, wx=16, bk=16),
+        "v_128x128_k16_pad": before,
+        "v_128x128_k16_double": dict(shipped, wx=16, bk=16, double=True),
+        # 12 columns per invocation: a 384-wide product in one tile column.
+        "v_64x384_k16": dict(shipped, wy=8, hn=3, bk=16),
+        "v_128x384_k16": dict(shipped, hn=3, bk=16),
+        "v_128x192_k16": dict(shipped, wx=16, hn=3, bk=16),
+        "v_64x128_k16": dict(shipped, wx=16, wy=8, bk=16),
     }
     for name, large in variants.items():
         write(os.path.join(lab, name + ".wgsl"), vec4_file(large=large))

@@ -59,7 +59,119 @@ fn split_k_args(args: &MatmulArgs, slices: usize) -> MatmulArgs {
 /// The tile of `matmul_large` in `matmul_vec4.wgsl`, rows by columns (the strided kernel's is
 /// 128×128), on 32×16 invocations.
 const VEC4_LARGE_TILE: [usize; 2] = [128, 256];
+/// The tile of `matmul_tall` (vec4 only), on 16×32 invocations.
+const VEC4_TALL_TILE: [usize; 2] = [256, 128];
 const VEC4_LARGE_INVOCATIONS: u32 = 512;
+
+/// The streaming multiprocessors that a split product's tiles are counted against: an H100's
+/// (and an H200's) 132. The vec4 large tiles run one workgroup per SM (512 invocations at up to
+/// 128 registers), so a product whose workgroups spill a few past a multiple of this waits a
+/// whole extra wave for them.
+const WAVE_SMS: usize = 132;
+
+/// How many partial outputs written and summed again cost as much time as one k step of a wave
+/// of large tiles (each SM's 128×256 FMAs, about 0.2 µs on an H100; 8 bytes per partial output
+/// at about 2.5 TB/s).
+const PARTIAL_OUTPUTS_PER_K_STEP: usize = 65536;
+
+/// The kernel a product runs on (see [`MatmulPlan`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatmulKernel {
+    /// One invocation per output (`matmul_small`), for products with a side under 16.
+    PerOutput,
+    /// 64×64 tiles (`matmul`).
+    Tile64,
+    /// The large tile (`matmul_large`): 128×256 with vec4 loads, 128×128 strided.
+    Wide,
+    /// 256×128 tiles (`matmul_tall`), vec4 loads only.
+    Tall,
+}
+
+impl MatmulKernel {
+    fn entry(self) -> &'static str {
+        match self {
+            MatmulKernel::PerOutput => "matmul_small",
+            MatmulKernel::Tile64 => "matmul",
+            MatmulKernel::Wide => "matmul_large",
+            MatmulKernel::Tall => "matmul_tall",
+        }
+    }
+}
+
+/// How the wgpu backend computes a product: the kernel, and into how many consecutive slices of
+/// `k` it is split (a batch of partial products summed by the column reduction; 1: none).
+/// `WgpuBackend::matmul_plan` gives the dispatcher's choice; `WgpuBackend::matmul_with_plan`
+/// runs any valid plan, for the kernel lab and tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatmulPlan {
+    /// The kernel that computes the tiles (of each slice's partial product).
+    pub kernel: MatmulKernel,
+    /// Consecutive slices of `k` computed as a batch and summed (1: the product unsplit).
+    pub slices: usize,
+}
+
+/// What an adapter and a product's layouts allow: vec4 loads, and the vec4 large tiles' shared
+/// memory and invocations.
+#[derive(Clone, Copy, Debug)]
+struct Fit {
+    vec4: bool,
+    large: bool,
+}
+
+/// The dispatcher's plan: one invocation per output for a short side. Products with at least
+/// [`MIN_LARGE_TILES`] tiles of 128×128, and split-K products ([`split_k_slices`]) with at
+/// least [`SPLIT_LARGE_MIN_OUTPUTS`] outputs, take the large tiles: with vec4 operands where the
+/// adapter fits them, the tile and slice count of [`fewest_waves`], else the strided 128×128
+/// tile unsplit. The rest run on 64×64 tiles, split as [`split_k_slices`] says.
+fn choose_plan(args: &MatmulArgs, fit: Fit) -> MatmulPlan {
+    let plan = |kernel, slices| MatmulPlan { kernel, slices };
+    if args.m < 16 || args.n < 16 {
+        return plan(MatmulKernel::PerOutput, 1);
+    }
+    let slices = split_k_slices(args);
+    let vec4_large = fit.vec4 && fit.large;
+    if slices > 1 {
+        let large = vec4_large && args.m * args.n >= SPLIT_LARGE_MIN_OUTPUTS;
+        return if large { fewest_waves(args) } else { plan(MatmulKernel::Tile64, slices) };
+    }
+    if args.m.div_ceil(128) * args.n.div_ceil(128) * args.batch < MIN_LARGE_TILES {
+        return plan(MatmulKernel::Tile64, 1);
+    }
+    if vec4_large {
+        fewest_waves(args)
+    } else {
+        plan(MatmulKernel::Wide, 1)
+    }
+}
+
+/// A split-K product with fewer outputs than this (8 tiles of 128×256) stays on 64×64 tiles: the
+/// large ones would need 32-64 slices of 256 to fill the GPU, and in the eleventh lab round
+/// (H100) `[384, 16384] @ [16384, 384]` ran at 0.29 ms in 16 slices of 64×64 tiles against 0.33
+/// on the large ones; `[1152, 16384] @ [16384, 384]` gained (0.59 -> 0.55 ms, bench wall time).
+const SPLIT_LARGE_MIN_OUTPUTS: usize = 1 << 18;
+
+/// The vec4 large tile (128×256 or 256×128) and power-of-two slice count (slices at least
+/// [`SPLIT_K_MIN_SLICE`] long) that take the least time: waves of [`WAVE_SMS`] workgroups
+/// times slice length (both tiles hold as many outputs), plus the partials' round trip through
+/// memory ([`PARTIAL_OUTPUTS_PER_K_STEP`]). Ties go to fewer slices, then to the wide tile.
+/// Batched products are not split.
+fn fewest_waves(args: &MatmulArgs) -> MatmulPlan {
+    let mut best = (usize::MAX, MatmulPlan { kernel: MatmulKernel::Wide, slices: 1 });
+    let mut slices = 1;
+    let most = if args.batch == 1 { SPLIT_K_MAX_SLICES } else { 1 };
+    while slices <= most && args.k.is_multiple_of(slices) && (slices == 1 || args.k / slices >= SPLIT_K_MIN_SLICE) {
+        for (kernel, [rows, cols]) in [(MatmulKernel::Wide, VEC4_LARGE_TILE), (MatmulKernel::Tall, VEC4_TALL_TILE)] {
+            let groups = args.m.div_ceil(rows) * args.n.div_ceil(cols) * args.batch * slices;
+            let partials = if slices > 1 { slices * args.m * args.n / PARTIAL_OUTPUTS_PER_K_STEP } else { 0 };
+            let cost = groups.div_ceil(WAVE_SMS) * (args.k / slices) + partials;
+            if cost < best.0 {
+                best = (cost, MatmulPlan { kernel, slices });
+            }
+        }
+        slices *= 2;
+    }
+    best.1
+}
 
 /// Its shared memory: two operands, K slices of 32, unpadded rows of 32 and 64 vec4. Adapters
 /// with less (WebGPU's minimum is 16 KiB) or fewer invocations per workgroup (256) take the
@@ -171,6 +283,39 @@ impl WgpuBackend {
     }
 
     pub(super) fn matmul_dispatch(&self, lhs: &Storage, rhs: &Storage, args: &MatmulArgs) -> Result<Storage> {
+        self.matmul_with_plan(lhs, rhs, args, self.matmul_plan(args))
+    }
+
+    /// The plan [`Backend::matmul`](crate::backend::Backend::matmul) runs `args` with (at
+    /// [`MatmulPrecision::F32`]; on tensor cores the vec4 tiles give way to theirs).
+    pub fn matmul_plan(&self, args: &MatmulArgs) -> MatmulPlan {
+        choose_plan(args, self.fit(args))
+    }
+
+    fn fit(&self, args: &MatmulArgs) -> Fit {
+        let limits = &self.ctx.limits;
+        Fit {
+            vec4: args.n.is_multiple_of(4)
+                && vec4_readable(&args.lhs, args.m, args.k, args.batch)
+                && vec4_readable(&args.rhs, args.k, args.n, args.batch),
+            large: limits.max_compute_workgroup_storage_size >= VEC4_LARGE_SHARED_BYTES
+                && limits.max_compute_invocations_per_workgroup >= VEC4_LARGE_INVOCATIONS,
+        }
+    }
+
+    /// The product `args` describes, computed as `plan` says; any plan gives the same values up
+    /// to rounding. Errors for a layout reaching past its storage, a slice count that is zero or
+    /// does not divide `k` (or splits a batched product), and [`MatmulKernel::Tall`] where the
+    /// operands cannot be read as vec4 or the adapter lacks the shared memory or invocations.
+    /// For the kernel lab and tests; [`Backend::matmul`](crate::backend::Backend::matmul) uses
+    /// [`WgpuBackend::matmul_plan`].
+    pub fn matmul_with_plan(
+        &self,
+        lhs: &Storage,
+        rhs: &Storage,
+        args: &MatmulArgs,
+        plan: MatmulPlan,
+    ) -> Result<Storage> {
         let (l, r) = (self.gpu(lhs, DType::F32, "matmul")?, self.gpu(rhs, DType::F32, "matmul")?);
         if args.k > 0 && args.batch * args.m * args.n > 0 {
             if matrix_extent(&args.lhs, args.m, args.k, args.batch) >= l.len() {
@@ -180,24 +325,47 @@ impl WgpuBackend {
                 return Err(Error::invalid("matmul", "rhs layout reaches past its storage"));
             }
         }
-        let slices = split_k_slices(args);
-        if slices == 1 {
-            return self.matmul_tiles(lhs, rhs, args);
+        let slices = plan.slices;
+        if slices == 0 || !args.k.is_multiple_of(slices) || (slices > 1 && args.batch != 1) {
+            return Err(Error::invalid(
+                "matmul",
+                format!(
+                    "{slices} k slices for a batch of {} with k = {}: want a divisor of k, and batch 1 to split",
+                    args.batch, args.k
+                ),
+            ));
         }
-        let partial = self.matmul_tiles(lhs, rhs, &split_k_args(args, slices))?;
+        let fit = self.fit(args);
+        if plan.kernel == MatmulKernel::Tall && !(fit.vec4 && fit.large) {
+            return Err(Error::invalid(
+                "matmul",
+                format!("the 256x128 tile needs vec4 operands and large tiles ({fit:?})"),
+            ));
+        }
+        if slices == 1 {
+            return self.matmul_tiles(lhs, rhs, args, plan.kernel, fit);
+        }
+        let partial = self.matmul_tiles(lhs, rhs, &split_k_args(args, slices), plan.kernel, fit)?;
         let dims = ReduceDims { outer: 1, len: slices, inner: args.m * args.n };
         self.reduce_kernel(ReduceOp::Sum, &partial, dims)
     }
 
-    /// The product on one of the tiled kernels (or one invocation per output).
-    fn matmul_tiles(&self, lhs: &Storage, rhs: &Storage, args: &MatmulArgs) -> Result<Storage> {
+    /// The product on `kernel` (checked against `fit` by the caller), or on a stand-in while
+    /// that compiles.
+    fn matmul_tiles(
+        &self,
+        lhs: &Storage,
+        rhs: &Storage,
+        args: &MatmulArgs,
+        kernel: MatmulKernel,
+        fit: Fit,
+    ) -> Result<Storage> {
         let (l, r) = (self.gpu(lhs, DType::F32, "matmul")?, self.gpu(rhs, DType::F32, "matmul")?);
         let n_out = args.batch * args.m * args.n;
         let out = self.alloc(n_out, DType::F32, "matmul")?;
         if n_out == 0 {
             return Ok(self.output(out));
         }
-        let (a, b) = (&args.lhs, &args.rhs);
         let params = MatmulParams::of(args);
         let buffers = [bind(l), bind(r), bind(&out)];
         let small = || -> Result<Storage> {
@@ -205,34 +373,31 @@ impl WgpuBackend {
             self.run(&pipelines::MATMUL, "matmul_small", &SIGNATURE, &params, &buffers, groups)?;
             Ok(self.output(out.clone()))
         };
-        // A short side would leave most of a tile idle: one invocation per output instead.
-        if args.m < 16 || args.n < 16 {
+        if kernel == MatmulKernel::PerOutput {
             return small();
         }
-        let vec4 = args.n.is_multiple_of(4)
-            && vec4_readable(a, args.m, args.k, args.batch)
-            && vec4_readable(b, args.k, args.n, args.batch);
         // Workgroups of [rows, columns] tiles; the kernels' grid-stride loops cover what a
         // capped dimension leaves out.
         let max = self.max_groups;
         let grid = |[rows, cols]: [usize; 2]| {
             [args.n.div_ceil(cols), args.m.div_ceil(rows), args.batch].map(|g| g.min(max) as u32)
         };
-        if vec4 && self.tensor_core_matmul.load(Ordering::Relaxed) {
+        if fit.vec4 && self.tensor_core_matmul.load(Ordering::Relaxed) {
             self.run(&pipelines::MATMUL_COOP, "matmul_large", &SIGNATURE, &params, &buffers, grid([128, 128]))?;
             return Ok(self.output(out));
         }
-        // Big products take the large tiles (8×8 per invocation); the rest 64×64 (4×4), which
-        // keep more workgroups busy.
-        let large = args.m.div_ceil(128) * args.n.div_ceil(128) * args.batch >= MIN_LARGE_TILES;
-        let limits = &self.ctx.limits;
-        let vec4 = vec4
-            && (!large
-                || (limits.max_compute_workgroup_storage_size >= VEC4_LARGE_SHARED_BYTES
-                    && limits.max_compute_invocations_per_workgroup >= VEC4_LARGE_INVOCATIONS));
-        let (shader, large_tile) =
-            if vec4 { (&pipelines::MATMUL_VEC4, VEC4_LARGE_TILE) } else { (&pipelines::MATMUL, [128, 128]) };
-        let (entry, tile) = if large { ("matmul_large", large_tile) } else { ("matmul", [64, 64]) };
+        // The large vec4 tiles need their shared memory and invocations; without them the
+        // strided kernel's 128×128 tile serves.
+        let large = matches!(kernel, MatmulKernel::Wide | MatmulKernel::Tall);
+        let vec4 = fit.vec4 && (!large || fit.large);
+        let shader = if vec4 { &pipelines::MATMUL_VEC4 } else { &pipelines::MATMUL };
+        let tile = match kernel {
+            MatmulKernel::Wide if vec4 => VEC4_LARGE_TILE,
+            MatmulKernel::Wide => [128, 128],
+            MatmulKernel::Tall => VEC4_TALL_TILE,
+            MatmulKernel::Tile64 | MatmulKernel::PerOutput => [64, 64],
+        };
+        let entry = kernel.entry();
         // Until that kernel is compiled (see `Pipelines::stand_in`): the same shader's 64-tile
         // kernel if it is ready, else (for a small product) one invocation per output, else wait.
         let (entry, tile) = if !self.pipelines.stand_in(shader, entry) {
@@ -254,8 +419,8 @@ mod tests {
     use super::super::pipelines::{KernelState, MATMUL, MATMUL_VEC4, REDUCE};
     use super::super::test_data::{normal, read};
     use super::super::WgpuBackend;
-    use super::{split_k_args, split_k_slices};
-    use super::{COOP_SHARED_BYTES, VEC4_LARGE_INVOCATIONS, VEC4_LARGE_SHARED_BYTES, VEC4_LARGE_TILE};
+    use super::{choose_plan, split_k_args, split_k_slices, Fit, MatmulKernel, MatmulPlan};
+    use super::{COOP_SHARED_BYTES, VEC4_LARGE_INVOCATIONS, VEC4_LARGE_SHARED_BYTES, VEC4_LARGE_TILE, VEC4_TALL_TILE};
     use crate::backend::{Backend, MatmulArgs, MatrixLayout, ReduceDims, ReduceOp};
     use crate::testing::assert_close;
 
@@ -277,6 +442,91 @@ mod tests {
         assert_eq!((split.batch, split.k, split.lhs.batch_stride, split.rhs.batch_stride), (8, 2048, 2048, 2048 * 384));
     }
 
+    /// The GPT's linear layers (16384 tokens): the large tile and slice count that take the
+    /// fewest waves of 132 workgroups, for weight gradients with enough outputs too; strided
+    /// operands or adapters without the large tiles' resources keep the 64×64 split; a short
+    /// side runs one invocation per output.
+    #[test]
+    fn plans_for_a_transformers_products() {
+        let args = |m: usize, k: usize, n: usize, lhs_transposed: bool| {
+            let l = if lhs_transposed {
+                MatrixLayout { offset: 0, batch_stride: 0, row_stride: 1, col_stride: m }
+            } else {
+                MatrixLayout::row_major(m, k)
+            };
+            MatmulArgs { batch: 1, m, k, n, lhs: l, rhs: MatrixLayout::row_major(k, n) }
+        };
+        let fit = Fit { vec4: true, large: true };
+        let plan = |kernel, slices| MatmulPlan { kernel, slices };
+        use MatmulKernel::{PerOutput, Tall, Tile64, Wide};
+        assert_eq!(choose_plan(&args(16384, 384, 1152, false), fit), plan(Wide, 1));
+        assert_eq!(choose_plan(&args(16384, 384, 384, false), fit), plan(Wide, 1));
+        // [1152, 16384] @ [16384, 384]: 120 tall tiles in 8 slices fill one wave of 132.
+        assert_eq!(choose_plan(&args(1152, 16384, 384, true), fit), plan(Tall, 8));
+        assert_eq!(choose_plan(&args(1536, 16384, 384, true), fit), plan(Tall, 32));
+        assert_eq!(choose_plan(&args(384, 16384, 1536, true), fit), plan(Wide, 32));
+        // Few outputs: 64×64 tiles in the slices of `split_k_slices`.
+        assert_eq!(choose_plan(&args(384, 16384, 384, true), fit), plan(Tile64, 16));
+        assert_eq!(choose_plan(&args(84, 16384, 384, true), fit), plan(Tile64, 64));
+        // n = 384 and a k of 1152: 192 tall tiles in 2 slices, 2.9 waves of 576 k steps,
+        // against 2 waves of 1152 unsplit.
+        assert_eq!(choose_plan(&args(16384, 1152, 384, false), fit), plan(Tall, 2));
+        // 4096³ fills whole waves unsplit; 1024³ (256 tiles of 64×64) is split: 128 wide tiles
+        // in 4 slices, one wave.
+        assert_eq!(choose_plan(&args(4096, 4096, 4096, false), fit), plan(Wide, 1));
+        assert_eq!(choose_plan(&args(1024, 1024, 1024, false), fit), plan(Wide, 4));
+        assert_eq!(choose_plan(&args(1024, 1024, 1024, false), strided_fit()), plan(Tile64, 2));
+        assert_eq!(choose_plan(&args(1024, 1001, 1024, false), fit), plan(Tile64, 1));
+        assert_eq!(choose_plan(&args(4096, 4096, 4096, false), strided_fit()), plan(Wide, 1));
+        // A batch is never split, a short k never: both unsplit on the tile of fewest waves.
+        let batched = MatmulArgs { batch: 16, ..args(1152, 2048, 384, false) };
+        assert_eq!(choose_plan(&batched, fit), plan(Tall, 1));
+        assert_eq!(choose_plan(&args(16384, 200, 384, false), fit), plan(Wide, 1));
+        let no_large = Fit { vec4: true, large: false };
+        assert_eq!(choose_plan(&args(1152, 16384, 384, true), no_large), plan(Tile64, 8));
+        let strided = strided_fit();
+        assert_eq!(choose_plan(&args(1152, 16384, 384, true), strided), plan(Tile64, 8));
+        assert_eq!(choose_plan(&args(15, 16384, 384, true), fit), plan(PerOutput, 1));
+    }
+
+    fn strided_fit() -> Fit {
+        Fit { vec4: false, large: true }
+    }
+
+    /// Every plan computes the same product: each kernel, split or not, on row-major and
+    /// transposed operands with partial tiles; invalid plans are errors.
+    #[test]
+    fn every_plan_matches_the_dispatchers() {
+        let Some(crate::Device::Wgpu(b)) = crate::testing::wgpu_or_skip() else { return };
+        let (m, k, n) = (40, 512, 36);
+        let (lhs, rhs) = (normal(&b, m * k, 3), normal(&b, k * n, 4));
+        for transposed in [false, true] {
+            let lhs_layout = if transposed {
+                MatrixLayout { offset: 0, batch_stride: 0, row_stride: 1, col_stride: m }
+            } else {
+                MatrixLayout::row_major(m, k)
+            };
+            let args = MatmulArgs { batch: 1, m, k, n, lhs: lhs_layout, rhs: MatrixLayout::row_major(k, n) };
+            let want = read(&b, &b.matmul(&lhs, &rhs, &args).unwrap());
+            let large = b.fit(&args).large;
+            for kernel in [MatmulKernel::PerOutput, MatmulKernel::Tile64, MatmulKernel::Wide, MatmulKernel::Tall] {
+                for slices in [1, 2, 8] {
+                    let plan = MatmulPlan { kernel, slices };
+                    let got = b.matmul_with_plan(&lhs, &rhs, &args, plan);
+                    if kernel == MatmulKernel::Tall && !large {
+                        assert!(got.is_err(), "{plan:?} without the large tiles' resources");
+                        continue;
+                    }
+                    assert_close(&format!("{plan:?} transposed {transposed}"), &read(&b, &got.unwrap()), &want, 1e-4);
+                }
+            }
+            for slices in [0, 3] {
+                let plan = MatmulPlan { kernel: MatmulKernel::Wide, slices };
+                assert!(b.matmul_with_plan(&lhs, &rhs, &args, plan).is_err(), "{slices} slices of k = {k}");
+            }
+        }
+    }
+
     /// A split product equals the unsplit kernel's, for row-major and transposed operands (a
     /// weight gradient reads its left operand transposed), vec4 and strided.
     #[test]
@@ -291,7 +541,8 @@ mod tests {
             };
             let args = MatmulArgs { batch: 1, m, k, n, lhs: lhs_layout, rhs: MatrixLayout::row_major(k, n) };
             assert!(split_k_slices(&args) > 1, "{m}x{k}x{n} is not split");
-            let want = read(&b, &b.matmul_tiles(&lhs, &rhs, &args).unwrap());
+            let unsplit = MatmulPlan { kernel: MatmulKernel::Tile64, slices: 1 };
+            let want = read(&b, &b.matmul_with_plan(&lhs, &rhs, &args, unsplit).unwrap());
             let got = read(&b, &b.matmul(&lhs, &rhs, &args).unwrap());
             assert_close(&format!("split-k {m}x{k}x{n} transposed {transposed}"), &got, &want, 1e-4);
         }
@@ -371,8 +622,18 @@ mod tests {
         assert_eq!(vec4s * 16, VEC4_LARGE_SHARED_BYTES);
         let tile = [shader_const(source, "LTILE_M"), shader_const(source, "LTILE_N")];
         assert_eq!(tile.map(|t| t as usize), VEC4_LARGE_TILE);
-        let size = source.split("@workgroup_size(").nth(2).expect("matmul_large's workgroup size");
-        let size: Vec<u32> = size[..size.find(')').unwrap()].split(", ").map(|v| v.parse().unwrap()).collect();
-        assert_eq!(size.iter().product::<u32>(), VEC4_LARGE_INVOCATIONS);
+        let tall = [shader_const(source, "TTILE_M"), shader_const(source, "TTILE_N")];
+        assert_eq!(tall.map(|t| t as usize), VEC4_TALL_TILE);
+        let tall_vec4s: u32 = source
+            .lines()
+            .filter_map(|l| l.strip_prefix("var<workgroup> t"))
+            .filter_map(|l| l.split(", ").nth(1)?.strip_suffix(">;")?.parse::<u32>().ok())
+            .sum();
+        assert_eq!(tall_vec4s * 16, VEC4_LARGE_SHARED_BYTES);
+        for (i, entry) in [(2, "matmul_large"), (3, "matmul_tall")] {
+            let size = source.split("@workgroup_size(").nth(i).expect(entry);
+            let size: Vec<u32> = size[..size.find(')').unwrap()].split(", ").map(|v| v.parse().unwrap()).collect();
+            assert_eq!(size.iter().product::<u32>(), VEC4_LARGE_INVOCATIONS, "{entry}");
+        }
     }
 }

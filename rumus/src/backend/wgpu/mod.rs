@@ -39,6 +39,7 @@ mod window;
 pub use buffer_pool::PoolStats;
 pub use context::WgpuContext;
 pub use encoder::transfer_count;
+pub use matmul::{MatmulKernel, MatmulPlan};
 #[doc(hidden)]
 pub use params::ParamLayout;
 pub use storage::WgpuStorage;
