@@ -58,6 +58,9 @@ fn bench_matmul(device: &Device, n: usize) -> Result<Record> {
     })
 }
 
+/// A named product to time.
+type Product<'a> = (&'static str, Box<dyn Fn() -> Result<RawTensor> + 'a>);
+
 /// The three products of a linear layer `x [m, k] → [m, n]` as autograd runs them: forward
 /// `x @ wᵀ`, input gradient `g @ w`, weight gradient `gᵀ @ x` (a long `k = m`).
 fn bench_linear_products(device: &Device, m: usize, k: usize, n: usize) -> Result<Vec<Record>> {
@@ -65,7 +68,7 @@ fn bench_linear_products(device: &Device, m: usize, k: usize, n: usize) -> Resul
     let w = RawTensor::randn(&[n, k], 0.0, 1.0, 2, device)?;
     let g = RawTensor::randn(&[m, n], 0.0, 1.0, 3, device)?;
     let flops = 2.0 * (m * k * n) as f64;
-    let products: [(&str, Box<dyn Fn() -> Result<RawTensor>>); 3] = [
+    let products: [Product; 3] = [
         ("fwd x@wT", Box::new(|| x.matmul(&w.transpose(0, 1)?))),
         ("dx g@w", Box::new(|| g.matmul(&w))),
         ("dw gT@x", Box::new(|| g.transpose(0, 1)?.matmul(&x))),

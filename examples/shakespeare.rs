@@ -98,7 +98,7 @@ fn fit_settings(s: &Settings, epochs: usize, steps_per_epoch: usize) -> Result<F
         .batch_size(s.batch_size)
         .validation_batch_size(s.batch_size)
         .optimizer(AdamW::new(1e-3).betas(0.9, 0.99).weight_decay(0.1).decay_matrices_only())
-        .schedule(WarmupCosine::new(100, s.decay_steps, 1e-4)?)
+        .schedule(WarmupCosine::new(100, 1e-4).decay_steps(s.decay_steps))
         .clip_grad_norm(1.0)
         .shuffle_seed(1337))
 }

@@ -72,6 +72,7 @@ const WORKS: &[Work] = &[
     P(row_kernels),
     P(matmul_large_vec4),
     P(matmul_large_strided),
+    P(matmul_tall),
 ];
 
 /// Starts the warm-up of the shared backend once per process (the backend itself skips it on
@@ -158,6 +159,12 @@ fn matmul_large_vec4(device: &Device) -> Result<()> {
 /// ...and strided.
 fn matmul_large_strided(device: &Device) -> Result<()> {
     matmul(device, 256, 128, 3, 128)
+}
+
+/// The tall 256×128 tile (a transformer's weight and input gradients) where the adapter has its
+/// resources.
+fn matmul_tall(device: &Device) -> Result<()> {
+    matmul(device, 64, 512, 4, 128)
 }
 
 fn matmul(device: &Device, batch: usize, m: usize, k: usize, n: usize) -> Result<()> {
