@@ -11,6 +11,7 @@ use syn::spanned::Spanned;
 use syn::Error;
 
 use crate::dummies;
+use crate::infer::{depth_var, tie_var, LayerOut};
 use crate::model::{self, Field, FieldBody, FieldKind, ModelArgs, Plan, Stop};
 use crate::spec::lit;
 use crate::summary;
@@ -133,6 +134,81 @@ pub fn callback_macro(item: &syn::ItemStruct, payload: TokenStream) -> TokenStre
     }
 }
 
+/// The local of `new` that holds field `key` while the fields are built.
+fn field_var(key: &str) -> proc_macro2::Ident {
+    format_ident!("__rumus_field_{}", key)
+}
+
+/// Builds a `layers![..]` field into its local: each layer pushed in order, and the weight of
+/// every Embedding that a later `Linear(.., tie = ..)` shares bound to its tie variable.
+fn build_list(key: &str, outs: &[LayerOut], tied: &[(String, usize)]) -> TokenStream {
+    let local = field_var(key);
+    let pushes = outs.iter().enumerate().map(|(j, o)| {
+        let ctor = &o.ctor;
+        if tied.iter().any(|(f, i)| f == key && *i == j) {
+            let var = tie_var(key, j);
+            quote! {
+                let layer = #ctor;
+                let #var = ::core::clone::Clone::clone(&layer.weight);
+                #local.push(::std::boxed::Box::new(layer));
+            }
+        } else {
+            quote!(#local.push(::std::boxed::Box::new(#ctor));)
+        }
+    });
+    quote! {
+        let mut #local = ::rumus::nn::Sequential::new();
+        #(#pushes)*
+    }
+}
+
+/// `Module::forward_cached`: with the generated forward, the fields' layers in order, each with
+/// its own `forward_cached`, after checking that `x` holds new positions that fit the model's
+/// sequence length; with a custom forward, an error (the macro cannot know how the custom
+/// forward combines the fields).
+fn forward_cached(name: &str, custom: bool, input: &[usize], cached: &[TokenStream]) -> TokenStream {
+    let op = format!("{name}::forward_cached");
+    if custom {
+        let detail = format!(
+            "{name} has `#[model(forward = custom)]`, so #[model] cannot derive its incremental (cached) decoding: run the whole sequence with `forward_raw`, or implement `forward_cached` on a type that holds the model and runs the fields' `forward_cached` as the custom forward combines them"
+        );
+        return quote! {
+            fn forward_cached(&self, _x: &::rumus::RawTensor, _cache: &mut ::rumus::nn::KvCache) -> ::rumus::Result<::rumus::RawTensor> {
+                ::core::result::Result::Err(::rumus::Error::InvalidArgument {
+                    op: #op,
+                    detail: ::std::string::String::from(#detail),
+                })
+            }
+        };
+    }
+    let dims = dims_tokens(input);
+    let len = lit(input.first().copied().unwrap_or(1));
+    let rest: String = input.iter().skip(1).map(|d| format!(", {d}")).collect();
+    let expected = format!(
+        "[batch, t{rest}] with t ≥ 1 new positions, and the cache's {{}} positions plus t at most {} (the model's sequence length)",
+        input.first().copied().unwrap_or(1)
+    );
+    quote! {
+        fn forward_cached(&self, x: &::rumus::RawTensor, cache: &mut ::rumus::nn::KvCache) -> ::rumus::Result<::rumus::RawTensor> {
+            let input: &[usize] = &#dims;
+            let got = x.shape();
+            let fits = got.len() == input.len() + 1
+                && got[2..] == input[1..]
+                && got[1] >= 1
+                && cache.position().checked_add(got[1]).is_some_and(|end| end <= #len);
+            if !fits {
+                return ::core::result::Result::Err(::rumus::Error::Shape {
+                    op: #op,
+                    detail: ::std::format!(::core::concat!("expects ", #expected, ", got {:?}"), cache.position(), got),
+                });
+            }
+            let mut h = ::core::clone::Clone::clone(x);
+            #(#cached)*
+            ::core::result::Result::Ok(h)
+        }
+    }
+}
+
 /// `Shape3<1, 28, 28>`; `plan` has checked the rank is 1 to 4.
 pub fn shape_type(s: &[usize]) -> TokenStream {
     let d: Vec<proc_macro2::Literal> = s.iter().map(|x| lit(*x)).collect();
@@ -162,7 +238,9 @@ fn generate(item: &syn::ItemStruct, args: &ModelArgs, fields: &[Field], plan: &P
     let table = summary::render(&name.to_string(), fields, plan);
 
     let mut decls = Vec::new();
+    let mut builds = Vec::new();
     let mut inits = Vec::new();
+    let mut cached = Vec::new();
     let mut methods = Vec::new();
     let mut visits = Vec::new();
     let mut trainings = Vec::new();
@@ -180,9 +258,15 @@ fn generate(item: &syn::ItemStruct, args: &ModelArgs, fields: &[Field], plan: &P
         );
         match &p.body {
             FieldBody::Layers(outs) => {
-                let ctors = outs.iter().map(|o| &o.ctor);
                 decls.push(quote!(#(#fattrs)* #fvis #fname: ::rumus::nn::Sequential));
-                inits.push(quote!(#fname: ::rumus::nn::Sequential::new() #(.with(#ctors))*));
+                builds.push(build_list(&key, outs, &plan.tied));
+                let local = field_var(&key);
+                inits.push(quote!(#fname: #local));
+                cached.push(quote! {
+                    for layer in self.#fname.layers() {
+                        h = ::rumus::nn::Module::forward_cached(&**layer, &h, cache)?;
+                    }
+                });
                 methods.push(quote! {
                     #[doc = #doc]
                     pub fn #method(&self, x: &::rumus::Tensor<#fin>) -> ::rumus::Result<::rumus::Tensor<#fout>> {
@@ -192,7 +276,10 @@ fn generate(item: &syn::ItemStruct, args: &ModelArgs, fields: &[Field], plan: &P
             }
             FieldBody::Nested { path, seed, .. } => {
                 decls.push(quote!(#(#fattrs)* #fvis #fname: #path));
-                inits.push(quote!(#fname: <#path>::new(device, #seed)?));
+                let local = field_var(&key);
+                builds.push(quote!(let #local = <#path>::new(device, #seed)?;));
+                inits.push(quote!(#fname: #local));
+                cached.push(quote!(h = ::rumus::nn::Module::forward_cached(&self.#fname, &h, cache)?;));
                 methods.push(quote! {
                     #[doc = #doc]
                     pub fn #method(&self, x: &::rumus::Tensor<#fin>) -> ::rumus::Result<::rumus::Tensor<#fout>> {
@@ -247,6 +334,13 @@ fn generate(item: &syn::ItemStruct, args: &ModelArgs, fields: &[Field], plan: &P
     );
     let name_str = name.to_string();
     let describe = name_str.clone();
+    let forward_cached = forward_cached(&name_str, args.custom, &plan.input, &cached);
+    let depth = (plan.attention_layers > 0).then(|| {
+        let (var, n) = (depth_var(), lit(plan.attention_layers));
+        // The `depth` of every attention layer's residual-projection init (GPT-2's
+        // `std / sqrt(2 · layers)`): the attention layers of this model, Repeat copies included.
+        quote!(let #var: usize = #n;)
+    });
 
     quote! {
         #(#attrs)*
@@ -266,6 +360,8 @@ fn generate(item: &syn::ItemStruct, args: &ModelArgs, fields: &[Field], plan: &P
 
             /// Builds the model on `device`; every layer's initialisation is derived from `seed`.
             pub fn new(device: &::rumus::Device, seed: u64) -> ::rumus::Result<Self> {
+                #depth
+                #(#builds)*
                 ::core::result::Result::Ok(#name { #(#inits,)* })
             }
 
@@ -317,6 +413,8 @@ fn generate(item: &syn::ItemStruct, args: &ModelArgs, fields: &[Field], plan: &P
                 let x = ::rumus::Tensor::<#in_ty>::from_raw(::core::clone::Clone::clone(x))?;
                 ::core::result::Result::Ok(self.forward(&x)?.into_raw())
             }
+
+            #forward_cached
 
             fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &::rumus::nn::Param)) {
                 #(#visits)*
