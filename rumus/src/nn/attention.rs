@@ -1,17 +1,20 @@
 //! Multi-head self-attention with PyTorch's parameter names and initialisation.
 
-use super::{init, join_name, Linear, Module, Param};
+use super::{init, join_name, KvCache, Linear, Module, Param};
 use crate::{Device, Error, RawTensor, Result};
 
 /// Self-attention over `[n, t, e]`: `softmax(Q Kᵀ / √d) V` per head (`d = e / heads`), then an
 /// output projection. Parameters: `in_proj_weight [3e, e]`, `in_proj_bias [3e]`,
-/// `out_proj.weight [e, e]`, `out_proj.bias [e]`. No mask: every position attends to all.
+/// `out_proj.weight [e, e]`, `out_proj.bias [e]`. No mask by default: every position attends to
+/// all; [`MultiHeadAttention::causal`] hides later positions (PyTorch's `is_causal`). Both run
+/// [`RawTensor::scaled_dot_product_attention`].
 pub struct MultiHeadAttention {
     pub in_proj_weight: Param,
     pub in_proj_bias: Param,
     pub out_proj: Linear,
     embed_dim: usize,
     num_heads: usize,
+    causal: bool,
 }
 
 impl MultiHeadAttention {
@@ -31,7 +34,17 @@ impl MultiHeadAttention {
         if let Some(bias) = &out_proj.bias {
             bias.assign(&RawTensor::zeros(&[embed_dim], device)?)?;
         }
-        Ok(MultiHeadAttention { in_proj_weight, in_proj_bias, out_proj, embed_dim, num_heads })
+        Ok(MultiHeadAttention { in_proj_weight, in_proj_bias, out_proj, embed_dim, num_heads, causal: false })
+    }
+
+    /// Sets whether position `i` attends only to positions `0..=i` (builder style).
+    pub fn causal(mut self, causal: bool) -> Self {
+        self.causal = causal;
+        self
+    }
+
+    pub fn is_causal(&self) -> bool {
+        self.causal
     }
 
     pub fn embed_dim(&self) -> usize {
@@ -43,8 +56,9 @@ impl MultiHeadAttention {
     }
 }
 
-impl Module for MultiHeadAttention {
-    fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
+impl MultiHeadAttention {
+    /// `q, k, v [n, heads, t, embed_dim / heads]` of `x [n, t, embed_dim]`.
+    fn project(&self, x: &RawTensor) -> Result<[RawTensor; 3]> {
         let e = self.embed_dim;
         if x.rank() != 3 || x.shape()[2] != e {
             return Err(Error::shape(
@@ -52,18 +66,26 @@ impl Module for MultiHeadAttention {
                 format!("input {:?}: expected [batch, time, {e}]", x.shape()),
             ));
         }
-        let (n, t, heads) = (x.shape()[0], x.shape()[1], self.num_heads);
-        let head_dim = e / heads;
         let qkv = x.matmul(&self.in_proj_weight.tensor().transpose(0, 1)?)?.add(self.in_proj_bias.tensor())?;
-        // [n, t, e] slice → [n, heads, t, head_dim]
-        let split = |i: usize| -> Result<RawTensor> {
-            qkv.narrow(-1, i * e, (i + 1) * e)?.reshape(&[n, t, heads, head_dim])?.permute(&[0, 2, 1, 3])
-        };
-        let (q, k, v) = (split(0)?, split(1)?, split(2)?);
-        let scores = q.matmul(&k.transpose(-1, -2)?)?.mul_scalar(1.0 / (head_dim as f32).sqrt())?;
-        let context = scores.softmax(-1)?.matmul(&v)?;
-        let merged = context.permute(&[0, 2, 1, 3])?.reshape(&[n, t, e])?;
-        self.out_proj.forward_raw(&merged)
+        super::heads::split_qkv(&qkv, e, self.num_heads)
+    }
+}
+
+impl Module for MultiHeadAttention {
+    fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
+        let [q, k, v] = self.project(x)?;
+        let context = q.scaled_dot_product_attention(&k, &v, self.causal)?;
+        self.out_proj.forward_raw(&super::heads::merge_heads(&context)?)
+    }
+
+    /// Appends the new keys and values to this layer's slot of `cache` and attends over every
+    /// cached position. For a causal layer this equals [`forward_raw`](Module::forward_raw) on the
+    /// whole sequence; without the mask, earlier positions (computed before later ones existed)
+    /// did not see the later ones, so only the causal form is what a full pass computes.
+    fn forward_cached(&self, x: &RawTensor, cache: &mut KvCache) -> Result<RawTensor> {
+        let qkv = self.project(x)?;
+        let context = super::heads::attend_cached("MultiHeadAttention", qkv, self.causal, cache)?;
+        self.out_proj.forward_raw(&super::heads::merge_heads(&context)?)
     }
 
     fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param)) {
@@ -73,6 +95,7 @@ impl Module for MultiHeadAttention {
     }
 
     fn describe(&self) -> String {
-        format!("MultiHeadAttention(embed_dim = {}, num_heads = {})", self.embed_dim, self.num_heads)
+        let causal = if self.causal { ", causal" } else { "" };
+        format!("MultiHeadAttention(embed_dim = {}, num_heads = {}{causal})", self.embed_dim, self.num_heads)
     }
 }

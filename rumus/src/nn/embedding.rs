@@ -12,13 +12,21 @@ pub struct Embedding {
 impl Embedding {
     /// Weight drawn from `N(0, 1)` (PyTorch's default).
     pub fn new(device: &Device, num_embeddings: usize, embedding_dim: usize, seed: u64) -> Result<Self> {
+        Embedding::with_std(device, num_embeddings, embedding_dim, 1.0, seed)
+    }
+
+    /// Weight drawn from `N(0, std)` (GPT-2 and nanoGPT use `std = 0.02`).
+    pub fn with_std(device: &Device, num_embeddings: usize, embedding_dim: usize, std: f32, seed: u64) -> Result<Self> {
+        if !std.is_finite() || std < 0.0 {
+            return Err(Error::invalid("Embedding", format!("std {std} must be finite and non-negative")));
+        }
         if num_embeddings == 0 || embedding_dim == 0 {
             return Err(Error::invalid(
                 "Embedding",
                 format!("num_embeddings {num_embeddings} and embedding_dim {embedding_dim} must be positive"),
             ));
         }
-        Ok(Embedding { weight: Param::new(init::normal(&[num_embeddings, embedding_dim], 1.0, seed, device)?)? })
+        Ok(Embedding { weight: Param::new(init::normal(&[num_embeddings, embedding_dim], std, seed, device)?)? })
     }
 }
 

@@ -6,10 +6,12 @@
 mod activation;
 mod attention;
 mod batch_norm;
+mod causal_self_attention;
 mod conv;
 mod dropout;
 mod embedding;
 mod eval_mode;
+mod heads;
 pub mod init;
 mod kv_cache;
 mod layer_norm;
@@ -17,13 +19,16 @@ mod linear;
 mod module;
 mod param;
 mod pool;
+mod positional_embedding;
 mod reshape;
 mod residual;
 mod sequential;
+mod transformer_block;
 
 pub use activation::{Gelu, GeluTanh, LeakyRelu, LogSoftmax, Relu, Sigmoid, Silu, Softmax, Tanh};
 pub use attention::MultiHeadAttention;
 pub use batch_norm::{BatchNorm1d, BatchNorm2d};
+pub use causal_self_attention::CausalSelfAttention;
 pub use conv::{Conv2d, Conv2dConfig};
 pub use dropout::Dropout;
 pub use embedding::Embedding;
@@ -35,6 +40,8 @@ pub use module::{count_trainable, join_name, named_buffers, named_parameters, na
 pub(crate) use param::unique_trainable;
 pub use param::Param;
 pub use pool::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
+pub use positional_embedding::PositionalEmbedding;
 pub use reshape::{Flatten, Reshape};
 pub use residual::Residual;
 pub use sequential::Sequential;
+pub use transformer_block::TransformerBlock;

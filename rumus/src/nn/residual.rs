@@ -1,6 +1,6 @@
 //! Residual connection around a sequence of layers.
 
-use super::{Module, Param, Sequential};
+use super::{KvCache, Module, Param, Sequential};
 use crate::{Error, RawTensor, Result};
 
 /// `y = x + inner(x)`. The inner layers' parameters keep their own names under the residual's
@@ -21,19 +21,11 @@ impl Residual {
 
 impl Module for Residual {
     fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
-        let branch = self.inner.forward_raw(x)?;
-        // Exact shapes: broadcasting here would silently hide a wrong inner block.
-        if branch.shape() != x.shape() {
-            return Err(Error::shape(
-                "Residual",
-                format!(
-                    "input {:?}: inner layers produce {:?}, which cannot be added to it",
-                    x.shape(),
-                    branch.shape()
-                ),
-            ));
-        }
-        x.add(&branch)
+        add_branch(x, &self.inner.forward_raw(x)?)
+    }
+    /// `x + inner(x)` with the cache passed to the inner layers.
+    fn forward_cached(&self, x: &RawTensor, cache: &mut KvCache) -> Result<RawTensor> {
+        add_branch(x, &self.inner.forward_cached(x, cache)?)
     }
     fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param)) {
         self.inner.visit_params(prefix, visitor);
@@ -44,4 +36,15 @@ impl Module for Residual {
     fn describe(&self) -> String {
         format!("Residual({})", self.inner.describe())
     }
+}
+
+/// `x + branch`, with exact shapes: broadcasting here would silently hide a wrong inner block.
+fn add_branch(x: &RawTensor, branch: &RawTensor) -> Result<RawTensor> {
+    if branch.shape() != x.shape() {
+        return Err(Error::shape(
+            "Residual",
+            format!("input {:?}: inner layers produce {:?}, which cannot be added to it", x.shape(), branch.shape()),
+        ));
+    }
+    x.add(branch)
 }

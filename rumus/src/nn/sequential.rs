@@ -1,6 +1,6 @@
 //! An ordered list of modules run one after another.
 
-use super::{join_name, Module, Param};
+use super::{join_name, KvCache, Module, Param};
 use crate::{RawTensor, Result};
 
 /// Modules applied in order. Parameter names are `<index>.<name>`, as in `nn.Sequential`.
@@ -42,6 +42,15 @@ impl Module for Sequential {
         let mut h = x.clone();
         for layer in &self.layers {
             h = layer.forward_raw(&h)?;
+        }
+        Ok(h)
+    }
+
+    /// Passes the cache through every layer in order.
+    fn forward_cached(&self, x: &RawTensor, cache: &mut KvCache) -> Result<RawTensor> {
+        let mut h = x.clone();
+        for layer in &self.layers {
+            h = layer.forward_cached(&h, cache)?;
         }
         Ok(h)
     }

@@ -1,0 +1,69 @@
+//! Attention heads: splitting a fused `q, k, v` projection into heads, merging heads back, and
+//! attending with a key/value cache. Shared by [`CausalSelfAttention`](super::CausalSelfAttention)
+//! and [`MultiHeadAttention`](super::MultiHeadAttention).
+
+use super::KvCache;
+use crate::{Error, RawTensor, Result};
+
+/// Splits `qkv [n, t, 3e]` (queries, keys, values side by side) into three contiguous
+/// `[n, heads, t, e / heads]` tensors.
+pub(crate) fn split_qkv(qkv: &RawTensor, embed: usize, heads: usize) -> Result<[RawTensor; 3]> {
+    let (n, t) = (qkv.shape()[0], qkv.shape()[1]);
+    let head_dim = embed / heads;
+    let split = |i: usize| -> Result<RawTensor> {
+        qkv.narrow(-1, i * embed, (i + 1) * embed)?
+            .reshape(&[n, t, heads, head_dim])?
+            .permute(&[0, 2, 1, 3])?
+            .contiguous()
+    };
+    Ok([split(0)?, split(1)?, split(2)?])
+}
+
+/// Merges `[n, heads, t, d]` back into `[n, t, heads * d]`.
+pub(crate) fn merge_heads(x: &RawTensor) -> Result<RawTensor> {
+    let &[n, heads, t, d] = x.shape() else {
+        return Err(Error::shape("merge_heads", format!("{:?}: expected [n, heads, t, d]", x.shape())));
+    };
+    x.permute(&[0, 2, 1, 3])?.reshape(&[n, t, heads * d])
+}
+
+/// Attention of the new queries `q` over the cached keys and values followed by the new `k`,
+/// `v` (all `[n, heads, t, d]`), which are appended to the layer's slot of `cache` (on the
+/// device: one concatenation per step, no host copy). `causal` is aligned bottom-right, so each
+/// new query sees every cached key and the new keys up to its own position.
+pub(crate) fn attend_cached(
+    op: &'static str,
+    [q, k, v]: [RawTensor; 3],
+    causal: bool,
+    cache: &mut KvCache,
+) -> Result<RawTensor> {
+    let position = cache.position();
+    let slot = cache.next_slot();
+    let (k, v) = match slot.as_ref() {
+        None if position != 0 => {
+            return Err(Error::invalid(
+                op,
+                format!("the cache is at position {position} but holds no keys for this layer (a new layer, or a cache shared between models?)"),
+            ))
+        }
+        None => (k, v),
+        Some((cached_k, cached_v)) => {
+            let held = cached_k.shape()[2];
+            if held != position {
+                return Err(Error::invalid(
+                    op,
+                    format!("the cache is at position {position} but this layer holds {held} positions (was end_pass called after each pass?)"),
+                ));
+            }
+            if cached_k.shape()[..2] != k.shape()[..2] {
+                return Err(Error::shape(
+                    op,
+                    format!("new keys {:?} do not continue the cached keys {:?}", k.shape(), cached_k.shape()),
+                ));
+            }
+            (RawTensor::concat(&[cached_k, &k], 2)?, RawTensor::concat(&[cached_v, &v], 2)?)
+        }
+    };
+    *slot = Some((k.clone(), v.clone()));
+    q.scaled_dot_product_attention(&k, &v, causal)
+}
