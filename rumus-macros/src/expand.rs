@@ -463,6 +463,55 @@ mod tests {
         assert!(include_str!("../../docs/DSL.md").contains(&table), "docs/DSL.md shows a stale summary:\n{table}");
     }
 
+    const GPT: &str = "pub struct Gpt { embed: layers![Embedding(84, 384, std = 0.02), PositionalEmbedding(256), Dropout(0.2)], blocks: layers![Repeat(6, TransformerBlock(6, dropout = 0.2))], head: layers![LayerNorm, Linear(84, bias = false, tie = embed.0)] }";
+
+    fn plan_of(attr: &str, src: &str) -> (Vec<Field>, std::result::Result<Plan, Stop>) {
+        let item: syn::ItemStruct = syn::parse_str(src).unwrap();
+        let args = model::parse_args(attr.parse().unwrap()).unwrap();
+        let fields = model::parse_fields(&item).unwrap();
+        let plan = model::plan(&item, &args, &fields, &HashMap::new());
+        (fields, plan)
+    }
+
+    /// nanoGPT's shakespeare_char model: 10,778,112 parameters with the tied head counted once
+    /// (nanoGPT prints 10.68M because it leaves out the position embeddings).
+    #[test]
+    fn gpt_plan_counts_the_tied_weight_once_and_docs_show_its_summary() {
+        let (fields, plan) = plan_of("input = [256]", GPT);
+        let plan = plan.unwrap();
+        let e = 384u128;
+        let block = 12 * e * e + 13 * e;
+        assert_eq!(plan.trainable, 84 * e + 256 * e + 6 * block + 2 * e);
+        assert_eq!(plan.trainable, 10_778_112);
+        assert_eq!(plan.output, vec![256, 84]);
+        assert_eq!(plan.attention_layers, 6);
+        assert_eq!(plan.tied, vec![("embed".to_string(), 0)]);
+        let table = summary::render("Gpt", &fields, &plan);
+        for i in 0..6 {
+            assert!(table.contains(&format!(" blocks.{i} (TransformerBlock)")), "{table}");
+        }
+        assert!(!table.contains("blocks.6"), "{table}");
+        assert!(include_str!("../../docs/DSL.md").contains(&table), "docs/DSL.md shows a stale summary:\n{table}");
+    }
+
+    #[test]
+    fn gpt_expansion_builds_the_tie_and_the_depth_and_chains_forward_cached() {
+        let out = model("input = [256]".parse().unwrap(), GPT.parse().unwrap()).to_string();
+        assert!(!out.contains("compile_error"), "{out}");
+        assert!(out.contains("let __rumus_tie_embed_0 = :: core :: clone :: Clone :: clone (& layer . weight)"), "{out}");
+        assert!(out.contains("layer . weight = :: core :: clone :: Clone :: clone (& __rumus_tie_embed_0)"), "{out}");
+        assert!(out.contains("let __rumus_attention_layers : usize = 6"), "{out}");
+        assert_eq!(out.matches(":: rumus :: nn :: TransformerBlock :: new").count(), 6);
+        assert!(out.contains("fn forward_cached"), "{out}");
+        // A custom forward gets an explaining error instead.
+        let custom = model(
+            "input = [16], output = [16, 8], forward = custom".parse().unwrap(),
+            "struct C { e: layers![Embedding(10, 8)] }".parse().unwrap(),
+        )
+        .to_string();
+        assert!(custom.contains("cannot derive its incremental (cached) decoding"), "{custom}");
+    }
+
     /// Not an assertion on time (timings do not belong in tests); run with `--nocapture` to see it.
     #[test]
     fn expansion_time_of_lenet() {

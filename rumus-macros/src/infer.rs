@@ -82,6 +82,8 @@ pub struct LayerOut {
     pub display: String,
     /// An `Embedding`'s weight shape `[num, dim]`, which a `Linear(.., tie = ..)` may share.
     pub embedding: Option<(usize, usize)>,
+    /// A tied `Linear`'s `field.index`: its weight is counted there.
+    pub tied_to: Option<String>,
 }
 
 /// Most layers one model may expand to (after `Repeat`), so that no input makes the expansion
@@ -268,6 +270,7 @@ fn simple(call: &LayerCall, shape: &Shape, type_name: &'static str, ctor: TokenS
         type_name,
         display: call.to_string(),
         embedding: None,
+        tied_to: None,
     }
 }
 
@@ -441,6 +444,7 @@ fn linear(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Result
         type_name: "Linear",
         display,
         embedding: None,
+        tied_to: tie.map(|(field, index)| format!("{field}.{index}")),
     })
 }
 
@@ -690,6 +694,7 @@ fn conv2d(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Result
         type_name: "Conv2d",
         display,
         embedding: None,
+        tied_to: None,
     })
 }
 
@@ -1164,6 +1169,83 @@ mod tests {
         // A genuine [T, in] mismatch keeps the in-features hint.
         let m = message("Linear(30 => 128)", &[28, 28]);
         assert!(m.contains("`Linear(28 => 128)`"), "{m}");
+    }
+
+    #[test]
+    fn transformer_layers_keep_the_sequence_and_count_nanogpt_parameters() {
+        let (outs, last) = run(
+            "Embedding(84, 48, std = 0.02), PositionalEmbedding(32), CausalSelfAttention(4, dropout = 0.1), TransformerBlock(4), TransformerBlock(4, bias = false), MultiHeadAttention(4, causal = true)",
+            &[32],
+        )
+        .unwrap();
+        assert_eq!(last.shape, vec![32, 48]);
+        let e = 48u128;
+        let counts: Vec<u128> = outs.iter().map(|o| o.trainable).collect();
+        assert_eq!(counts, [84 * e, 32 * e, 4 * e * e + 4 * e, 12 * e * e + 13 * e, 12 * e * e + 2 * e, 4 * e * e + 4 * e]);
+        assert!(outs[5].ctor.to_string().contains(". causal (true)"));
+        assert!(outs[0].ctor.to_string().contains("with_std"));
+        // Without `std`, PyTorch's N(0, 1) through `Embedding::new`.
+        assert!(run("Embedding(84, 48)", &[32]).unwrap().0[0].ctor.to_string().contains("Embedding :: new"));
+    }
+
+    #[test]
+    fn heads_must_divide_the_width_and_the_block_must_hold_the_sequence() {
+        for layer in ["CausalSelfAttention(5)", "TransformerBlock(5)", "MultiHeadAttention(5)"] {
+            let m = message(&format!("Embedding(10, 48), {layer}"), &[16]);
+            assert!(m.contains("E = 48 into heads = 5 heads") && m.contains("5 does not divide 48"), "{m}");
+            assert!(m.contains("1, 2, 3, 4, 6, 8, 12, 16, 24, 48"), "{m}");
+        }
+        let m = message("Embedding(10, 8), PositionalEmbedding(12)", &[16]);
+        assert!(m.starts_with("PositionalEmbedding(12) holds positions for sequences of at most block length 12, but Embedding(10, 8) produces [16, 8] (T = 16)"), "{m}");
+        assert!(m.contains("`PositionalEmbedding(16)`"), "{m}");
+        let m = message("TransformerBlock(2)", &[16]);
+        assert!(m.contains("put an `Embedding(vocab, dim)` first"), "{m}");
+    }
+
+    #[test]
+    fn repeat_expands_in_place_with_a_seed_per_copy() {
+        let (outs, last) = run("Embedding(10, 8), Repeat(3, Linear(8), Relu), Linear(2)", &[4]).unwrap();
+        assert_eq!(outs.len(), 1 + 3 * 2 + 1);
+        assert_eq!(last.shape, vec![4, 2]);
+        let seeds: Vec<String> = outs.iter().filter(|o| o.type_name == "Linear").map(|o| o.ctor.to_string()).collect();
+        for (i, a) in seeds.iter().enumerate() {
+            assert!(seeds[i + 1..].iter().all(|b| b != a), "two layers share a seed: {a}");
+        }
+        // Shapes flow through every copy: the second copy gets the first one's output.
+        let m = message("Embedding(10, 8), Repeat(2, Linear(8 => 4))", &[4]);
+        assert!(m.contains("Linear(8 => 4) expects 8 input features, but Linear(8 => 4) produces [4, 4]"), "{m}");
+        assert!(m.contains("in copy 2 of 2 of the Repeat"), "{m}");
+        assert!(message("Repeat(0, Relu)", &[4]).starts_with("Repeat(0, ..) would repeat its layers 0 times"));
+        assert!(message("Repeat(4097, Relu)", &[4]).contains("more than 4096 layers"));
+        assert!(message("Repeat(65, Repeat(64, Relu))", &[4]).contains("more than 4096 layers"));
+    }
+
+    fn tie_message(layers: &str) -> String {
+        let src = format!("struct M {{ embed: layers![Embedding(84, 32), Dropout(0.1)], {layers}, tail: layers![Relu] }}");
+        let item: syn::ItemStruct = syn::parse_str(&src).unwrap();
+        let args = crate::model::parse_args("input = [16]".parse().unwrap()).unwrap();
+        let fields = crate::model::parse_fields(&item).unwrap();
+        match crate::model::plan(&item, &args, &fields, &Default::default()) {
+            Ok(_) => String::new(),
+            Err(stop) => stop.error.expect("an error").to_string(),
+        }
+    }
+
+    #[test]
+    fn tie_names_an_earlier_embedding_of_the_same_weight_shape() {
+        assert_eq!(tie_message("head: layers![Linear(84, bias = false, tie = embed.0)]"), "");
+        let m = tie_message("head: layers![Linear(84, tie = embd.0)]");
+        assert!(m.starts_with("`tie = embd.0`: the model has no field `embd`") && m.contains("did you mean `embed`?"), "{m}");
+        let m = tie_message("head: layers![Linear(84, tie = embed.2)]");
+        assert!(m.contains("field `embed` has 2 layers (embed.0 to embed.1), so there is no embed.2"), "{m}");
+        let m = tie_message("head: layers![Linear(84, tie = embed.1)]");
+        assert!(m.starts_with("`tie = embed.1` names Dropout(0.1), which is not an Embedding"), "{m}");
+        let m = tie_message("head: layers![Linear(80, tie = embed.0)]");
+        assert!(m.contains("its weight is [80, 32] (out, in), but Embedding(84, 32) has weight [84, 32] (num, dim)"), "{m}");
+        let m = tie_message("head: layers![Linear(84, tie = tail.0)]");
+        assert!(m.contains("field `tail` comes after this layer"), "{m}");
+        let m = tie_message("head: layers![Linear(84, tie = head.0)]");
+        assert!(m.contains("head.0 does not come before this layer"), "{m}");
     }
 
     #[test]
