@@ -498,7 +498,10 @@ mod tests {
     fn gpt_expansion_builds_the_tie_and_the_depth_and_chains_forward_cached() {
         let out = model("input = [256]".parse().unwrap(), GPT.parse().unwrap()).to_string();
         assert!(!out.contains("compile_error"), "{out}");
-        assert!(out.contains("let __rumus_tie_embed_0 = :: core :: clone :: Clone :: clone (& layer . weight)"), "{out}");
+        assert!(
+            out.contains("let __rumus_tie_embed_0 = :: core :: clone :: Clone :: clone (& layer . weight)"),
+            "{out}"
+        );
         assert!(out.contains("layer . weight = :: core :: clone :: Clone :: clone (& __rumus_tie_embed_0)"), "{out}");
         assert!(out.contains("let __rumus_attention_layers : usize = 6"), "{out}");
         assert_eq!(out.matches(":: rumus :: nn :: TransformerBlock :: new").count(), 6);

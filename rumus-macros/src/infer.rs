@@ -1181,7 +1181,10 @@ mod tests {
         assert_eq!(last.shape, vec![32, 48]);
         let e = 48u128;
         let counts: Vec<u128> = outs.iter().map(|o| o.trainable).collect();
-        assert_eq!(counts, [84 * e, 32 * e, 4 * e * e + 4 * e, 12 * e * e + 13 * e, 12 * e * e + 2 * e, 4 * e * e + 4 * e]);
+        assert_eq!(
+            counts,
+            [84 * e, 32 * e, 4 * e * e + 4 * e, 12 * e * e + 13 * e, 12 * e * e + 2 * e, 4 * e * e + 4 * e]
+        );
         assert!(outs[5].ctor.to_string().contains(". causal (true)"));
         assert!(outs[0].ctor.to_string().contains("with_std"));
         // Without `std`, PyTorch's N(0, 1) through `Embedding::new`.
@@ -1221,7 +1224,8 @@ mod tests {
     }
 
     fn tie_message(layers: &str) -> String {
-        let src = format!("struct M {{ embed: layers![Embedding(84, 32), Dropout(0.1)], {layers}, tail: layers![Relu] }}");
+        let src =
+            format!("struct M {{ embed: layers![Embedding(84, 32), Dropout(0.1)], {layers}, tail: layers![Relu] }}");
         let item: syn::ItemStruct = syn::parse_str(&src).unwrap();
         let args = crate::model::parse_args("input = [16]".parse().unwrap()).unwrap();
         let fields = crate::model::parse_fields(&item).unwrap();
@@ -1235,13 +1239,19 @@ mod tests {
     fn tie_names_an_earlier_embedding_of_the_same_weight_shape() {
         assert_eq!(tie_message("head: layers![Linear(84, bias = false, tie = embed.0)]"), "");
         let m = tie_message("head: layers![Linear(84, tie = embd.0)]");
-        assert!(m.starts_with("`tie = embd.0`: the model has no field `embd`") && m.contains("did you mean `embed`?"), "{m}");
+        assert!(
+            m.starts_with("`tie = embd.0`: the model has no field `embd`") && m.contains("did you mean `embed`?"),
+            "{m}"
+        );
         let m = tie_message("head: layers![Linear(84, tie = embed.2)]");
         assert!(m.contains("field `embed` has 2 layers (embed.0 to embed.1), so there is no embed.2"), "{m}");
         let m = tie_message("head: layers![Linear(84, tie = embed.1)]");
         assert!(m.starts_with("`tie = embed.1` names Dropout(0.1), which is not an Embedding"), "{m}");
         let m = tie_message("head: layers![Linear(80, tie = embed.0)]");
-        assert!(m.contains("its weight is [80, 32] (out, in), but Embedding(84, 32) has weight [84, 32] (num, dim)"), "{m}");
+        assert!(
+            m.contains("its weight is [80, 32] (out, in), but Embedding(84, 32) has weight [84, 32] (num, dim)"),
+            "{m}"
+        );
         let m = tie_message("head: layers![Linear(84, tie = tail.0)]");
         assert!(m.contains("field `tail` comes after this layer"), "{m}");
         let m = tie_message("head: layers![Linear(84, tie = head.0)]");
