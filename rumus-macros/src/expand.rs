@@ -136,7 +136,8 @@ pub fn callback_macro(item: &syn::ItemStruct, payload: TokenStream) -> TokenStre
 
 /// The local of `new` that holds field `key` while the fields are built.
 fn field_var(key: &str) -> proc_macro2::Ident {
-    format_ident!("__rumus_field_{}", key)
+    // A raw field name (`r#type`) loses its `r#` inside the longer name.
+    format_ident!("__rumus_field_{}", key.trim_start_matches("r#"))
 }
 
 /// Builds a `layers![..]` field into its local: each layer pushed in order, and the weight of
@@ -513,6 +514,19 @@ mod tests {
         )
         .to_string();
         assert!(custom.contains("cannot derive its incremental (cached) decoding"), "{custom}");
+    }
+
+    /// Field names become parts of local names in `new`; a raw identifier must not panic there.
+    #[test]
+    fn raw_field_names_expand() {
+        let out = model(
+            "input = [8]".parse().unwrap(),
+            "struct R { r#type: layers![Embedding(10, 4)], r#loop: layers![Linear(10, tie = r#type.0)] }"
+                .parse()
+                .unwrap(),
+        )
+        .to_string();
+        assert!(out.contains("__rumus_field_type"), "{out}");
     }
 
     /// Not an assertion on time (timings do not belong in tests); run with `--nocapture` to see it.

@@ -136,7 +136,7 @@ impl Ctx {
 
 /// The name of the variable that holds the weight of the tie source `field.index` in `new`.
 pub fn tie_var(field: &str, index: usize) -> proc_macro2::Ident {
-    quote::format_ident!("__rumus_tie_{}_{}", field, index)
+    quote::format_ident!("__rumus_tie_{}_{}", field.trim_start_matches("r#"), index)
 }
 
 /// The variable, bound in the generated `new`, that holds the number of attention layers.
@@ -932,8 +932,8 @@ fn sequence(call: &LayerCall, prod: &Producer) -> Result<(usize, usize)> {
     match prod.shape.as_slice() {
         [t, e] => Ok((*t, *e)),
         _ => {
-            let hint = if prod.indices && prod.shape.len() == 1 {
-                format!("{call} runs on vectors, one per position: put an `Embedding(vocab, dim)` first to turn token indices [T] into [T, dim]")
+            let hint = if let ([t], true) = (prod.shape.as_slice(), prod.indices) {
+                format!("{call} runs over a sequence of vectors [T, E]; if the {t} values are token indices, put an `Embedding(vocab, dim)` first to get [{t}, dim]")
             } else {
                 format!("{call} runs over sequences [T, E], e.g. after `Embedding(vocab, 64)`")
             };
@@ -1040,7 +1040,7 @@ fn attention(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Res
         return Err(err(
             b.tokens_or("heads", &call.tokens),
             format!(
-                "{call} splits the embedding size E = {e} into heads = {heads} heads of equal size, but {heads} does not divide {e}: {}\nhint: choose heads dividing {e} ({}{})",
+                "{call} splits the embedding size E = {e} into {heads} heads of equal size, but heads = {heads} does not divide {e}: {}\nhint: choose heads dividing {e} ({}{})",
                 prod.got(),
                 divisors.join(", "),
                 if e > 64 { ", ..." } else { "" }
@@ -1195,14 +1195,17 @@ mod tests {
     fn heads_must_divide_the_width_and_the_block_must_hold_the_sequence() {
         for layer in ["CausalSelfAttention(5)", "TransformerBlock(5)", "MultiHeadAttention(5)"] {
             let m = message(&format!("Embedding(10, 48), {layer}"), &[16]);
-            assert!(m.contains("E = 48 into heads = 5 heads") && m.contains("5 does not divide 48"), "{m}");
+            assert!(m.contains("E = 48 into 5 heads") && m.contains("heads = 5 does not divide 48"), "{m}");
             assert!(m.contains("1, 2, 3, 4, 6, 8, 12, 16, 24, 48"), "{m}");
         }
         let m = message("Embedding(10, 8), PositionalEmbedding(12)", &[16]);
         assert!(m.starts_with("PositionalEmbedding(12) holds positions for sequences of at most block length 12, but Embedding(10, 8) produces [16, 8] (T = 16)"), "{m}");
         assert!(m.contains("`PositionalEmbedding(16)`"), "{m}");
         let m = message("TransformerBlock(2)", &[16]);
-        assert!(m.contains("put an `Embedding(vocab, dim)` first"), "{m}");
+        assert!(
+            m.contains("if the 16 values are token indices, put an `Embedding(vocab, dim)` first to get [16, dim]"),
+            "{m}"
+        );
     }
 
     #[test]
