@@ -9,6 +9,7 @@ pub mod backend;
 pub mod data;
 mod device;
 mod error;
+pub mod generate;
 pub mod io;
 pub mod layout;
 pub mod loss;
@@ -37,6 +38,7 @@ pub use tensor::{RawTensor, Shape, Shape1, Shape2, Shape3, Shape4, Tensor, Tenso
 /// The names most programs need.
 pub mod prelude {
     pub use crate::data::{Class, ClassDataset, Dataset, Regression, SeqClass, TensorDataset};
+    pub use crate::generate::{Generate, Generation};
     pub use crate::nn::Module;
     pub use crate::optim::{Adam, AdamW, Optimizer, RmsProp, Sgd};
     pub use crate::train::{EarlyStopping, Fit, History, Loss, ModelCheckpoint, TerminateOnNaN, Verbosity};

@@ -7,7 +7,9 @@ use crate::RawTensor;
 ///
 /// A pass over the model calls [`Module::forward_cached`](super::Module::forward_cached) with
 /// the new positions only; each attention layer takes the next slot ([`KvCache::next_slot`]) and
-/// appends its keys and values; [`KvCache::end_pass`] then advances the position.
+/// appends its keys and values; [`KvCache::end_pass`] then advances the position. The tensors
+/// stay on the model's device. Layers that number positions (`PositionalEmbedding`) read
+/// [`KvCache::position`].
 #[derive(Default)]
 pub struct KvCache {
     position: usize,
@@ -33,6 +35,17 @@ impl KvCache {
         }
         self.cursor += 1;
         &mut self.slots[self.cursor - 1]
+    }
+
+    /// Number of slots held: the attention layers that have used this cache.
+    pub fn layers(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Number of slots taken so far in the current pass. After a full pass over a model it
+    /// equals [`KvCache::layers`]; zero means the model's `forward_cached` ignored the cache.
+    pub fn taken_this_pass(&self) -> usize {
+        self.cursor
     }
 
     /// Ends a pass that added `new_positions` positions.

@@ -46,7 +46,7 @@ impl PositionalEmbedding {
             } else {
                 format!("t = {t} new positions after {start} cached ones exceed the block of {block}")
             };
-            Error::invalid(OP, detail)
+            Error::shape(OP, detail)
         })?;
         x.add(&self.weight.tensor().narrow(0, start, end)?)
     }
