@@ -190,3 +190,42 @@ fn a_custom_forward_has_no_derived_cached_decoding() -> Result<()> {
     assert!(err.to_string().contains("forward = custom"), "{err}");
     Ok(())
 }
+
+/// `generate` runs on the generated `forward_cached`: greedy cached decoding picks the same
+/// tokens as `generate_uncached` (which re-runs `forward_raw` on the prompt so far, shorter than
+/// the block) while the sequence fits in the block; sampling past the block refills the cache.
+#[test]
+fn generate_with_the_cache_matches_generate_without() -> Result<()> {
+    let gpt = TinyGpt::new(&Device::cpu(), 4)?;
+    let prompt = [1, 5, 2, 7];
+    let greedy = Generate::new(6).temperature(0.0);
+    let cached = gpt.generate(&prompt, &greedy)?;
+    assert_eq!(cached.len(), prompt.len() + 6);
+    assert_eq!(&cached[..4], &prompt);
+    assert!(cached.iter().all(|t| *t < 11));
+    assert_eq!(cached, gpt.generate_uncached(&prompt, &greedy)?);
+    // Sampling runs past the block length without an error.
+    let long = gpt.generate(&prompt, &Generate::new(20).temperature(0.8).seed(3))?;
+    assert_eq!(long.len(), 24);
+    Ok(())
+}
+
+/// A sequence model's untyped `forward_raw` also takes a shorter sequence (a prompt), and the
+/// causal model's logits for it are the first rows of the full sequence's; other shapes are
+/// errors.
+#[test]
+fn forward_raw_on_a_prefix_equals_the_first_rows() -> Result<()> {
+    let mut gpt = TinyGpt::new(&Device::cpu(), 6)?;
+    gpt.eval();
+    let all = ids(1, 16, 2);
+    let full = gpt.forward_raw(&tokens(&all, 1, 16)?)?;
+    let prefix = gpt.forward_raw(&tokens(&all[..5], 1, 5)?)?;
+    assert_eq!(prefix.shape(), &[1, 5, 11]);
+    assert_close("prefix logits", &prefix.to_vec()?, &full.narrow(1, 0, 5)?.to_vec()?, 1e-4);
+    for bad in [vec![1, 17], vec![1, 16, 1], vec![16]] {
+        let n = bad.iter().product();
+        let err = gpt.forward_raw(&RawTensor::from_indices(&vec![0; n], &bad, &Device::cpu())?).unwrap_err();
+        assert!(matches!(err, Error::Shape { .. }), "{bad:?}: {err}");
+    }
+    Ok(())
+}

@@ -163,6 +163,23 @@ fn build_list(key: &str, outs: &[LayerOut], tied: &[(String, usize)]) -> TokenSt
     }
 }
 
+/// The start of `forward_raw` of a sequence model (its input is token ids `[T]` read by an
+/// Embedding, or vectors `[T, E]`): a batch of shorter sequences `[batch, t, ..]`, `1 ≤ t < T`,
+/// runs through the fields untyped, as nanoGPT's forward runs on a prompt shorter than the block
+/// (`generate_uncached`). Every other shape takes the typed path, which checks it.
+fn shorter_sequence(input: &[usize], raw_chain: &[TokenStream]) -> TokenStream {
+    let dims = dims_tokens(input);
+    quote! {
+        let input: &[usize] = &#dims;
+        let got = x.shape();
+        if got.len() == input.len() + 1 && got[1] >= 1 && got[1] < input[0] && got[2..] == input[1..] {
+            let mut h = ::core::clone::Clone::clone(x);
+            #(#raw_chain)*
+            return ::core::result::Result::Ok(h);
+        }
+    }
+}
+
 /// `Module::forward_cached`: with the generated forward, the fields' layers in order, each with
 /// its own `forward_cached`, after checking that `x` holds new positions that fit the model's
 /// sequence length; with a custom forward, an error (the macro cannot know how the custom
@@ -242,6 +259,7 @@ fn generate(item: &syn::ItemStruct, args: &ModelArgs, fields: &[Field], plan: &P
     let mut builds = Vec::new();
     let mut inits = Vec::new();
     let mut cached = Vec::new();
+    let mut raw_chain = Vec::new();
     let mut methods = Vec::new();
     let mut visits = Vec::new();
     let mut trainings = Vec::new();
@@ -268,6 +286,7 @@ fn generate(item: &syn::ItemStruct, args: &ModelArgs, fields: &[Field], plan: &P
                         h = ::rumus::nn::Module::forward_cached(&**layer, &h, cache)?;
                     }
                 });
+                raw_chain.push(quote!(h = ::rumus::nn::Module::forward_raw(&self.#fname, &h)?;));
                 methods.push(quote! {
                     #[doc = #doc]
                     pub fn #method(&self, x: &::rumus::Tensor<#fin>) -> ::rumus::Result<::rumus::Tensor<#fout>> {
@@ -281,6 +300,7 @@ fn generate(item: &syn::ItemStruct, args: &ModelArgs, fields: &[Field], plan: &P
                 builds.push(quote!(let #local = <#path>::new(device, #seed)?;));
                 inits.push(quote!(#fname: #local));
                 cached.push(quote!(h = ::rumus::nn::Module::forward_cached(&self.#fname, &h, cache)?;));
+                raw_chain.push(quote!(h = ::rumus::nn::Module::forward_raw(&self.#fname, &h)?;));
                 methods.push(quote! {
                     #[doc = #doc]
                     pub fn #method(&self, x: &::rumus::Tensor<#fin>) -> ::rumus::Result<::rumus::Tensor<#fout>> {
@@ -336,6 +356,8 @@ fn generate(item: &syn::ItemStruct, args: &ModelArgs, fields: &[Field], plan: &P
     let name_str = name.to_string();
     let describe = name_str.clone();
     let forward_cached = forward_cached(&name_str, args.custom, &plan.input, &cached);
+    let sequence = !args.custom && (plan.indices || plan.input.len() == 2);
+    let shorter = sequence.then(|| shorter_sequence(&plan.input, &raw_chain));
     let depth = (plan.attention_layers > 0).then(|| {
         let (var, n) = (depth_var(), lit(plan.attention_layers));
         // The `depth` of every attention layer's residual-projection init (GPT-2's
@@ -410,6 +432,7 @@ fn generate(item: &syn::ItemStruct, args: &ModelArgs, fields: &[Field], plan: &P
 
         impl ::rumus::nn::Module for #name {
             fn forward_raw(&self, x: &::rumus::RawTensor) -> ::rumus::Result<::rumus::RawTensor> {
+                #shorter
                 // The typed path checks the per-sample shape of untyped input.
                 let x = ::rumus::Tensor::<#in_ty>::from_raw(::core::clone::Clone::clone(x))?;
                 ::core::result::Result::Ok(self.forward(&x)?.into_raw())
