@@ -1201,6 +1201,8 @@ mod tests {
         let m = message("Embedding(10, 8), PositionalEmbedding(12)", &[16]);
         assert!(m.starts_with("PositionalEmbedding(12) holds positions for sequences of at most block length 12, but Embedding(10, 8) produces [16, 8] (T = 16)"), "{m}");
         assert!(m.contains("`PositionalEmbedding(16)`"), "{m}");
+        let m = message("Embedding(10, 48), TransformerBlock(48, 6)", &[16]);
+        assert!(m.contains("`TransformerBlock(48, 6)` is `TransformerBlock(6)` here"), "{m}");
         let m = message("TransformerBlock(2)", &[16]);
         assert!(
             m.contains("if the 16 values are token indices, put an `Embedding(vocab, dim)` first to get [16, dim]"),

@@ -480,6 +480,9 @@ fn foreign_positional(layer: &str, call: &LayerCall) -> Option<String> {
         ("MultiHeadAttention", [e, h]) => Some(format!(
             "PyTorch's `MultiheadAttention({e}, {h})` (embed_dim, num_heads) is `MultiHeadAttention({h})` here; the embedding size is inferred"
         )),
+        ("CausalSelfAttention" | "TransformerBlock", [e, h]) => Some(format!(
+            "a `(n_embd, n_head)` pair such as `{layer}({e}, {h})` is `{layer}({h})` here; the embedding size is inferred"
+        )),
         _ => None,
     }
 }
