@@ -484,7 +484,7 @@ fn param_grad_check(module: &dyn Module, x: &RawTensor) -> Result<()> {
 fn positional_embedding_gradients_match_finite_differences() -> Result<()> {
     let pos = PositionalEmbedding::new(&cpu(), 6, 3, 1.0, 2)?;
     let x = randn(&[2, 4, 3], 8, &cpu());
-    grad_check(&[x.clone()], GradCheck::default(), |inputs| pos.forward_raw(&inputs[0]))?;
+    grad_check(std::slice::from_ref(&x), GradCheck::default(), |inputs| pos.forward_raw(&inputs[0]))?;
     param_grad_check(&pos, &x)?;
     // Rows past t get no gradient; rows below get the sum over the batch.
     let out = pos.forward_raw(&x)?;
@@ -503,7 +503,7 @@ fn block_gradients_match_finite_differences() -> Result<()> {
         p.assign(&p.tensor().detach().add(&randn(p.shape(), 100 + i as u64, &cpu()).mul_scalar(0.3)?)?)?;
     }
     let x = randn(&[2, 5, 8], 9, &cpu());
-    grad_check(&[x.clone()], GradCheck::default(), |inputs| block.forward_raw(&inputs[0]))?;
+    grad_check(std::slice::from_ref(&x), GradCheck::default(), |inputs| block.forward_raw(&inputs[0]))?;
     param_grad_check(&block, &x)
 }
 

@@ -55,6 +55,7 @@ impl Generate {
         self
     }
 
+    /// How many tokens are appended to the prompt.
     pub fn max_new_tokens(&self) -> usize {
         self.max_new_tokens
     }
@@ -213,7 +214,11 @@ impl CachedDecoder<'_> {
         if taken == 0 || taken != layers {
             return Err(Error::invalid(
                 OP,
-                format!("the model's forward_cached used {taken} of {layers} cache slots: a model with a hand-written forward must implement forward_cached and pass the cache to its attention layers (or use generate_uncached)"),
+                format!(
+                    "the model's forward_cached used {taken} of {layers} cache slots: a model with a \
+                     hand-written forward must implement forward_cached and pass the cache to its \
+                     attention layers (or use generate_uncached)"
+                ),
             ));
         }
         self.cache.end_pass(window.len());

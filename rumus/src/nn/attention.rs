@@ -43,6 +43,7 @@ impl MultiHeadAttention {
         self
     }
 
+    /// Whether later positions are hidden.
     pub fn is_causal(&self) -> bool {
         self.causal
     }

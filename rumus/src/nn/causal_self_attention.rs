@@ -13,7 +13,9 @@ use crate::{Device, Error, RawTensor, Result};
 /// Dropout is applied to the output only: unlike nanoGPT's `attn_dropout`, the attention
 /// probabilities are never dropped (the fused attention op does not materialise them).
 pub struct CausalSelfAttention {
+    /// The fused query, key and value projection `e => 3e`.
     pub c_attn: Linear,
+    /// The output projection `e => e`.
     pub c_proj: Linear,
     resid_dropout: Dropout,
     embed: usize,
@@ -86,14 +88,17 @@ impl CausalSelfAttention {
         })
     }
 
+    /// The embedding width `e`.
     pub fn embed(&self) -> usize {
         self.embed
     }
 
+    /// The number of heads.
     pub fn heads(&self) -> usize {
         self.heads
     }
 
+    /// The residual dropout probability.
     pub fn dropout(&self) -> f32 {
         self.resid_dropout.p()
     }

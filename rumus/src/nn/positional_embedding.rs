@@ -6,6 +6,7 @@ use crate::{Device, Error, RawTensor, Result};
 /// Adds a learned vector per position to `[batch, t, dim]` inputs: row `i` of
 /// `weight [block, dim]` to position `i`. Sequences longer than `block` are an error.
 pub struct PositionalEmbedding {
+    /// The table `[block, dim]`, one row per position.
     pub weight: Param,
 }
 

@@ -14,10 +14,15 @@ use crate::{Device, Error, RawTensor, Result};
 /// `12e² + 13e` scalars. With `bias = false` neither the linear layers nor the layer norms have
 /// biases (`12e² + 2e`), as in nanoGPT.
 pub struct TransformerBlock {
+    /// The norm before the attention.
     pub ln_1: LayerNorm,
+    /// The causal self-attention (`attn.*`).
     pub attn: CausalSelfAttention,
+    /// The norm before the MLP.
     pub ln_2: LayerNorm,
+    /// The MLP's expansion `e => 4e` (`mlp.c_fc.*`).
     pub c_fc: Linear,
+    /// The MLP's projection `4e => e` (`mlp.c_proj.*`).
     pub c_proj: Linear,
     mlp_dropout: Dropout,
     bias: bool,
@@ -61,10 +66,12 @@ impl TransformerBlock {
         })
     }
 
+    /// The embedding width `e`.
     pub fn embed(&self) -> usize {
         self.attn.embed()
     }
 
+    /// The number of attention heads.
     pub fn heads(&self) -> usize {
         self.attn.heads()
     }
