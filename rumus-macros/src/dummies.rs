@@ -275,6 +275,9 @@ fn dummy_items(item: &syn::ItemStruct, attr: &TokenStream, stop: &Stop) -> Token
             fn forward_raw(&self, _x: &::rumus::RawTensor) -> ::rumus::Result<::rumus::RawTensor> {
                 ::core::unimplemented!()
             }
+            fn forward_cached(&self, _x: &::rumus::RawTensor, _cache: &mut ::rumus::nn::KvCache) -> ::rumus::Result<::rumus::RawTensor> {
+                ::core::unimplemented!()
+            }
             fn visit_params(&self, _prefix: &str, _visitor: &mut dyn FnMut(&str, &::rumus::nn::Param)) {
                 ::core::unimplemented!()
             }

@@ -11,6 +11,7 @@ use syn::spanned::Spanned;
 use syn::Error;
 
 use crate::dummies;
+use crate::infer::{depth_var, tie_var, LayerOut};
 use crate::model::{self, Field, FieldBody, FieldKind, ModelArgs, Plan, Stop};
 use crate::spec::lit;
 use crate::summary;
@@ -133,6 +134,99 @@ pub fn callback_macro(item: &syn::ItemStruct, payload: TokenStream) -> TokenStre
     }
 }
 
+/// The local of `new` that holds field `key` while the fields are built.
+fn field_var(key: &str) -> proc_macro2::Ident {
+    // A raw field name (`r#type`) loses its `r#` inside the longer name.
+    format_ident!("__rumus_field_{}", key.trim_start_matches("r#"))
+}
+
+/// Builds a `layers![..]` field into its local: each layer pushed in order, and the weight of
+/// every Embedding that a later `Linear(.., tie = ..)` shares bound to its tie variable.
+fn build_list(key: &str, outs: &[LayerOut], tied: &[(String, usize)]) -> TokenStream {
+    let local = field_var(key);
+    let pushes = outs.iter().enumerate().map(|(j, o)| {
+        let ctor = &o.ctor;
+        if tied.iter().any(|(f, i)| f == key && *i == j) {
+            let var = tie_var(key, j);
+            quote! {
+                let layer = #ctor;
+                let #var = ::core::clone::Clone::clone(&layer.weight);
+                #local.push(::std::boxed::Box::new(layer));
+            }
+        } else {
+            quote!(#local.push(::std::boxed::Box::new(#ctor));)
+        }
+    });
+    quote! {
+        let mut #local = ::rumus::nn::Sequential::new();
+        #(#pushes)*
+    }
+}
+
+/// The start of `forward_raw` of a sequence model (its input is token ids `[T]` read by an
+/// Embedding, or vectors `[T, E]`): a batch of shorter sequences `[batch, t, ..]`, `1 ≤ t < T`,
+/// runs through the fields untyped, as nanoGPT's forward runs on a prompt shorter than the block
+/// (`generate_uncached`). Every other shape takes the typed path, which checks it.
+fn shorter_sequence(input: &[usize], raw_chain: &[TokenStream]) -> TokenStream {
+    let dims = dims_tokens(input);
+    quote! {
+        let input: &[usize] = &#dims;
+        let got = x.shape();
+        if got.len() == input.len() + 1 && got[1] >= 1 && got[1] < input[0] && got[2..] == input[1..] {
+            let mut h = ::core::clone::Clone::clone(x);
+            #(#raw_chain)*
+            return ::core::result::Result::Ok(h);
+        }
+    }
+}
+
+/// `Module::forward_cached`: with the generated forward, the fields' layers in order, each with
+/// its own `forward_cached`, after checking that `x` holds new positions that fit the model's
+/// sequence length; with a custom forward, an error (the macro cannot know how the custom
+/// forward combines the fields).
+fn forward_cached(name: &str, custom: bool, input: &[usize], cached: &[TokenStream]) -> TokenStream {
+    let op = format!("{name}::forward_cached");
+    if custom {
+        let detail = format!(
+            "{name} has `#[model(forward = custom)]`, so #[model] cannot derive its incremental (cached) decoding: run the whole sequence with `forward_raw`, or implement `forward_cached` on a type that holds the model and runs the fields' `forward_cached` as the custom forward combines them"
+        );
+        return quote! {
+            fn forward_cached(&self, _x: &::rumus::RawTensor, _cache: &mut ::rumus::nn::KvCache) -> ::rumus::Result<::rumus::RawTensor> {
+                ::core::result::Result::Err(::rumus::Error::InvalidArgument {
+                    op: #op,
+                    detail: ::std::string::String::from(#detail),
+                })
+            }
+        };
+    }
+    let dims = dims_tokens(input);
+    let len = lit(input.first().copied().unwrap_or(1));
+    let rest: String = input.iter().skip(1).map(|d| format!(", {d}")).collect();
+    let expected = format!(
+        "[batch, t{rest}] with t ≥ 1 new positions, and the cache's {{}} positions plus t at most {} (the model's sequence length)",
+        input.first().copied().unwrap_or(1)
+    );
+    quote! {
+        fn forward_cached(&self, x: &::rumus::RawTensor, cache: &mut ::rumus::nn::KvCache) -> ::rumus::Result<::rumus::RawTensor> {
+            let input: &[usize] = &#dims;
+            let got = x.shape();
+            let fits = got.len() == input.len() + 1
+                && got[2..] == input[1..]
+                && got[1] >= 1
+                && cache.position().checked_add(got[1]).is_some_and(|end| end <= #len);
+            if !fits {
+                return ::core::result::Result::Err(::rumus::Error::Shape {
+                    op: #op,
+                    detail: ::std::format!(::core::concat!("expects ", #expected, ", got {:?}"), cache.position(), got),
+                });
+            }
+            let mut h = ::core::clone::Clone::clone(x);
+            #(#cached)*
+            ::core::result::Result::Ok(h)
+        }
+    }
+}
+
 /// `Shape3<1, 28, 28>`; `plan` has checked the rank is 1 to 4.
 pub fn shape_type(s: &[usize]) -> TokenStream {
     let d: Vec<proc_macro2::Literal> = s.iter().map(|x| lit(*x)).collect();
@@ -162,7 +256,10 @@ fn generate(item: &syn::ItemStruct, args: &ModelArgs, fields: &[Field], plan: &P
     let table = summary::render(&name.to_string(), fields, plan);
 
     let mut decls = Vec::new();
+    let mut builds = Vec::new();
     let mut inits = Vec::new();
+    let mut cached = Vec::new();
+    let mut raw_chain = Vec::new();
     let mut methods = Vec::new();
     let mut visits = Vec::new();
     let mut trainings = Vec::new();
@@ -180,9 +277,16 @@ fn generate(item: &syn::ItemStruct, args: &ModelArgs, fields: &[Field], plan: &P
         );
         match &p.body {
             FieldBody::Layers(outs) => {
-                let ctors = outs.iter().map(|o| &o.ctor);
                 decls.push(quote!(#(#fattrs)* #fvis #fname: ::rumus::nn::Sequential));
-                inits.push(quote!(#fname: ::rumus::nn::Sequential::new() #(.with(#ctors))*));
+                builds.push(build_list(&key, outs, &plan.tied));
+                let local = field_var(&key);
+                inits.push(quote!(#fname: #local));
+                cached.push(quote! {
+                    for layer in self.#fname.layers() {
+                        h = ::rumus::nn::Module::forward_cached(&**layer, &h, cache)?;
+                    }
+                });
+                raw_chain.push(quote!(h = ::rumus::nn::Module::forward_raw(&self.#fname, &h)?;));
                 methods.push(quote! {
                     #[doc = #doc]
                     pub fn #method(&self, x: &::rumus::Tensor<#fin>) -> ::rumus::Result<::rumus::Tensor<#fout>> {
@@ -192,7 +296,11 @@ fn generate(item: &syn::ItemStruct, args: &ModelArgs, fields: &[Field], plan: &P
             }
             FieldBody::Nested { path, seed, .. } => {
                 decls.push(quote!(#(#fattrs)* #fvis #fname: #path));
-                inits.push(quote!(#fname: <#path>::new(device, #seed)?));
+                let local = field_var(&key);
+                builds.push(quote!(let #local = <#path>::new(device, #seed)?;));
+                inits.push(quote!(#fname: #local));
+                cached.push(quote!(h = ::rumus::nn::Module::forward_cached(&self.#fname, &h, cache)?;));
+                raw_chain.push(quote!(h = ::rumus::nn::Module::forward_raw(&self.#fname, &h)?;));
                 methods.push(quote! {
                     #[doc = #doc]
                     pub fn #method(&self, x: &::rumus::Tensor<#fin>) -> ::rumus::Result<::rumus::Tensor<#fout>> {
@@ -247,6 +355,15 @@ fn generate(item: &syn::ItemStruct, args: &ModelArgs, fields: &[Field], plan: &P
     );
     let name_str = name.to_string();
     let describe = name_str.clone();
+    let forward_cached = forward_cached(&name_str, args.custom, &plan.input, &cached);
+    let sequence = !args.custom && (plan.indices || plan.input.len() == 2);
+    let shorter = sequence.then(|| shorter_sequence(&plan.input, &raw_chain));
+    let depth = (plan.attention_layers > 0).then(|| {
+        let (var, n) = (depth_var(), lit(plan.attention_layers));
+        // The `depth` of every attention layer's residual-projection init (GPT-2's
+        // `std / sqrt(2 · layers)`): the attention layers of this model, Repeat copies included.
+        quote!(let #var: usize = #n;)
+    });
 
     quote! {
         #(#attrs)*
@@ -266,6 +383,8 @@ fn generate(item: &syn::ItemStruct, args: &ModelArgs, fields: &[Field], plan: &P
 
             /// Builds the model on `device`; every layer's initialisation is derived from `seed`.
             pub fn new(device: &::rumus::Device, seed: u64) -> ::rumus::Result<Self> {
+                #depth
+                #(#builds)*
                 ::core::result::Result::Ok(#name { #(#inits,)* })
             }
 
@@ -313,10 +432,13 @@ fn generate(item: &syn::ItemStruct, args: &ModelArgs, fields: &[Field], plan: &P
 
         impl ::rumus::nn::Module for #name {
             fn forward_raw(&self, x: &::rumus::RawTensor) -> ::rumus::Result<::rumus::RawTensor> {
+                #shorter
                 // The typed path checks the per-sample shape of untyped input.
                 let x = ::rumus::Tensor::<#in_ty>::from_raw(::core::clone::Clone::clone(x))?;
                 ::core::result::Result::Ok(self.forward(&x)?.into_raw())
             }
+
+            #forward_cached
 
             fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &::rumus::nn::Param)) {
                 #(#visits)*
@@ -363,6 +485,71 @@ mod tests {
         assert_eq!(plan.fields[0].output, vec![16, 5, 5]);
         let table = summary::render("LeNet", &fields, &plan);
         assert!(include_str!("../../docs/DSL.md").contains(&table), "docs/DSL.md shows a stale summary:\n{table}");
+    }
+
+    const GPT: &str = "pub struct Gpt { embed: layers![Embedding(84, 384, std = 0.02), PositionalEmbedding(256), Dropout(0.2)], blocks: layers![Repeat(6, TransformerBlock(6, dropout = 0.2))], head: layers![LayerNorm, Linear(84, bias = false, tie = embed.0)] }";
+
+    fn plan_of(attr: &str, src: &str) -> (Vec<Field>, std::result::Result<Plan, Stop>) {
+        let item: syn::ItemStruct = syn::parse_str(src).unwrap();
+        let args = model::parse_args(attr.parse().unwrap()).unwrap();
+        let fields = model::parse_fields(&item).unwrap();
+        let plan = model::plan(&item, &args, &fields, &HashMap::new());
+        (fields, plan)
+    }
+
+    /// nanoGPT's shakespeare_char model: 10,778,112 parameters with the tied head counted once
+    /// (nanoGPT prints 10.68M because it leaves out the position embeddings).
+    #[test]
+    fn gpt_plan_counts_the_tied_weight_once_and_docs_show_its_summary() {
+        let (fields, plan) = plan_of("input = [256]", GPT);
+        let plan = plan.unwrap();
+        let e = 384u128;
+        let block = 12 * e * e + 13 * e;
+        assert_eq!(plan.trainable, 84 * e + 256 * e + 6 * block + 2 * e);
+        assert_eq!(plan.trainable, 10_778_112);
+        assert_eq!(plan.output, vec![256, 84]);
+        assert_eq!(plan.attention_layers, 6);
+        assert_eq!(plan.tied, vec![("embed".to_string(), 0)]);
+        let table = summary::render("Gpt", &fields, &plan);
+        for i in 0..6 {
+            assert!(table.contains(&format!(" blocks.{i} (TransformerBlock)")), "{table}");
+        }
+        assert!(!table.contains("blocks.6"), "{table}");
+        assert!(include_str!("../../docs/DSL.md").contains(&table), "docs/DSL.md shows a stale summary:\n{table}");
+    }
+
+    #[test]
+    fn gpt_expansion_builds_the_tie_and_the_depth_and_chains_forward_cached() {
+        let out = model("input = [256]".parse().unwrap(), GPT.parse().unwrap()).to_string();
+        assert!(!out.contains("compile_error"), "{out}");
+        assert!(
+            out.contains("let __rumus_tie_embed_0 = :: core :: clone :: Clone :: clone (& layer . weight)"),
+            "{out}"
+        );
+        assert!(out.contains("layer . weight = :: core :: clone :: Clone :: clone (& __rumus_tie_embed_0)"), "{out}");
+        assert!(out.contains("let __rumus_attention_layers : usize = 6"), "{out}");
+        assert_eq!(out.matches(":: rumus :: nn :: TransformerBlock :: new").count(), 6);
+        assert!(out.contains("fn forward_cached"), "{out}");
+        // A custom forward gets an explaining error instead.
+        let custom = model(
+            "input = [16], output = [16, 8], forward = custom".parse().unwrap(),
+            "struct C { e: layers![Embedding(10, 8)] }".parse().unwrap(),
+        )
+        .to_string();
+        assert!(custom.contains("cannot derive its incremental (cached) decoding"), "{custom}");
+    }
+
+    /// Field names become parts of local names in `new`; a raw identifier must not panic there.
+    #[test]
+    fn raw_field_names_expand() {
+        let out = model(
+            "input = [8]".parse().unwrap(),
+            "struct R { r#type: layers![Embedding(10, 4)], r#loop: layers![Linear(10, tie = r#type.0)] }"
+                .parse()
+                .unwrap(),
+        )
+        .to_string();
+        assert!(out.contains("__rumus_field_type"), "{out}");
     }
 
     /// Not an assertion on time (timings do not belong in tests); run with `--nocapture` to see it.

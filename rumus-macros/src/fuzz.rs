@@ -20,6 +20,10 @@ const CORPUS: &[(&str, &str)] = &[
         "input = [16], output = [16, 32], forward = custom",
         "struct Lm { #[input = [16]] emb: layers![Embedding(100, 32), MultiHeadAttention(4), LayerNorm(32, eps = 1e-6), Gelu, GeluTanh, Silu, Sigmoid, Tanh, LeakyRelu(0.1), Softmax(axis = -1)], other: Inner }",
     ),
+    (
+        "input = [32]",
+        "pub struct Gpt { embed: layers![Embedding(84, 64, std = 0.02), PositionalEmbedding(32), Dropout(0.2)], blocks: layers![Repeat(3, TransformerBlock(4, dropout = 0.2), CausalSelfAttention(2, bias = false))], head: layers![LayerNorm, MultiHeadAttention(4, causal = true), Linear(84, bias = false, tie = embed.0)] }",
+    ),
     ("input = [2, 8]", "struct R { a: layers![Reshape(4, -1), Flatten, BatchNorm1d, Linear(16 => 4, bias = false)], b: layers![MaxPool2d((2, 1), padding = (0, 0), dilation = 1)] }"),
 ];
 
@@ -53,8 +57,23 @@ fn random_token(rng: &mut Rng) -> TokenTree {
         )),
         _ => {
             let words = [
-                "Linear", "Conv2d", "same", "kernel", "padding", "true", "layers", "struct", "input", "Residual",
-                "groups", "x", "in",
+                "Linear",
+                "Conv2d",
+                "same",
+                "kernel",
+                "padding",
+                "true",
+                "layers",
+                "struct",
+                "input",
+                "Residual",
+                "groups",
+                "x",
+                "in",
+                "Repeat",
+                "tie",
+                "embed",
+                "TransformerBlock",
             ];
             TokenTree::Ident(proc_macro2::Ident::new(words[rng.below(words.len())], proc_macro2::Span::call_site()))
         }
@@ -143,7 +162,7 @@ fn random_token_soup_never_panics() {
 
 #[test]
 fn corpus_expands_cleanly() {
-    for (attr, item) in &CORPUS[..3] {
+    for (attr, item) in CORPUS[..3].iter().chain(&CORPUS[4..5]) {
         let out = expand::model(attr.parse().unwrap(), item.parse().unwrap()).to_string();
         assert!(!out.contains("compile_error"), "{out}");
     }

@@ -80,15 +80,53 @@ pub struct LayerOut {
     pub ctor: TokenStream,
     pub type_name: &'static str,
     pub display: String,
+    /// An `Embedding`'s weight shape `[num, dim]`, which a `Linear(.., tie = ..)` may share.
+    pub embedding: Option<(usize, usize)>,
+    /// A tied `Linear`'s `field.index`: its weight is counted there.
+    pub tied_to: Option<String>,
 }
 
-/// Counts layers across a model so each gets a distinct derived seed.
+/// Most layers one model may expand to (after `Repeat`), so that no input makes the expansion
+/// run away.
+pub const MAX_LAYERS: usize = 4096;
+
+/// A layer directly in a field's list (after `Repeat` expansion): what `tie = field.index` can
+/// name.
+#[derive(Clone, Debug)]
+pub struct TopLayer {
+    pub field: String,
+    pub index: usize,
+    pub display: String,
+    pub embedding: Option<(usize, usize)>,
+}
+
+/// State shared by every layer of one model: derived seeds, the layers `tie` can name, and the
+/// count of attention layers (the `depth` of their residual-projection init).
 #[derive(Default)]
 pub struct Ctx {
     pub next_seed: u64,
+    /// The field being inferred.
+    pub field: String,
+    /// Every field of the model in order, with whether it is a `layers![..]` list.
+    pub fields: Vec<(String, bool)>,
+    /// Nesting inside `Residual` (0: directly in a field's list).
+    nesting: usize,
+    /// The layers inferred so far directly in a field's list.
+    pub top: Vec<TopLayer>,
+    /// The `(field, index)` of every Embedding a Linear ties to.
+    pub tied: Vec<(String, usize)>,
+    /// `CausalSelfAttention` and `TransformerBlock` layers (Repeat copies included).
+    pub attention_layers: usize,
+    /// Layers inferred so far, nested ones and Repeat copies included.
+    layer_count: usize,
 }
 
 impl Ctx {
+    /// The context of a model with `fields` (name, whether it is a `layers![..]` list).
+    pub fn new(fields: Vec<(String, bool)>) -> Self {
+        Ctx { fields, ..Ctx::default() }
+    }
+
     pub fn seed(&mut self) -> TokenStream {
         let k = self.next_seed;
         self.next_seed += 1;
@@ -96,13 +134,28 @@ impl Ctx {
     }
 }
 
-/// Runs a layer list from `input`, returning each layer's result.
+/// The name of the variable that holds the weight of the tie source `field.index` in `new`.
+pub fn tie_var(field: &str, index: usize) -> proc_macro2::Ident {
+    quote::format_ident!("__rumus_tie_{}_{}", field.trim_start_matches("r#"), index)
+}
+
+/// The variable, bound in the generated `new`, that holds the number of attention layers.
+pub fn depth_var() -> proc_macro2::Ident {
+    quote::format_ident!("__rumus_attention_layers")
+}
+
+/// Runs a layer list from `input`, returning each layer's result (a `Repeat` gives one result per
+/// layer of each copy).
 pub fn infer_list(layers: &[LayerCall], input: Producer, ctx: &mut Ctx) -> Result<(Vec<LayerOut>, Producer)> {
     let mut prod = input;
     let mut outs = Vec::new();
     for (i, call) in layers.iter().enumerate() {
-        let out = match infer_layer(call, &prod, ctx) {
-            Ok(out) => out,
+        let step = if call.name == "Repeat" { repeat(call, &prod, ctx) } else { infer_one(call, &prod, ctx) };
+        match step {
+            Ok((more, next)) => {
+                outs.extend(more);
+                prod = next;
+            }
             Err(mut e) => {
                 // The shapes after an error are unknown, but later layers' names and arguments can
                 // still be checked, so one build reports all of those mistakes.
@@ -113,18 +166,81 @@ pub fn infer_list(layers: &[LayerCall], input: Producer, ctx: &mut Ctx) -> Resul
                 }
                 return Err(e);
             }
-        };
-        if let Some(d) = out.out.iter().find(|d| **d > MAX_DIM) {
-            return Err(Error::new_spanned(
-                call,
-                format!("{call} would produce a dimension of {d}, more than rumus supports (2^31)"),
-            ));
         }
-        let from = if out.shows_from { Some(prod.shape.clone()) } else { None };
-        prod = Producer::output(out.display.clone(), out.out.clone(), from);
-        outs.push(out);
     }
     Ok((outs, prod))
+}
+
+/// One layer other than `Repeat`: its result and the producer of the next layer's input.
+fn infer_one(call: &LayerCall, prod: &Producer, ctx: &mut Ctx) -> Result<(Vec<LayerOut>, Producer)> {
+    ctx.layer_count += 1;
+    if ctx.layer_count > MAX_LAYERS {
+        return Err(err(
+            call,
+            format!("the model expands to more than {MAX_LAYERS} layers at {call}, more than #[model] builds\nhint: use fewer `Repeat` copies"),
+        ));
+    }
+    let out = infer_layer(call, prod, ctx)?;
+    if let Some(d) = out.out.iter().find(|d| **d > MAX_DIM) {
+        return Err(Error::new_spanned(
+            call,
+            format!("{call} would produce a dimension of {d}, more than rumus supports (2^31)"),
+        ));
+    }
+    if ctx.nesting == 0 {
+        let index = ctx.top.iter().filter(|t| t.field == ctx.field).count();
+        ctx.top.push(TopLayer {
+            field: ctx.field.clone(),
+            index,
+            display: out.display.clone(),
+            embedding: out.embedding,
+        });
+    }
+    let from = if out.shows_from { Some(prod.shape.clone()) } else { None };
+    let next = Producer::output(out.display.clone(), out.out.clone(), from);
+    Ok((vec![out], next))
+}
+
+/// `Repeat(n, layers..)`: the layers inferred `n` times in a row, each copy from the previous
+/// copy's output, as if written out `n` times.
+fn repeat(call: &LayerCall, prod: &Producer, ctx: &mut Ctx) -> Result<(Vec<LayerOut>, Producer)> {
+    let b = spec::bind(lookup(call)?, call)?;
+    let n = b.usize("n").unwrap_or(1);
+    if n > MAX_LAYERS {
+        return Err(err(
+            b.tokens_or("n", &call.tokens),
+            format!("Repeat({n}, ..) would expand to more than {MAX_LAYERS} layers, more than #[model] builds"),
+        ));
+    }
+    let inner = b.layers();
+    let mut outs = Vec::new();
+    let mut next = prod.clone();
+    for copy in 0..n {
+        let (more, last) = infer_list(inner, next, ctx).map_err(|e| in_copy(e, copy, n))?;
+        outs.extend(more);
+        next = last;
+    }
+    Ok((outs, next))
+}
+
+/// Adds to every message of `e` which copy of a `Repeat` it is about (for copies after the first,
+/// whose input is the previous copy's output).
+fn in_copy(e: Error, copy: usize, n: usize) -> Error {
+    if copy == 0 {
+        return e;
+    }
+    let mut all: Option<Error> = None;
+    for one in e {
+        let more = Error::new(
+            one.span(),
+            format!("{one}\nnote: in copy {} of {n} of the Repeat, whose input is the output of copy {copy}", copy + 1),
+        );
+        match &mut all {
+            Some(a) => a.combine(more),
+            None => all = Some(more),
+        }
+    }
+    all.unwrap_or_else(|| Error::new(proc_macro2::Span::call_site(), "Repeat failed"))
 }
 
 /// `1 channel`, `6 channels`.
@@ -153,6 +269,8 @@ fn simple(call: &LayerCall, shape: &Shape, type_name: &'static str, ctor: TokenS
         ctor,
         type_name,
         display: call.to_string(),
+        embedding: None,
+        tied_to: None,
     }
 }
 
@@ -201,8 +319,8 @@ pub fn check_call(call: &LayerCall) -> Result<()> {
     result
 }
 
-/// Applies one layer's rule.
-pub fn infer_layer(call: &LayerCall, prod: &Producer, ctx: &mut Ctx) -> Result<LayerOut> {
+/// Applies one layer's rule (`Repeat` is expanded by [`infer_list`]).
+fn infer_layer(call: &LayerCall, prod: &Producer, ctx: &mut Ctx) -> Result<LayerOut> {
     let spec = lookup(call)?;
     let b = spec::bind(spec, call)?;
     let shape = &prod.shape;
@@ -237,7 +355,9 @@ pub fn infer_layer(call: &LayerCall, prod: &Producer, ctx: &mut Ctx) -> Result<L
         }
         "Softmax" | "LogSoftmax" => softmax(call, &b, prod, spec.name),
         "Residual" => residual(call, &b, prod, ctx),
-        "MultiHeadAttention" => attention(call, &b, prod, ctx),
+        "MultiHeadAttention" | "CausalSelfAttention" | "TransformerBlock" => attention(call, &b, prod, ctx),
+        "PositionalEmbedding" => positional_embedding(call, &b, prod, ctx),
+        // `infer_list` expands Repeat in place (one result per copied layer), so it never gets here.
         // The table and this match are kept in step by the `every_layer_has_a_rule` test.
         other => Err(err(call, format!("layer `{other}` has no shape rule (bug in rumus-macros)"))),
     }
@@ -288,23 +408,141 @@ fn linear(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Result
         }
     }
     let bias = b.bool("bias", true);
+    let tie = match b.layer_ref("tie") {
+        Some((field, index)) => Some(resolve_tie(call, b, ctx, (field, index), (out, got_in))?),
+        None => None,
+    };
     let mut out_shape = shape.clone();
     let last = out_shape.len() - 1;
     out_shape[last] = out;
     let (i, o, seed) = (lit(got_in), lit(out), ctx.seed());
+    let weight = if tie.is_some() { 0 } else { (got_in as u128) * (out as u128) };
+    let mut display = format!("Linear({got_in} => {out}");
+    if !bias {
+        display.push_str(", bias = false");
+    }
+    let ctor = match &tie {
+        // The weight is the Embedding's parameter itself (one storage), bound earlier in `new`.
+        Some((field, index)) => {
+            display.push_str(&format!(", tie = {field}.{index}"));
+            let var = tie_var(field, *index);
+            quote!({
+                let mut layer = ::rumus::nn::Linear::new(device, #i, #o, #bias, #seed)?;
+                layer.weight = ::core::clone::Clone::clone(&#var);
+                layer
+            })
+        }
+        None => quote!(::rumus::nn::Linear::new(device, #i, #o, #bias, #seed)?),
+    };
+    display.push(')');
     Ok(LayerOut {
         out: out_shape,
         shows_from: false,
-        trainable: (got_in as u128) * (out as u128) + if bias { out as u128 } else { 0 },
+        trainable: weight + if bias { out as u128 } else { 0 },
         buffers: 0,
-        ctor: quote!(::rumus::nn::Linear::new(device, #i, #o, #bias, #seed)?),
+        ctor,
         type_name: "Linear",
-        display: if bias {
-            format!("Linear({got_in} => {out})")
-        } else {
-            format!("Linear({got_in} => {out}, bias = false)")
-        },
+        display,
+        embedding: None,
+        tied_to: tie.map(|(field, index)| format!("{field}.{index}")),
     })
+}
+
+/// Checks `tie = field.index` of a Linear whose weight is `[out, in]`: it names an Embedding that
+/// comes earlier in the model, with weight `[num, dim] == [out, in]`. Records the tie.
+fn resolve_tie(
+    call: &LayerCall,
+    b: &Bound,
+    ctx: &mut Ctx,
+    (field, index): (&str, usize),
+    (out, inp): (usize, usize),
+) -> Result<(String, usize)> {
+    let at = b.tokens_or("tie", &call.tokens);
+    let written = format!("tie = {field}.{index}");
+    let pos = ctx.fields.iter().position(|(f, _)| f == field);
+    let here = ctx.fields.iter().position(|(f, _)| *f == ctx.field);
+    let Some(pos) = pos else {
+        let names: Vec<&str> = ctx.fields.iter().map(|(f, _)| f.as_str()).collect();
+        let mean = match did_you_mean(field, names.iter().copied()) {
+            Some(s) => format!("did you mean `{s}`? "),
+            None => String::new(),
+        };
+        return Err(err(
+            at,
+            format!(
+                "`{written}`: the model has no field `{field}`\nhint: {mean}`tie` names an Embedding of this model as `field.index`; the fields are {}",
+                names.join(", ")
+            ),
+        ));
+    };
+    if !ctx.fields[pos].1 {
+        return Err(err(
+            at,
+            format!("`{written}`: field `{field}` is a nested model, not a `layers![..]` list\nhint: `tie` names an Embedding of a `layers![..]` field of this model, e.g. `tie = embed.0`"),
+        ));
+    }
+    if here.is_some_and(|h| pos > h) {
+        return Err(err(
+            at,
+            format!("`{written}`: field `{field}` comes after this layer, but the tied Embedding must be built first\nhint: tie to an Embedding in this field or an earlier one"),
+        ));
+    }
+    let Some(target) = ctx.top.iter().find(|t| t.field == field && t.index == index).cloned() else {
+        let count = ctx.top.iter().filter(|t| t.field == field).count();
+        let detail = if field == ctx.field {
+            format!(
+                "{field}.{index} is not a layer before this one ({field}.0 to {field}.{} come before it)",
+                count.saturating_sub(1)
+            )
+        } else {
+            format!(
+                "field `{field}` has {} ({field}.0 to {field}.{}), so there is no {field}.{index}",
+                count_layers(count),
+                count.saturating_sub(1)
+            )
+        };
+        let detail = if count == 0 && field == ctx.field {
+            format!("{field}.{index} does not come before this layer, the first of `{field}`")
+        } else {
+            detail
+        };
+        return Err(err(
+            at,
+            format!(
+                "`{written}`: {detail}\nhint: indices count every layer of the list, each copy of a `Repeat` included"
+            ),
+        ));
+    };
+    let Some((num, dim)) = target.embedding else {
+        return Err(err(
+            at,
+            format!(
+                "`{written}` names {}, which is not an Embedding\nhint: a Linear can only share the weight [num, dim] of an `Embedding(num, dim)` layer",
+                target.display
+            ),
+        ));
+    };
+    if (num, dim) != (out, inp) {
+        return Err(err(
+            at,
+            format!(
+                "{call} cannot share the weight of {field}.{index}: its weight is {} (out, in), but {} has weight {} (num, dim)\nhint: a tied Linear maps the {dim} embedding features back to the {num} tokens: `Linear({num}, bias = false, tie = {field}.{index})` on an input of {dim} features",
+                fmt_shape(&[out, inp]),
+                target.display,
+                fmt_shape(&[num, dim])
+            ),
+        ));
+    }
+    let key = (field.to_string(), index);
+    if !ctx.tied.contains(&key) {
+        ctx.tied.push(key.clone());
+    }
+    Ok(key)
+}
+
+/// `1 layer`, `3 layers`.
+fn count_layers(n: usize) -> String {
+    count(n, "layer")
 }
 
 /// Checks an image input `[C, H, W]` and returns it.
@@ -455,6 +693,8 @@ fn conv2d(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Result
         )?),
         type_name: "Conv2d",
         display,
+        embedding: None,
+        tied_to: None,
     })
 }
 
@@ -671,11 +911,60 @@ fn embedding(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Res
         return Err(err(call, format!("{call} expects token indices [T], but {}, {what}\nhint: {hint}", prod.got())));
     };
     let (n, d, seed) = (lit(num), lit(dim), ctx.seed());
+    let std = b.float("std", 1.0) as f32;
+    // `Embedding::new` is `with_std(.., 1.0, ..)`, PyTorch's N(0, 1).
+    let ctor = if b.tokens_or("std", &TokenStream::new()).is_empty() {
+        quote!(::rumus::nn::Embedding::new(device, #n, #d, #seed)?)
+    } else {
+        quote!(::rumus::nn::Embedding::with_std(device, #n, #d, #std, #seed)?)
+    };
     Ok(LayerOut {
         out: vec![*t, dim],
         trainable: (num as u128) * (dim as u128),
         display: format!("Embedding({num}, {dim})"),
-        ..simple(call, &prod.shape, "Embedding", quote!(::rumus::nn::Embedding::new(device, #n, #d, #seed)?))
+        embedding: Some((num, dim)),
+        ..simple(call, &prod.shape, "Embedding", ctor)
+    })
+}
+
+/// `[T, E]`, or a spanned error naming what `call` got instead.
+fn sequence(call: &LayerCall, prod: &Producer) -> Result<(usize, usize)> {
+    match prod.shape.as_slice() {
+        [t, e] => Ok((*t, *e)),
+        _ => {
+            let hint = if let ([t], true) = (prod.shape.as_slice(), prod.indices) {
+                format!("{call} runs over a sequence of vectors [T, E]; if the {t} values are token indices, put an `Embedding(vocab, dim)` first to get [{t}, dim]")
+            } else {
+                format!("{call} runs over sequences [T, E], e.g. after `Embedding(vocab, 64)`")
+            };
+            Err(err(call, format!("{call} expects a sequence [T, E], but {}\nhint: {hint}", prod.got())))
+        }
+    }
+}
+
+fn positional_embedding(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Result<LayerOut> {
+    let block = b.usize("block").unwrap_or(1);
+    let (t, e) = sequence(call, prod)?;
+    if t > block {
+        return Err(err(
+            call,
+            format!(
+                "{call} holds positions for sequences of at most block length {block}, but {} (T = {t})\nhint: write `PositionalEmbedding({t})`: the block length must be at least the sequence length {t}",
+                prod.got()
+            ),
+        ));
+    }
+    let std = b.float("std", 0.02) as f32;
+    let (bl, el, seed) = (lit(block), lit(e), ctx.seed());
+    Ok(LayerOut {
+        trainable: (block as u128) * (e as u128),
+        display: format!("PositionalEmbedding({block}, E = {e})"),
+        ..simple(
+            call,
+            &prod.shape,
+            "PositionalEmbedding",
+            quote!(::rumus::nn::PositionalEmbedding::new(device, #bl, #el, #std, #seed)?),
+        )
     })
 }
 
@@ -710,7 +999,10 @@ fn residual(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Resu
     }
     let input =
         Producer { indices: false, ..Producer::input(format!("the input of {}", call.name), prod.shape.clone()) };
-    let (outs, mut last) = infer_list(inner, input, ctx)?;
+    ctx.nesting += 1;
+    let inferred = infer_list(inner, input, ctx);
+    ctx.nesting -= 1;
+    let (outs, mut last) = inferred?;
     if last.shape != prod.shape {
         last.what = format!("its last layer {}", last.what);
         return Err(err(
@@ -738,32 +1030,62 @@ fn residual(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Resu
     })
 }
 
+/// `MultiHeadAttention`, `CausalSelfAttention` and `TransformerBlock`: [T, E] → [T, E] with E
+/// divisible by the number of heads.
 fn attention(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Result<LayerOut> {
     let heads = b.usize("heads").unwrap_or(1);
-    let [_, e] = prod.shape.as_slice() else {
-        return Err(err(
-            call,
-            format!("{call} expects a sequence [T, E], but {}\nhint: attention runs over sequences, e.g. after `Embedding(vocab, 64)`", prod.got()),
-        ));
-    };
+    let (_, e) = sequence(call, prod)?;
     if e % heads != 0 {
+        let divisors: Vec<String> = (1..=e.min(64)).filter(|d| e % d == 0).map(|d| d.to_string()).collect();
         return Err(err(
             b.tokens_or("heads", &call.tokens),
-            format!("{call} needs the embedding size to be divisible by heads = {heads}, but {} (E = {e})\nhint: choose heads dividing {e}", prod.got()),
+            format!(
+                "{call} splits the embedding size E = {e} into {heads} heads of equal size, but heads = {heads} does not divide {e}: {}\nhint: choose heads dividing {e} ({}{})",
+                prod.got(),
+                divisors.join(", "),
+                if e > 64 { ", ..." } else { "" }
+            ),
         ));
     }
-    let e128 = *e as u128;
-    let (el, hl, seed) = (lit(*e), lit(heads), ctx.seed());
+    let e128 = e as u128;
+    let (el, hl, seed) = (lit(e), lit(heads), ctx.seed());
+    let dropout = b.float("dropout", 0.0) as f32;
+    let bias = b.bool("bias", true);
+    let depth = depth_var();
+    let (type_name, trainable, ctor) = match call.name.to_string().as_str() {
+        "CausalSelfAttention" => {
+            ctx.attention_layers += 1;
+            (
+                "CausalSelfAttention",
+                // c_attn [3E, E] (+ [3E]), c_proj [E, E] (+ [E]).
+                4 * e128 * e128 + if bias { 4 * e128 } else { 0 },
+                quote!(::rumus::nn::CausalSelfAttention::new(device, #el, #hl, #dropout, #bias, #depth, #seed)?),
+            )
+        }
+        "TransformerBlock" => {
+            ctx.attention_layers += 1;
+            (
+                "TransformerBlock",
+                // ln_1, attention 4E², ln_2, mlp c_fc [4E, E] and c_proj [E, 4E]; biases 4E + 4E + E
+                // and LayerNorm biases 2E, LayerNorm weights 2E.
+                12 * e128 * e128 + if bias { 13 * e128 } else { 2 * e128 },
+                quote!(::rumus::nn::TransformerBlock::new(device, #el, #hl, #dropout, #bias, #depth, #seed)?),
+            )
+        }
+        _ => {
+            let ctor = if b.bool("causal", false) {
+                quote!(::rumus::nn::MultiHeadAttention::new(device, #el, #hl, #seed)?.causal(true))
+            } else {
+                quote!(::rumus::nn::MultiHeadAttention::new(device, #el, #hl, #seed)?)
+            };
+            // PyTorch layout: in_proj [3E, E] + [3E], out_proj [E, E] + [E].
+            ("MultiHeadAttention", 4 * e128 * e128 + 4 * e128, ctor)
+        }
+    };
     Ok(LayerOut {
-        // PyTorch layout: in_proj [3E, E] + [3E], out_proj [E, E] + [E].
-        trainable: 4 * e128 * e128 + 4 * e128,
-        display: format!("MultiHeadAttention({heads}, E = {e})"),
-        ..simple(
-            call,
-            &prod.shape,
-            "MultiHeadAttention",
-            quote!(::rumus::nn::MultiHeadAttention::new(device, #el, #hl, #seed)?),
-        )
+        trainable,
+        display: format!("{}({heads}, E = {e})", call.name),
+        ..simple(call, &prod.shape, type_name, ctor)
     })
 }
 
@@ -847,6 +1169,98 @@ mod tests {
         // A genuine [T, in] mismatch keeps the in-features hint.
         let m = message("Linear(30 => 128)", &[28, 28]);
         assert!(m.contains("`Linear(28 => 128)`"), "{m}");
+    }
+
+    #[test]
+    fn transformer_layers_keep_the_sequence_and_count_nanogpt_parameters() {
+        let (outs, last) = run(
+            "Embedding(84, 48, std = 0.02), PositionalEmbedding(32), CausalSelfAttention(4, dropout = 0.1), TransformerBlock(4), TransformerBlock(4, bias = false), MultiHeadAttention(4, causal = true)",
+            &[32],
+        )
+        .unwrap();
+        assert_eq!(last.shape, vec![32, 48]);
+        let e = 48u128;
+        let counts: Vec<u128> = outs.iter().map(|o| o.trainable).collect();
+        assert_eq!(
+            counts,
+            [84 * e, 32 * e, 4 * e * e + 4 * e, 12 * e * e + 13 * e, 12 * e * e + 2 * e, 4 * e * e + 4 * e]
+        );
+        assert!(outs[5].ctor.to_string().contains(". causal (true)"));
+        assert!(outs[0].ctor.to_string().contains("with_std"));
+        // Without `std`, PyTorch's N(0, 1) through `Embedding::new`.
+        assert!(run("Embedding(84, 48)", &[32]).unwrap().0[0].ctor.to_string().contains("Embedding :: new"));
+    }
+
+    #[test]
+    fn heads_must_divide_the_width_and_the_block_must_hold_the_sequence() {
+        for layer in ["CausalSelfAttention(5)", "TransformerBlock(5)", "MultiHeadAttention(5)"] {
+            let m = message(&format!("Embedding(10, 48), {layer}"), &[16]);
+            assert!(m.contains("E = 48 into 5 heads") && m.contains("heads = 5 does not divide 48"), "{m}");
+            assert!(m.contains("1, 2, 3, 4, 6, 8, 12, 16, 24, 48"), "{m}");
+        }
+        let m = message("Embedding(10, 8), PositionalEmbedding(12)", &[16]);
+        assert!(m.starts_with("PositionalEmbedding(12) holds positions for sequences of at most block length 12, but Embedding(10, 8) produces [16, 8] (T = 16)"), "{m}");
+        assert!(m.contains("`PositionalEmbedding(16)`"), "{m}");
+        let m = message("Embedding(10, 48), TransformerBlock(48, 6)", &[16]);
+        assert!(m.contains("`TransformerBlock(48, 6)` is `TransformerBlock(6)` here"), "{m}");
+        let m = message("TransformerBlock(2)", &[16]);
+        assert!(
+            m.contains("if the 16 values are token indices, put an `Embedding(vocab, dim)` first to get [16, dim]"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn repeat_expands_in_place_with_a_seed_per_copy() {
+        let (outs, last) = run("Embedding(10, 8), Repeat(3, Linear(8), Relu), Linear(2)", &[4]).unwrap();
+        assert_eq!(outs.len(), 1 + 3 * 2 + 1);
+        assert_eq!(last.shape, vec![4, 2]);
+        let seeds: Vec<String> = outs.iter().filter(|o| o.type_name == "Linear").map(|o| o.ctor.to_string()).collect();
+        for (i, a) in seeds.iter().enumerate() {
+            assert!(seeds[i + 1..].iter().all(|b| b != a), "two layers share a seed: {a}");
+        }
+        // Shapes flow through every copy: the second copy gets the first one's output.
+        let m = message("Embedding(10, 8), Repeat(2, Linear(8 => 4))", &[4]);
+        assert!(m.contains("Linear(8 => 4) expects 8 input features, but Linear(8 => 4) produces [4, 4]"), "{m}");
+        assert!(m.contains("in copy 2 of 2 of the Repeat"), "{m}");
+        assert!(message("Repeat(0, Relu)", &[4]).starts_with("Repeat(0, ..) would repeat its layers 0 times"));
+        assert!(message("Repeat(4097, Relu)", &[4]).contains("more than 4096 layers"));
+        assert!(message("Repeat(65, Repeat(64, Relu))", &[4]).contains("more than 4096 layers"));
+    }
+
+    fn tie_message(layers: &str) -> String {
+        let src =
+            format!("struct M {{ embed: layers![Embedding(84, 32), Dropout(0.1)], {layers}, tail: layers![Relu] }}");
+        let item: syn::ItemStruct = syn::parse_str(&src).unwrap();
+        let args = crate::model::parse_args("input = [16]".parse().unwrap()).unwrap();
+        let fields = crate::model::parse_fields(&item).unwrap();
+        match crate::model::plan(&item, &args, &fields, &Default::default()) {
+            Ok(_) => String::new(),
+            Err(stop) => stop.error.expect("an error").to_string(),
+        }
+    }
+
+    #[test]
+    fn tie_names_an_earlier_embedding_of_the_same_weight_shape() {
+        assert_eq!(tie_message("head: layers![Linear(84, bias = false, tie = embed.0)]"), "");
+        let m = tie_message("head: layers![Linear(84, tie = embd.0)]");
+        assert!(
+            m.starts_with("`tie = embd.0`: the model has no field `embd`") && m.contains("did you mean `embed`?"),
+            "{m}"
+        );
+        let m = tie_message("head: layers![Linear(84, tie = embed.2)]");
+        assert!(m.contains("field `embed` has 2 layers (embed.0 to embed.1), so there is no embed.2"), "{m}");
+        let m = tie_message("head: layers![Linear(84, tie = embed.1)]");
+        assert!(m.starts_with("`tie = embed.1` names Dropout(0.1), which is not an Embedding"), "{m}");
+        let m = tie_message("head: layers![Linear(80, tie = embed.0)]");
+        assert!(
+            m.contains("its weight is [80, 32] (out, in), but Embedding(84, 32) has weight [84, 32] (num, dim)"),
+            "{m}"
+        );
+        let m = tie_message("head: layers![Linear(84, tie = tail.0)]");
+        assert!(m.contains("field `tail` comes after this layer"), "{m}");
+        let m = tie_message("head: layers![Linear(84, tie = head.0)]");
+        assert!(m.contains("head.0 does not come before this layer"), "{m}");
     }
 
     #[test]

@@ -35,7 +35,7 @@ use proc_macro::TokenStream;
 ///
 /// Every shape is computed while expanding; a mismatch is a compile error on the offending layer.
 /// Generated: `new(&Device, seed)`, a typed `forward` (and `forward_<field>` per field),
-/// `impl Module` (PyTorch parameter names), `impl Model`, `train`/`eval`, `parameters`,
+/// `impl Module` (PyTorch parameter names; `forward_cached` for incremental decoding), `impl Model`, `train`/`eval`, `parameters`,
 /// `named_parameters`, `INPUT`/`OUTPUT`/`TRAINABLE_PARAMS`/`TOTAL_PARAMS`, and `summary()`.
 ///
 /// ```ignore

@@ -315,6 +315,11 @@ pub struct Plan {
     /// The model reads its input as token indices (its first layer is an Embedding), so it
     /// cannot be nested after a layer.
     pub indices: bool,
+    /// The `(field, index)` of every Embedding whose weight a `Linear(.., tie = ..)` shares.
+    pub tied: Vec<(String, usize)>,
+    /// `CausalSelfAttention` and `TransformerBlock` layers of this model (each `Repeat` copy
+    /// counted, nested models not): the `depth` their constructors take.
+    pub attention_layers: usize,
 }
 
 /// Why [`plan`] stopped, and what it knew by then (the dummies of a failed model use it).
@@ -345,7 +350,8 @@ pub fn plan(
         );
         return Err(Stop { error: Some(e), done: Vec::new(), next_input: None });
     };
-    let mut ctx = Ctx::default();
+    let mut ctx =
+        Ctx::new(fields.iter().map(|f| (f.name.to_string(), matches!(f.kind, FieldKind::Layers(_)))).collect());
     let mut prod = Producer::input("the model input", input.clone());
     let mut plans: Vec<FieldPlan> = Vec::new();
     let (mut trainable, mut buffers, mut indices) = (0u128, 0u128, false);
@@ -366,6 +372,7 @@ pub fn plan(
             prod = Producer::input(format!("the input of `{}`", f.name), shape.clone());
         }
         let field_input = prod.shape.clone();
+        ctx.field = f.name.to_string();
         let from_model_input = i == 0 && f.input.is_none();
         let body = match plan_field(f, prod.clone(), known, &mut ctx) {
             Ok((body, next)) => {
@@ -432,7 +439,16 @@ pub fn plan(
         }
         None => prod.shape.clone(),
     };
-    Ok(Plan { input: input.clone(), output, fields: plans, trainable, buffers, indices })
+    Ok(Plan {
+        input: input.clone(),
+        output,
+        fields: plans,
+        trainable,
+        buffers,
+        indices,
+        tied: ctx.tied,
+        attention_layers: ctx.attention_layers,
+    })
 }
 
 /// Plans one field from `prod`; `Err(None)` when it is a nested model with its own error.

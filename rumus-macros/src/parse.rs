@@ -51,6 +51,8 @@ pub enum ValueKind {
     Arrow(Box<Value>, Box<Value>),
     /// `Name(args)` (layers nested in `Residual`).
     Call(LayerCall),
+    /// `field.index`: a layer of the model (`tie = embed.0`).
+    Ref(syn::Ident, i128),
 }
 
 /// Splits a token stream at top-level commas. A trailing comma is allowed; an empty piece in the
@@ -181,6 +183,17 @@ fn value_at(tokens: TokenStream, depth: usize) -> Result<Value> {
         [TokenTree::Ident(id)] if id == "true" => ValueKind::Bool(true),
         [TokenTree::Ident(id)] if id == "false" => ValueKind::Bool(false),
         [TokenTree::Ident(id)] => ValueKind::Word(id.clone()),
+        [TokenTree::Ident(field), TokenTree::Punct(dot), TokenTree::Literal(lit)] if dot.as_char() == '.' => {
+            match parse_literal(lit, false)? {
+                ValueKind::Int(index) => ValueKind::Ref(field.clone(), index),
+                _ => {
+                    return Err(Error::new_spanned(
+                        &tokens,
+                        format!("expected a layer `field.index` such as `{field}.0`, got `{}`", tokens),
+                    ))
+                }
+            }
+        }
         [TokenTree::Ident(_), TokenTree::Group(g)] if g.delimiter() == Delimiter::Parenthesis => {
             ValueKind::Call(layer_at(tokens.clone(), depth + 1)?)
         }
@@ -231,6 +244,7 @@ impl fmt::Display for Value {
             ValueKind::List(vs) => write!(f, "[{}]", join(vs)),
             ValueKind::Arrow(a, b) => write!(f, "{a} => {b}"),
             ValueKind::Call(c) => write!(f, "{c}"),
+            ValueKind::Ref(field, index) => write!(f, "{field}.{index}"),
         }
     }
 }
@@ -302,6 +316,15 @@ mod tests {
                 "MaxPool2d((2, 3))"
             ]
         );
+    }
+
+    #[test]
+    fn parses_layer_references() {
+        let l = layers("Linear(84, bias = false, tie = embed.0)");
+        assert!(matches!(&l[0].args[2].value.kind, ValueKind::Ref(f, 0) if f == "embed"));
+        assert_eq!(l[0].to_string(), "Linear(84, bias = false, tie = embed.0)");
+        // `embed.0.1` lexes as `embed`, `.`, `0.1`: not a layer.
+        assert!(parse_layer_list("Linear(8, tie = embed.0.1)".parse().unwrap()).is_err());
     }
 
     #[test]

@@ -42,6 +42,8 @@ pub enum Kind {
     Dims,
     /// One or more layers (variadic).
     Layers,
+    /// A layer of the model, `field.index`.
+    LayerRef,
 }
 
 impl Kind {
@@ -59,6 +61,7 @@ impl Kind {
             Kind::Features => "a positive integer `out` or `in => out`",
             Kind::Dims => "integers",
             Kind::Layers => "layers",
+            Kind::LayerRef => "a layer of this model written `field.index`, e.g. `embed.0`",
         }
     }
 
@@ -103,7 +106,7 @@ const ELEMENTWISE: &str = "any shape → the same shape";
 pub static LAYERS: &[LayerSpec] = &[
     LayerSpec {
         name: "Linear",
-        args: &[pos("out", Kind::Features), named("bias", Kind::Bool, "true")],
+        args: &[pos("out", Kind::Features), named("bias", Kind::Bool, "true"), named("tie", Kind::LayerRef, "none")],
         rule: "[in] → [out], or [T, in] → [T, out]",
     },
     LayerSpec {
@@ -171,8 +174,13 @@ pub static LAYERS: &[LayerSpec] = &[
     },
     LayerSpec {
         name: "Embedding",
-        args: &[pos("num", Kind::Size), pos("dim", Kind::Size)],
+        args: &[pos("num", Kind::Size), pos("dim", Kind::Size), named("std", Kind::PosFloat, "1.0")],
         rule: "[T] token indices → [T, dim]",
+    },
+    LayerSpec {
+        name: "PositionalEmbedding",
+        args: &[pos("block", Kind::Size), named("std", Kind::PosFloat, "0.02")],
+        rule: "[T, E] → [T, E] (adds a learned vector per position), T ≤ block",
     },
     LayerSpec { name: "Relu", args: NO_ARGS, rule: ELEMENTWISE },
     LayerSpec { name: "Sigmoid", args: NO_ARGS, rule: ELEMENTWISE },
@@ -190,8 +198,23 @@ pub static LAYERS: &[LayerSpec] = &[
     },
     LayerSpec {
         name: "MultiHeadAttention",
-        args: &[pos("heads", Kind::Size)],
+        args: &[pos("heads", Kind::Size), named("causal", Kind::Bool, "false")],
         rule: "[T, E] → [T, E], E divisible by heads",
+    },
+    LayerSpec {
+        name: "CausalSelfAttention",
+        args: &[pos("heads", Kind::Size), named("dropout", Kind::Prob, "0.0"), named("bias", Kind::Bool, "true")],
+        rule: "[T, E] → [T, E], E divisible by heads; position t attends to positions ≤ t",
+    },
+    LayerSpec {
+        name: "TransformerBlock",
+        args: &[pos("heads", Kind::Size), named("dropout", Kind::Prob, "0.0"), named("bias", Kind::Bool, "true")],
+        rule: "[T, E] → [T, E], E divisible by heads; x + attn(ln_1(x)), then x + mlp(ln_2(x))",
+    },
+    LayerSpec {
+        name: "Repeat",
+        args: &[pos("n", Kind::Size), pos("layers", Kind::Layers)],
+        rule: "x → the layers applied n times in a row (n copies, each with its own parameters)",
     },
 ];
 
@@ -211,6 +234,8 @@ pub enum Val {
     Features(Option<usize>, usize),
     Dims(Vec<i64>),
     Layers(Vec<LayerCall>),
+    /// `field.index`.
+    Ref(String, usize),
 }
 
 /// A layer's arguments after binding positional and named ones to the table.
@@ -268,6 +293,13 @@ impl Bound {
     pub fn dims(&self, name: &str) -> Option<&[i64]> {
         match self.get(name) {
             Some(Val::Dims(d)) => Some(d),
+            _ => None,
+        }
+    }
+    /// The `field.index` of argument `name`, if given.
+    pub fn layer_ref(&self, name: &str) -> Option<(&str, usize)> {
+        match self.get(name) {
+            Some(Val::Ref(field, index)) => Some((field, *index)),
             _ => None,
         }
     }
@@ -392,7 +424,6 @@ const FOREIGN_ARGS: &[(&[&str], &str, &str, &str)] = &[
     (&["Conv2d"], "out_channels", "out", "`Conv2d(out, kernel = k)`"),
     (&["Conv2d"], "filters", "out", "`Conv2d(out, kernel = k)`"),
     (&["Linear", "Conv2d"], "use_bias", "bias", "`bias = false`"),
-    (&["MultiHeadAttention"], "num_heads", "heads", "`MultiHeadAttention(heads)`"),
     (&["MultiHeadAttention"], "n_heads", "heads", "`MultiHeadAttention(heads)`"),
     (
         &["MultiHeadAttention"],
@@ -407,6 +438,22 @@ const FOREIGN_ARGS: &[(&[&str], &str, &str, &str)] = &[
     (&["Embedding"], "input_dim", "num", "`Embedding(num, dim)`"),
     (&["Embedding"], "embedding_dim", "dim", "`Embedding(num, dim)`"),
     (&["Embedding"], "output_dim", "dim", "`Embedding(num, dim)`"),
+    (&["Embedding"], "init_std", "std", "`Embedding(num, dim, std = 0.02)`"),
+    (&["PositionalEmbedding"], "block_size", "block", "`PositionalEmbedding(256)`"),
+    (&["PositionalEmbedding"], "max_len", "block", "`PositionalEmbedding(256)`"),
+    (&["CausalSelfAttention", "TransformerBlock"], "n_head", "heads", "`TransformerBlock(6)`"),
+    (&["CausalSelfAttention", "TransformerBlock"], "num_heads", "heads", "`TransformerBlock(6)`"),
+    (&["MultiHeadAttention"], "num_heads", "heads", "`MultiHeadAttention(heads)`"),
+    (
+        &["CausalSelfAttention", "TransformerBlock"],
+        "n_embd",
+        "heads",
+        "`TransformerBlock(heads)`; the embedding size is inferred from the input",
+    ),
+    (&["CausalSelfAttention", "TransformerBlock"], "p", "dropout", "`dropout = 0.2`"),
+    (&["Linear"], "tied", "tie", "`tie = embed.0`"),
+    (&["Linear"], "tie_weights", "tie", "`tie = embed.0`"),
+    (&["Repeat"], "times", "n", "`Repeat(6, TransformerBlock(6))`"),
     (&["BatchNorm1d", "BatchNorm2d"], "num_features", "features", "`BatchNorm2d` (inferred) or `BatchNorm2d(c)`"),
     (&["BatchNorm1d", "BatchNorm2d", "LayerNorm"], "epsilon", "eps", "`eps = 1e-5`"),
     (&["LayerNorm"], "normalized_shape", "shape", "`LayerNorm` (the last axis) or `LayerNorm(d0, d1)`"),
@@ -432,6 +479,9 @@ fn foreign_positional(layer: &str, call: &LayerCall) -> Option<String> {
         }
         ("MultiHeadAttention", [e, h]) => Some(format!(
             "PyTorch's `MultiheadAttention({e}, {h})` (embed_dim, num_heads) is `MultiHeadAttention({h})` here; the embedding size is inferred"
+        )),
+        ("CausalSelfAttention" | "TransformerBlock", [e, h]) => Some(format!(
+            "a `(n_embd, n_head)` pair such as `{layer}({e}, {h})` is `{layer}({h})` here; the embedding size is inferred"
         )),
         _ => None,
     }
@@ -466,7 +516,11 @@ pub fn example(layer: &str) -> &'static str {
         "Reshape" => "e.g. `Reshape(1, 28, 28)`",
         "Embedding" => "e.g. `Embedding(1000, 64)` (vocabulary size, embedding size)",
         "Residual" => "e.g. `Residual(Linear(64), Relu, Linear(64))`",
-        "MultiHeadAttention" => "e.g. `MultiHeadAttention(8)`",
+        "MultiHeadAttention" => "e.g. `MultiHeadAttention(8)` or `MultiHeadAttention(8, causal = true)`",
+        "PositionalEmbedding" => "e.g. `PositionalEmbedding(256)` (the longest sequence, the block length)",
+        "CausalSelfAttention" => "e.g. `CausalSelfAttention(6, dropout = 0.2)`",
+        "TransformerBlock" => "e.g. `TransformerBlock(6, dropout = 0.2)`",
+        "Repeat" => "e.g. `Repeat(6, TransformerBlock(6))`",
         _ => "see docs/DSL.md",
     }
 }
@@ -491,6 +545,12 @@ fn int_of(v: &Value) -> Option<i128> {
 /// A size-like integer: checks the sign (`min` is 0 or 1) and the upper bound.
 fn size_of(layer: &str, a: &ArgSpec, v: &Value, min: i128) -> Result<usize> {
     let i = int_of(v).ok_or_else(|| type_error(layer, a, v))?;
+    if i < min && layer == "Repeat" {
+        return Err(Error::new_spanned(
+            v,
+            format!("Repeat({i}, ..) would repeat its layers {i} times; it needs at least one copy\nhint: write `Repeat(1, ..)` or remove the Repeat"),
+        ));
+    }
     if i < min {
         let need = if min == 0 { "non-negative" } else { "positive" };
         return Err(Error::new_spanned(v, format!("argument `{}` of {layer} must be {need}, got {i}", a.name)));
@@ -614,6 +674,12 @@ fn convert(layer: &str, a: &ArgSpec, v: &Value) -> Result<Val> {
             ValueKind::Call(c) => Val::Layers(vec![c.clone()]),
             ValueKind::Word(w) => Val::Layers(vec![LayerCall { name: w.clone(), args: Vec::new(), tokens: v.tokens.clone() }]),
             _ => return Err(Error::new_spanned(v, format!("{layer} takes layers, got `{v}`\nhint: {}", example(layer)))),
+        },
+        Kind::LayerRef => match &v.kind {
+            ValueKind::Ref(field, index) if *index >= 0 && *index <= MAX_DIM as i128 => {
+                Val::Ref(field.to_string(), *index as usize)
+            }
+            _ => return Err(type_error(layer, a, v)),
         },
     })
 }

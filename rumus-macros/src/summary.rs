@@ -23,7 +23,11 @@ pub fn render(name: &str, fields: &[Field], plan: &Plan) -> String {
             FieldBody::Layers(outs) => {
                 for (i, o) in outs.iter().enumerate() {
                     let params = o.trainable.saturating_add(o.buffers);
-                    rows.push((format!("{}.{i} ({})", f.name, o.type_name), fmt_shape(&o.out), thousands(params)));
+                    let kind = match &o.tied_to {
+                        Some(source) => format!("{}, weight of {source}", o.type_name),
+                        None => o.type_name.to_string(),
+                    };
+                    rows.push((format!("{}.{i} ({kind})", f.name), fmt_shape(&o.out), thousands(params)));
                 }
             }
             FieldBody::Nested { info, .. } => {

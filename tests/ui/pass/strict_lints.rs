@@ -51,7 +51,19 @@ impl Custom {
     }
 }
 
+/// A small GPT: Repeat, a tied head and the attention depth.
+#[model(input = [8])]
+pub struct Gpt {
+    /// Token and position embeddings.
+    embed: layers![Embedding(12, 8, std = 0.02), PositionalEmbedding(8)],
+    /// Two blocks.
+    blocks: layers![Repeat(2, TransformerBlock(2))],
+    /// Final norm and the tied head.
+    head: layers![LayerNorm, Linear(12, bias = false, tie = embed.0)],
+}
+
 fn main() -> rumus::Result<()> {
+    assert_eq!(Gpt::new(&Device::cpu(), 0)?.parameters().len(), 2 + 2 * 12 + 2);
     let device = Device::cpu();
     let x = Tensor::<Shape1<4>>::zeros(1, &device)?;
     assert_eq!(Public::new(&device, 0)?.forward(&x)?.shape(), &[1, 2]);

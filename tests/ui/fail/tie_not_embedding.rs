@@ -1,0 +1,9 @@
+use rumus::prelude::*;
+
+#[model(input = [32])]
+pub struct Gpt {
+    embed: layers![Embedding(84, 64), PositionalEmbedding(32)],
+    head: layers![LayerNorm, Linear(84, bias = false, tie = embed.1)],
+}
+
+fn main() {}
