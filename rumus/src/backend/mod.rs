@@ -77,6 +77,33 @@ pub trait Backend: Send + Sync {
         args: &CrossEntropyArgs,
     ) -> Result<Storage>;
 
+    // ----- attention (see [`AttentionArgs`]) -----
+    /// Fused attention: the output `[batch, tq, d]` and the log-sum-exp of each query's scaled
+    /// scores `[batch, tq]` (natural log, saved for the backward), without a score matrix in
+    /// memory; `None` where the backend has no fused kernel for these sizes (the op then
+    /// composes matmul and softmax on the same device).
+    fn attention_forward(
+        &self,
+        q: &Storage,
+        k: &Storage,
+        v: &Storage,
+        args: &AttentionArgs,
+    ) -> Result<Option<(Storage, Storage)>>;
+    /// Backward of [`Backend::attention_forward`] (only called where it returned a result):
+    /// `(dq, dk, dv)` from the inputs, the forward's output and log-sum-exp, and the output's
+    /// gradient `dout`, recomputing the scores tile by tile; deterministic (no atomics).
+    #[allow(clippy::too_many_arguments)]
+    fn attention_backward(
+        &self,
+        q: &Storage,
+        k: &Storage,
+        v: &Storage,
+        out: &Storage,
+        lse: &Storage,
+        dout: &Storage,
+        args: &AttentionArgs,
+    ) -> Result<(Storage, Storage, Storage)>;
+
     // ----- convolution and pooling (NCHW) -----
     /// `[n, c, h, w]` → columns `[n, c*kh*kw, oh*ow]`.
     fn im2col(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage>;

@@ -1,5 +1,6 @@
 //! The CPU backend: `gemm` for matmul, rayon across cores for everything large.
 
+mod attention;
 mod buffer_pool;
 mod conv;
 mod conv2d;
@@ -246,6 +247,45 @@ impl Backend for CpuBackend {
         check_dims(OP, &[args.rows], t.len().min(g.len()))?;
         check_indices(OP, &t[..args.rows], args.classes)?;
         Ok(f32_storage(softmax::cross_entropy_backward(x, t, g, args)?))
+    }
+
+    fn attention_forward(
+        &self,
+        q: &Storage,
+        k: &Storage,
+        v: &Storage,
+        args: &AttentionArgs,
+    ) -> Result<Option<(Storage, Storage)>> {
+        const OP: &str = "scaled_dot_product_attention";
+        args.check(OP)?;
+        let locked = read_all(OP, &[q, k, v])?;
+        let (q, k, v) = (locked.f32(0, OP)?, locked.f32(1, OP)?, locked.f32(2, OP)?);
+        check_dims(OP, &[args.batch, args.tq, args.d], q.len())?;
+        check_dims(OP, &[args.batch, args.tk, args.d], k.len().min(v.len()))?;
+        let (out, lse) = attention::attention_forward(q, k, v, args)?;
+        Ok(Some((f32_storage(out), f32_storage(lse))))
+    }
+
+    fn attention_backward(
+        &self,
+        q: &Storage,
+        k: &Storage,
+        v: &Storage,
+        out: &Storage,
+        lse: &Storage,
+        dout: &Storage,
+        args: &AttentionArgs,
+    ) -> Result<(Storage, Storage, Storage)> {
+        const OP: &str = "scaled_dot_product_attention";
+        args.check(OP)?;
+        let locked = read_all(OP, &[q, k, v, out, lse, dout])?;
+        let (q, k, v) = (locked.f32(0, OP)?, locked.f32(1, OP)?, locked.f32(2, OP)?);
+        let (out, lse, dout) = (locked.f32(3, OP)?, locked.f32(4, OP)?, locked.f32(5, OP)?);
+        check_dims(OP, &[args.batch, args.tq, args.d], q.len().min(out.len()).min(dout.len()))?;
+        check_dims(OP, &[args.batch, args.tk, args.d], k.len().min(v.len()))?;
+        check_dims(OP, &[args.batch, args.tq], lse.len())?;
+        let (dq, dk, dv) = attention::attention_backward(q, k, v, out, lse, dout, args)?;
+        Ok((f32_storage(dq), f32_storage(dk), f32_storage(dv)))
     }
 
     fn im2col(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage> {

@@ -9,6 +9,7 @@
 //! `#[repr(C)]` twin of the WGSL `struct Params` (`params.rs`). This file holds the backend
 //! and the `Backend` implementation, one delegation per op.
 
+mod attention;
 mod buffer_pool;
 mod context;
 mod conv2d;
@@ -279,6 +280,29 @@ impl Backend for WgpuBackend {
         args: &CrossEntropyArgs,
     ) -> Result<Storage> {
         self.cross_entropy_backward_kernel(logits, targets, grad_rows, args)
+    }
+
+    fn attention_forward(
+        &self,
+        q: &Storage,
+        k: &Storage,
+        v: &Storage,
+        args: &AttentionArgs,
+    ) -> Result<Option<(Storage, Storage)>> {
+        self.attention_forward_kernel(q, k, v, args)
+    }
+
+    fn attention_backward(
+        &self,
+        q: &Storage,
+        k: &Storage,
+        v: &Storage,
+        out: &Storage,
+        lse: &Storage,
+        dout: &Storage,
+        args: &AttentionArgs,
+    ) -> Result<(Storage, Storage, Storage)> {
+        self.attention_backward_kernel(q, k, v, out, lse, dout, args)
     }
 
     fn im2col(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage> {

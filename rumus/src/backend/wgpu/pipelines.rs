@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::attention::{constants_128, constants_32, constants_64, AttentionParams};
 use super::copy::CopyParams;
 use super::cross_entropy::CrossEntropyParams;
 use super::elementwise::{binary_constants, unary_constants, BinaryParams, UnaryParams};
@@ -77,6 +78,7 @@ const ACTIVATION: &str = lib!("activation");
 const WINDOW: &str = lib!("window");
 const LINEAR: &str = lib!("linear");
 const ROW_MAX_SUM: &str = lib!("row_max_sum");
+const ATTENTION_TILES: &str = lib!("attention_tiles");
 
 pub(crate) const FILL: Shader = shader!("fill", FillParams);
 pub(crate) const COPY_STRIDED: Shader = shader!("copy_strided", CopyParams);
@@ -103,6 +105,33 @@ pub(crate) const POOLING: Shader = shader!("pooling", WindowParams).including(&[
 pub(crate) const INDEX: Shader = shader!("index", IndexParams).including(&[LINEAR]);
 pub(crate) const OPTIMIZER: Shader = shader!("optimizer", OptimizerParams).including(&[LINEAR]);
 
+/// One fused-attention file in the head-size variant whose constants `$constants` writes
+/// (see `attention.rs`), under its own name so that each variant is its own module.
+macro_rules! attention {
+    ($name:literal, $file:literal, $constants:ident) => {
+        Shader::new($name, include_str!(concat!("../../../shaders/", $file, ".wgsl")), AttentionParams::LAYOUT)
+            .with_constants($constants)
+            .including(&[ATTENTION_TILES])
+    };
+}
+
+pub(crate) const ATTENTION_FORWARD_32: Shader = attention!("attention_forward_d32", "attention_forward", constants_32);
+pub(crate) const ATTENTION_FORWARD_64: Shader = attention!("attention_forward_d64", "attention_forward", constants_64);
+pub(crate) const ATTENTION_FORWARD_128: Shader =
+    attention!("attention_forward_d128", "attention_forward", constants_128);
+pub(crate) const ATTENTION_DQ_32: Shader =
+    attention!("attention_backward_dq_d32", "attention_backward_dq", constants_32);
+pub(crate) const ATTENTION_DQ_64: Shader =
+    attention!("attention_backward_dq_d64", "attention_backward_dq", constants_64);
+pub(crate) const ATTENTION_DQ_128: Shader =
+    attention!("attention_backward_dq_d128", "attention_backward_dq", constants_128);
+pub(crate) const ATTENTION_DKDV_32: Shader =
+    attention!("attention_backward_dkdv_d32", "attention_backward_dkdv", constants_32);
+pub(crate) const ATTENTION_DKDV_64: Shader =
+    attention!("attention_backward_dkdv_d64", "attention_backward_dkdv", constants_64);
+pub(crate) const ATTENTION_DKDV_128: Shader =
+    attention!("attention_backward_dkdv_d128", "attention_backward_dkdv", constants_128);
+
 /// Every shader the backend compiles (for validation in tests).
 pub(crate) const ALL: &[Shader] = &[
     FILL,
@@ -126,6 +155,15 @@ pub(crate) const ALL: &[Shader] = &[
     POOLING,
     INDEX,
     OPTIMIZER,
+    ATTENTION_FORWARD_32,
+    ATTENTION_FORWARD_64,
+    ATTENTION_FORWARD_128,
+    ATTENTION_DQ_32,
+    ATTENTION_DQ_64,
+    ATTENTION_DQ_128,
+    ATTENTION_DKDV_32,
+    ATTENTION_DKDV_64,
+    ATTENTION_DKDV_128,
 ];
 
 /// `RUMUS_WGPU_LOG_COMPILES=1` prints each kernel's compile time and thread to stderr, and each
