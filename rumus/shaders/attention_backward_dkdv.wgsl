@@ -16,9 +16,18 @@
 @group(0) @binding(7) var<storage, read_write> dk: array<f32>;
 @group(0) @binding(8) var<storage, read_write> dv: array<f32>;
 
+// Elements 4*c4 .. 4*c4+4 of a row of dout, zero at and beyond d (see load_q).
 fn load_dout(row: u32, c4: u32) -> vec4<f32> {
-    let i = row * p.d + c4 * 4u;
-    return select(vec4<f32>(0.0), vec4<f32>(dout[i], dout[i + 1u], dout[i + 2u], dout[i + 3u]), lanes(c4));
+    let c = c4 * 4u;
+    let i = row * p.d + c;
+    if c + 4u <= p.d {
+        return vec4<f32>(dout[i], dout[i + 1u], dout[i + 2u], dout[i + 3u]);
+    }
+    var x = vec4<f32>(0.0);
+    for (var e = 0u; e < 4u && c + e < p.d; e++) {
+        x[e] = dout[i + e];
+    }
+    return x;
 }
 
 // Stages queries i0 .. i0 + BT of head b: q into tile_a and dout into tile_b (zeros past tq).
@@ -65,18 +74,18 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_w
         workgroupBarrier();
         stage_q_dout(b, i0, lid);
         workgroupBarrier();
-        for (var r = 0u; r < BT; r++) {
-            let i = i0 + r;
-            if live && i < p.tq && i >= from_query {
+        if live {
+            let rows = min(BT, p.tq - i0);
+            for (var r = max(from_query, i0) - i0; r < rows; r++) {
                 var s4 = vec4<f32>(0.0);
                 var dp4 = vec4<f32>(0.0);
                 for (var c = 0u; c < D4; c++) {
                     s4 = fma(tile_a[r * D4 + c], kr[c], s4);
                     dp4 = fma(tile_b[r * D4 + c], vr[c], dp4);
                 }
-                let qrow = b * p.tq + i;
-                let pr = exp2(s4.x + s4.y + s4.z + s4.w - lse[qrow] * LOG2E);
-                let ds = vec4<f32>(pr * (dp4.x + dp4.y + dp4.z + dp4.w - delta[qrow]));
+                let qrow = b * p.tq + i0 + r;
+                let pr = exp2(hsum(s4) - lse[qrow] * LOG2E);
+                let ds = vec4<f32>(pr * (hsum(dp4) - delta[qrow]));
                 for (var c = 0u; c < D4; c++) {
                     gv[c] = fma(vec4<f32>(pr), tile_b[r * D4 + c], gv[c]);
                     gk[c] = fma(ds, tile_a[r * D4 + c], gk[c]);

@@ -15,15 +15,15 @@
 @group(0) @binding(7) var<storage, read_write> dq: array<f32>;
 @group(0) @binding(8) var<storage, read_write> delta: array<f32>;
 
+// Elements 4*c4 .. 4*c4+4 of a row of dout or out, zero at and beyond d (see load_q).
 fn load_row(row: u32, c4: u32, from_dout: bool) -> vec4<f32> {
-    let i = row * p.d + c4 * 4u;
-    var x: vec4<f32>;
-    if from_dout {
-        x = vec4<f32>(dout[i], dout[i + 1u], dout[i + 2u], dout[i + 3u]);
-    } else {
-        x = vec4<f32>(out[i], out[i + 1u], out[i + 2u], out[i + 3u]);
+    let c = c4 * 4u;
+    let i = row * p.d + c;
+    var x = vec4<f32>(0.0);
+    for (var e = 0u; e < 4u && c + e < p.d; e++) {
+        x[e] = select(out[i + e], dout[i + e], from_dout);
     }
-    return select(vec4<f32>(0.0), x, lanes(c4));
+    return x;
 }
 
 @compute @workgroup_size(WG)
@@ -49,7 +49,7 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
             dor[c] = load_row(row, c, true);
             dd = fma(dor[c], load_row(row, c, false), dd);
         }
-        di = dd.x + dd.y + dd.z + dd.w;
+        di = hsum(dd);
         lse2 = lse[row] * LOG2E;
     }
     let end = keys_seen(min(origin.y + WG, p.tq) - 1u);
@@ -59,19 +59,17 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
         stage_kv(b, j0, lid);
         workgroupBarrier();
         let n = min(BT, max(mine, j0) - j0);
-        for (var j = 0u; j < BT; j++) {
-            if j < n {
-                var s4 = vec4<f32>(0.0);
-                var dp4 = vec4<f32>(0.0);
-                for (var c = 0u; c < D4; c++) {
-                    s4 = fma(qr[c], tile_a[j * D4 + c], s4);
-                    dp4 = fma(dor[c], tile_b[j * D4 + c], dp4);
-                }
-                let pj = exp2(s4.x + s4.y + s4.z + s4.w - lse2);
-                let ds = vec4<f32>(pj * (dp4.x + dp4.y + dp4.z + dp4.w - di));
-                for (var c = 0u; c < D4; c++) {
-                    acc[c] = fma(ds, tile_a[j * D4 + c], acc[c]);
-                }
+        for (var j = 0u; j < n; j++) {
+            var s4 = vec4<f32>(0.0);
+            var dp4 = vec4<f32>(0.0);
+            for (var c = 0u; c < D4; c++) {
+                s4 = fma(qr[c], tile_a[j * D4 + c], s4);
+                dp4 = fma(dor[c], tile_b[j * D4 + c], dp4);
+            }
+            let pj = exp2(hsum(s4) - lse2);
+            let ds = vec4<f32>(pj * (hsum(dp4) - di));
+            for (var c = 0u; c < D4; c++) {
+                acc[c] = fma(ds, tile_a[j * D4 + c], acc[c]);
             }
         }
     }

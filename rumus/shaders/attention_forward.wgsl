@@ -1,7 +1,8 @@
 // Fused attention forward (FlashAttention style): one workgroup per (head, WG queries), one
 // invocation per query holding its query row and output row in registers. Keys and values are
 // staged BT at a time in workgroup memory and folded into an online softmax; the scores never
-// leave registers. Tiles of keys no query of the workgroup sees (causal) are skipped.
+// leave registers (keys are taken 4 at a time, the
+// running maximum and sum rescaled only when the maximum grows). Tiles of keys no query of the workgroup sees (causal) are skipped.
 // Writes out [batch, tq, d] and lse [batch, tq], each query's log-sum-exp of its scaled scores
 // (natural log), for the backward. Needs lib/attention_tiles.wgsl and its constants.
 
@@ -38,34 +39,40 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
         workgroupBarrier();
         stage_kv(b, j0, lid);
         workgroupBarrier();
+        // Keys of this tile that this query sees, in chunks of 4 (BT is a multiple of 4; the
+        // lanes of a last, partial chunk are masked to NEG_BIG, whose exp2 is 0).
         let n = min(BT, max(mine, j0) - j0);
-        var s: array<f32, BT>;
-        var mt = m;
-        for (var j = 0u; j < BT; j++) {
-            if j < n {
-                var acc = vec4<f32>(0.0);
-                for (var c = 0u; c < D4; c++) {
-                    acc = fma(qr[c], tile_a[j * D4 + c], acc);
-                }
-                s[j] = acc.x + acc.y + acc.z + acc.w;
-                mt = max(mt, s[j]);
-            }
-        }
-        if n > 0u {
-            let correction = exp2(m - mt);
-            l *= correction;
+        for (var j = 0u; j < n; j += 4u) {
+            var a0 = vec4<f32>(0.0);
+            var a1 = vec4<f32>(0.0);
+            var a2 = vec4<f32>(0.0);
+            var a3 = vec4<f32>(0.0);
             for (var c = 0u; c < D4; c++) {
-                o[c] *= correction;
+                let qc = qr[c];
+                a0 = fma(qc, tile_a[j * D4 + c], a0);
+                a1 = fma(qc, tile_a[(j + 1u) * D4 + c], a1);
+                a2 = fma(qc, tile_a[(j + 2u) * D4 + c], a2);
+                a3 = fma(qc, tile_a[(j + 3u) * D4 + c], a3);
             }
-            m = mt;
-        }
-        for (var j = 0u; j < BT; j++) {
-            if j < n {
-                let pj = exp2(s[j] - m);
-                l += pj;
+            let valid = vec4<u32>(j, j + 1u, j + 2u, j + 3u) < vec4<u32>(n);
+            let s = select(vec4<f32>(NEG_BIG), vec4<f32>(hsum(a0), hsum(a1), hsum(a2), hsum(a3)), valid);
+            let mt = max(m, max(max(s.x, s.y), max(s.z, s.w)));
+            if mt > m {
+                let correction = exp2(m - mt);
+                l *= correction;
                 for (var c = 0u; c < D4; c++) {
-                    o[c] = fma(vec4<f32>(pj), tile_b[j * D4 + c], o[c]);
+                    o[c] *= correction;
                 }
+                m = mt;
+            }
+            let pj = exp2(s - vec4<f32>(m));
+            l += hsum(pj);
+            for (var c = 0u; c < D4; c++) {
+                var acc = o[c];
+                acc = fma(vec4<f32>(pj.x), tile_b[j * D4 + c], acc);
+                acc = fma(vec4<f32>(pj.y), tile_b[(j + 1u) * D4 + c], acc);
+                acc = fma(vec4<f32>(pj.z), tile_b[(j + 2u) * D4 + c], acc);
+                o[c] = fma(vec4<f32>(pj.w), tile_b[(j + 3u) * D4 + c], acc);
             }
         }
     }

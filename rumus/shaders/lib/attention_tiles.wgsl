@@ -32,25 +32,51 @@ const LOG2E: f32 = 1.4426950408889634;
 var<workgroup> tile_a: array<vec4<f32>, BT * D4>;
 var<workgroup> tile_b: array<vec4<f32>, BT * D4>;
 
-// Lanes 4*c4 .. 4*c4+4 of a row that lie inside the head dimension.
-fn lanes(c4: u32) -> vec4<bool> {
-    let c = c4 * 4u;
-    return vec4<u32>(c, c + 1u, c + 2u, c + 3u) < vec4<u32>(p.d);
-}
-
+// Elements 4*c4 .. 4*c4+4 of a row of q, k or v, zero at and beyond d. The caller keeps `row`
+// below the tensor's rows; no element past the row is read (these kernels are compiled without
+// runtime bounds checks, see `backend/wgpu/pipelines.rs`).
 fn load_q(row: u32, c4: u32) -> vec4<f32> {
-    let i = row * p.d + c4 * 4u;
-    return select(vec4<f32>(0.0), vec4<f32>(q[i], q[i + 1u], q[i + 2u], q[i + 3u]), lanes(c4));
+    let c = c4 * 4u;
+    let i = row * p.d + c;
+    if c + 4u <= p.d {
+        return vec4<f32>(q[i], q[i + 1u], q[i + 2u], q[i + 3u]);
+    }
+    var x = vec4<f32>(0.0);
+    for (var e = 0u; e < 4u && c + e < p.d; e++) {
+        x[e] = q[i + e];
+    }
+    return x;
 }
 
 fn load_k(row: u32, c4: u32) -> vec4<f32> {
-    let i = row * p.d + c4 * 4u;
-    return select(vec4<f32>(0.0), vec4<f32>(k[i], k[i + 1u], k[i + 2u], k[i + 3u]), lanes(c4));
+    let c = c4 * 4u;
+    let i = row * p.d + c;
+    if c + 4u <= p.d {
+        return vec4<f32>(k[i], k[i + 1u], k[i + 2u], k[i + 3u]);
+    }
+    var x = vec4<f32>(0.0);
+    for (var e = 0u; e < 4u && c + e < p.d; e++) {
+        x[e] = k[i + e];
+    }
+    return x;
 }
 
 fn load_v(row: u32, c4: u32) -> vec4<f32> {
-    let i = row * p.d + c4 * 4u;
-    return select(vec4<f32>(0.0), vec4<f32>(v[i], v[i + 1u], v[i + 2u], v[i + 3u]), lanes(c4));
+    let c = c4 * 4u;
+    let i = row * p.d + c;
+    if c + 4u <= p.d {
+        return vec4<f32>(v[i], v[i + 1u], v[i + 2u], v[i + 3u]);
+    }
+    var x = vec4<f32>(0.0);
+    for (var e = 0u; e < 4u && c + e < p.d; e++) {
+        x[e] = v[i + e];
+    }
+    return x;
+}
+
+// The horizontal sum of a vec4 of partial dot products.
+fn hsum(x: vec4<f32>) -> f32 {
+    return (x.x + x.y) + (x.z + x.w);
 }
 
 // How many keys query i sees: 0 .. keys_seen(i).

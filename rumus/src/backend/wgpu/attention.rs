@@ -80,9 +80,16 @@ fn variant(d: usize) -> Option<Variant> {
     }
 }
 
+/// Sizes and indices of the kernels stay below this (their loops step past their bounds by at
+/// most a tile, which must not wrap a u32).
+const INDEX_LIMIT: usize = 1 << 31;
+
 /// `v` as a u32 kernel size, or an error naming what it is.
 fn word(what: &str, v: usize) -> Result<u32> {
-    u32::try_from(v).map_err(|_| Error::invalid(OP, format!("{what} {v} exceeds the kernel's 32-bit indices")))
+    if v >= INDEX_LIMIT {
+        return Err(Error::invalid(OP, format!("{what} {v} exceeds the kernels' indices (below 2^31)")));
+    }
+    Ok(v as u32)
 }
 
 /// The parameters for workgroups over `rows` rows (queries or keys) of each head.

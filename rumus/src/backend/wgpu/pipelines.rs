@@ -112,6 +112,7 @@ macro_rules! attention {
         Shader::new($name, include_str!(concat!("../../../shaders/", $file, ".wgsl")), AttentionParams::LAYOUT)
             .with_constants($constants)
             .including(&[ATTENTION_TILES])
+            .trusted()
     };
 }
 
@@ -394,6 +395,12 @@ impl Pipelines {
                     // [m, n] (edge tiles go through shared memory and are bounds-checked). Dropping the checks (loop counters,
                     // index clamps on every shared-memory read) makes them 1.2-1.5x faster on
                     // the H200; `examples/matmul_lab.rs` measures both.
+                    // The attention kernels (`attention*.wgsl`) index their workgroup tiles
+                    // below BT·D4 and their per-invocation rows below D4 (constants), read and
+                    // write rows of q, k, v, out, dout and their gradients only for row
+                    // indices below tq or tk and columns below d, where the dispatcher has
+                    // checked each buffer's length against [batch, rows, d] and every index
+                    // against 2^31 (`attention.rs`), and loop to uniform bounds below 2^31.
                     unsafe { device.create_shader_module_trusted(desc, ::wgpu::ShaderRuntimeChecks::unchecked()) }
                 } else {
                     device.create_shader_module(desc)
