@@ -184,10 +184,11 @@ def main():
             return torch.autograd.grad((y * g).sum(), (q, k, v))
 
         name = f"attention causal [{b},{h},{t},{d}]"
+        per, unit = (1e12, "TFLOP/s") if dev == "cuda" else (1e9, "GFLOP/s")
         s = timer(dev, 2, 10, attn_fwd)
-        add(f"{name} fwd", s, fwd_flops / s / 1e12, "TFLOP/s")
+        add(f"{name} fwd", s, fwd_flops / s / per, unit)
         s = timer(dev, 2, 10, attn_both)
-        add(f"{name} fwd+bwd", s, 3.5 * fwd_flops / s / 1e12, "TFLOP/s")
+        add(f"{name} fwd+bwd", s, 3.5 * fwd_flops / s / per, unit)
     if wanted("conv"):
         for name, (n, c, h, o, k, pad) in {
             "conv2d lenet1 [64,1,28,28]->6 k5": (64, 1, 28, 6, 5, 2),

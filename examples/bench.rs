@@ -93,19 +93,10 @@ fn bench_attention(device: &Device, (b, h, t, d): (usize, usize, usize, usize)) 
         grads.get(&q).map(sync).unwrap_or(Ok(()))
     })?;
     let name = format!("attention causal [{b},{h},{t},{d}]");
+    let (per, unit) = if device.is_cpu() { (1e9, "GFLOP/s") } else { (1e12, "TFLOP/s") };
     Ok(vec![
-        Record {
-            name: format!("{name} fwd"),
-            median_s: forward,
-            rate: forward_flops / forward / 1e12,
-            unit: "TFLOP/s",
-        },
-        Record {
-            name: format!("{name} fwd+bwd"),
-            median_s: both,
-            rate: 3.5 * forward_flops / both / 1e12,
-            unit: "TFLOP/s",
-        },
+        Record { name: format!("{name} fwd"), median_s: forward, rate: forward_flops / forward / per, unit },
+        Record { name: format!("{name} fwd+bwd"), median_s: both, rate: 3.5 * forward_flops / both / per, unit },
     ])
 }
 

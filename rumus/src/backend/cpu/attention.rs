@@ -13,18 +13,88 @@ use super::buffer_pool;
 use crate::backend::AttentionArgs;
 use crate::Result;
 
-/// Queries per parallel task of the forward.
-const QUERY_BLOCK: usize = 32;
+/// Queries per block: a parallel task of the forward, a row block of the backward's products.
+const QUERY_BLOCK: usize = 64;
 /// Keys per block of scores.
 const KEY_BLOCK: usize = 64;
 
 const OP: &str = "scaled_dot_product_attention";
 
-/// `y += a · x`.
+/// A matrix inside a slice: element `(r, c)` at `r·row + c·col`.
+#[derive(Clone, Copy)]
+struct Mat<'a> {
+    data: &'a [f32],
+    rows: usize,
+    cols: usize,
+    row: usize,
+    col: usize,
+}
+
+impl<'a> Mat<'a> {
+    /// Rows `r0 .. r0 + rows` of a row-major matrix with `cols` columns.
+    fn rows_of(data: &'a [f32], cols: usize, r0: usize, rows: usize) -> Self {
+        Mat { data: &data[r0 * cols..(r0 + rows) * cols], rows, cols, row: cols, col: 1 }
+    }
+
+    fn t(self) -> Self {
+        Mat { rows: self.cols, cols: self.rows, row: self.col, col: self.row, ..self }
+    }
+
+    /// Whether every element lies inside the slice.
+    fn fits(&self) -> bool {
+        self.rows == 0 || self.cols == 0 || (self.rows - 1) * self.row + (self.cols - 1) * self.col < self.data.len()
+    }
+}
+
+/// `dst = alpha · a · b` (or `dst += …` with `accumulate`), `dst` row-major with row stride
+/// `ld`, through `gemm` on the calling thread.
+fn product(dst: &mut [f32], ld: usize, a: Mat, b: Mat, alpha: f32, accumulate: bool) {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    let dst_fits = m == 0 || n == 0 || (m - 1) * ld + n <= dst.len();
+    assert!(a.fits() && b.fits() && dst_fits && b.rows == k, "attention: a product outside its operands");
+    // SAFETY: the assertion above keeps every element gemm reads (`a`: m×k, `b`: k×n at their
+    // strides) and writes (`dst`: m×n at row stride `ld`) inside the three slices; the strides
+    // are element counts of slices, so they fit an isize.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            ld as isize,
+            accumulate,
+            a.data.as_ptr(),
+            a.col as isize,
+            a.row as isize,
+            b.data.as_ptr(),
+            b.col as isize,
+            b.row as isize,
+            1.0,
+            alpha,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
+    }
+}
+
+/// `e^x`, as `f32::exp` to about 2 ulp, for `x` up to 0 (0 below -87, where `e^x` is
+/// subnormal), in plain arithmetic so that loops over it vectorise (Cephes' `expf`).
 #[inline]
-fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
-    for (y, &x) in y.iter_mut().zip(x) {
-        *y += a * x;
+fn exp_nonpositive(x: f32) -> f32 {
+    const ROUND: f32 = 12_582_912.0; // 1.5·2^23: adding and subtracting it rounds to an integer
+    let n = (x * std::f32::consts::LOG2_E + ROUND) - ROUND;
+    let r = x - n * 0.693_359_4 + n * 2.121_944_4e-4;
+    let poly = ((((1.987_569_2e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1)
+        * r
+        + 5.000_000_1e-1;
+    let e = (poly * r * r + r + 1.0) * f32::from_bits(((n.max(-126.0) as i32 + 127) as u32) << 23);
+    if x < -87.0 {
+        0.0
+    } else {
+        e
     }
 }
 
@@ -39,27 +109,6 @@ fn dot(x: &[f32], y: &[f32]) -> f32 {
         }
     }
     acc.iter().sum::<f32>() + tail
-}
-
-/// Rows `j0 .. j0 + n` of `x [.., d]` transposed into `dst [d, n]`.
-fn transpose_block(x: &[f32], d: usize, j0: usize, n: usize, dst: &mut Vec<f32>) {
-    dst.clear();
-    dst.resize(d * n, 0.0);
-    for j in 0..n {
-        let row = &x[(j0 + j) * d..(j0 + j + 1) * d];
-        for (c, &value) in row.iter().enumerate() {
-            dst[c * n + j] = value;
-        }
-    }
-}
-
-/// `out[..n] = scale · Σ_c row[c] · xt[c, ..n]` for a block transposed to `xt [d, width]`.
-fn row_times_block(row: &[f32], xt: &[f32], width: usize, n: usize, scale: f32, out: &mut [f32]) {
-    let out = &mut out[..n];
-    out.fill(0.0);
-    for (c, &r) in row.iter().enumerate() {
-        axpy(out, r * scale, &xt[c * width..c * width + n]);
-    }
 }
 
 /// Output `[batch, tq, d]` and log-sum-exp `[batch, tq]` of the scaled scores.
@@ -82,39 +131,50 @@ pub fn attention_forward(q: &[f32], k: &[f32], v: &[f32], a: &AttentionArgs) -> 
     Ok((out, lse))
 }
 
-/// One block of queries starting at `i0` (`lse.len()` of them) over every key it sees.
+/// One block of queries starting at `i0` (`lse.len()` of them) over every key it sees: per
+/// block of keys, scores `S = scale · Q Kᵀ`, the online softmax of each row (rescaling its
+/// output and sum when its maximum grows) and `O += P V`.
 fn forward_block(q: &[f32], k: &[f32], v: &[f32], i0: usize, out: &mut [f32], lse: &mut [f32], a: &AttentionArgs) {
     let (d, rows) = (a.d, lse.len());
     let mut max = vec![f32::NEG_INFINITY; rows];
     let mut sum = vec![0.0f32; rows];
-    let (mut kt, mut scores) = (Vec::new(), vec![0.0f32; KEY_BLOCK]);
+    let mut scores = vec![0.0f32; rows * KEY_BLOCK];
+    let queries = Mat::rows_of(q, d, i0, rows);
     let end = a.visible_keys(i0 + rows - 1);
     for j0 in (0..end).step_by(KEY_BLOCK) {
         let n = KEY_BLOCK.min(end - j0);
-        transpose_block(k, d, j0, n, &mut kt);
+        product(&mut scores, KEY_BLOCK, queries, Mat::rows_of(k, d, j0, n).t(), a.scale, false);
         for r in 0..rows {
-            let i = i0 + r;
-            let seen = a.visible_keys(i).saturating_sub(j0).min(n);
+            let s = &mut scores[r * KEY_BLOCK..r * KEY_BLOCK + n];
+            let seen = a.visible_keys(i0 + r).saturating_sub(j0).min(n);
             if seen == 0 {
+                s.fill(0.0);
                 continue;
             }
-            row_times_block(&q[i * d..(i + 1) * d], &kt, n, seen, a.scale, &mut scores);
-            let s = &scores[..seen];
-            let new_max = s.iter().fold(max[r], |m, &x| m.max(x));
-            let o = &mut out[r * d..(r + 1) * d];
+            let new_max = s[..seen].iter().fold(max[r], |m, &x| m.max(x));
             if max[r] != new_max {
                 // exp(-inf) = 0 drops the (empty) sum and output of a first block.
                 let correction = (max[r] - new_max).exp();
                 sum[r] *= correction;
-                o.iter_mut().for_each(|x| *x *= correction);
+                out[r * d..(r + 1) * d].iter_mut().for_each(|x| *x *= correction);
                 max[r] = new_max;
             }
-            for (j, &s) in s.iter().enumerate() {
-                let p = (s - new_max).exp();
-                sum[r] += p;
-                axpy(o, p, &v[(j0 + j) * d..(j0 + j + 1) * d]);
+            let mut total = 0.0;
+            for x in s[..seen].iter_mut() {
+                *x = exp_nonpositive(*x - new_max);
+                total += *x;
             }
+            sum[r] += total;
+            s[seen..].fill(0.0);
         }
+        product(
+            out,
+            d,
+            Mat { data: &scores, rows, cols: n, row: KEY_BLOCK, col: 1 },
+            Mat::rows_of(v, d, j0, n),
+            1.0,
+            true,
+        );
     }
     for r in 0..rows {
         let inv = if sum[r] > 0.0 { 1.0 / sum[r] } else { 0.0 };
@@ -166,36 +226,61 @@ struct Head<'a> {
     lse: &'a [f32],
 }
 
-/// With `p = exp(s - lse)` and `δ_i = Σ dout_i·out_i`: `dv_j += p·dout_i`,
-/// `ds = p·(dout_i·v_j - δ_i)`, `dq_i += scale·ds·k_j`, `dk_j += scale·ds·q_i`.
+/// Per block of keys and block of queries that sees it: `P = exp(scale · Q Kᵀ - lse)`,
+/// `dV += Pᵀ dO`, `dS = P ∘ (dO Vᵀ - δ) · scale` with `δ_i = dout_i · out_i`, `dK += dSᵀ Q`,
+/// `dQ += dS K`.
 fn backward_head(h: &Head, dq: &mut [f32], dk: &mut [f32], dv: &mut [f32], a: &AttentionArgs) {
     let (tq, tk, d) = (a.tq, a.tk, a.d);
     let delta: Vec<f32> = (0..tq).map(|i| dot(&h.dout[i * d..(i + 1) * d], &h.out[i * d..(i + 1) * d])).collect();
-    let (mut kt, mut vt) = (Vec::new(), Vec::new());
-    let (mut s, mut dp) = (vec![0.0f32; KEY_BLOCK], vec![0.0f32; KEY_BLOCK]);
+    let mut p = vec![0.0f32; QUERY_BLOCK * KEY_BLOCK];
+    let mut ds = vec![0.0f32; QUERY_BLOCK * KEY_BLOCK];
     let shift = tk - tq.min(tk);
     for j0 in (0..tk).step_by(KEY_BLOCK) {
         let n = KEY_BLOCK.min(tk - j0);
-        transpose_block(h.k, d, j0, n, &mut kt);
-        transpose_block(h.v, d, j0, n, &mut vt);
+        let (keys, values) = (Mat::rows_of(h.k, d, j0, n), Mat::rows_of(h.v, d, j0, n));
         let first = if a.causal { j0.saturating_sub(shift) } else { 0 };
-        for i in first..tq {
-            let seen = a.visible_keys(i).saturating_sub(j0).min(n);
-            if seen == 0 {
-                continue;
+        for i0 in (first..tq).step_by(QUERY_BLOCK) {
+            let rows = QUERY_BLOCK.min(tq - i0);
+            let (queries, grads) = (Mat::rows_of(h.q, d, i0, rows), Mat::rows_of(h.dout, d, i0, rows));
+            product(&mut p, KEY_BLOCK, queries, keys.t(), a.scale, false);
+            product(&mut ds, KEY_BLOCK, grads, values.t(), 1.0, false);
+            for r in 0..rows {
+                let i = i0 + r;
+                let seen = a.visible_keys(i).saturating_sub(j0).min(n);
+                let (pr, dsr) = (&mut p[r * KEY_BLOCK..r * KEY_BLOCK + n], &mut ds[r * KEY_BLOCK..r * KEY_BLOCK + n]);
+                for (x, g) in pr[..seen].iter_mut().zip(dsr[..seen].iter_mut()) {
+                    *x = exp_nonpositive(*x - h.lse[i]);
+                    *g = *x * (*g - delta[i]) * a.scale;
+                }
+                pr[seen..].fill(0.0);
+                dsr[seen..].fill(0.0);
             }
-            let (qi, doi) = (&h.q[i * d..(i + 1) * d], &h.dout[i * d..(i + 1) * d]);
-            row_times_block(qi, &kt, n, seen, a.scale, &mut s);
-            row_times_block(doi, &vt, n, seen, 1.0, &mut dp);
-            let dqi = &mut dq[i * d..(i + 1) * d];
-            for j in 0..seen {
-                let p = (s[j] - h.lse[i]).exp();
-                let ds = p * (dp[j] - delta[i]) * a.scale;
-                let key = (j0 + j) * d..(j0 + j + 1) * d;
-                axpy(&mut dv[key.clone()], p, doi);
-                axpy(&mut dk[key.clone()], ds, qi);
-                axpy(dqi, ds, &h.k[key]);
-            }
+            let p_block = Mat { data: &p, rows, cols: n, row: KEY_BLOCK, col: 1 };
+            let ds_block = Mat { data: &ds, rows, cols: n, row: KEY_BLOCK, col: 1 };
+            product(&mut dv[j0 * d..], d, p_block.t(), grads, 1.0, true);
+            product(&mut dk[j0 * d..], d, ds_block.t(), queries, 1.0, true);
+            product(&mut dq[i0 * d..], d, ds_block, keys, 1.0, true);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exp_nonpositive;
+
+    #[test]
+    fn the_vectorisable_exp_matches_the_standard_one() {
+        let mut x = 0.0f32;
+        while x > -100.0 {
+            let (got, want) = (exp_nonpositive(x), x.exp());
+            if x >= -87.0 {
+                assert!((got - want).abs() <= 4.0 * f32::EPSILON * want, "{x}: {got} vs {want}");
+            } else {
+                assert!(got == 0.0 && want < 1.7e-38, "{x}: {got} vs {want}");
+            }
+            x -= 0.0137;
+        }
+        assert_eq!(exp_nonpositive(f32::NEG_INFINITY), 0.0);
+        assert!(exp_nonpositive(f32::NAN).is_nan());
     }
 }
