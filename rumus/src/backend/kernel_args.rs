@@ -210,6 +210,29 @@ impl AttentionArgs {
     }
 }
 
+/// Layer normalisation of each row of `[rows, cols]` with `eps` added to the (biased) variance.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LayerNormArgs {
+    pub rows: usize,
+    pub cols: usize,
+    pub eps: f32,
+}
+
+impl LayerNormArgs {
+    /// `Ok` when `[rows, cols]` has a valid element count, rows are not empty and `eps` is a
+    /// non-negative number. Errors name `op`.
+    pub fn check(&self, op: &'static str) -> crate::Result<()> {
+        crate::layout::checked_numel(op, &[self.rows, self.cols])?;
+        if self.cols == 0 {
+            return Err(crate::Error::shape(op, "rows of 0 elements have no mean"));
+        }
+        if self.eps.is_nan() || self.eps < 0.0 {
+            return Err(crate::Error::invalid(op, format!("eps {} must be non-negative", self.eps)));
+        }
+        Ok(())
+    }
+}
+
 /// Geometry of a 2-D sliding window over NCHW input: convolution, pooling and im2col share it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConvGeom {

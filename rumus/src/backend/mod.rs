@@ -104,6 +104,30 @@ pub trait Backend: Send + Sync {
         args: &AttentionArgs,
     ) -> Result<(Storage, Storage, Storage)>;
 
+    // ----- layer normalisation (rows of the last axis, see [`LayerNormArgs`]) -----
+    /// `y = (x - mean)·rstd·weight + bias` per row of `x [rows, cols]` (`weight`, `bias`:
+    /// `[cols]`, each optional), with each row's mean and `rstd = 1/√(var + eps)` (biased
+    /// variance), `[rows]` each, saved for the backward.
+    fn layer_norm(
+        &self,
+        x: &Storage,
+        weight: Option<&Storage>,
+        bias: Option<&Storage>,
+        args: &LayerNormArgs,
+    ) -> Result<(Storage, Storage, Storage)>;
+    /// The gradient w.r.t. `x` of [`Backend::layer_norm`] given `dy`:
+    /// `dx = rstd·(g - mean(g) - x̂·mean(g·x̂))` per row, with `g = dy·weight` and
+    /// `x̂ = (x - mean)·rstd`.
+    fn layer_norm_backward(
+        &self,
+        x: &Storage,
+        weight: Option<&Storage>,
+        mean: &Storage,
+        rstd: &Storage,
+        dy: &Storage,
+        args: &LayerNormArgs,
+    ) -> Result<Storage>;
+
     // ----- convolution and pooling (NCHW) -----
     /// `[n, c, h, w]` → columns `[n, c*kh*kw, oh*ow]`.
     fn im2col(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage>;

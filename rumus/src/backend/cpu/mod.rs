@@ -7,6 +7,7 @@ mod conv2d;
 mod denormals;
 mod elementwise;
 mod index;
+mod layer_norm;
 mod matmul;
 mod optim;
 mod parallel;
@@ -286,6 +287,45 @@ impl Backend for CpuBackend {
         check_dims(OP, &[args.batch, args.tq], lse.len())?;
         let (dq, dk, dv) = attention::attention_backward(q, k, v, out, lse, dout, args)?;
         Ok((f32_storage(dq), f32_storage(dk), f32_storage(dv)))
+    }
+
+    fn layer_norm(
+        &self,
+        x: &Storage,
+        weight: Option<&Storage>,
+        bias: Option<&Storage>,
+        args: &LayerNormArgs,
+    ) -> Result<(Storage, Storage, Storage)> {
+        const OP: &str = "layer_norm";
+        args.check(OP)?;
+        let storages: Vec<&Storage> = [Some(x), weight, bias].into_iter().flatten().collect();
+        let locked = read_all(OP, &storages)?;
+        check_dims(OP, &[args.rows, args.cols], locked.f32(0, OP)?.len())?;
+        let feature = |given: bool, i: usize| given.then(|| prefix(OP, locked.f32(i, OP)?, args.cols)).transpose();
+        let (w, b) = (feature(weight.is_some(), 1)?, feature(bias.is_some(), 1 + weight.is_some() as usize)?);
+        let (y, mean, rstd) = layer_norm::layer_norm(locked.f32(0, OP)?, w, b, args)?;
+        Ok((f32_storage(y), f32_storage(mean), f32_storage(rstd)))
+    }
+
+    fn layer_norm_backward(
+        &self,
+        x: &Storage,
+        weight: Option<&Storage>,
+        mean: &Storage,
+        rstd: &Storage,
+        dy: &Storage,
+        args: &LayerNormArgs,
+    ) -> Result<Storage> {
+        const OP: &str = "layer_norm";
+        args.check(OP)?;
+        let storages: Vec<&Storage> =
+            [Some(x), Some(mean), Some(rstd), Some(dy), weight].into_iter().flatten().collect();
+        let locked = read_all(OP, &storages)?;
+        let len = area(OP, args.rows, args.cols)?;
+        let (x, dy) = (prefix(OP, locked.f32(0, OP)?, len)?, prefix(OP, locked.f32(3, OP)?, len)?);
+        let (mean, rstd) = (prefix(OP, locked.f32(1, OP)?, args.rows)?, prefix(OP, locked.f32(2, OP)?, args.rows)?);
+        let w = weight.is_some().then(|| prefix(OP, locked.f32(4, OP)?, args.cols)).transpose()?;
+        Ok(f32_storage(layer_norm::layer_norm_backward(x, w, mean, rstd, dy, args)?))
     }
 
     fn im2col(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage> {

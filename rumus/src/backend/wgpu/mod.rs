@@ -23,6 +23,7 @@ mod im2col;
 mod index;
 mod index_check;
 mod launch;
+mod layer_norm;
 mod matmul;
 mod optimizer;
 mod params;
@@ -303,6 +304,28 @@ impl Backend for WgpuBackend {
         args: &AttentionArgs,
     ) -> Result<(Storage, Storage, Storage)> {
         self.attention_backward_kernel(q, k, v, out, lse, dout, args)
+    }
+
+    fn layer_norm(
+        &self,
+        x: &Storage,
+        weight: Option<&Storage>,
+        bias: Option<&Storage>,
+        args: &LayerNormArgs,
+    ) -> Result<(Storage, Storage, Storage)> {
+        self.layer_norm_kernel(x, weight, bias, args)
+    }
+
+    fn layer_norm_backward(
+        &self,
+        x: &Storage,
+        weight: Option<&Storage>,
+        mean: &Storage,
+        rstd: &Storage,
+        dy: &Storage,
+        args: &LayerNormArgs,
+    ) -> Result<Storage> {
+        self.layer_norm_backward_kernel(x, weight, mean, rstd, dy, args)
     }
 
     fn im2col(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage> {

@@ -12,6 +12,7 @@ use super::cross_entropy::CrossEntropyParams;
 use super::elementwise::{binary_constants, unary_constants, BinaryParams, UnaryParams};
 use super::fill::FillParams;
 use super::index::IndexParams;
+use super::layer_norm::LayerNormParams;
 use super::matmul::MatmulParams;
 use super::optimizer::OptimizerParams;
 use super::params::{KernelParams, ParamLayout};
@@ -95,6 +96,8 @@ pub(crate) const MATMUL_VEC4: Shader = shader!("matmul_vec4", MatmulParams).trus
 pub(crate) const MATMUL_COOP: Shader = shader!("matmul_coop", MatmulParams).trusted();
 pub(crate) const SOFTMAX: Shader = shader!("softmax", SoftmaxParams).row_reduce().including(&[ROW_MAX_SUM]);
 pub(crate) const SOFTMAX_BACKWARD: Shader = shader!("softmax_backward", SoftmaxBackwardParams).row_reduce();
+pub(crate) const LAYER_NORM: Shader = shader!("layer_norm", LayerNormParams).row_reduce();
+pub(crate) const LAYER_NORM_BACKWARD: Shader = shader!("layer_norm_backward", LayerNormParams).row_reduce();
 pub(crate) const CROSS_ENTROPY: Shader =
     shader!("cross_entropy", CrossEntropyParams).row_reduce().including(&[ROW_MAX_SUM]);
 pub(crate) const IM2COL: Shader = shader!("im2col", WindowParams).including(&[WINDOW]);
@@ -149,6 +152,8 @@ pub(crate) const ALL: &[Shader] = &[
     SOFTMAX,
     SOFTMAX_BACKWARD,
     CROSS_ENTROPY,
+    LAYER_NORM,
+    LAYER_NORM_BACKWARD,
     IM2COL,
     COL2IM,
     CONV2D,
