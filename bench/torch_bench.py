@@ -3,7 +3,8 @@ median-of-repeats, so the two can run in one session and be compared as ratios.
 
     python3 bench/torch_bench.py --device cuda [--json out.json]
     python3 bench/torch_bench.py --device cpu --threads 2
-    python3 bench/torch_bench.py --device cuda --only matmul,softmax,convpass --gpu-time   # bench_wgpu's twin
+    python3 bench/torch_bench.py --device cuda --only matmul,softmax,convpass --gpu-time
+    python3 bench/torch_bench.py --device cuda --only attention      # fused attention, f32   # bench_wgpu's twin
 
 TF32 is off (PyTorch's default for matmul is plain fp32 unless allowed). Each repeat is timed
 on the wall clock up to a synchronize, as `bench` times rumus up to a read-back; with
@@ -175,6 +176,29 @@ def main():
 
         s = timer(dev, 2, 10, sm)
         add(f"softmax fwd+bwd [{rows_}, {cols}]", s, rows_ * cols * 4 * 8 / s / 1e9, "GB/s")
+    if wanted("attention"):
+        # The twin of bench's attention rows: causal SDPA on f32 [batch, heads, t, d] (batch 8 on
+        # the CPU), forward alone and forward plus backward; FLOPs count the visible half of the
+        # scores, forward 2*2*B*H*T*T*D/2 and backward 2.5 times that.
+        b, h, t, d = (64 if dev == "cuda" else 8), 6, 256, 64
+        q, k, v = (torch.randn(b, h, t, d, device=dev, requires_grad=True) for _ in range(3))
+        g = torch.randn(b, h, t, d, device=dev)
+        fwd_flops = 2 * 2 * b * h * t * t * d / 2
+
+        def attn_fwd():
+            with torch.no_grad():
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+        def attn_both():
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return torch.autograd.grad((y * g).sum(), (q, k, v))
+
+        name = f"attention causal [{b},{h},{t},{d}]"
+        per, unit = (1e12, "TFLOP/s") if dev == "cuda" else (1e9, "GFLOP/s")
+        s = timer(dev, 2, 10, attn_fwd)
+        add(f"{name} fwd", s, fwd_flops / s / per, unit)
+        s = timer(dev, 2, 10, attn_both)
+        add(f"{name} fwd+bwd", s, 3.5 * fwd_flops / s / per, unit)
     if wanted("conv"):
         for name, (n, c, h, o, k, pad) in {
             "conv2d lenet1 [64,1,28,28]->6 k5": (64, 1, 28, 6, 5, 2),

@@ -3,7 +3,7 @@
 //! `bench/torch_bench.py`; run both in the same session and compare ratios (BENCHMARKS.md).
 //!
 //! ```text
-//! cargo run --release --example bench -- [--device cpu|wgpu] [--only matmul,linear,softmax,conv,step,memory,epoch] [--json out.json]
+//! cargo run --release --example bench -- [--device cpu|wgpu] [--only matmul,linear,softmax,attention,conv,step,memory,epoch] [--json out.json]
 //! ```
 //!
 //! The LeNet epoch benchmark reports its first epoch apart: run alone (`--only epoch`) in a
@@ -104,6 +104,29 @@ fn bench_softmax(device: &Device, rows: usize, cols: usize) -> Result<Record> {
         rate: bytes / secs / 1e9,
         unit: "GB/s",
     })
+}
+
+/// Causal attention over `[batch, heads, t, d]` (a GPT's), forward alone and forward plus
+/// backward. FLOPs count the visible half of the scores: forward `2·2·B·H·T²·D / 2` (two
+/// products), backward 2.5 times that (FlashAttention's convention).
+fn bench_attention(device: &Device, (b, h, t, d): (usize, usize, usize, usize)) -> Result<Vec<Record>> {
+    let shape = [b, h, t, d];
+    let x = |seed| RawTensor::randn(&shape, 0.0, 1.0, seed, device)?.requires_grad_();
+    let (q, k, v) = (x(11)?, x(12)?, x(13)?);
+    let g = RawTensor::randn(&shape, 0.0, 1.0, 14, device)?;
+    let forward_flops = 2.0 * 2.0 * (b * h * t * t * d) as f64 / 2.0;
+    let forward = time(2, 10, || no_grad(|| sync(&q.scaled_dot_product_attention(&k, &v, true)?)))?;
+    let both = time(2, 10, || {
+        let y = q.scaled_dot_product_attention(&k, &v, true)?;
+        let grads = y.mul(&g)?.sum_all()?.backward()?;
+        grads.get(&q).map(sync).unwrap_or(Ok(()))
+    })?;
+    let name = format!("attention causal [{b},{h},{t},{d}]");
+    let (per, unit) = if device.is_cpu() { (1e9, "GFLOP/s") } else { (1e12, "TFLOP/s") };
+    Ok(vec![
+        Record { name: format!("{name} fwd"), median_s: forward, rate: forward_flops / forward / per, unit },
+        Record { name: format!("{name} fwd+bwd"), median_s: both, rate: 3.5 * forward_flops / both / per, unit },
+    ])
 }
 
 /// A convolution's forward and backward (weight, bias and input gradients) on [n, c, h, h] with
@@ -304,6 +327,11 @@ fn main() -> Result<()> {
     }
     if wanted("softmax") {
         records.push(bench_softmax(&device, 65536, 1024)?);
+    }
+    if wanted("attention") {
+        // The GPT of issue #29 (6 heads of 64, block 256) at batch 64; batch 8 on the CPU.
+        let batch = if device.is_cpu() { 8 } else { 64 };
+        records.extend(bench_attention(&device, (batch, 6, 256, 64))?);
     }
     if wanted("conv") {
         records.push(bench_conv(&device, "conv2d lenet1 [64,1,28,28]->6 k5", (64, 1, 28, 6, 5, 2))?);

@@ -166,6 +166,73 @@ pub struct CrossEntropyArgs {
     pub smoothing: f32,
 }
 
+/// Fused scaled dot-product attention over `batch` independent heads: queries `[batch, tq, d]`,
+/// keys and values `[batch, tk, d]`, output `[batch, tq, d]`, all contiguous. Scores are
+/// `q·k · scale`; with `causal`, query `i` sees keys `0 ..= i + (tk - tq)` (aligned bottom-right,
+/// so `tq <= tk`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttentionArgs {
+    pub batch: usize,
+    pub tq: usize,
+    pub tk: usize,
+    pub d: usize,
+    pub scale: f32,
+    pub causal: bool,
+}
+
+impl AttentionArgs {
+    /// `Ok` when every buffer the kernels touch has a valid element count and a causal pass
+    /// has at least as many keys as queries. Errors name `op`.
+    pub fn check(&self, op: &'static str) -> crate::Result<()> {
+        use crate::layout::checked_numel;
+        checked_numel(op, &[self.batch, self.tq, self.d])?;
+        checked_numel(op, &[self.batch, self.tk, self.d])?;
+        checked_numel(op, &[self.batch, self.tq])?;
+        if self.causal && self.tq > self.tk {
+            return Err(crate::Error::shape(
+                op,
+                format!("causal attention with {} queries needs at least as many keys, got {}", self.tq, self.tk),
+            ));
+        }
+        if !self.scale.is_finite() {
+            return Err(crate::Error::invalid(op, format!("scale {} is not finite", self.scale)));
+        }
+        Ok(())
+    }
+
+    /// The keys query `i` sees: `0 .. visible_keys(i)`.
+    pub fn visible_keys(&self, i: usize) -> usize {
+        if self.causal {
+            (i + 1 + (self.tk - self.tq)).min(self.tk)
+        } else {
+            self.tk
+        }
+    }
+}
+
+/// Layer normalisation of each row of `[rows, cols]` with `eps` added to the (biased) variance.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LayerNormArgs {
+    pub rows: usize,
+    pub cols: usize,
+    pub eps: f32,
+}
+
+impl LayerNormArgs {
+    /// `Ok` when `[rows, cols]` has a valid element count, rows are not empty and `eps` is a
+    /// non-negative number. Errors name `op`.
+    pub fn check(&self, op: &'static str) -> crate::Result<()> {
+        crate::layout::checked_numel(op, &[self.rows, self.cols])?;
+        if self.cols == 0 {
+            return Err(crate::Error::shape(op, "rows of 0 elements have no mean"));
+        }
+        if self.eps.is_nan() || self.eps < 0.0 {
+            return Err(crate::Error::invalid(op, format!("eps {} must be non-negative", self.eps)));
+        }
+        Ok(())
+    }
+}
+
 /// Geometry of a 2-D sliding window over NCHW input: convolution, pooling and im2col share it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConvGeom {

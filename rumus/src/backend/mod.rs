@@ -77,6 +77,57 @@ pub trait Backend: Send + Sync {
         args: &CrossEntropyArgs,
     ) -> Result<Storage>;
 
+    // ----- attention (see [`AttentionArgs`]) -----
+    /// Fused attention: the output `[batch, tq, d]` and the log-sum-exp of each query's scaled
+    /// scores `[batch, tq]` (natural log, saved for the backward), without a score matrix in
+    /// memory; `None` where the backend has no fused kernel for these sizes (the op then
+    /// composes matmul and softmax on the same device).
+    fn attention_forward(
+        &self,
+        q: &Storage,
+        k: &Storage,
+        v: &Storage,
+        args: &AttentionArgs,
+    ) -> Result<Option<(Storage, Storage)>>;
+    /// Backward of [`Backend::attention_forward`] (only called where it returned a result):
+    /// `(dq, dk, dv)` from the inputs, the forward's output and log-sum-exp, and the output's
+    /// gradient `dout`, recomputing the scores tile by tile; deterministic (no atomics).
+    #[allow(clippy::too_many_arguments)]
+    fn attention_backward(
+        &self,
+        q: &Storage,
+        k: &Storage,
+        v: &Storage,
+        out: &Storage,
+        lse: &Storage,
+        dout: &Storage,
+        args: &AttentionArgs,
+    ) -> Result<(Storage, Storage, Storage)>;
+
+    // ----- layer normalisation (rows of the last axis, see [`LayerNormArgs`]) -----
+    /// `y = (x - mean)·rstd·weight + bias` per row of `x [rows, cols]` (`weight`, `bias`:
+    /// `[cols]`, each optional), with each row's mean and `rstd = 1/√(var + eps)` (biased
+    /// variance), `[rows]` each, saved for the backward.
+    fn layer_norm(
+        &self,
+        x: &Storage,
+        weight: Option<&Storage>,
+        bias: Option<&Storage>,
+        args: &LayerNormArgs,
+    ) -> Result<(Storage, Storage, Storage)>;
+    /// The gradient w.r.t. `x` of [`Backend::layer_norm`] given `dy`:
+    /// `dx = rstd·(g - mean(g) - x̂·mean(g·x̂))` per row, with `g = dy·weight` and
+    /// `x̂ = (x - mean)·rstd`.
+    fn layer_norm_backward(
+        &self,
+        x: &Storage,
+        weight: Option<&Storage>,
+        mean: &Storage,
+        rstd: &Storage,
+        dy: &Storage,
+        args: &LayerNormArgs,
+    ) -> Result<Storage>;
+
     // ----- convolution and pooling (NCHW) -----
     /// `[n, c, h, w]` → columns `[n, c*kh*kw, oh*ow]`.
     fn im2col(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage>;

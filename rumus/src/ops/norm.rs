@@ -1,8 +1,70 @@
-//! Batch and layer normalisation, composed from elementwise ops and reductions so their
-//! backward comes from autograd and runs on whichever device holds the tensors.
+//! Batch and layer normalisation. Batch normalisation is composed from elementwise ops and
+//! reductions, so its backward comes from autograd; layer normalisation runs the device's fused
+//! kernels ([`Backend::layer_norm`](crate::backend::Backend::layer_norm)), with the composed
+//! [`RawTensor::layer_norm_reference`] kept as the reference they are tested against.
 
+use crate::autograd::BackwardOp;
+use crate::backend::LayerNormArgs;
 use crate::tensor::RawTensor;
 use crate::{no_grad, Error, Result};
+
+/// The fused layer norm's backward: `dx` from the kernel, `dweight = Σ_rows dy·x̂` and
+/// `dbias = Σ_rows dy` from ops (reductions in a fixed order: deterministic).
+struct LayerNormBackward {
+    mean: RawTensor,
+    rstd: RawTensor,
+    args: LayerNormArgs,
+    has_weight: bool,
+    has_bias: bool,
+}
+
+impl BackwardOp for LayerNormBackward {
+    fn name(&self) -> &'static str {
+        "layer_norm"
+    }
+    fn backward(&self, inputs: &[RawTensor], grad: &RawTensor) -> Result<Vec<Option<RawTensor>>> {
+        let x = &inputs[0];
+        let weight = if self.has_weight { inputs.get(1) } else { None };
+        let bias = if self.has_bias { inputs.get(1 + self.has_weight as usize) } else { None };
+        let dy = grad.contiguous()?;
+        let (rows, cols) = (self.args.rows, self.args.cols);
+        let dx = x
+            .requires_grad()
+            .then(|| {
+                let backend = x.device().backend();
+                let w = weight.map(|w| w.storage());
+                let storage = backend.layer_norm_backward(
+                    x.storage(),
+                    w,
+                    self.mean.storage(),
+                    self.rstd.storage(),
+                    dy.storage(),
+                    &self.args,
+                )?;
+                Ok::<_, Error>(RawTensor::from_kernel(storage, x.shape(), x.device()))
+            })
+            .transpose()?;
+        let dy_rows = dy.reshape(&[rows, cols])?;
+        let dw = weight
+            .filter(|w| w.requires_grad())
+            .map(|w| {
+                let centered = x.reshape(&[rows, cols])?.sub(&self.mean.reshape(&[rows, 1])?)?;
+                let xhat = centered.mul(&self.rstd.reshape(&[rows, 1])?)?;
+                dy_rows.mul(&xhat)?.sum(&[0], false)?.reshape(w.shape())
+            })
+            .transpose()?;
+        let db =
+            bias.filter(|b| b.requires_grad()).map(|b| dy_rows.sum(&[0], false)?.reshape(b.shape())).transpose()?;
+        let mut grads = vec![dx];
+        if self.has_weight {
+            grads.push(dw);
+        }
+        if self.has_bias {
+            grads.push(db);
+        }
+        Ok(grads)
+    }
+}
 
 /// Running statistics of a batch-norm layer, updated in place while training.
 #[derive(Clone, Copy, Debug)]
@@ -28,6 +90,35 @@ fn check_feature_tensor(
     x.check_same_device(op, t)?;
     if t.shape() != shape {
         return Err(Error::shape(op, format!("input {:?}: {what} {:?} must be {shape:?}", x.shape(), t.shape())));
+    }
+    Ok(())
+}
+
+/// Checks a layer norm's input, normalised shape (trailing axes of `x`, none empty), weight,
+/// bias and `eps`.
+fn check_layer_norm(
+    x: &RawTensor,
+    normalized_shape: &[usize],
+    weight: Option<&RawTensor>,
+    bias: Option<&RawTensor>,
+    eps: f32,
+) -> Result<()> {
+    const OP: &str = "layer_norm";
+    x.check_f32(OP)?;
+    let k = normalized_shape.len();
+    if k == 0 || k > x.rank() || &x.shape()[x.rank() - k..] != normalized_shape {
+        return Err(Error::shape(
+            OP,
+            format!("input {:?}: trailing axes must be the normalized shape {normalized_shape:?}", x.shape()),
+        ));
+    }
+    if normalized_shape.contains(&0) {
+        return Err(Error::shape(OP, format!("normalized shape {normalized_shape:?} is empty")));
+    }
+    check_feature_tensor(OP, "weight", x, weight, normalized_shape)?;
+    check_feature_tensor(OP, "bias", x, bias, normalized_shape)?;
+    if eps.is_nan() || eps < 0.0 {
+        return Err(Error::invalid(OP, format!("eps {eps} must be non-negative")));
     }
     Ok(())
 }
@@ -126,7 +217,8 @@ impl RawTensor {
     }
 
     /// Layer normalisation over the trailing `normalized_shape` axes (biased variance), with
-    /// optional elementwise `weight` and `bias` of `normalized_shape`.
+    /// optional elementwise `weight` and `bias` of `normalized_shape`, through the device's
+    /// fused kernels.
     pub fn layer_norm(
         &self,
         normalized_shape: &[usize],
@@ -135,23 +227,40 @@ impl RawTensor {
         eps: f32,
     ) -> Result<RawTensor> {
         const OP: &str = "layer_norm";
-        self.check_f32(OP)?;
-        let k = normalized_shape.len();
-        if k == 0 || k > self.rank() || &self.shape()[self.rank() - k..] != normalized_shape {
-            return Err(Error::shape(
-                OP,
-                format!("input {:?}: trailing axes must be the normalized shape {normalized_shape:?}", self.shape()),
-            ));
-        }
-        if normalized_shape.contains(&0) {
-            return Err(Error::shape(OP, format!("normalized shape {normalized_shape:?} is empty")));
-        }
-        check_feature_tensor(OP, "weight", self, weight, normalized_shape)?;
-        check_feature_tensor(OP, "bias", self, bias, normalized_shape)?;
-        if eps.is_nan() || eps < 0.0 {
-            return Err(Error::invalid(OP, format!("eps {eps} must be non-negative")));
-        }
-        let axes: Vec<isize> = (-(k as isize)..0).collect();
+        check_layer_norm(self, normalized_shape, weight, bias, eps)?;
+        let cols = crate::layout::checked_numel(OP, normalized_shape)?;
+        let args = LayerNormArgs { rows: self.numel() / cols, cols, eps };
+        args.check(OP)?;
+        let x = self.contiguous()?;
+        let weight = weight.map(|w| w.contiguous()).transpose()?;
+        let bias = bias.map(|b| b.contiguous()).transpose()?;
+        let device = x.device();
+        let (y, mean, rstd) = device.backend().layer_norm(
+            x.storage(),
+            weight.as_ref().map(|w| w.storage()),
+            bias.as_ref().map(|b| b.storage()),
+            &args,
+        )?;
+        let mean = RawTensor::from_kernel(mean, &[args.rows], device);
+        let rstd = RawTensor::from_kernel(rstd, &[args.rows], device);
+        let (has_weight, has_bias) = (weight.is_some(), bias.is_some());
+        let inputs: Vec<&RawTensor> = [Some(&x), weight.as_ref(), bias.as_ref()].into_iter().flatten().collect();
+        Ok(RawTensor::from_op_contiguous(y, x.shape(), device, &inputs, || {
+            Box::new(LayerNormBackward { mean, rstd, args, has_weight, has_bias })
+        }))
+    }
+
+    /// [`RawTensor::layer_norm`] composed from elementwise ops and reductions (its backward
+    /// from autograd): the reference the fused kernels are tested against.
+    pub fn layer_norm_reference(
+        &self,
+        normalized_shape: &[usize],
+        weight: Option<&RawTensor>,
+        bias: Option<&RawTensor>,
+        eps: f32,
+    ) -> Result<RawTensor> {
+        check_layer_norm(self, normalized_shape, weight, bias, eps)?;
+        let axes: Vec<isize> = (-(normalized_shape.len() as isize)..0).collect();
         let mean = self.mean(&axes, true)?;
         let centered = self.sub(&mean)?;
         let var = centered.mul(&centered)?.mean(&axes, true)?;

@@ -1,11 +1,13 @@
 //! The CPU backend: `gemm` for matmul, rayon across cores for everything large.
 
+mod attention;
 mod buffer_pool;
 mod conv;
 mod conv2d;
 mod denormals;
 mod elementwise;
 mod index;
+mod layer_norm;
 mod matmul;
 mod optim;
 mod parallel;
@@ -246,6 +248,84 @@ impl Backend for CpuBackend {
         check_dims(OP, &[args.rows], t.len().min(g.len()))?;
         check_indices(OP, &t[..args.rows], args.classes)?;
         Ok(f32_storage(softmax::cross_entropy_backward(x, t, g, args)?))
+    }
+
+    fn attention_forward(
+        &self,
+        q: &Storage,
+        k: &Storage,
+        v: &Storage,
+        args: &AttentionArgs,
+    ) -> Result<Option<(Storage, Storage)>> {
+        const OP: &str = "scaled_dot_product_attention";
+        args.check(OP)?;
+        let locked = read_all(OP, &[q, k, v])?;
+        let (q, k, v) = (locked.f32(0, OP)?, locked.f32(1, OP)?, locked.f32(2, OP)?);
+        check_dims(OP, &[args.batch, args.tq, args.d], q.len())?;
+        check_dims(OP, &[args.batch, args.tk, args.d], k.len().min(v.len()))?;
+        let (out, lse) = attention::attention_forward(q, k, v, args)?;
+        Ok(Some((f32_storage(out), f32_storage(lse))))
+    }
+
+    fn attention_backward(
+        &self,
+        q: &Storage,
+        k: &Storage,
+        v: &Storage,
+        out: &Storage,
+        lse: &Storage,
+        dout: &Storage,
+        args: &AttentionArgs,
+    ) -> Result<(Storage, Storage, Storage)> {
+        const OP: &str = "scaled_dot_product_attention";
+        args.check(OP)?;
+        let locked = read_all(OP, &[q, k, v, out, lse, dout])?;
+        let (q, k, v) = (locked.f32(0, OP)?, locked.f32(1, OP)?, locked.f32(2, OP)?);
+        let (out, lse, dout) = (locked.f32(3, OP)?, locked.f32(4, OP)?, locked.f32(5, OP)?);
+        check_dims(OP, &[args.batch, args.tq, args.d], q.len().min(out.len()).min(dout.len()))?;
+        check_dims(OP, &[args.batch, args.tk, args.d], k.len().min(v.len()))?;
+        check_dims(OP, &[args.batch, args.tq], lse.len())?;
+        let (dq, dk, dv) = attention::attention_backward(q, k, v, out, lse, dout, args)?;
+        Ok((f32_storage(dq), f32_storage(dk), f32_storage(dv)))
+    }
+
+    fn layer_norm(
+        &self,
+        x: &Storage,
+        weight: Option<&Storage>,
+        bias: Option<&Storage>,
+        args: &LayerNormArgs,
+    ) -> Result<(Storage, Storage, Storage)> {
+        const OP: &str = "layer_norm";
+        args.check(OP)?;
+        let storages: Vec<&Storage> = [Some(x), weight, bias].into_iter().flatten().collect();
+        let locked = read_all(OP, &storages)?;
+        check_dims(OP, &[args.rows, args.cols], locked.f32(0, OP)?.len())?;
+        let feature = |given: bool, i: usize| given.then(|| prefix(OP, locked.f32(i, OP)?, args.cols)).transpose();
+        let (w, b) = (feature(weight.is_some(), 1)?, feature(bias.is_some(), 1 + weight.is_some() as usize)?);
+        let (y, mean, rstd) = layer_norm::layer_norm(locked.f32(0, OP)?, w, b, args)?;
+        Ok((f32_storage(y), f32_storage(mean), f32_storage(rstd)))
+    }
+
+    fn layer_norm_backward(
+        &self,
+        x: &Storage,
+        weight: Option<&Storage>,
+        mean: &Storage,
+        rstd: &Storage,
+        dy: &Storage,
+        args: &LayerNormArgs,
+    ) -> Result<Storage> {
+        const OP: &str = "layer_norm";
+        args.check(OP)?;
+        let storages: Vec<&Storage> =
+            [Some(x), Some(mean), Some(rstd), Some(dy), weight].into_iter().flatten().collect();
+        let locked = read_all(OP, &storages)?;
+        let len = area(OP, args.rows, args.cols)?;
+        let (x, dy) = (prefix(OP, locked.f32(0, OP)?, len)?, prefix(OP, locked.f32(3, OP)?, len)?);
+        let (mean, rstd) = (prefix(OP, locked.f32(1, OP)?, args.rows)?, prefix(OP, locked.f32(2, OP)?, args.rows)?);
+        let w = weight.is_some().then(|| prefix(OP, locked.f32(4, OP)?, args.cols)).transpose()?;
+        Ok(f32_storage(layer_norm::layer_norm_backward(x, w, mean, rstd, dy, args)?))
     }
 
     fn im2col(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage> {

@@ -9,6 +9,7 @@
 //! `#[repr(C)]` twin of the WGSL `struct Params` (`params.rs`). This file holds the backend
 //! and the `Backend` implementation, one delegation per op.
 
+mod attention;
 mod buffer_pool;
 mod context;
 mod conv2d;
@@ -22,6 +23,7 @@ mod im2col;
 mod index;
 mod index_check;
 mod launch;
+mod layer_norm;
 mod matmul;
 mod optimizer;
 mod params;
@@ -280,6 +282,51 @@ impl Backend for WgpuBackend {
         args: &CrossEntropyArgs,
     ) -> Result<Storage> {
         self.cross_entropy_backward_kernel(logits, targets, grad_rows, args)
+    }
+
+    fn attention_forward(
+        &self,
+        q: &Storage,
+        k: &Storage,
+        v: &Storage,
+        args: &AttentionArgs,
+    ) -> Result<Option<(Storage, Storage)>> {
+        self.attention_forward_kernel(q, k, v, args)
+    }
+
+    fn attention_backward(
+        &self,
+        q: &Storage,
+        k: &Storage,
+        v: &Storage,
+        out: &Storage,
+        lse: &Storage,
+        dout: &Storage,
+        args: &AttentionArgs,
+    ) -> Result<(Storage, Storage, Storage)> {
+        self.attention_backward_kernel(q, k, v, out, lse, dout, args)
+    }
+
+    fn layer_norm(
+        &self,
+        x: &Storage,
+        weight: Option<&Storage>,
+        bias: Option<&Storage>,
+        args: &LayerNormArgs,
+    ) -> Result<(Storage, Storage, Storage)> {
+        self.layer_norm_kernel(x, weight, bias, args)
+    }
+
+    fn layer_norm_backward(
+        &self,
+        x: &Storage,
+        weight: Option<&Storage>,
+        mean: &Storage,
+        rstd: &Storage,
+        dy: &Storage,
+        args: &LayerNormArgs,
+    ) -> Result<Storage> {
+        self.layer_norm_backward_kernel(x, weight, mean, rstd, dy, args)
     }
 
     fn im2col(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage> {

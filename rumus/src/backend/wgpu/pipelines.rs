@@ -6,11 +6,13 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::attention::{constants_128, constants_32, constants_64, AttentionParams};
 use super::copy::CopyParams;
 use super::cross_entropy::CrossEntropyParams;
 use super::elementwise::{binary_constants, unary_constants, BinaryParams, UnaryParams};
 use super::fill::FillParams;
 use super::index::IndexParams;
+use super::layer_norm::LayerNormParams;
 use super::matmul::MatmulParams;
 use super::optimizer::OptimizerParams;
 use super::params::{KernelParams, ParamLayout};
@@ -77,6 +79,7 @@ const ACTIVATION: &str = lib!("activation");
 const WINDOW: &str = lib!("window");
 const LINEAR: &str = lib!("linear");
 const ROW_MAX_SUM: &str = lib!("row_max_sum");
+const ATTENTION_TILES: &str = lib!("attention_tiles");
 
 pub(crate) const FILL: Shader = shader!("fill", FillParams);
 pub(crate) const COPY_STRIDED: Shader = shader!("copy_strided", CopyParams);
@@ -93,6 +96,8 @@ pub(crate) const MATMUL_VEC4: Shader = shader!("matmul_vec4", MatmulParams).trus
 pub(crate) const MATMUL_COOP: Shader = shader!("matmul_coop", MatmulParams).trusted();
 pub(crate) const SOFTMAX: Shader = shader!("softmax", SoftmaxParams).row_reduce().including(&[ROW_MAX_SUM]);
 pub(crate) const SOFTMAX_BACKWARD: Shader = shader!("softmax_backward", SoftmaxBackwardParams).row_reduce();
+pub(crate) const LAYER_NORM: Shader = shader!("layer_norm", LayerNormParams).row_reduce();
+pub(crate) const LAYER_NORM_BACKWARD: Shader = shader!("layer_norm_backward", LayerNormParams).row_reduce();
 pub(crate) const CROSS_ENTROPY: Shader =
     shader!("cross_entropy", CrossEntropyParams).row_reduce().including(&[ROW_MAX_SUM]);
 pub(crate) const IM2COL: Shader = shader!("im2col", WindowParams).including(&[WINDOW]);
@@ -102,6 +107,34 @@ pub(crate) const CONV2D_DIRECT: Shader = shader!("conv2d_direct", WindowParams).
 pub(crate) const POOLING: Shader = shader!("pooling", WindowParams).including(&[WINDOW, LINEAR]);
 pub(crate) const INDEX: Shader = shader!("index", IndexParams).including(&[LINEAR]);
 pub(crate) const OPTIMIZER: Shader = shader!("optimizer", OptimizerParams).including(&[LINEAR]);
+
+/// One fused-attention file in the head-size variant whose constants `$constants` writes
+/// (see `attention.rs`), under its own name so that each variant is its own module.
+macro_rules! attention {
+    ($name:literal, $file:literal, $constants:ident) => {
+        Shader::new($name, include_str!(concat!("../../../shaders/", $file, ".wgsl")), AttentionParams::LAYOUT)
+            .with_constants($constants)
+            .including(&[ATTENTION_TILES])
+            .trusted()
+    };
+}
+
+pub(crate) const ATTENTION_FORWARD_32: Shader = attention!("attention_forward_d32", "attention_forward", constants_32);
+pub(crate) const ATTENTION_FORWARD_64: Shader = attention!("attention_forward_d64", "attention_forward", constants_64);
+pub(crate) const ATTENTION_FORWARD_128: Shader =
+    attention!("attention_forward_d128", "attention_forward", constants_128);
+pub(crate) const ATTENTION_DQ_32: Shader =
+    attention!("attention_backward_dq_d32", "attention_backward_dq", constants_32);
+pub(crate) const ATTENTION_DQ_64: Shader =
+    attention!("attention_backward_dq_d64", "attention_backward_dq", constants_64);
+pub(crate) const ATTENTION_DQ_128: Shader =
+    attention!("attention_backward_dq_d128", "attention_backward_dq", constants_128);
+pub(crate) const ATTENTION_DKDV_32: Shader =
+    attention!("attention_backward_dkdv_d32", "attention_backward_dkdv", constants_32);
+pub(crate) const ATTENTION_DKDV_64: Shader =
+    attention!("attention_backward_dkdv_d64", "attention_backward_dkdv", constants_64);
+pub(crate) const ATTENTION_DKDV_128: Shader =
+    attention!("attention_backward_dkdv_d128", "attention_backward_dkdv", constants_128);
 
 /// Every shader the backend compiles (for validation in tests).
 pub(crate) const ALL: &[Shader] = &[
@@ -119,6 +152,8 @@ pub(crate) const ALL: &[Shader] = &[
     SOFTMAX,
     SOFTMAX_BACKWARD,
     CROSS_ENTROPY,
+    LAYER_NORM,
+    LAYER_NORM_BACKWARD,
     IM2COL,
     COL2IM,
     CONV2D,
@@ -126,6 +161,15 @@ pub(crate) const ALL: &[Shader] = &[
     POOLING,
     INDEX,
     OPTIMIZER,
+    ATTENTION_FORWARD_32,
+    ATTENTION_FORWARD_64,
+    ATTENTION_FORWARD_128,
+    ATTENTION_DQ_32,
+    ATTENTION_DQ_64,
+    ATTENTION_DQ_128,
+    ATTENTION_DKDV_32,
+    ATTENTION_DKDV_64,
+    ATTENTION_DKDV_128,
 ];
 
 /// `RUMUS_WGPU_LOG_COMPILES=1` prints each kernel's compile time and thread to stderr, and each
@@ -356,6 +400,12 @@ impl Pipelines {
                     // [m, n] (edge tiles go through shared memory and are bounds-checked). Dropping the checks (loop counters,
                     // index clamps on every shared-memory read) makes them 1.2-1.5x faster on
                     // the H200; `examples/matmul_lab.rs` measures both.
+                    // The attention kernels (`attention*.wgsl`) index their workgroup tiles
+                    // below BT·D4 and their per-invocation rows below D4 (constants), read and
+                    // write rows of q, k, v, out, dout and their gradients only for row
+                    // indices below tq or tk and columns below d, where the dispatcher has
+                    // checked each buffer's length against [batch, rows, d] and every index
+                    // against 2^31 (`attention.rs`), and loop to uniform bounds below 2^31.
                     unsafe { device.create_shader_module_trusted(desc, ::wgpu::ShaderRuntimeChecks::unchecked()) }
                 } else {
                     device.create_shader_module(desc)

@@ -29,8 +29,8 @@ use super::conv2d::Dims;
 use super::pipelines::Pipelines;
 use super::{WgpuBackend, WgpuStorage};
 use crate::backend::{
-    Backend, BinaryOp, Conv2dArgs, Conv2dWanted, ConvGeom, CrossEntropyArgs, DType, IndexArgs, MatmulArgs,
-    MatrixLayout, OptimizerStep, RandomKind, ReduceDims, ReduceOp, Storage, UnaryOp,
+    AttentionArgs, Backend, BinaryOp, Conv2dArgs, Conv2dWanted, ConvGeom, CrossEntropyArgs, DType, IndexArgs,
+    MatmulArgs, MatrixLayout, OptimizerStep, RandomKind, ReduceDims, ReduceOp, Storage, UnaryOp,
 };
 use crate::{Layout, Result};
 
@@ -294,6 +294,20 @@ pub(crate) fn copy_strided(b: &WgpuBackend) -> Result<()> {
     let (src, dst) = (upload(b, 6)?, upload(b, 6)?);
     let transposed = Layout::contiguous(&[2, 3]).permute(&[1, 0])?;
     b.copy_strided(&src, &transposed, &dst, &Layout::contiguous(&[3, 2]))
+}
+
+/// Causal attention with heads of 64 (a GPT's 384 wide over 6 heads): the fused forward...
+const ATTENTION: AttentionArgs = AttentionArgs { batch: 1, tq: 2, tk: 2, d: 64, scale: 0.125, causal: true };
+
+pub(crate) fn attention_forward(b: &WgpuBackend) -> Result<()> {
+    let x = upload(b, 128)?;
+    b.attention_forward(&x, &x, &x, &ATTENTION).map(drop)
+}
+
+/// ...and its two backward kernels.
+pub(crate) fn attention_backward(b: &WgpuBackend) -> Result<()> {
+    let (x, lse) = (upload(b, 128)?, upload(b, 2)?);
+    b.attention_backward(&x, &x, &x, &x, &lse, &x, &ATTENTION).map(drop)
 }
 
 /// One fused Adam update, the kernel every LeNet step ends with.

@@ -1,0 +1,106 @@
+// Shared by the fused attention kernels (attention_forward.wgsl, attention_backward_dq.wgsl,
+// attention_backward_dkdv.wgsl). The launcher writes before it the constants of one head-size
+// variant: DMAX (the head dimension d rounded up to 32, 64 or 128), D4 = DMAX / 4 and
+// BT = 2048 / DMAX, the rows of a staged tile (two tiles of BT x DMAX floats fill 16 KiB of
+// workgroup memory). The including file binds q, k, v at 1-3.
+//
+// Tensors are [batch, t, d] contiguous. Lanes at or beyond d read as zero, so every loop over
+// the head dimension runs to the compile-time D4 and a thread's rows stay in registers.
+// Scores are kept in base-2 units (multiplied by scale * log2(e)) for exp2.
+
+struct Params {
+    tq: u32,
+    tk: u32,
+    d: u32,
+    causal: u32,
+    // tk - tq: with causal, query i sees keys 0 ..= i + shift.
+    shift: u32,
+    // Row tiles (of WG rows) per head, and batch * tiles workgroups in all.
+    tiles: u32,
+    total: u32,
+    scale: f32,
+    scale_log2: f32,
+}
+
+// Invocations per workgroup, one per query (forward, dq) or key (dk, dv) row.
+const WG: u32 = 64u;
+// Stands for -infinity as a running maximum before any key (exp2 of it is 0, without NaN).
+const NEG_BIG: f32 = -3.0e38;
+const LN2: f32 = 0.6931471805599453;
+const LOG2E: f32 = 1.4426950408889634;
+
+var<workgroup> tile_a: array<vec4<f32>, BT * D4>;
+var<workgroup> tile_b: array<vec4<f32>, BT * D4>;
+
+// Elements 4*c4 .. 4*c4+4 of a row of q, k or v, zero at and beyond d. The caller keeps `row`
+// below the tensor's rows; no element past the row is read (these kernels are compiled without
+// runtime bounds checks, see `backend/wgpu/pipelines.rs`).
+fn load_q(row: u32, c4: u32) -> vec4<f32> {
+    let c = c4 * 4u;
+    let i = row * p.d + c;
+    if c + 4u <= p.d {
+        return vec4<f32>(q[i], q[i + 1u], q[i + 2u], q[i + 3u]);
+    }
+    var x = vec4<f32>(0.0);
+    for (var e = 0u; e < 4u && c + e < p.d; e++) {
+        x[e] = q[i + e];
+    }
+    return x;
+}
+
+fn load_k(row: u32, c4: u32) -> vec4<f32> {
+    let c = c4 * 4u;
+    let i = row * p.d + c;
+    if c + 4u <= p.d {
+        return vec4<f32>(k[i], k[i + 1u], k[i + 2u], k[i + 3u]);
+    }
+    var x = vec4<f32>(0.0);
+    for (var e = 0u; e < 4u && c + e < p.d; e++) {
+        x[e] = k[i + e];
+    }
+    return x;
+}
+
+fn load_v(row: u32, c4: u32) -> vec4<f32> {
+    let c = c4 * 4u;
+    let i = row * p.d + c;
+    if c + 4u <= p.d {
+        return vec4<f32>(v[i], v[i + 1u], v[i + 2u], v[i + 3u]);
+    }
+    var x = vec4<f32>(0.0);
+    for (var e = 0u; e < 4u && c + e < p.d; e++) {
+        x[e] = v[i + e];
+    }
+    return x;
+}
+
+// The horizontal sum of a vec4 of partial dot products.
+fn hsum(x: vec4<f32>) -> f32 {
+    return (x.x + x.y) + (x.z + x.w);
+}
+
+// How many keys query i sees: 0 .. keys_seen(i).
+fn keys_seen(i: u32) -> u32 {
+    return select(p.tk, min(i + 1u + p.shift, p.tk), p.causal == 1u);
+}
+
+// Stages keys j0 .. j0 + BT of head b: k into tile_a and v into tile_b (zeros past tk).
+fn stage_kv(b: u32, j0: u32, lid: u32) {
+    for (var e = lid; e < BT * D4; e += WG) {
+        let j = j0 + e / D4;
+        var kk = vec4<f32>(0.0);
+        var vv = vec4<f32>(0.0);
+        if j < p.tk {
+            kk = load_k(b * p.tk + j, e % D4);
+            vv = load_v(b * p.tk + j, e % D4);
+        }
+        tile_a[e] = kk;
+        tile_b[e] = vv;
+    }
+}
+
+// Workgroup `tile` as (head, first row of its WG rows).
+fn tile_origin(wid: vec3<u32>, nwg: vec3<u32>) -> vec2<u32> {
+    let tile = wid.x + wid.y * nwg.x;
+    return vec2<u32>(tile / p.tiles, (tile % p.tiles) * WG);
+}

@@ -1,0 +1,175 @@
+//! `attention_forward.wgsl`, `attention_backward_dq.wgsl` and `attention_backward_dkdv.wgsl`
+//! (with `lib/attention_tiles.wgsl`): fused attention, one workgroup per (head, 64 rows).
+//!
+//! Each file is compiled in three head-size variants, the head dimension `d` rounded up to
+//! `DMAX` = 32, 64 or 128 (the lanes beyond `d` read as zeros), so that every loop over the
+//! head dimension has a compile-time bound and an invocation's rows stay in registers. Each
+//! variant stages `2048 / DMAX` rows at a time in two tiles of 16 KiB together, within
+//! WebGPU's default workgroup memory. A head dimension above 128 has no fused kernel here
+//! ([`WgpuBackend::attention_forward_kernel`] returns `None` and the op composes the
+//! reference on the device).
+
+use super::launch::{bind, check_len};
+use super::params::kernel_params;
+use super::pipelines::{self, Access, Shader};
+use super::WgpuBackend;
+use crate::backend::{AttentionArgs, DType, Storage};
+use crate::{Error, Result};
+
+use Access::{Read as R, Write as W};
+
+const OP: &str = "scaled_dot_product_attention";
+
+/// Rows (queries or keys) per workgroup: the WGSL `WG`.
+const ROWS: usize = 64;
+
+/// The largest head dimension with a fused kernel.
+pub(crate) const MAX_HEAD_DIM: usize = 128;
+
+kernel_params! {
+    /// `lib/attention_tiles.wgsl`: the sizes of [`AttentionArgs`] (`shift = tk - tq`), `tiles`
+    /// workgroups of 64 rows per head and `total` in all, the score scale and the scale times
+    /// log2(e) (scores in base 2 for `exp2`).
+    struct AttentionParams {
+        tq: u32,
+        tk: u32,
+        d: u32,
+        causal: u32,
+        shift: u32,
+        tiles: u32,
+        total: u32,
+        scale: f32,
+        scale_log2: f32,
+    } pad 3
+}
+
+/// The constants of the variant for head dimensions up to `dmax`.
+fn constants(dmax: u32) -> String {
+    format!("const DMAX: u32 = {dmax}u;\nconst D4: u32 = {}u;\nconst BT: u32 = {}u;\n", dmax / 4, 2048 / dmax)
+}
+
+pub(super) fn constants_32() -> String {
+    constants(32)
+}
+
+pub(super) fn constants_64() -> String {
+    constants(64)
+}
+
+pub(super) fn constants_128() -> String {
+    constants(128)
+}
+
+/// The three kernels of one head-size variant.
+struct Variant {
+    forward: &'static Shader,
+    dq: &'static Shader,
+    dkdv: &'static Shader,
+}
+
+/// The smallest variant that holds head dimension `d`, if any.
+fn variant(d: usize) -> Option<Variant> {
+    use pipelines::*;
+    match d {
+        0..=32 => Some(Variant { forward: &ATTENTION_FORWARD_32, dq: &ATTENTION_DQ_32, dkdv: &ATTENTION_DKDV_32 }),
+        33..=64 => Some(Variant { forward: &ATTENTION_FORWARD_64, dq: &ATTENTION_DQ_64, dkdv: &ATTENTION_DKDV_64 }),
+        65..=MAX_HEAD_DIM => {
+            Some(Variant { forward: &ATTENTION_FORWARD_128, dq: &ATTENTION_DQ_128, dkdv: &ATTENTION_DKDV_128 })
+        }
+        _ => None,
+    }
+}
+
+/// Sizes and indices of the kernels stay below this (their loops step past their bounds by at
+/// most a tile, which must not wrap a u32).
+const INDEX_LIMIT: usize = 1 << 31;
+
+/// `v` as a u32 kernel size, or an error naming what it is.
+fn word(what: &str, v: usize) -> Result<u32> {
+    if v >= INDEX_LIMIT {
+        return Err(Error::invalid(OP, format!("{what} {v} exceeds the kernels' indices (below 2^31)")));
+    }
+    Ok(v as u32)
+}
+
+/// The parameters for workgroups over `rows` rows (queries or keys) of each head.
+fn params(a: &AttentionArgs, rows: usize) -> Result<AttentionParams> {
+    a.check(OP)?;
+    // Every index the kernels form stays below the largest buffer: [batch, max(tq, tk), d].
+    word("element count", a.batch.saturating_mul(a.tq.max(a.tk)).saturating_mul(a.d.max(4)))?;
+    let tiles = rows.div_ceil(ROWS);
+    Ok(AttentionParams {
+        tq: word("tq", a.tq)?,
+        tk: word("tk", a.tk)?,
+        d: word("d", a.d)?,
+        causal: a.causal as u32,
+        shift: word("tk - tq", a.tk.saturating_sub(a.tq))?,
+        tiles: word("tiles", tiles)?,
+        total: word("workgroups", a.batch.saturating_mul(tiles))?,
+        scale: a.scale,
+        scale_log2: a.scale * std::f32::consts::LOG2_E,
+        _pad: [0; 3],
+    })
+}
+
+impl WgpuBackend {
+    /// The fused forward, or `None` for head dimensions above [`MAX_HEAD_DIM`].
+    pub(super) fn attention_forward_kernel(
+        &self,
+        q: &Storage,
+        k: &Storage,
+        v: &Storage,
+        a: &AttentionArgs,
+    ) -> Result<Option<(Storage, Storage)>> {
+        let Some(variant) = variant(a.d) else { return Ok(None) };
+        let p = params(a, a.tq)?;
+        let (q, k, v) = (self.gpu(q, DType::F32, OP)?, self.gpu(k, DType::F32, OP)?, self.gpu(v, DType::F32, OP)?);
+        check_len(OP, q, a.batch * a.tq * a.d)?;
+        check_len(OP, k, a.batch * a.tk * a.d)?;
+        check_len(OP, v, a.batch * a.tk * a.d)?;
+        let out = self.alloc(a.batch * a.tq * a.d, DType::F32, OP)?;
+        let lse = self.alloc(a.batch * a.tq, DType::F32, OP)?;
+        if p.total > 0 {
+            let groups = self.groups_for(p.total as usize * super::launch::WG, OP)?;
+            let buffers = [bind(q), bind(k), bind(v), bind(&out), bind(&lse)];
+            self.run(variant.forward, "attention_forward", &[R, R, R, W, W], &p, &buffers, groups)?;
+        }
+        Ok(Some((self.output(out), self.output(lse))))
+    }
+
+    /// The fused backward: `dq` (and each query's `delta = dout·out`), then `dk` and `dv`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn attention_backward_kernel(
+        &self,
+        q: &Storage,
+        k: &Storage,
+        v: &Storage,
+        out: &Storage,
+        lse: &Storage,
+        dout: &Storage,
+        a: &AttentionArgs,
+    ) -> Result<(Storage, Storage, Storage)> {
+        let variant =
+            variant(a.d).ok_or_else(|| Error::invalid(OP, format!("no fused backward for head dimension {}", a.d)))?;
+        let (pq, pk) = (params(a, a.tq)?, params(a, a.tk)?);
+        let [q, k, v, out, lse, dout] = [q, k, v, out, lse, dout].map(|s| self.gpu(s, DType::F32, OP));
+        let (q, k, v, out, lse, dout) = (q?, k?, v?, out?, lse?, dout?);
+        for (s, len) in [(q, a.tq), (out, a.tq), (dout, a.tq), (k, a.tk), (v, a.tk)] {
+            check_len(OP, s, a.batch * len * a.d)?;
+        }
+        check_len(OP, lse, a.batch * a.tq)?;
+        let dq = self.alloc(a.batch * a.tq * a.d, DType::F32, OP)?;
+        let delta = self.alloc(a.batch * a.tq, DType::F32, OP)?;
+        let dk = self.alloc(a.batch * a.tk * a.d, DType::F32, OP)?;
+        let dv = self.alloc(a.batch * a.tk * a.d, DType::F32, OP)?;
+        if pq.total > 0 && pk.total > 0 {
+            let groups = self.groups_for(pq.total as usize * super::launch::WG, OP)?;
+            let buffers = [bind(q), bind(k), bind(v), bind(dout), bind(lse), bind(out), bind(&dq), bind(&delta)];
+            self.run(variant.dq, "attention_backward_dq", &[R, R, R, R, R, R, W, W], &pq, &buffers, groups)?;
+            let groups = self.groups_for(pk.total as usize * super::launch::WG, OP)?;
+            let buffers = [bind(q), bind(k), bind(v), bind(dout), bind(lse), bind(&delta), bind(&dk), bind(&dv)];
+            self.run(variant.dkdv, "attention_backward_dkdv", &[R, R, R, R, R, R, W, W], &pk, &buffers, groups)?;
+        }
+        Ok((self.output(dq), self.output(dk), self.output(dv)))
+    }
+}
