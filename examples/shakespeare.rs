@@ -142,10 +142,10 @@ where
         let evals: Vec<String> = val_losses.iter().map(|(step, l)| format!("[{step}, {l}]")).collect();
         let json = format!(
             "{{\"device\": \"{device}\", \"params\": {}, \"train_seconds\": {seconds}, \"val\": [{}], {generation}}}",
-            M::TRAINABLE_PARAMS,
+            rumus::nn::count_trainable(&model),
             evals.join(", ")
         );
-        std::fs::write(path, json).map_err(|e| Error::io(path, e))?;
+        std::fs::write(path, json).map_err(|source| Error::Io { path: path.into(), source })?;
     }
     Ok(())
 }
@@ -162,7 +162,6 @@ fn time_steps<M: Model, const T: usize, const V: usize>(
 where
     M: Model<Input = Shape1<T>, Output = Shape2<T, V>>,
 {
-    #[cfg(feature = "wgpu")]
     if let Device::Wgpu(backend) = device {
         backend.reset_peak_memory();
     }
@@ -173,7 +172,6 @@ where
     let step_ms = epochs[0] / steps as f64 * 1e3;
     let tokens_per_s = (s.batch_size * T) as f64 / (step_ms / 1e3);
     let peak_gib = match device {
-        #[cfg(feature = "wgpu")]
         Device::Wgpu(backend) => backend.pool_stats().peak_live_bytes as f64 / (1u64 << 30) as f64,
         _ => f64::NAN,
     };
@@ -182,10 +180,10 @@ where
         let json = format!(
             "{{\"device\": \"{device}\", \"params\": {}, \"step_ms\": {step_ms}, \"tokens_per_s\": {tokens_per_s}, \
              \"peak_gib\": {peak_gib}, \"first_epoch_s\": {}}}",
-            M::TRAINABLE_PARAMS,
+            rumus::nn::count_trainable(model),
             history.epoch_seconds()[0]
         );
-        std::fs::write(path, json).map_err(|e| Error::io(path, e))?;
+        std::fs::write(path, json).map_err(|source| Error::Io { path: path.into(), source })?;
     }
     Ok(())
 }
