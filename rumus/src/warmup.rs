@@ -41,7 +41,8 @@ use Work::{Kernel as K, Pass as P};
 ///   each), the 64-tile matmuls and the row reduction;
 /// - then whole small forward/backward passes that reach what the first works did not, and
 ///   the large-tile matmuls (up to 0.5 s), which only large products use;
-/// - last the fused attention's kernels for heads of 64, which only transformers use.
+/// - last the layer norm's and the fused attention's kernels (heads of 64), which only
+///   transformers use.
 const WORKS: &[Work] = &[
     K(kernel::random_normal),
     K(kernel::conv_direct_input_grad),
@@ -74,6 +75,8 @@ const WORKS: &[Work] = &[
     P(matmul_large_vec4),
     P(matmul_large_strided),
     P(matmul_tall),
+    K(kernel::layer_norm),
+    K(kernel::layer_norm_backward),
     K(kernel::attention_forward),
     K(kernel::attention_backward),
 ];

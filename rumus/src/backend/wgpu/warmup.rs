@@ -30,7 +30,7 @@ use super::pipelines::Pipelines;
 use super::{WgpuBackend, WgpuStorage};
 use crate::backend::{
     AttentionArgs, Backend, BinaryOp, Conv2dArgs, Conv2dWanted, ConvGeom, CrossEntropyArgs, DType, IndexArgs,
-    MatmulArgs, MatrixLayout, OptimizerStep, RandomKind, ReduceDims, ReduceOp, Storage, UnaryOp,
+    LayerNormArgs, MatmulArgs, MatrixLayout, OptimizerStep, RandomKind, ReduceDims, ReduceOp, Storage, UnaryOp,
 };
 use crate::{Layout, Result};
 
@@ -308,6 +308,19 @@ pub(crate) fn attention_forward(b: &WgpuBackend) -> Result<()> {
 pub(crate) fn attention_backward(b: &WgpuBackend) -> Result<()> {
     let (x, lse) = (upload(b, 128)?, upload(b, 2)?);
     b.attention_backward(&x, &x, &x, &x, &lse, &x, &ATTENTION).map(drop)
+}
+
+/// A layer norm over rows of 8 with a weight and a bias, forward and input gradient.
+const LAYER_NORM: LayerNormArgs = LayerNormArgs { rows: 2, cols: 8, eps: 1e-5 };
+
+pub(crate) fn layer_norm(b: &WgpuBackend) -> Result<()> {
+    let (x, w) = (upload(b, 16)?, upload(b, 8)?);
+    b.layer_norm(&x, Some(&w), Some(&w), &LAYER_NORM).map(drop)
+}
+
+pub(crate) fn layer_norm_backward(b: &WgpuBackend) -> Result<()> {
+    let (x, w, stats) = (upload(b, 16)?, upload(b, 8)?, upload(b, 2)?);
+    b.layer_norm_backward(&x, Some(&w), &stats, &stats, &x, &LAYER_NORM).map(drop)
 }
 
 /// One fused Adam update, the kernel every LeNet step ends with.
