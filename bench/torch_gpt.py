@@ -113,6 +113,66 @@ def learning_rate(step, lr, min_lr, warmup, decay_steps):
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
 
 
+def cached_logits(model, ids, caches, pos):
+    """Logits of the new positions `ids` [1, t] at positions pos.., with per-layer key/value
+    caches (a list, updated): the cached loop rumus's `generate` runs."""
+    x = model.embed[0](ids) + model.embed[1].weight[pos : pos + ids.shape[1]]
+    n, t, e = x.shape
+    for i, blk in enumerate(model.blocks):
+        att = blk.attn
+        q, k, v = att.c_attn(blk.ln_1(x)).split(e, dim=2)
+        q, k, v = (z.view(n, t, att.heads, e // att.heads).transpose(1, 2) for z in (q, k, v))
+        if caches[i] is not None:
+            k, v = torch.cat([caches[i][0], k], dim=2), torch.cat([caches[i][1], v], dim=2)
+        caches[i] = (k, v)
+        # One new query sees every cached key; a prefill is causal (here tq == tk).
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=t > 1)
+        x = x + att.c_proj(y.transpose(1, 2).contiguous().view(n, t, e))
+        x = x + blk.mlp(blk.ln_2(x))
+    return model.head(x)
+
+
+def generation_speed(model, block, device, n=200):
+    """Tokens per second of sampling `n` tokens after a one-token prompt: nanoGPT's loop (the
+    whole window re-run per token) and the key/value-cached loop; and the first token's latency."""
+    model.eval()
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+    def sample(logits):
+        return torch.multinomial(F.softmax(logits[:, -1, :], dim=-1), 1)
+
+    def uncached(count):
+        idx = torch.zeros((1, 1), dtype=torch.long, device=device)
+        for _ in range(count):
+            idx = torch.cat([idx, sample(model(idx[:, -block:]))], dim=1)
+        return idx
+
+    def cached(count):
+        idx = torch.zeros((1, 1), dtype=torch.long, device=device)
+        caches = [None] * len(model.blocks)
+        new = sample(cached_logits(model, idx, caches, 0))
+        for _ in range(count - 1):
+            idx = torch.cat([idx, new], dim=1)
+            new = sample(cached_logits(model, new, caches, idx.shape[1] - 1))
+        return torch.cat([idx, new], dim=1)
+
+    out = {}
+    with torch.no_grad():
+        sync()
+        t0 = time.perf_counter()
+        cached(1)
+        sync()
+        out["first_token_ms"] = (time.perf_counter() - t0) * 1e3
+        for name, f in [("generate_tokens_per_s", cached), ("generate_uncached_tokens_per_s", uncached)]:
+            f(8)
+            sync()
+            t0 = time.perf_counter()
+            f(n)
+            sync()
+            out[name] = n / (time.perf_counter() - t0)
+    return out
+
+
 def load_tokens(path):
     text = open(path, encoding="utf-8").read()
     vocab = sorted(set(text))
@@ -158,6 +218,7 @@ def main():
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--json", default="")
+    p.add_argument("--generate", action="store_true", help="time generation (cached and not) instead of training")
     a = p.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -171,6 +232,13 @@ def main():
     params = sum(p.numel() for p in model.parameters())
     opt = optimizer(model, a.lr, 0.1, fused=cuda)
     autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if a.mode == "bf16" else contextlib.nullcontext
+    if a.generate:
+        out = {"device": torch.cuda.get_device_name() if cuda else "cpu", **generation_speed(model, a.block, a.device)}
+        print(json.dumps(out))
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(out, f, indent=1)
+        return
     step_model = model
     if a.mode.startswith("compile"):
         step_model = torch.compile(model, mode="reduce-overhead" if a.mode == "compile-ro" else None)

