@@ -165,7 +165,7 @@ fn write_json(s: &Settings, json: &str) -> Result<()> {
 
 /// Timing only: three epochs of `steps` steps without validation; the median of the last two,
 /// per step, and the peak device memory of training.
-fn time_steps<M: Model, const T: usize, const V: usize>(
+fn time_steps<M, const T: usize, const V: usize>(
     model: &mut M,
     device: &Device,
     train: &TextWindows<T, V>,
