@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use rumus::data::{shakespeare, CharTokenizer, TextWindows};
 use rumus::optim::schedule::WarmupCosine;
-use rumus::optim::AdamW;
+use rumus::optim::{AdamW, Optimizer};
 use rumus::prelude::*;
 
 mod common;
@@ -184,21 +184,58 @@ where
     epochs.sort_by(f64::total_cmp);
     let step_ms = epochs[0] / steps as f64 * 1e3;
     let tokens_per_s = (s.batch_size * T) as f64 / (step_ms / 1e3);
+    model.set_training(true); // fit leaves the model in eval mode; time the step with dropout
+    let (gpu_ms, wall_ms) = one_step_times(model, device, train, s.batch_size)?;
     let peak_gib = match device {
         Device::Wgpu(backend) => backend.pool_stats().peak_live_bytes as f64 / (1u64 << 30) as f64,
         _ => f64::NAN,
     };
     println!(
-        "step {step_ms:.2} ms, {tokens_per_s:.0} tokens/s, peak {peak_gib:.2} GiB, first epoch {:.2} s",
+        "step {step_ms:.2} ms, {tokens_per_s:.0} tokens/s, peak {peak_gib:.2} GiB, first epoch {:.2} s; one step \
+         alone {wall_ms:.2} ms, of which the GPU worked {gpu_ms:.2} ms",
         history.epoch_seconds()[0]
     );
     let json = format!(
         "{{\"device\": \"{device}\", \"params\": {}, \"step_ms\": {step_ms}, \"tokens_per_s\": {tokens_per_s}, \
-         \"peak_gib\": {peak_gib}, \"first_epoch_s\": {}}}",
+         \"peak_gib\": {peak_gib}, \"first_epoch_s\": {}, \"one_step_gpu_ms\": {gpu_ms}, \"one_step_wall_ms\": {wall_ms}}}",
         rumus::nn::count_trainable(model),
         history.epoch_seconds()[0]
     );
     write_json(s, &json)
+}
+
+/// One training step (forward, loss, backward, clipping, AdamW) timed alone: on the wall clock
+/// between two synchronisations, and on the GPU with timestamp queries (the wall time elsewhere).
+/// Their gap is what the host spends recording work the GPU waits for.
+fn one_step_times<M, const T: usize, const V: usize>(
+    model: &M,
+    device: &Device,
+    train: &TextWindows<T, V>,
+    batch: usize,
+) -> Result<(f64, f64)>
+where
+    M: Model<Input = Shape1<T>, Output = Shape2<T, V>>,
+{
+    let params = rumus::nn::named_parameters(model);
+    let mut optimizer = AdamW::new(1e-4).betas(0.9, 0.99).weight_decay(0.1).decay_matrices_only();
+    let (x, y) = train.get_batch(&(0..batch).map(|i| i * 997).collect::<Vec<_>>(), device)?;
+    let mut step = || -> Result<()> {
+        let logits = model.forward_raw(x.raw())?.reshape(&[batch * T, V])?;
+        let mut grads = logits.cross_entropy(&y.reshape(&[batch * T])?, 0.0)?.backward()?;
+        rumus::optim::clip_grad_norm(&params, &mut grads, 1.0)?;
+        optimizer.step(&params, &grads)
+    };
+    step()?;
+    device.synchronize()?;
+    let started = Instant::now();
+    step()?;
+    device.synchronize()?;
+    let wall_ms = started.elapsed().as_secs_f64() * 1e3;
+    let gpu_ms = match device {
+        Device::Wgpu(backend) => backend.time_gpu(step)? * 1e3,
+        _ => wall_ms,
+    };
+    Ok((gpu_ms, wall_ms))
 }
 
 /// Generation speed: the first token's latency, then tokens per second with the key/value cache
