@@ -1,5 +1,12 @@
 //! `attention_forward.wgsl`, `attention_backward_dq.wgsl` and `attention_backward_dkdv.wgsl`
-//! (with `lib/attention_tiles.wgsl`): fused attention, one workgroup per (head, 64 rows).
+//! (with `lib/attention_tiles.wgsl` and `lib/attention_row_tiles.wgsl`): fused attention, one
+//! workgroup per (head, 64 rows), one invocation per row.
+//!
+//! Where the adapter offers the workgroup memory (about 42 KiB at `d` = 64, see
+//! [`blocked_bytes`]), the backward runs `attention_backward_dq_blocked.wgsl` and
+//! `attention_backward_dkdv_blocked.wgsl` instead (with `lib/attention_blocks.wgsl`): one
+//! workgroup of 256 invocations per (head, `BK` rows), the scores of each streamed block
+//! spread over all invocations and the outputs split by (row, column).
 //!
 //! Each file is compiled in three head-size variants, the head dimension `d` rounded up to
 //! `DMAX` = 32, 64 or 128 (the lanes beyond `d` read as zeros), so that every loop over the
@@ -43,9 +50,30 @@ kernel_params! {
     } pad 3
 }
 
+/// Rows per workgroup (and per streamed block) of the blocked backward kernels: the WGSL `BK`.
+const fn block_rows(dmax: usize) -> usize {
+    if dmax <= 64 {
+        32
+    } else {
+        16
+    }
+}
+
+/// The workgroup memory of the blocked backward kernels for head dimensions up to `dmax`: four
+/// blocks of `BK` rows of `dmax / 4 + 1` vec4s, two `BK` x `BK` score blocks and two `BK` rows.
+const fn blocked_bytes(dmax: usize) -> usize {
+    let bk = block_rows(dmax);
+    4 * bk * (dmax / 4 + 1) * 16 + 2 * bk * bk * 4 + 2 * bk * 4
+}
+
 /// The constants of the variant for head dimensions up to `dmax`.
 fn constants(dmax: u32) -> String {
-    format!("const DMAX: u32 = {dmax}u;\nconst D4: u32 = {}u;\nconst BT: u32 = {}u;\n", dmax / 4, 2048 / dmax)
+    format!(
+        "const DMAX: u32 = {dmax}u;\nconst D4: u32 = {}u;\nconst BT: u32 = {}u;\nconst BK: u32 = {}u;\n",
+        dmax / 4,
+        2048 / dmax,
+        block_rows(dmax as usize)
+    )
 }
 
 pub(super) fn constants_32() -> String {
@@ -60,22 +88,45 @@ pub(super) fn constants_128() -> String {
     constants(128)
 }
 
-/// The three kernels of one head-size variant.
+/// The kernels of one head-size variant.
 struct Variant {
+    /// The head dimensions it holds, rounded up.
+    dmax: usize,
     forward: &'static Shader,
     dq: &'static Shader,
     dkdv: &'static Shader,
+    dq_blocked: &'static Shader,
+    dkdv_blocked: &'static Shader,
 }
 
 /// The smallest variant that holds head dimension `d`, if any.
 fn variant(d: usize) -> Option<Variant> {
     use pipelines::*;
     match d {
-        0..=32 => Some(Variant { forward: &ATTENTION_FORWARD_32, dq: &ATTENTION_DQ_32, dkdv: &ATTENTION_DKDV_32 }),
-        33..=64 => Some(Variant { forward: &ATTENTION_FORWARD_64, dq: &ATTENTION_DQ_64, dkdv: &ATTENTION_DKDV_64 }),
-        65..=MAX_HEAD_DIM => {
-            Some(Variant { forward: &ATTENTION_FORWARD_128, dq: &ATTENTION_DQ_128, dkdv: &ATTENTION_DKDV_128 })
-        }
+        0..=32 => Some(Variant {
+            dmax: 32,
+            forward: &ATTENTION_FORWARD_32,
+            dq: &ATTENTION_DQ_32,
+            dkdv: &ATTENTION_DKDV_32,
+            dq_blocked: &ATTENTION_DQ_BLOCKED_32,
+            dkdv_blocked: &ATTENTION_DKDV_BLOCKED_32,
+        }),
+        33..=64 => Some(Variant {
+            dmax: 64,
+            forward: &ATTENTION_FORWARD_64,
+            dq: &ATTENTION_DQ_64,
+            dkdv: &ATTENTION_DKDV_64,
+            dq_blocked: &ATTENTION_DQ_BLOCKED_64,
+            dkdv_blocked: &ATTENTION_DKDV_BLOCKED_64,
+        }),
+        65..=MAX_HEAD_DIM => Some(Variant {
+            dmax: MAX_HEAD_DIM,
+            forward: &ATTENTION_FORWARD_128,
+            dq: &ATTENTION_DQ_128,
+            dkdv: &ATTENTION_DKDV_128,
+            dq_blocked: &ATTENTION_DQ_BLOCKED_128,
+            dkdv_blocked: &ATTENTION_DKDV_BLOCKED_128,
+        }),
         _ => None,
     }
 }
@@ -92,12 +143,13 @@ fn word(what: &str, v: usize) -> Result<u32> {
     Ok(v as u32)
 }
 
-/// The parameters for workgroups over `rows` rows (queries or keys) of each head.
-fn params(a: &AttentionArgs, rows: usize) -> Result<AttentionParams> {
+/// The parameters for workgroups of `per_group` rows over `rows` rows (queries or keys) of each
+/// head.
+fn params(a: &AttentionArgs, rows: usize, per_group: usize) -> Result<AttentionParams> {
     a.check(OP)?;
     // Every index the kernels form stays below the largest buffer: [batch, max(tq, tk), d].
     word("element count", a.batch.saturating_mul(a.tq.max(a.tk)).saturating_mul(a.d.max(4)))?;
-    let tiles = rows.div_ceil(ROWS);
+    let tiles = rows.div_ceil(per_group);
     Ok(AttentionParams {
         tq: word("tq", a.tq)?,
         tk: word("tk", a.tk)?,
@@ -113,6 +165,11 @@ fn params(a: &AttentionArgs, rows: usize) -> Result<AttentionParams> {
 }
 
 impl WgpuBackend {
+    /// The adapter's workgroup memory, in bytes.
+    fn workgroup_bytes(&self) -> usize {
+        self.ctx.limits.max_compute_workgroup_storage_size as usize
+    }
+
     /// The fused forward, or `None` for head dimensions above [`MAX_HEAD_DIM`].
     pub(super) fn attention_forward_kernel(
         &self,
@@ -122,7 +179,7 @@ impl WgpuBackend {
         a: &AttentionArgs,
     ) -> Result<Option<(Storage, Storage)>> {
         let Some(variant) = variant(a.d) else { return Ok(None) };
-        let p = params(a, a.tq)?;
+        let p = params(a, a.tq, ROWS)?;
         let (q, k, v) = (self.gpu(q, DType::F32, OP)?, self.gpu(k, DType::F32, OP)?, self.gpu(v, DType::F32, OP)?);
         check_len(OP, q, a.batch * a.tq * a.d)?;
         check_len(OP, k, a.batch * a.tk * a.d)?;
@@ -151,7 +208,11 @@ impl WgpuBackend {
     ) -> Result<(Storage, Storage, Storage)> {
         let variant =
             variant(a.d).ok_or_else(|| Error::invalid(OP, format!("no fused backward for head dimension {}", a.d)))?;
-        let (pq, pk) = (params(a, a.tq)?, params(a, a.tk)?);
+        let blocked = self.workgroup_bytes() >= blocked_bytes(variant.dmax);
+        let per_group = if blocked { block_rows(variant.dmax) } else { ROWS };
+        let (pq, pk) = (params(a, a.tq, per_group)?, params(a, a.tk, per_group)?);
+        let (dq_kernel, dkdv_kernel) =
+            if blocked { (variant.dq_blocked, variant.dkdv_blocked) } else { (variant.dq, variant.dkdv) };
         let [q, k, v, out, lse, dout] = [q, k, v, out, lse, dout].map(|s| self.gpu(s, DType::F32, OP));
         let (q, k, v, out, lse, dout) = (q?, k?, v?, out?, lse?, dout?);
         for (s, len) in [(q, a.tq), (out, a.tq), (dout, a.tq), (k, a.tk), (v, a.tk)] {
@@ -165,10 +226,10 @@ impl WgpuBackend {
         if pq.total > 0 && pk.total > 0 {
             let groups = self.groups_for(pq.total as usize * super::launch::WG, OP)?;
             let buffers = [bind(q), bind(k), bind(v), bind(dout), bind(lse), bind(out), bind(&dq), bind(&delta)];
-            self.run(variant.dq, "attention_backward_dq", &[R, R, R, R, R, R, W, W], &pq, &buffers, groups)?;
+            self.run(dq_kernel, "attention_backward_dq", &[R, R, R, R, R, R, W, W], &pq, &buffers, groups)?;
             let groups = self.groups_for(pk.total as usize * super::launch::WG, OP)?;
             let buffers = [bind(q), bind(k), bind(v), bind(dout), bind(lse), bind(&delta), bind(&dk), bind(&dv)];
-            self.run(variant.dkdv, "attention_backward_dkdv", &[R, R, R, R, R, R, W, W], &pk, &buffers, groups)?;
+            self.run(dkdv_kernel, "attention_backward_dkdv", &[R, R, R, R, R, R, W, W], &pk, &buffers, groups)?;
         }
         Ok((self.output(dq), self.output(dk), self.output(dv)))
     }

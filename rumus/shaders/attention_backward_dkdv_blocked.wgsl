@@ -1,0 +1,133 @@
+// Fused attention backward, keys' side, blocked (see lib/attention_blocks.wgsl): one workgroup
+// per (head, BK keys) holds its keys (scaled to base 2) and values in workgroup memory and
+// streams blocks of BK queries with their output gradients. For each block it recomputes
+// p = exp(s - lse) and ds = p (dout . v - delta) (delta from attention_backward_dq_blocked.wgsl),
+// then accumulates dv_j = sum_i p_ij dout_i and dk_j = scale * sum_i ds_ij q_i. Query blocks
+// that see none of the keys (causal) are skipped. No atomics: each output has one writer.
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> k: array<f32>;
+@group(0) @binding(3) var<storage, read> v: array<f32>;
+@group(0) @binding(4) var<storage, read> dout: array<f32>;
+@group(0) @binding(5) var<storage, read> lse: array<f32>;
+@group(0) @binding(6) var<storage, read> delta: array<f32>;
+@group(0) @binding(7) var<storage, read_write> dk: array<f32>;
+@group(0) @binding(8) var<storage, read_write> dv: array<f32>;
+
+// Elements 4*c4 .. 4*c4+4 of a row of dout, zero at and beyond d (see load_q).
+fn load_dout(row: u32, c4: u32) -> vec4<f32> {
+    let c = c4 * 4u;
+    let i = row * p.d + c;
+    if c + 4u <= p.d {
+        return vec4<f32>(dout[i], dout[i + 1u], dout[i + 2u], dout[i + 3u]);
+    }
+    var x = vec4<f32>(0.0);
+    for (var e = 0u; e < 4u && c + e < p.d; e++) {
+        x[e] = dout[i + e];
+    }
+    return x;
+}
+
+// Stages keys k0 .. k0 + BK of head b (k scaled to base 2, v), zeros past tk.
+fn stage_keys(b: u32, k0: u32, lid: u32) {
+    for (var e = lid; e < BK * D4; e += BLOCK_WG) {
+        let j = k0 + e / D4;
+        var kk = vec4<f32>(0.0);
+        var vv = vec4<f32>(0.0);
+        if j < p.tk {
+            kk = load_k(b * p.tk + j, e % D4) * p.scale_log2;
+            vv = load_v(b * p.tk + j, e % D4);
+        }
+        own_a[block_index(e / D4, e % D4)] = kk;
+        own_b[block_index(e / D4, e % D4)] = vv;
+    }
+}
+
+// Stages queries i0 .. i0 + BK of head b (q, dout, lse in base 2, delta), zeros past tq.
+fn stage_queries(b: u32, i0: u32, lid: u32) {
+    for (var e = lid; e < BK * D4; e += BLOCK_WG) {
+        let i = i0 + e / D4;
+        var qq = vec4<f32>(0.0);
+        var gg = vec4<f32>(0.0);
+        if i < p.tq {
+            qq = load_q(b * p.tq + i, e % D4);
+            gg = load_dout(b * p.tq + i, e % D4);
+        }
+        str_a[block_index(e / D4, e % D4)] = qq;
+        str_b[block_index(e / D4, e % D4)] = gg;
+    }
+    if lid < BK {
+        var l = 0.0;
+        var dl = 0.0;
+        if i0 + lid < p.tq {
+            l = lse[b * p.tq + i0 + lid] * LOG2E;
+            dl = delta[b * p.tq + i0 + lid];
+        }
+        row_lse[lid] = l;
+        row_delta[lid] = dl;
+    }
+}
+
+// p and ds of the block of queries from i0 for keys from k0, into prob and dscore.
+fn block_probs(k0: u32, i0: u32, lid: u32) {
+    let sp = score_patch(lid);
+    for (var a = 0u; a < SA; a++) {
+        let kl = lid / 16u + 16u * a;
+        for (var bb = 0u; bb < SA; bb++) {
+            let ql = lid % 16u + 16u * bb;
+            let i = i0 + ql;
+            let seen = p.causal == 0u || k0 + kl <= i + p.shift;
+            let pr = select(0.0, exp2(hsum(sp.s[a * SA + bb]) - row_lse[ql]), i < p.tq && seen);
+            prob[kl * BK + ql] = pr;
+            dscore[kl * BK + ql] = pr * (hsum(sp.dp[a * SA + bb]) - row_delta[ql]);
+        }
+    }
+}
+
+@compute @workgroup_size(BLOCK_WG)
+fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                           @builtin(local_invocation_index) lid: u32) {
+    let group = wid.x + wid.y * nwg.x;
+    if group >= p.total {
+        return;
+    }
+    let b = group / p.tiles;
+    let k0 = (group % p.tiles) * BK;
+    stage_keys(b, k0, lid);
+    let og = lid / D4;
+    let col = lid % D4;
+    var gk: array<vec4<f32>, KR>;
+    var gv: array<vec4<f32>, KR>;
+    // The first query that sees the block's first key.
+    let first = select(0u, max(k0, p.shift) - p.shift, p.causal == 1u);
+    for (var i0 = first; i0 < p.tq; i0 += BK) {
+        workgroupBarrier();
+        stage_queries(b, i0, lid);
+        workgroupBarrier();
+        block_probs(k0, i0, lid);
+        workgroupBarrier();
+        for (var r = 0u; r < BK; r++) {
+            let qa = str_a[block_index(r, col)];
+            let ga = str_b[block_index(r, col)];
+            for (var a = 0u; a < KR; a++) {
+                let kl = out_row(og, a);
+                gv[a] = fma(vec4<f32>(prob[kl * BK + r]), ga, gv[a]);
+                gk[a] = fma(vec4<f32>(dscore[kl * BK + r]), qa, gk[a]);
+            }
+        }
+    }
+    for (var a = 0u; a < KR; a++) {
+        let j = k0 + out_row(og, a);
+        if j < p.tk {
+            let row = b * p.tk + j;
+            for (var e = 0u; e < 4u; e++) {
+                let c = col * 4u + e;
+                if c < p.d {
+                    dk[row * p.d + c] = gk[a][e] * p.scale;
+                    dv[row * p.d + c] = gv[a][e];
+                }
+            }
+        }
+    }
+}
