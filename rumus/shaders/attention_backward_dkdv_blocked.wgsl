@@ -1,7 +1,7 @@
 // Fused attention backward, keys' side, blocked (see lib/attention_blocks.wgsl): one workgroup
 // per (head, BK keys) holds its keys (scaled to base 2) and values in workgroup memory and
 // streams blocks of BK queries with their output gradients. For each block it recomputes
-// p = exp(s - lse) and ds = p (dout . v - delta) (delta from attention_backward_dq_blocked.wgsl),
+// p = exp(s - lse) and ds = p (dout . v - delta) (delta from attention_backward_dq.wgsl),
 // then accumulates dv_j = sum_i p_ij dout_i and dk_j = scale * sum_i ds_ij q_i. Query blocks
 // that see none of the keys (causal) are skipped. No atomics: each output has one writer.
 
@@ -73,14 +73,14 @@ fn stage_queries(b: u32, i0: u32, lid: u32) {
 fn block_probs(k0: u32, i0: u32, lid: u32) {
     let sp = score_patch(lid);
     for (var a = 0u; a < SA; a++) {
-        let kl = lid / 16u + 16u * a;
+        let kl = patch_row(lid) + 16u * a;
         for (var bb = 0u; bb < SA; bb++) {
-            let ql = lid % 16u + 16u * bb;
+            let ql = patch_col(lid) + 16u * bb;
             let i = i0 + ql;
             let seen = p.causal == 0u || k0 + kl <= i + p.shift;
             let pr = select(0.0, exp2(hsum(sp.s[a * SA + bb]) - row_lse[ql]), i < p.tq && seen);
-            prob[kl * BK + ql] = pr;
-            dscore[kl * BK + ql] = pr * (hsum(sp.dp[a * SA + bb]) - row_delta[ql]);
+            put_prob(kl, ql, pr);
+            put_dscore(kl, ql, pr * (hsum(sp.dp[a * SA + bb]) - row_delta[ql]));
         }
     }
 }
@@ -107,13 +107,20 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_w
         workgroupBarrier();
         block_probs(k0, i0, lid);
         workgroupBarrier();
-        for (var r = 0u; r < BK; r++) {
-            let qa = str_a[block_index(r, col)];
-            let ga = str_b[block_index(r, col)];
+        for (var r4 = 0u; r4 < BK / 4u; r4++) {
+            var p4: array<vec4<f32>, KR>;
+            var d4: array<vec4<f32>, KR>;
             for (var a = 0u; a < KR; a++) {
-                let kl = out_row(og, a);
-                gv[a] = fma(vec4<f32>(prob[kl * BK + r]), ga, gv[a]);
-                gk[a] = fma(vec4<f32>(dscore[kl * BK + r]), qa, gk[a]);
+                p4[a] = prob[out_row(og, a) * (BK / 4u) + r4];
+                d4[a] = dscore[out_row(og, a) * (BK / 4u) + r4];
+            }
+            for (var e = 0u; e < 4u; e++) {
+                let qa = str_a[block_index(r4 * 4u + e, col)];
+                let ga = str_b[block_index(r4 * 4u + e, col)];
+                for (var a = 0u; a < KR; a++) {
+                    gv[a] = fma(vec4<f32>(p4[a][e]), ga, gv[a]);
+                    gk[a] = fma(vec4<f32>(d4[a][e]), qa, gk[a]);
+                }
             }
         }
     }

@@ -1,15 +1,15 @@
-// The blocked attention backward kernels (attention_backward_dq_blocked.wgsl,
-// attention_backward_dkdv_blocked.wgsl): a workgroup of BLOCK_WG invocations owns BK rows (queries
-// for dq, keys for dk and dv) and streams blocks of BK rows of the other side. Each block's
-// BK x BK scores are computed by all invocations (each an SA x SA patch), and its probabilities
-// p and score gradients ds are kept in workgroup memory; then each invocation accumulates KR of
-// its rows times one vec4 column of the outputs. Rows of the staged blocks are DP = D4 + 1
+// The blocked attention backward kernel (attention_backward_dkdv_blocked.wgsl): a workgroup of
+// BLOCK_WG invocations owns BK rows (keys) and streams blocks of BK rows of the other side
+// (queries). Each block's BK x BK scores are computed by all invocations (each an SA x SA
+// patch), and its probabilities p and score gradients ds are kept in workgroup memory; then each
+// invocation accumulates KR of its rows times one vec4 column of the outputs. Rows of the staged blocks are DP = D4 + 1
 // vec4s apart (no bank conflicts between rows). Needs lib/attention_tiles.wgsl: about 42 KiB
 // of workgroup memory at DMAX = 64 (the launcher gates on the adapter's limit).
 
 const BLOCK_WG: u32 = 256u;
 const DP: u32 = D4 + 1u;
-// Score patch: SA x SA scores per invocation, rows lid / 16 + 16 a, columns lid % 16 + 16 b.
+// Score patch: SA x SA scores per invocation, rows patch_row(lid) + 16 a, columns
+// patch_col(lid) + 16 b.
 const SA: u32 = BK / 16u;
 // Output rows per invocation (og + KS * a) and the invocations per output column.
 const KS: u32 = BLOCK_WG / D4;
@@ -20,9 +20,9 @@ var<workgroup> own_a: array<vec4<f32>, BK * DP>;
 var<workgroup> own_b: array<vec4<f32>, BK * DP>;
 var<workgroup> str_a: array<vec4<f32>, BK * DP>;
 var<workgroup> str_b: array<vec4<f32>, BK * DP>;
-// p and ds of the block, [owned row][streamed row].
-var<workgroup> prob: array<f32, BK * BK>;
-var<workgroup> dscore: array<f32, BK * BK>;
+// p and ds of the block, [owned row][streamed row], 4 streamed rows to a vec4.
+var<workgroup> prob: array<vec4<f32>, BK * BK / 4u>;
+var<workgroup> dscore: array<vec4<f32>, BK * BK / 4u>;
 // Per query: lse in base 2 and delta.
 var<workgroup> row_lse: array<f32, BK>;
 var<workgroup> row_delta: array<f32, BK>;
@@ -34,10 +34,29 @@ struct Patch {
     dp: array<vec4<f32>, 4>,
 }
 
+// The first row of invocation lid's patch: a subgroup of 32 covers 4 rows by 8 columns, so that
+// its loads of a column of blocks touch few distinct rows.
+fn patch_row(lid: u32) -> u32 {
+    return (lid / 64u) * 4u + (lid % 32u) / 8u;
+}
+
+fn patch_col(lid: u32) -> u32 {
+    return ((lid / 32u) % 2u) * 8u + lid % 8u;
+}
+
+// Sets element [r][c] of a BK x BK block stored as vec4s.
+fn put_prob(r: u32, c: u32, x: f32) {
+    prob[(r * BK + c) / 4u][c % 4u] = x;
+}
+
+fn put_dscore(r: u32, c: u32, x: f32) {
+    dscore[(r * BK + c) / 4u][c % 4u] = x;
+}
+
 fn score_patch(lid: u32) -> Patch {
     var r: Patch;
-    let ro = lid / 16u;
-    let co = lid % 16u;
+    let ro = patch_row(lid);
+    let co = patch_col(lid);
     for (var c = 0u; c < D4; c++) {
         var oa: array<vec4<f32>, SA>;
         var ob: array<vec4<f32>, SA>;

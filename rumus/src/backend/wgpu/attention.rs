@@ -3,10 +3,11 @@
 //! workgroup per (head, 64 rows), one invocation per row.
 //!
 //! Where the adapter offers the workgroup memory (about 42 KiB at `d` = 64, see
-//! [`blocked_bytes`]), the backward runs `attention_backward_dq_blocked.wgsl` and
-//! `attention_backward_dkdv_blocked.wgsl` instead (with `lib/attention_blocks.wgsl`): one
-//! workgroup of 256 invocations per (head, `BK` rows), the scores of each streamed block
-//! spread over all invocations and the outputs split by (row, column).
+//! [`blocked_bytes`]), the backward's keys' side runs `attention_backward_dkdv_blocked.wgsl`
+//! instead (with `lib/attention_blocks.wgsl`): one workgroup of 256 invocations per (head, `BK`
+//! keys), the scores of each streamed block of queries spread over all invocations and dk, dv
+//! split by (key, column). (A blocked queries' side measured slower on the H100 than the row
+//! kernel, which holds only three rows in registers, and so is not used.)
 //!
 //! Each file is compiled in three head-size variants, the head dimension `d` rounded up to
 //! `DMAX` = 32, 64 or 128 (the lanes beyond `d` read as zeros), so that every loop over the
@@ -95,7 +96,6 @@ struct Variant {
     forward: &'static Shader,
     dq: &'static Shader,
     dkdv: &'static Shader,
-    dq_blocked: &'static Shader,
     dkdv_blocked: &'static Shader,
 }
 
@@ -108,7 +108,6 @@ fn variant(d: usize) -> Option<Variant> {
             forward: &ATTENTION_FORWARD_32,
             dq: &ATTENTION_DQ_32,
             dkdv: &ATTENTION_DKDV_32,
-            dq_blocked: &ATTENTION_DQ_BLOCKED_32,
             dkdv_blocked: &ATTENTION_DKDV_BLOCKED_32,
         }),
         33..=64 => Some(Variant {
@@ -116,7 +115,6 @@ fn variant(d: usize) -> Option<Variant> {
             forward: &ATTENTION_FORWARD_64,
             dq: &ATTENTION_DQ_64,
             dkdv: &ATTENTION_DKDV_64,
-            dq_blocked: &ATTENTION_DQ_BLOCKED_64,
             dkdv_blocked: &ATTENTION_DKDV_BLOCKED_64,
         }),
         65..=MAX_HEAD_DIM => Some(Variant {
@@ -124,7 +122,6 @@ fn variant(d: usize) -> Option<Variant> {
             forward: &ATTENTION_FORWARD_128,
             dq: &ATTENTION_DQ_128,
             dkdv: &ATTENTION_DKDV_128,
-            dq_blocked: &ATTENTION_DQ_BLOCKED_128,
             dkdv_blocked: &ATTENTION_DKDV_BLOCKED_128,
         }),
         _ => None,
@@ -210,9 +207,8 @@ impl WgpuBackend {
             variant(a.d).ok_or_else(|| Error::invalid(OP, format!("no fused backward for head dimension {}", a.d)))?;
         let blocked = self.workgroup_bytes() >= blocked_bytes(variant.dmax);
         let per_group = if blocked { block_rows(variant.dmax) } else { ROWS };
-        let (pq, pk) = (params(a, a.tq, per_group)?, params(a, a.tk, per_group)?);
-        let (dq_kernel, dkdv_kernel) =
-            if blocked { (variant.dq_blocked, variant.dkdv_blocked) } else { (variant.dq, variant.dkdv) };
+        let (pq, pk) = (params(a, a.tq, ROWS)?, params(a, a.tk, per_group)?);
+        let dkdv_kernel = if blocked { variant.dkdv_blocked } else { variant.dkdv };
         let [q, k, v, out, lse, dout] = [q, k, v, out, lse, dout].map(|s| self.gpu(s, DType::F32, OP));
         let (q, k, v, out, lse, dout) = (q?, k?, v?, out?, lse?, dout?);
         for (s, len) in [(q, a.tq), (out, a.tq), (dout, a.tq), (k, a.tk), (v, a.tk)] {
@@ -226,7 +222,7 @@ impl WgpuBackend {
         if pq.total > 0 && pk.total > 0 {
             let groups = self.groups_for(pq.total as usize * super::launch::WG, OP)?;
             let buffers = [bind(q), bind(k), bind(v), bind(dout), bind(lse), bind(out), bind(&dq), bind(&delta)];
-            self.run(dq_kernel, "attention_backward_dq", &[R, R, R, R, R, R, W, W], &pq, &buffers, groups)?;
+            self.run(variant.dq, "attention_backward_dq", &[R, R, R, R, R, R, W, W], &pq, &buffers, groups)?;
             let groups = self.groups_for(pk.total as usize * super::launch::WG, OP)?;
             let buffers = [bind(q), bind(k), bind(v), bind(dout), bind(lse), bind(&delta), bind(&dk), bind(&dv)];
             self.run(dkdv_kernel, "attention_backward_dkdv", &[R, R, R, R, R, R, W, W], &pk, &buffers, groups)?;

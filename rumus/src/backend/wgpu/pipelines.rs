@@ -145,16 +145,10 @@ pub(crate) const ATTENTION_DKDV_64: Shader =
     attention!("attention_backward_dkdv_d64", "attention_backward_dkdv", constants_64);
 pub(crate) const ATTENTION_DKDV_128: Shader =
     attention!("attention_backward_dkdv_d128", "attention_backward_dkdv", constants_128);
-pub(crate) const ATTENTION_DQ_BLOCKED_32: Shader =
-    attention!(blocked "attention_backward_dq_blocked_d32", "attention_backward_dq_blocked", constants_32);
 pub(crate) const ATTENTION_DKDV_BLOCKED_32: Shader =
     attention!(blocked "attention_backward_dkdv_blocked_d32", "attention_backward_dkdv_blocked", constants_32);
-pub(crate) const ATTENTION_DQ_BLOCKED_64: Shader =
-    attention!(blocked "attention_backward_dq_blocked_d64", "attention_backward_dq_blocked", constants_64);
 pub(crate) const ATTENTION_DKDV_BLOCKED_64: Shader =
     attention!(blocked "attention_backward_dkdv_blocked_d64", "attention_backward_dkdv_blocked", constants_64);
-pub(crate) const ATTENTION_DQ_BLOCKED_128: Shader =
-    attention!(blocked "attention_backward_dq_blocked_d128", "attention_backward_dq_blocked", constants_128);
 pub(crate) const ATTENTION_DKDV_BLOCKED_128: Shader =
     attention!(blocked "attention_backward_dkdv_blocked_d128", "attention_backward_dkdv_blocked", constants_128);
 
@@ -192,9 +186,6 @@ pub(crate) const ALL: &[Shader] = &[
     ATTENTION_DKDV_32,
     ATTENTION_DKDV_64,
     ATTENTION_DKDV_128,
-    ATTENTION_DQ_BLOCKED_32,
-    ATTENTION_DQ_BLOCKED_64,
-    ATTENTION_DQ_BLOCKED_128,
     ATTENTION_DKDV_BLOCKED_32,
     ATTENTION_DKDV_BLOCKED_64,
     ATTENTION_DKDV_BLOCKED_128,
