@@ -69,18 +69,37 @@ fn stage_queries(b: u32, i0: u32, lid: u32) {
     }
 }
 
+// p and ds of query ql (of the block from i0) for key kl (of the block from k0), from the
+// score s and dout . v, into prob and dscore.
+fn put_entry(k0: u32, i0: u32, kl: u32, ql: u32, s: vec4<f32>, dp: vec4<f32>) {
+    let i = i0 + ql;
+    let seen = p.causal == 0u || k0 + kl <= i + p.shift;
+    let pr = select(0.0, exp2(hsum(s) - row_lse[ql]), i < p.tq && seen);
+    put_prob(kl, ql, pr);
+    put_dscore(kl, ql, pr * (hsum(dp) - row_delta[ql]));
+}
+
 // p and ds of the block of queries from i0 for keys from k0, into prob and dscore.
 fn block_probs(k0: u32, i0: u32, lid: u32) {
-    let sp = score_patch(lid);
-    for (var a = 0u; a < SA; a++) {
-        let kl = patch_row(lid) + 16u * a;
-        for (var bb = 0u; bb < SA; bb++) {
-            let ql = patch_col(lid) + 16u * bb;
-            let i = i0 + ql;
-            let seen = p.causal == 0u || k0 + kl <= i + p.shift;
-            let pr = select(0.0, exp2(hsum(sp.s[a * SA + bb]) - row_lse[ql]), i < p.tq && seen);
-            put_prob(kl, ql, pr);
-            put_dscore(kl, ql, pr * (hsum(sp.dp[a * SA + bb]) - row_delta[ql]));
+    let r = patch_row(lid);
+    let c = patch_col(lid);
+    let x = score_patch(r, c);
+    put_entry(k0, i0, r, c, x.s00, x.d00);
+    put_entry(k0, i0, r, c + 16u, x.s01, x.d01);
+    put_entry(k0, i0, r + 16u, c, x.s10, x.d10);
+    put_entry(k0, i0, r + 16u, c + 16u, x.s11, x.d11);
+}
+
+// Writes dk (times scale) and dv of key j of head b, vec4 column col, if j is a key.
+fn write_key(b: u32, j: u32, col: u32, gk: vec4<f32>, gv: vec4<f32>) {
+    if j < p.tk {
+        let row = b * p.tk + j;
+        for (var e = 0u; e < 4u; e++) {
+            let c = col * 4u + e;
+            if c < p.d {
+                dk[row * p.d + c] = gk[e] * p.scale;
+                dv[row * p.d + c] = gv[e];
+            }
         }
     }
 }
@@ -95,10 +114,13 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_w
     let b = group / p.tiles;
     let k0 = (group % p.tiles) * BK;
     stage_keys(b, k0, lid);
-    let og = lid / D4;
-    let col = lid % D4;
-    var gk: array<vec4<f32>, KR>;
-    var gv: array<vec4<f32>, KR>;
+    // Outputs: keys og and og + 16, vec4 column col (invocations with col >= D4 idle).
+    let og = lid / 16u;
+    let col = min(lid % 16u, D4 - 1u);
+    var gk0 = vec4<f32>(0.0);
+    var gk1 = vec4<f32>(0.0);
+    var gv0 = vec4<f32>(0.0);
+    var gv1 = vec4<f32>(0.0);
     // The first query that sees the block's first key.
     let first = select(0u, max(k0, p.shift) - p.shift, p.causal == 1u);
     for (var i0 = first; i0 < p.tq; i0 += BK) {
@@ -108,33 +130,22 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_w
         block_probs(k0, i0, lid);
         workgroupBarrier();
         for (var r4 = 0u; r4 < BK / 4u; r4++) {
-            var p4: array<vec4<f32>, KR>;
-            var d4: array<vec4<f32>, KR>;
-            for (var a = 0u; a < KR; a++) {
-                p4[a] = prob[out_row(og, a) * (BK / 4u) + r4];
-                d4[a] = dscore[out_row(og, a) * (BK / 4u) + r4];
-            }
+            let p0 = prob[og * (BK / 4u) + r4];
+            let p1 = prob[(og + 16u) * (BK / 4u) + r4];
+            let d0 = dscore[og * (BK / 4u) + r4];
+            let d1 = dscore[(og + 16u) * (BK / 4u) + r4];
             for (var e = 0u; e < 4u; e++) {
                 let qa = str_a[block_index(r4 * 4u + e, col)];
                 let ga = str_b[block_index(r4 * 4u + e, col)];
-                for (var a = 0u; a < KR; a++) {
-                    gv[a] = fma(vec4<f32>(p4[a][e]), ga, gv[a]);
-                    gk[a] = fma(vec4<f32>(d4[a][e]), qa, gk[a]);
-                }
+                gv0 = fma(vec4<f32>(p0[e]), ga, gv0);
+                gv1 = fma(vec4<f32>(p1[e]), ga, gv1);
+                gk0 = fma(vec4<f32>(d0[e]), qa, gk0);
+                gk1 = fma(vec4<f32>(d1[e]), qa, gk1);
             }
         }
     }
-    for (var a = 0u; a < KR; a++) {
-        let j = k0 + out_row(og, a);
-        if j < p.tk {
-            let row = b * p.tk + j;
-            for (var e = 0u; e < 4u; e++) {
-                let c = col * 4u + e;
-                if c < p.d {
-                    dk[row * p.d + c] = gk[a][e] * p.scale;
-                    dv[row * p.d + c] = gv[a][e];
-                }
-            }
-        }
+    if lid % 16u < D4 {
+        write_key(b, k0 + og, col, gk0, gv0);
+        write_key(b, k0 + og + 16u, col, gk1, gv1);
     }
 }

@@ -2,11 +2,11 @@
 //! (with `lib/attention_tiles.wgsl` and `lib/attention_row_tiles.wgsl`): fused attention, one
 //! workgroup per (head, 64 rows), one invocation per row.
 //!
-//! Where the adapter offers the workgroup memory (about 42 KiB at `d` = 64, see
-//! [`blocked_bytes`]), the backward's keys' side runs `attention_backward_dkdv_blocked.wgsl`
-//! instead (with `lib/attention_blocks.wgsl`): one workgroup of 256 invocations per (head, `BK`
-//! keys), the scores of each streamed block of queries spread over all invocations and dk, dv
-//! split by (key, column). (A blocked queries' side measured slower on the H100 than the row
+//! For head dimensions up to 64, where the adapter offers the workgroup memory (about 42 KiB at
+//! `d` = 64, see [`blocked_bytes`]), the backward's keys' side runs
+//! `attention_backward_dkdv_blocked.wgsl` instead (with `lib/attention_blocks.wgsl`): one
+//! workgroup of 256 invocations per (head, 32 keys), the scores of each streamed block of 32
+//! queries spread over all invocations and dk, dv split by (key, column). (A blocked queries' side measured slower on the H100 than the row
 //! kernel, which holds only three rows in registers, and so is not used.)
 //!
 //! Each file is compiled in three head-size variants, the head dimension `d` rounded up to
@@ -51,20 +51,14 @@ kernel_params! {
     } pad 3
 }
 
-/// Rows per workgroup (and per streamed block) of the blocked backward kernels: the WGSL `BK`.
-const fn block_rows(dmax: usize) -> usize {
-    if dmax <= 64 {
-        32
-    } else {
-        16
-    }
-}
+/// Keys per workgroup (and queries per streamed block) of the blocked dk/dv kernel: the WGSL `BK`.
+const BLOCK_ROWS: usize = 32;
 
-/// The workgroup memory of the blocked backward kernels for head dimensions up to `dmax`: four
-/// blocks of `BK` rows of `dmax / 4 + 1` vec4s, two `BK` x `BK` score blocks and two `BK` rows.
+/// The workgroup memory of the blocked dk/dv kernel for head dimensions up to `dmax` (at most
+/// 64): four blocks of `BK` rows of `dmax / 4 + 1` vec4s, two `BK` x `BK` score blocks and two
+/// `BK` rows.
 const fn blocked_bytes(dmax: usize) -> usize {
-    let bk = block_rows(dmax);
-    4 * bk * (dmax / 4 + 1) * 16 + 2 * bk * bk * 4 + 2 * bk * 4
+    4 * BLOCK_ROWS * (dmax / 4 + 1) * 16 + 2 * BLOCK_ROWS * BLOCK_ROWS * 4 + 2 * BLOCK_ROWS * 4
 }
 
 /// The constants of the variant for head dimensions up to `dmax`.
@@ -73,7 +67,7 @@ fn constants(dmax: u32) -> String {
         "const DMAX: u32 = {dmax}u;\nconst D4: u32 = {}u;\nconst BT: u32 = {}u;\nconst BK: u32 = {}u;\n",
         dmax / 4,
         2048 / dmax,
-        block_rows(dmax as usize)
+        BLOCK_ROWS
     )
 }
 
@@ -96,7 +90,8 @@ struct Variant {
     forward: &'static Shader,
     dq: &'static Shader,
     dkdv: &'static Shader,
-    dkdv_blocked: &'static Shader,
+    /// The blocked dk/dv kernel, for head dimensions up to 64.
+    dkdv_blocked: Option<&'static Shader>,
 }
 
 /// The smallest variant that holds head dimension `d`, if any.
@@ -108,21 +103,21 @@ fn variant(d: usize) -> Option<Variant> {
             forward: &ATTENTION_FORWARD_32,
             dq: &ATTENTION_DQ_32,
             dkdv: &ATTENTION_DKDV_32,
-            dkdv_blocked: &ATTENTION_DKDV_BLOCKED_32,
+            dkdv_blocked: Some(&ATTENTION_DKDV_BLOCKED_32),
         }),
         33..=64 => Some(Variant {
             dmax: 64,
             forward: &ATTENTION_FORWARD_64,
             dq: &ATTENTION_DQ_64,
             dkdv: &ATTENTION_DKDV_64,
-            dkdv_blocked: &ATTENTION_DKDV_BLOCKED_64,
+            dkdv_blocked: Some(&ATTENTION_DKDV_BLOCKED_64),
         }),
         65..=MAX_HEAD_DIM => Some(Variant {
             dmax: MAX_HEAD_DIM,
             forward: &ATTENTION_FORWARD_128,
             dq: &ATTENTION_DQ_128,
             dkdv: &ATTENTION_DKDV_128,
-            dkdv_blocked: &ATTENTION_DKDV_BLOCKED_128,
+            dkdv_blocked: None,
         }),
         _ => None,
     }
@@ -205,10 +200,12 @@ impl WgpuBackend {
     ) -> Result<(Storage, Storage, Storage)> {
         let variant =
             variant(a.d).ok_or_else(|| Error::invalid(OP, format!("no fused backward for head dimension {}", a.d)))?;
-        let blocked = self.workgroup_bytes() >= blocked_bytes(variant.dmax);
-        let per_group = if blocked { block_rows(variant.dmax) } else { ROWS };
+        let blocked = variant.dkdv_blocked.filter(|_| self.workgroup_bytes() >= blocked_bytes(variant.dmax));
+        let (dkdv_kernel, per_group) = match blocked {
+            Some(kernel) => (kernel, BLOCK_ROWS),
+            None => (variant.dkdv, ROWS),
+        };
         let (pq, pk) = (params(a, a.tq, ROWS)?, params(a, a.tk, per_group)?);
-        let dkdv_kernel = if blocked { variant.dkdv_blocked } else { variant.dkdv };
         let [q, k, v, out, lse, dout] = [q, k, v, out, lse, dout].map(|s| self.gpu(s, DType::F32, OP));
         let (q, k, v, out, lse, dout) = (q?, k?, v?, out?, lse?, dout?);
         for (s, len) in [(q, a.tq), (out, a.tq), (dout, a.tq), (k, a.tk), (v, a.tk)] {

@@ -149,8 +149,6 @@ pub(crate) const ATTENTION_DKDV_BLOCKED_32: Shader =
     attention!(blocked "attention_backward_dkdv_blocked_d32", "attention_backward_dkdv_blocked", constants_32);
 pub(crate) const ATTENTION_DKDV_BLOCKED_64: Shader =
     attention!(blocked "attention_backward_dkdv_blocked_d64", "attention_backward_dkdv_blocked", constants_64);
-pub(crate) const ATTENTION_DKDV_BLOCKED_128: Shader =
-    attention!(blocked "attention_backward_dkdv_blocked_d128", "attention_backward_dkdv_blocked", constants_128);
 
 /// Every shader the backend compiles (for validation in tests).
 pub(crate) const ALL: &[Shader] = &[
@@ -188,7 +186,6 @@ pub(crate) const ALL: &[Shader] = &[
     ATTENTION_DKDV_128,
     ATTENTION_DKDV_BLOCKED_32,
     ATTENTION_DKDV_BLOCKED_64,
-    ATTENTION_DKDV_BLOCKED_128,
 ];
 
 /// `RUMUS_WGPU_LOG_COMPILES=1` prints each kernel's compile time and thread to stderr, and each
