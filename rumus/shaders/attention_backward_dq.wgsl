@@ -59,17 +59,25 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
         stage_kv(b, j0, lid);
         workgroupBarrier();
         let n = min(BT, max(mine, j0) - j0);
-        for (var j = 0u; j < n; j++) {
-            var s4 = vec4<f32>(0.0);
-            var dp4 = vec4<f32>(0.0);
+        // Keys two at a time (independent chains of multiply-adds); a second key past n (n is
+        // odd, so below BT) is masked to p = 0.
+        for (var j = 0u; j < n; j += 2u) {
+            var s0 = vec4<f32>(0.0);
+            var s1 = vec4<f32>(0.0);
+            var dp0 = vec4<f32>(0.0);
+            var dp1 = vec4<f32>(0.0);
             for (var c = 0u; c < D4; c++) {
-                s4 = fma(qr[c], tile_a[j * D4 + c], s4);
-                dp4 = fma(dor[c], tile_b[j * D4 + c], dp4);
+                s0 = fma(qr[c], tile_a[j * D4 + c], s0);
+                s1 = fma(qr[c], tile_a[(j + 1u) * D4 + c], s1);
+                dp0 = fma(dor[c], tile_b[j * D4 + c], dp0);
+                dp1 = fma(dor[c], tile_b[(j + 1u) * D4 + c], dp1);
             }
-            let pj = exp2(hsum(s4) - lse2);
-            let ds = vec4<f32>(pj * (hsum(dp4) - di));
+            let p0 = exp2(hsum(s0) - lse2);
+            let p1 = select(0.0, exp2(hsum(s1) - lse2), j + 1u < n);
+            let ds0 = vec4<f32>(p0 * (hsum(dp0) - di));
+            let ds1 = vec4<f32>(p1 * (hsum(dp1) - di));
             for (var c = 0u; c < D4; c++) {
-                acc[c] = fma(ds, tile_a[j * D4 + c], acc[c]);
+                acc[c] = fma(ds1, tile_a[(j + 1u) * D4 + c], fma(ds0, tile_a[j * D4 + c], acc[c]));
             }
         }
     }

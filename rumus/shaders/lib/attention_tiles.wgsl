@@ -1,8 +1,8 @@
 // Shared by the fused attention kernels (attention_forward.wgsl, attention_backward_dq.wgsl,
 // attention_backward_dkdv.wgsl). The launcher writes before it the constants of one head-size
-// variant: DMAX (the head dimension d rounded up to 32, 64 or 128), D4 = DMAX / 4 and
-// BT = 2048 / DMAX, the rows of a staged tile (two tiles of BT x DMAX floats fill 16 KiB of
-// workgroup memory). The including file binds q, k, v at 1-3.
+// variant: DMAX (the head dimension d rounded up to 32, 64 or 128), D4 = DMAX / 4,
+// BT = 2048 / DMAX (the rows of a staged tile of lib/attention_row_tiles.wgsl) and BK (the rows
+// of a block of lib/attention_blocks.wgsl). The including file binds q, k, v at 1-3.
 //
 // Tensors are [batch, t, d] contiguous. Lanes at or beyond d read as zero, so every loop over
 // the head dimension runs to the compile-time D4 and a thread's rows stay in registers.
@@ -28,9 +28,6 @@ const WG: u32 = 64u;
 const NEG_BIG: f32 = -3.0e38;
 const LN2: f32 = 0.6931471805599453;
 const LOG2E: f32 = 1.4426950408889634;
-
-var<workgroup> tile_a: array<vec4<f32>, BT * D4>;
-var<workgroup> tile_b: array<vec4<f32>, BT * D4>;
 
 // Elements 4*c4 .. 4*c4+4 of a row of q, k or v, zero at and beyond d. The caller keeps `row`
 // below the tensor's rows; no element past the row is read (these kernels are compiled without
@@ -82,21 +79,6 @@ fn hsum(x: vec4<f32>) -> f32 {
 // How many keys query i sees: 0 .. keys_seen(i).
 fn keys_seen(i: u32) -> u32 {
     return select(p.tk, min(i + 1u + p.shift, p.tk), p.causal == 1u);
-}
-
-// Stages keys j0 .. j0 + BT of head b: k into tile_a and v into tile_b (zeros past tk).
-fn stage_kv(b: u32, j0: u32, lid: u32) {
-    for (var e = lid; e < BT * D4; e += WG) {
-        let j = j0 + e / D4;
-        var kk = vec4<f32>(0.0);
-        var vv = vec4<f32>(0.0);
-        if j < p.tk {
-            kk = load_k(b * p.tk + j, e % D4);
-            vv = load_v(b * p.tk + j, e % D4);
-        }
-        tile_a[e] = kk;
-        tile_b[e] = vv;
-    }
 }
 
 // Workgroup `tile` as (head, first row of its WG rows).

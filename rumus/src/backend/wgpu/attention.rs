@@ -1,5 +1,13 @@
 //! `attention_forward.wgsl`, `attention_backward_dq.wgsl` and `attention_backward_dkdv.wgsl`
-//! (with `lib/attention_tiles.wgsl`): fused attention, one workgroup per (head, 64 rows).
+//! (with `lib/attention_tiles.wgsl` and `lib/attention_row_tiles.wgsl`): fused attention, one
+//! workgroup per (head, 64 rows), one invocation per row.
+//!
+//! For head dimensions up to 64, where the adapter offers the workgroup memory (about 42 KiB at
+//! `d` = 64, see [`blocked_bytes`]), the backward's keys' side runs
+//! `attention_backward_dkdv_blocked.wgsl` instead (with `lib/attention_blocks.wgsl`): one
+//! workgroup of 256 invocations per (head, 32 keys), the scores of each streamed block of 32
+//! queries spread over all invocations and dk, dv split by (key, column). (A blocked queries' side measured slower on the H100 than the row
+//! kernel, which holds only three rows in registers, and so is not used.)
 //!
 //! Each file is compiled in three head-size variants, the head dimension `d` rounded up to
 //! `DMAX` = 32, 64 or 128 (the lanes beyond `d` read as zeros), so that every loop over the
@@ -43,9 +51,24 @@ kernel_params! {
     } pad 3
 }
 
+/// Keys per workgroup (and queries per streamed block) of the blocked dk/dv kernel: the WGSL `BK`.
+const BLOCK_ROWS: usize = 32;
+
+/// The workgroup memory of the blocked dk/dv kernel for head dimensions up to `dmax` (at most
+/// 64): four blocks of `BK` rows of `dmax / 4 + 1` vec4s, two `BK` x `BK` score blocks and two
+/// `BK` rows.
+const fn blocked_bytes(dmax: usize) -> usize {
+    4 * BLOCK_ROWS * (dmax / 4 + 1) * 16 + 2 * BLOCK_ROWS * BLOCK_ROWS * 4 + 2 * BLOCK_ROWS * 4
+}
+
 /// The constants of the variant for head dimensions up to `dmax`.
 fn constants(dmax: u32) -> String {
-    format!("const DMAX: u32 = {dmax}u;\nconst D4: u32 = {}u;\nconst BT: u32 = {}u;\n", dmax / 4, 2048 / dmax)
+    format!(
+        "const DMAX: u32 = {dmax}u;\nconst D4: u32 = {}u;\nconst BT: u32 = {}u;\nconst BK: u32 = {}u;\n",
+        dmax / 4,
+        2048 / dmax,
+        BLOCK_ROWS
+    )
 }
 
 pub(super) fn constants_32() -> String {
@@ -60,22 +83,42 @@ pub(super) fn constants_128() -> String {
     constants(128)
 }
 
-/// The three kernels of one head-size variant.
+/// The kernels of one head-size variant.
 struct Variant {
+    /// The head dimensions it holds, rounded up.
+    dmax: usize,
     forward: &'static Shader,
     dq: &'static Shader,
     dkdv: &'static Shader,
+    /// The blocked dk/dv kernel, for head dimensions up to 64.
+    dkdv_blocked: Option<&'static Shader>,
 }
 
 /// The smallest variant that holds head dimension `d`, if any.
 fn variant(d: usize) -> Option<Variant> {
     use pipelines::*;
     match d {
-        0..=32 => Some(Variant { forward: &ATTENTION_FORWARD_32, dq: &ATTENTION_DQ_32, dkdv: &ATTENTION_DKDV_32 }),
-        33..=64 => Some(Variant { forward: &ATTENTION_FORWARD_64, dq: &ATTENTION_DQ_64, dkdv: &ATTENTION_DKDV_64 }),
-        65..=MAX_HEAD_DIM => {
-            Some(Variant { forward: &ATTENTION_FORWARD_128, dq: &ATTENTION_DQ_128, dkdv: &ATTENTION_DKDV_128 })
-        }
+        0..=32 => Some(Variant {
+            dmax: 32,
+            forward: &ATTENTION_FORWARD_32,
+            dq: &ATTENTION_DQ_32,
+            dkdv: &ATTENTION_DKDV_32,
+            dkdv_blocked: Some(&ATTENTION_DKDV_BLOCKED_32),
+        }),
+        33..=64 => Some(Variant {
+            dmax: 64,
+            forward: &ATTENTION_FORWARD_64,
+            dq: &ATTENTION_DQ_64,
+            dkdv: &ATTENTION_DKDV_64,
+            dkdv_blocked: Some(&ATTENTION_DKDV_BLOCKED_64),
+        }),
+        65..=MAX_HEAD_DIM => Some(Variant {
+            dmax: MAX_HEAD_DIM,
+            forward: &ATTENTION_FORWARD_128,
+            dq: &ATTENTION_DQ_128,
+            dkdv: &ATTENTION_DKDV_128,
+            dkdv_blocked: None,
+        }),
         _ => None,
     }
 }
@@ -92,12 +135,13 @@ fn word(what: &str, v: usize) -> Result<u32> {
     Ok(v as u32)
 }
 
-/// The parameters for workgroups over `rows` rows (queries or keys) of each head.
-fn params(a: &AttentionArgs, rows: usize) -> Result<AttentionParams> {
+/// The parameters for workgroups of `per_group` rows over `rows` rows (queries or keys) of each
+/// head.
+fn params(a: &AttentionArgs, rows: usize, per_group: usize) -> Result<AttentionParams> {
     a.check(OP)?;
     // Every index the kernels form stays below the largest buffer: [batch, max(tq, tk), d].
     word("element count", a.batch.saturating_mul(a.tq.max(a.tk)).saturating_mul(a.d.max(4)))?;
-    let tiles = rows.div_ceil(ROWS);
+    let tiles = rows.div_ceil(per_group);
     Ok(AttentionParams {
         tq: word("tq", a.tq)?,
         tk: word("tk", a.tk)?,
@@ -113,6 +157,11 @@ fn params(a: &AttentionArgs, rows: usize) -> Result<AttentionParams> {
 }
 
 impl WgpuBackend {
+    /// The adapter's workgroup memory, in bytes.
+    fn workgroup_bytes(&self) -> usize {
+        self.ctx.limits.max_compute_workgroup_storage_size as usize
+    }
+
     /// The fused forward, or `None` for head dimensions above [`MAX_HEAD_DIM`].
     pub(super) fn attention_forward_kernel(
         &self,
@@ -122,7 +171,7 @@ impl WgpuBackend {
         a: &AttentionArgs,
     ) -> Result<Option<(Storage, Storage)>> {
         let Some(variant) = variant(a.d) else { return Ok(None) };
-        let p = params(a, a.tq)?;
+        let p = params(a, a.tq, ROWS)?;
         let (q, k, v) = (self.gpu(q, DType::F32, OP)?, self.gpu(k, DType::F32, OP)?, self.gpu(v, DType::F32, OP)?);
         check_len(OP, q, a.batch * a.tq * a.d)?;
         check_len(OP, k, a.batch * a.tk * a.d)?;
@@ -151,7 +200,12 @@ impl WgpuBackend {
     ) -> Result<(Storage, Storage, Storage)> {
         let variant =
             variant(a.d).ok_or_else(|| Error::invalid(OP, format!("no fused backward for head dimension {}", a.d)))?;
-        let (pq, pk) = (params(a, a.tq)?, params(a, a.tk)?);
+        let blocked = variant.dkdv_blocked.filter(|_| self.workgroup_bytes() >= blocked_bytes(variant.dmax));
+        let (dkdv_kernel, per_group) = match blocked {
+            Some(kernel) => (kernel, BLOCK_ROWS),
+            None => (variant.dkdv, ROWS),
+        };
+        let (pq, pk) = (params(a, a.tq, ROWS)?, params(a, a.tk, per_group)?);
         let [q, k, v, out, lse, dout] = [q, k, v, out, lse, dout].map(|s| self.gpu(s, DType::F32, OP));
         let (q, k, v, out, lse, dout) = (q?, k?, v?, out?, lse?, dout?);
         for (s, len) in [(q, a.tq), (out, a.tq), (dout, a.tq), (k, a.tk), (v, a.tk)] {
@@ -168,7 +222,7 @@ impl WgpuBackend {
             self.run(variant.dq, "attention_backward_dq", &[R, R, R, R, R, R, W, W], &pq, &buffers, groups)?;
             let groups = self.groups_for(pk.total as usize * super::launch::WG, OP)?;
             let buffers = [bind(q), bind(k), bind(v), bind(dout), bind(lse), bind(&delta), bind(&dk), bind(&dv)];
-            self.run(variant.dkdv, "attention_backward_dkdv", &[R, R, R, R, R, R, W, W], &pk, &buffers, groups)?;
+            self.run(dkdv_kernel, "attention_backward_dkdv", &[R, R, R, R, R, R, W, W], &pk, &buffers, groups)?;
         }
         Ok((self.output(dq), self.output(dk), self.output(dv)))
     }

@@ -80,6 +80,8 @@ const WINDOW: &str = lib!("window");
 const LINEAR: &str = lib!("linear");
 const ROW_MAX_SUM: &str = lib!("row_max_sum");
 const ATTENTION_TILES: &str = lib!("attention_tiles");
+const ATTENTION_ROW_TILES: &str = lib!("attention_row_tiles");
+const ATTENTION_BLOCKS: &str = lib!("attention_blocks");
 
 pub(crate) const FILL: Shader = shader!("fill", FillParams);
 pub(crate) const COPY_STRIDED: Shader = shader!("copy_strided", CopyParams);
@@ -110,11 +112,19 @@ pub(crate) const OPTIMIZER: Shader = shader!("optimizer", OptimizerParams).inclu
 
 /// One fused-attention file in the head-size variant whose constants `$constants` writes
 /// (see `attention.rs`), under its own name so that each variant is its own module.
+/// The row kernels take `lib/attention_row_tiles.wgsl`, the blocked ones (`blocked`)
+/// `lib/attention_blocks.wgsl`.
 macro_rules! attention {
     ($name:literal, $file:literal, $constants:ident) => {
         Shader::new($name, include_str!(concat!("../../../shaders/", $file, ".wgsl")), AttentionParams::LAYOUT)
             .with_constants($constants)
-            .including(&[ATTENTION_TILES])
+            .including(&[ATTENTION_TILES, ATTENTION_ROW_TILES])
+            .trusted()
+    };
+    (blocked $name:literal, $file:literal, $constants:ident) => {
+        Shader::new($name, include_str!(concat!("../../../shaders/", $file, ".wgsl")), AttentionParams::LAYOUT)
+            .with_constants($constants)
+            .including(&[ATTENTION_TILES, ATTENTION_BLOCKS])
             .trusted()
     };
 }
@@ -135,6 +145,10 @@ pub(crate) const ATTENTION_DKDV_64: Shader =
     attention!("attention_backward_dkdv_d64", "attention_backward_dkdv", constants_64);
 pub(crate) const ATTENTION_DKDV_128: Shader =
     attention!("attention_backward_dkdv_d128", "attention_backward_dkdv", constants_128);
+pub(crate) const ATTENTION_DKDV_BLOCKED_32: Shader =
+    attention!(blocked "attention_backward_dkdv_blocked_d32", "attention_backward_dkdv_blocked", constants_32);
+pub(crate) const ATTENTION_DKDV_BLOCKED_64: Shader =
+    attention!(blocked "attention_backward_dkdv_blocked_d64", "attention_backward_dkdv_blocked", constants_64);
 
 /// Every shader the backend compiles (for validation in tests).
 pub(crate) const ALL: &[Shader] = &[
@@ -170,6 +184,8 @@ pub(crate) const ALL: &[Shader] = &[
     ATTENTION_DKDV_32,
     ATTENTION_DKDV_64,
     ATTENTION_DKDV_128,
+    ATTENTION_DKDV_BLOCKED_32,
+    ATTENTION_DKDV_BLOCKED_64,
 ];
 
 /// `RUMUS_WGPU_LOG_COMPILES=1` prints each kernel's compile time and thread to stderr, and each
