@@ -36,14 +36,17 @@ fn split_k_slices(args: &MatmulArgs) -> usize {
         return 1;
     }
     let mut slices = 1;
-    while tiles * slices < SPLIT_K_MIN_TILES
-        && slices * 2 <= SPLIT_K_MAX_SLICES
-        && args.k.is_multiple_of(slices * 2)
-        && args.k / (slices * 2) >= SPLIT_K_MIN_SLICE
-    {
+    while tiles * slices < SPLIT_K_MIN_TILES && slices * 2 <= SPLIT_K_MAX_SLICES && splits_aligned(args.k, slices * 2) {
         slices *= 2;
     }
     slices
+}
+
+/// Whether `k` splits into `slices` slices of at least [`SPLIT_K_MIN_SLICE`] whose length is a
+/// multiple of 4: each slice then starts where a vec4 load of an aligned operand stays aligned
+/// (a slice of 525 columns would start mid-vec4 and the vec4 kernels would read wrong values).
+fn splits_aligned(k: usize, slices: usize) -> bool {
+    k.is_multiple_of(slices * 4) && k / slices >= SPLIT_K_MIN_SLICE
 }
 
 /// The products over `slices` consecutive slices of `k` as one batch: slice `s` starts `s·k/slices`
@@ -159,7 +162,7 @@ fn fewest_waves(args: &MatmulArgs) -> MatmulPlan {
     let mut best = (usize::MAX, MatmulPlan { kernel: MatmulKernel::Wide, slices: 1 });
     let mut slices = 1;
     let most = if args.batch == 1 { SPLIT_K_MAX_SLICES } else { 1 };
-    while slices <= most && args.k.is_multiple_of(slices) && (slices == 1 || args.k / slices >= SPLIT_K_MIN_SLICE) {
+    while slices <= most && (slices == 1 || splits_aligned(args.k, slices)) {
         for (kernel, [rows, cols]) in [(MatmulKernel::Wide, VEC4_LARGE_TILE), (MatmulKernel::Tall, VEC4_TALL_TILE)] {
             let groups = args.m.div_ceil(rows) * args.n.div_ceil(cols) * args.batch * slices;
             let partials = if slices > 1 { slices * args.m * args.n / PARTIAL_OUTPUTS_PER_K_STEP } else { 0 };
@@ -335,7 +338,10 @@ impl WgpuBackend {
                 ),
             ));
         }
-        let fit = self.fit(args);
+        // What the kernel runs is the split product: its slices' offsets (batch strides of
+        // `k / slices` columns) decide whether vec4 loads stay aligned, so the fit is its own.
+        let run = if slices == 1 { *args } else { split_k_args(args, slices) };
+        let fit = self.fit(&run);
         if plan.kernel == MatmulKernel::Tall && !(fit.vec4 && fit.large) {
             return Err(Error::invalid(
                 "matmul",
@@ -345,7 +351,7 @@ impl WgpuBackend {
         if slices == 1 {
             return self.matmul_tiles(lhs, rhs, args, plan.kernel, fit);
         }
-        let partial = self.matmul_tiles(lhs, rhs, &split_k_args(args, slices), plan.kernel, fit)?;
+        let partial = self.matmul_tiles(lhs, rhs, &run, plan.kernel, fit)?;
         let dims = ReduceDims { outer: 1, len: slices, inner: args.m * args.n };
         self.reduce_kernel(ReduceOp::Sum, &partial, dims)
     }
@@ -545,6 +551,40 @@ mod tests {
             let want = read(&b, &b.matmul_with_plan(&lhs, &rhs, &args, unsplit).unwrap());
             let got = read(&b, &b.matmul(&lhs, &rhs, &args).unwrap());
             assert_close(&format!("split-k {m}x{k}x{n} transposed {transposed}"), &got, &want, 1e-4);
+        }
+    }
+
+    /// Split-K with any `k` against the host's product in f64, operands row-major and transposed.
+    /// A `k` whose slices are not a multiple of 4 long (2100 in 4 slices of 525) used to reach
+    /// the vec4 kernels with slices starting mid-vec4, and gave wrong sums: it is not split that
+    /// way any more, and an explicit plan that would split it so runs on aligned-safe loads.
+    #[test]
+    fn split_k_with_any_k_matches_the_host_product() {
+        let Some(crate::Device::Wgpu(b)) = crate::testing::wgpu_or_skip() else { return };
+        let cases = [(2060, 2100, 36, true), (64, 1028, 64, false), (40, 1300, 20, false), (64, 2052, 64, true)];
+        for (m, k, n, rhs_transposed) in cases {
+            let (lhs, rhs) = (normal(&b, m * k, 3), normal(&b, k * n, 4));
+            let (a, w) = (read(&b, &lhs), read(&b, &rhs));
+            let rhs_layout = if rhs_transposed {
+                MatrixLayout { offset: 0, batch_stride: 0, row_stride: 1, col_stride: k }
+            } else {
+                MatrixLayout::row_major(k, n)
+            };
+            let at = |i: usize, j: usize| if rhs_transposed { w[j * k + i] } else { w[i * n + j] };
+            let want: Vec<f32> = (0..m * n)
+                .map(|o| (0..k).map(|kk| a[o / n * k + kk] as f64 * at(kk, o % n) as f64).sum::<f64>() as f32)
+                .collect();
+            let args = MatmulArgs { batch: 1, m, k, n, lhs: MatrixLayout::row_major(m, k), rhs: rhs_layout };
+            let got = read(&b, &b.matmul(&lhs, &rhs, &args).unwrap());
+            // f32 sums of ~2000 unit-variance terms are off by ~1e-4 in any order; the misaligned
+            // slices were off by several percent.
+            assert_close(&format!("{m}x{k}x{n} (plan {:?})", b.matmul_plan(&args)), &got, &want, 1e-3);
+            for slices in [2, 4] {
+                let plan = MatmulPlan { kernel: MatmulKernel::Tile64, slices };
+                if let Ok(out) = b.matmul_with_plan(&lhs, &rhs, &args, plan) {
+                    assert_close(&format!("{m}x{k}x{n} in {slices} slices"), &read(&b, &out), &want, 1e-3);
+                }
+            }
         }
     }
 
