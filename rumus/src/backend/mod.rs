@@ -35,6 +35,14 @@ pub trait Backend: Send + Sync {
     /// Copies the elements of `src` viewed through `src_layout` into `dst` viewed through
     /// `dst_layout` (same shape). Gathers strided views and writes into sub-views.
     fn copy_strided(&self, src: &Storage, src_layout: &Layout, dst: &Storage, dst_layout: &Layout) -> Result<()>;
+    /// The f32 elements of `src` viewed through `layout`, row-major, in a fresh storage (what
+    /// `contiguous` makes of a view). By default a zero-filled storage written by
+    /// [`copy_strided`](Self::copy_strided); a backend may skip the fill.
+    fn gather_f32(&self, src: &Storage, layout: &Layout) -> Result<Storage> {
+        let out = self.full(layout.numel(), 0.0)?;
+        self.copy_strided(src, layout, &out, &Layout::contiguous(layout.shape()))?;
+        Ok(out)
+    }
     /// Counter-based random numbers: the same (seed, len) gives the same values on every backend.
     fn random(&self, kind: RandomKind, len: usize, seed: u64) -> Result<Storage>;
 

@@ -21,12 +21,30 @@ impl BackwardOp for MatmulBackward {
             .requires_grad()
             .then(|| in_layout_of(a, grad, &b.transpose(-1, -2)?)?.sum_to_shape(a.shape()))
             .transpose()?;
-        let gb = b
-            .requires_grad()
-            .then(|| in_layout_of(b, &a.transpose(-1, -2)?, grad)?.sum_to_shape(b.shape()))
-            .transpose()?;
+        let gb = b.requires_grad().then(|| rhs_gradient(a, b, grad)).transpose()?;
         Ok(vec![ga, gb])
     }
+}
+
+/// The gradient of the rhs `b` of `a @ b` given the output's gradient. When `b` is one matrix
+/// shared by every batch (a linear layer's weight), the batch folds into the inner axis:
+/// `aᵀ @ grad` over `[batch·m, k]` and `[batch·m, n]`, one product instead of a batched one
+/// whose `[batch, k, n]` result would be summed.
+fn rhs_gradient(a: &RawTensor, b: &RawTensor, grad: &RawTensor) -> Result<RawTensor> {
+    let (ra, rb) = (a.rank(), b.rank());
+    if grad.rank() < 2 {
+        return Err(Error::shape("matmul", format!("gradient {:?}: expected rank >= 2", grad.shape())));
+    }
+    let shared = b.shape()[..rb - 2].iter().all(|&d| d == 1);
+    let batch: usize = grad.shape()[..grad.rank() - 2].iter().product();
+    let unbroadcast = a.shape()[..ra - 2] == grad.shape()[..grad.rank() - 2];
+    if shared && batch > 1 && unbroadcast {
+        let (m, k, n) = (a.shape()[ra - 2], a.shape()[ra - 1], b.shape()[rb - 1]);
+        let a_flat = a.reshape(&[batch * m, k])?;
+        let grad_flat = grad.reshape(&[batch * m, n])?;
+        return in_layout_of(b, &a_flat.transpose(-1, -2)?, &grad_flat)?.reshape(b.shape());
+    }
+    in_layout_of(b, &a.transpose(-1, -2)?, grad)?.sum_to_shape(b.shape())
 }
 
 /// `lhs @ rhs`, the gradient of `operand`, computed as `(rhsᵀ @ lhsᵀ)ᵀ` when `operand` is a

@@ -3,6 +3,7 @@
 use rayon::prelude::*;
 
 use super::buffer_pool;
+use super::erf;
 use super::parallel::PAR_THRESHOLD;
 use crate::backend::{BinaryOp, UnaryOp};
 use crate::{Layout, Result};
@@ -14,6 +15,18 @@ const INV_SQRT_2PI: f32 = 0.398_942_3;
 
 fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())
+}
+
+/// Exact GELU, `x Φ(x)`.
+#[inline(always)]
+fn gelu(x: f32) -> f32 {
+    0.5 * x * (1.0 + erf::erf(x * INV_SQRT_2))
+}
+
+/// `d gelu(x) / dx = Φ(x) + x φ(x)`.
+#[inline(always)]
+fn gelu_derivative(x: f32) -> f32 {
+    0.5 * (1.0 + erf::erf(x * INV_SQRT_2)) + x * INV_SQRT_2PI * erf::exp(-0.5 * x * x)
 }
 
 /// `op(x)` for one element.
@@ -34,7 +47,7 @@ pub fn unary_scalar(op: UnaryOp, x: f32) -> f32 {
         }
         UnaryOp::Sigmoid => sigmoid(x),
         UnaryOp::Tanh => x.tanh(),
-        UnaryOp::Gelu => 0.5 * x * (1.0 + libm::erff(x * INV_SQRT_2)),
+        UnaryOp::Gelu => gelu(x),
         UnaryOp::GeluTanh => 0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + GELU_TANH_C * x * x * x)).tanh()),
         UnaryOp::Silu => x * sigmoid(x),
         UnaryOp::AddScalar(s) => x + s,
@@ -70,7 +83,7 @@ pub fn unary_derivative(op: UnaryOp, x: f32, y: f32) -> f32 {
         }
         UnaryOp::Sigmoid => y * (1.0 - y),
         UnaryOp::Tanh => 1.0 - y * y,
-        UnaryOp::Gelu => 0.5 * (1.0 + libm::erff(x * INV_SQRT_2)) + x * INV_SQRT_2PI * (-0.5 * x * x).exp(),
+        UnaryOp::Gelu => gelu_derivative(x),
         UnaryOp::GeluTanh => {
             let t = (SQRT_2_OVER_PI * (x + GELU_TANH_C * x * x * x)).tanh();
             0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_TANH_C * x * x)
@@ -123,6 +136,7 @@ pub fn unary(op: UnaryOp, x: &[f32]) -> Result<Vec<f32>> {
         UnaryOp::MulScalar(s) => map1(op.name(), x, |v| v * s),
         UnaryOp::AddScalar(s) => map1(op.name(), x, |v| v + s),
         UnaryOp::Neg => map1(op.name(), x, |v| -v),
+        UnaryOp::Gelu => map1(op.name(), x, gelu),
         _ => map1(op.name(), x, |v| unary_scalar(op, v)),
     }
 }
@@ -132,6 +146,7 @@ pub fn unary_backward(op: UnaryOp, x: &[f32], y: &[f32], grad: &[f32]) -> Result
         UnaryOp::Relu => map2(op.name(), x, grad, |x, g| if x > 0.0 { g } else { 0.0 }),
         UnaryOp::MulScalar(s) => map1(op.name(), grad, |g| g * s),
         UnaryOp::AddScalar(_) => map1(op.name(), grad, |g| g),
+        UnaryOp::Gelu => map2(op.name(), x, grad, |x, g| g * gelu_derivative(x)),
         _ => {
             let mut out = buffer_pool::take(op.name(), grad.len())?;
             let kernel = |(k, o): (usize, &mut [f32])| {
@@ -235,27 +250,4 @@ pub fn binary(op: BinaryOp, lhs: &[f32], lhs_layout: &Layout, rhs: &[f32], rhs_l
         out.chunks_mut(last.max(1)).enumerate().for_each(kernel);
     }
     Ok(out)
-}
-
-/// Gathers `src` viewed through `src_layout` and scatters into `dst` viewed through `dst_layout`.
-pub fn copy_strided<T: Copy + Send + Sync>(src: &[T], src_layout: &Layout, dst: &mut [T], dst_layout: &Layout) {
-    let len = src_layout.numel();
-    if len == 0 {
-        return;
-    }
-    if src_layout.is_contiguous() && dst_layout.is_contiguous() {
-        dst[dst_layout.offset()..][..len].copy_from_slice(&src[src_layout.offset()..][..len]);
-        return;
-    }
-    let last = *src_layout.shape().last().unwrap_or(&1);
-    let (ss, ds) =
-        (src_layout.strides().last().copied().unwrap_or(0), dst_layout.strides().last().copied().unwrap_or(0));
-    for row in 0..len / last.max(1) {
-        let (mut s, mut d) = (row_start(src_layout, row), row_start(dst_layout, row));
-        for _ in 0..last {
-            dst[d] = src[s];
-            s += ss;
-            d += ds;
-        }
-    }
 }
