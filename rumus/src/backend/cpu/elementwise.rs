@@ -29,6 +29,12 @@ fn gelu_derivative(x: f32) -> f32 {
     0.5 * (1.0 + erf::erf(x * INV_SQRT_2)) + x * INV_SQRT_2PI * erf::exp(-0.5 * x * x)
 }
 
+/// The gradient `g` through GELU at `x`.
+#[inline(always)]
+fn gelu_backward(x: f32, g: f32) -> f32 {
+    g * gelu_derivative(x)
+}
+
 /// `op(x)` for one element.
 pub fn unary_scalar(op: UnaryOp, x: f32) -> f32 {
     match op {
@@ -102,29 +108,94 @@ pub fn unary_derivative(op: UnaryOp, x: f32, y: f32) -> f32 {
 /// Elements per parallel task: large enough to amortise scheduling, small enough to balance.
 const CHUNK: usize = 1 << 14;
 
+/// GELU of each element of `x` into `o`, eight lanes wide where the CPU has AVX2.
+fn gelu_slice(o: &mut [f32], x: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: the function only requires AVX2, which the CPU was just found to support.
+        return unsafe { avx2::gelu_slice(o, x) };
+    }
+    o.iter_mut().zip(x).for_each(|(o, &x)| *o = gelu(x));
+}
+
+/// The gradients `g` through GELU at `x` into `o`, eight lanes wide where the CPU has AVX2.
+fn gelu_backward_slice(o: &mut [f32], x: &[f32], g: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: the function only requires AVX2, which the CPU was just found to support.
+        return unsafe { avx2::gelu_backward_slice(o, x, g) };
+    }
+    o.iter_mut().zip(x.iter().zip(g)).for_each(|(o, (&x, &g))| *o = gelu_backward(x, g));
+}
+
+/// Whether the AVX2 loops may run on this CPU.
+#[cfg(target_arch = "x86_64")]
+fn has_avx2() -> bool {
+    std::arch::is_x86_feature_detected!("avx2")
+}
+
+/// The GELU loops compiled for AVX2, where they vectorise eight lanes wide instead of SSE2's
+/// four (the same IEEE operations, so the same results). Index loops calling the
+/// `inline(always)` element functions directly: a call through a closure or an iterator
+/// adapter would not be inlined into a function with other target features.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{gelu, gelu_backward};
+
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn gelu_slice(o: &mut [f32], x: &[f32]) {
+        let n = o.len().min(x.len());
+        let (o, x) = (&mut o[..n], &x[..n]);
+        for i in 0..n {
+            o[i] = gelu(x[i]);
+        }
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn gelu_backward_slice(o: &mut [f32], x: &[f32], g: &[f32]) {
+        let n = o.len().min(x.len()).min(g.len());
+        let (o, x, g) = (&mut o[..n], &x[..n], &g[..n]);
+        for i in 0..n {
+            o[i] = gelu_backward(x[i], g[i]);
+        }
+    }
+}
+
 /// `f` applied to each element of `x`, into a pooled buffer (no zero fill). Callers pass a
 /// closure with the op fixed so the loop is specialised and vectorised.
 fn map1(op: &'static str, x: &[f32], f: impl Fn(f32) -> f32 + Sync) -> Result<Vec<f32>> {
+    map1_slices(op, x, |o, x| o.iter_mut().zip(x).for_each(|(o, &x)| *o = f(x)))
+}
+
+/// `kernel(out, x)` over chunks of `x` (in parallel when large), into a pooled buffer.
+fn map1_slices(op: &'static str, x: &[f32], kernel: impl Fn(&mut [f32], &[f32]) + Sync) -> Result<Vec<f32>> {
     let mut out = buffer_pool::take(op, x.len())?;
-    let kernel = |(o, x): (&mut [f32], &[f32])| o.iter_mut().zip(x).for_each(|(o, &x)| *o = f(x));
     if x.len() >= PAR_THRESHOLD {
-        out.par_chunks_mut(CHUNK).zip(x.par_chunks(CHUNK)).for_each(kernel);
+        out.par_chunks_mut(CHUNK).zip(x.par_chunks(CHUNK)).for_each(|(o, x)| kernel(o, x));
     } else {
-        kernel((&mut out, x));
+        kernel(&mut out, x);
     }
     Ok(out)
 }
 
 /// `f` applied pairwise to two equally long slices.
 fn map2(op: &'static str, a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32 + Sync) -> Result<Vec<f32>> {
+    map2_slices(op, a, b, |o, a, b| o.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (&a, &b))| *o = f(a, b)))
+}
+
+/// `kernel(out, a, b)` over chunks of two equally long slices, into a pooled buffer.
+fn map2_slices(
+    op: &'static str,
+    a: &[f32],
+    b: &[f32],
+    kernel: impl Fn(&mut [f32], &[f32], &[f32]) + Sync,
+) -> Result<Vec<f32>> {
     let mut out = buffer_pool::take(op, a.len())?;
-    let kernel = |(o, (a, b)): (&mut [f32], (&[f32], &[f32]))| {
-        o.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (&a, &b))| *o = f(a, b))
-    };
     if a.len() >= PAR_THRESHOLD {
-        out.par_chunks_mut(CHUNK).zip(a.par_chunks(CHUNK).zip(b.par_chunks(CHUNK))).for_each(kernel);
+        let chunks = out.par_chunks_mut(CHUNK).zip(a.par_chunks(CHUNK).zip(b.par_chunks(CHUNK)));
+        chunks.for_each(|(o, (a, b))| kernel(o, a, b));
     } else {
-        kernel((&mut out, (a, b)));
+        kernel(&mut out, a, b);
     }
     Ok(out)
 }
@@ -136,7 +207,7 @@ pub fn unary(op: UnaryOp, x: &[f32]) -> Result<Vec<f32>> {
         UnaryOp::MulScalar(s) => map1(op.name(), x, |v| v * s),
         UnaryOp::AddScalar(s) => map1(op.name(), x, |v| v + s),
         UnaryOp::Neg => map1(op.name(), x, |v| -v),
-        UnaryOp::Gelu => map1(op.name(), x, gelu),
+        UnaryOp::Gelu => map1_slices(op.name(), x, gelu_slice),
         _ => map1(op.name(), x, |v| unary_scalar(op, v)),
     }
 }
@@ -146,7 +217,7 @@ pub fn unary_backward(op: UnaryOp, x: &[f32], y: &[f32], grad: &[f32]) -> Result
         UnaryOp::Relu => map2(op.name(), x, grad, |x, g| if x > 0.0 { g } else { 0.0 }),
         UnaryOp::MulScalar(s) => map1(op.name(), grad, |g| g * s),
         UnaryOp::AddScalar(_) => map1(op.name(), grad, |g| g),
-        UnaryOp::Gelu => map2(op.name(), x, grad, |x, g| g * gelu_derivative(x)),
+        UnaryOp::Gelu => map2_slices(op.name(), x, grad, gelu_backward_slice),
         _ => {
             let mut out = buffer_pool::take(op.name(), grad.len())?;
             let kernel = |(k, o): (usize, &mut [f32])| {
