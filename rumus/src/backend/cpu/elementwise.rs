@@ -108,58 +108,81 @@ pub fn unary_derivative(op: UnaryOp, x: f32, y: f32) -> f32 {
 /// Elements per parallel task: large enough to amortise scheduling, small enough to balance.
 const CHUNK: usize = 1 << 14;
 
-/// GELU of each element of `x` into `o`, eight lanes wide where the CPU has AVX2.
+/// GELU of each element of `x` into `o`, 16 or 8 lanes wide where the CPU has AVX-512 or AVX2.
 fn gelu_slice(o: &mut [f32], x: &[f32]) {
     #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
-        // SAFETY: the function only requires AVX2, which the CPU was just found to support.
-        return unsafe { avx2::gelu_slice(o, x) };
+    match wide_lanes() {
+        // SAFETY: each function only requires the instructions its lane count names, which
+        // `wide_lanes` found the CPU to support.
+        16 => return unsafe { avx512::gelu_slice(o, x) },
+        // SAFETY: as above.
+        8 => return unsafe { avx2::gelu_slice(o, x) },
+        _ => {}
     }
     o.iter_mut().zip(x).for_each(|(o, &x)| *o = gelu(x));
 }
 
-/// The gradients `g` through GELU at `x` into `o`, eight lanes wide where the CPU has AVX2.
+/// The gradients `g` through GELU at `x` into `o`, as wide as [`gelu_slice`].
 fn gelu_backward_slice(o: &mut [f32], x: &[f32], g: &[f32]) {
     #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
-        // SAFETY: the function only requires AVX2, which the CPU was just found to support.
-        return unsafe { avx2::gelu_backward_slice(o, x, g) };
+    match wide_lanes() {
+        // SAFETY: each function only requires the instructions its lane count names, which
+        // `wide_lanes` found the CPU to support.
+        16 => return unsafe { avx512::gelu_backward_slice(o, x, g) },
+        // SAFETY: as above.
+        8 => return unsafe { avx2::gelu_backward_slice(o, x, g) },
+        _ => {}
     }
     o.iter_mut().zip(x.iter().zip(g)).for_each(|(o, (&x, &g))| *o = gelu_backward(x, g));
 }
 
-/// Whether the AVX2 loops may run on this CPU.
+/// The widest f32 vectors this CPU has: 16 (AVX-512), 8 (AVX2) or 4 (SSE2).
 #[cfg(target_arch = "x86_64")]
-fn has_avx2() -> bool {
-    std::arch::is_x86_feature_detected!("avx2")
-}
-
-/// The GELU loops compiled for AVX2, where they vectorise eight lanes wide instead of SSE2's
-/// four (the same IEEE operations, so the same results). Index loops calling the
-/// `inline(always)` element functions directly: a call through a closure or an iterator
-/// adapter would not be inlined into a function with other target features.
-#[cfg(target_arch = "x86_64")]
-mod avx2 {
-    use super::{gelu, gelu_backward};
-
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn gelu_slice(o: &mut [f32], x: &[f32]) {
-        let n = o.len().min(x.len());
-        let (o, x) = (&mut o[..n], &x[..n]);
-        for i in 0..n {
-            o[i] = gelu(x[i]);
-        }
-    }
-
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn gelu_backward_slice(o: &mut [f32], x: &[f32], g: &[f32]) {
-        let n = o.len().min(x.len()).min(g.len());
-        let (o, x, g) = (&mut o[..n], &x[..n], &g[..n]);
-        for i in 0..n {
-            o[i] = gelu_backward(x[i], g[i]);
-        }
+fn wide_lanes() -> usize {
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        16
+    } else if std::arch::is_x86_feature_detected!("avx2") {
+        8
+    } else {
+        4
     }
 }
+
+/// The GELU loops compiled for wider vectors than the SSE2 baseline (the same IEEE operations
+/// lane by lane, so the same results). Index loops calling the `inline(always)` element
+/// functions directly: a call through a closure or an iterator adapter would not be inlined
+/// into a function with other target features.
+#[cfg(target_arch = "x86_64")]
+macro_rules! gelu_loops {
+    ($module:ident, $feature:literal) => {
+        mod $module {
+            use super::{gelu, gelu_backward};
+
+            #[target_feature(enable = $feature)]
+            pub(super) unsafe fn gelu_slice(o: &mut [f32], x: &[f32]) {
+                let n = o.len().min(x.len());
+                let (o, x) = (&mut o[..n], &x[..n]);
+                for i in 0..n {
+                    o[i] = gelu(x[i]);
+                }
+            }
+
+            #[target_feature(enable = $feature)]
+            pub(super) unsafe fn gelu_backward_slice(o: &mut [f32], x: &[f32], g: &[f32]) {
+                let n = o.len().min(x.len()).min(g.len());
+                let (o, x, g) = (&mut o[..n], &x[..n], &g[..n]);
+                for i in 0..n {
+                    o[i] = gelu_backward(x[i], g[i]);
+                }
+            }
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+gelu_loops!(avx2, "avx2");
+#[cfg(target_arch = "x86_64")]
+gelu_loops!(avx512, "avx512f");
 
 /// `f` applied to each element of `x`, into a pooled buffer (no zero fill). Callers pass a
 /// closure with the op fixed so the loop is specialised and vectorised.
