@@ -4,8 +4,15 @@
 
 /// `erf(x) / x` as a polynomial in `x²` on `|x| ≤ 1` (Chebyshev fit, highest power first;
 /// error 1.3e-9).
-const SMALL: [f32; 7] =
-    [7.875_875e-5, -8.016_864e-4, 5.189_087_4e-3, -2.685_421_2e-2, 0.112_835_95, -0.376_126_27, 1.128_379_2];
+const SMALL: [f32; 7] = [
+    7.875_875e-5,
+    -8.016_864e-4,
+    5.189_087_4e-3,
+    -2.685_421_2e-2,
+    0.112_835_95,
+    -0.376_126_27,
+    std::f32::consts::FRAC_2_SQRT_PI,
+];
 
 /// `ln erfc(a)` as a polynomial in `a - 2.5` on `1 ≤ a ≤ 4` (Chebyshev fit, highest power
 /// first; error 8.1e-9). Beyond 4, `1 - erfc(a)` rounds to 1 in f32.
@@ -13,9 +20,9 @@ const LARGE: [f32; 10] = [
     -7.582_682e-8,
     1.615_581_1e-6,
     -1.292_569_6e-5,
-    7.738_760_4e-5,
+    7.738_76e-5,
     -4.207_916_5e-4,
-    2.165_169_9e-3,
+    2.165_17e-3,
     -1.085_811_3e-2,
     -0.943_893_6,
     -5.352_681,
