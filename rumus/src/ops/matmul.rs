@@ -21,12 +21,30 @@ impl BackwardOp for MatmulBackward {
             .requires_grad()
             .then(|| in_layout_of(a, grad, &b.transpose(-1, -2)?)?.sum_to_shape(a.shape()))
             .transpose()?;
-        let gb = b
-            .requires_grad()
-            .then(|| in_layout_of(b, &a.transpose(-1, -2)?, grad)?.sum_to_shape(b.shape()))
-            .transpose()?;
+        let gb = b.requires_grad().then(|| rhs_gradient(a, b, grad)).transpose()?;
         Ok(vec![ga, gb])
     }
+}
+
+/// The gradient of the rhs `b` of `a @ b` given the output's gradient. When `b` is one matrix
+/// shared by every batch (a linear layer's weight), the batch folds into the inner axis:
+/// `aᵀ @ grad` over `[batch·m, k]` and `[batch·m, n]`, one product instead of a batched one
+/// whose `[batch, k, n]` result would be summed.
+fn rhs_gradient(a: &RawTensor, b: &RawTensor, grad: &RawTensor) -> Result<RawTensor> {
+    let (ra, rb) = (a.rank(), b.rank());
+    if grad.rank() < 2 {
+        return Err(Error::shape("matmul", format!("gradient {:?}: expected rank >= 2", grad.shape())));
+    }
+    let shared = b.shape()[..rb - 2].iter().all(|&d| d == 1);
+    let batch: usize = grad.shape()[..grad.rank() - 2].iter().product();
+    let unbroadcast = a.shape()[..ra - 2] == grad.shape()[..grad.rank() - 2];
+    if shared && batch > 1 && unbroadcast && b.device().backend().folds_batched_products() {
+        let (m, k, n) = (a.shape()[ra - 2], a.shape()[ra - 1], b.shape()[rb - 1]);
+        let a_flat = a.reshape(&[batch * m, k])?;
+        let grad_flat = grad.reshape(&[batch * m, n])?;
+        return in_layout_of(b, &a_flat.transpose(-1, -2)?, &grad_flat)?.reshape(b.shape());
+    }
+    in_layout_of(b, &a.transpose(-1, -2)?, grad)?.sum_to_shape(b.shape())
 }
 
 /// `lhs @ rhs`, the gradient of `operand`, computed as `(rhsᵀ @ lhsᵀ)ᵀ` when `operand` is a
@@ -82,6 +100,19 @@ fn matrix_view(t: &RawTensor, batch_rank: usize) -> Result<(RawTensor, MatrixLay
 }
 
 impl RawTensor {
+    /// `self [.., m, k] @ other [k, n]` for a contiguous `self`, as one `[(..)·m, k] @ [k, n]`
+    /// product (a linear layer over a batch of sequences): one large product instead of a batch
+    /// of small ones that each pack the shared rhs again; reshapes carry the gradients.
+    fn matmul_folded(&self, other: &RawTensor) -> Result<RawTensor> {
+        let rank = self.rank();
+        let k = self.shape()[rank - 1];
+        let rows = crate::layout::checked_numel("matmul", &self.shape()[..rank - 1])?;
+        let product = self.reshape(&[rows, k])?.matmul(other)?;
+        let mut shape = self.shape().to_vec();
+        shape[rank - 1] = other.shape()[1];
+        product.reshape(&shape)
+    }
+
     /// Matrix product of the last two axes; leading axes broadcast (NumPy `matmul` rules for
     /// rank ≥ 2).
     pub fn matmul(&self, other: &RawTensor) -> Result<RawTensor> {
@@ -103,6 +134,9 @@ impl RawTensor {
                 format!("lhs {:?} rhs {:?}: inner dims {k} and {k2} differ", self.shape(), other.shape()),
             ));
         }
+        if rb == 2 && ra > 2 && self.is_contiguous() && self.device().backend().folds_batched_products() {
+            return self.matmul_folded(other);
+        }
         let batch_shape = broadcast_shapes("matmul", &self.shape()[..ra - 2], &other.shape()[..rb - 2])?;
         let batch: usize = batch_shape.iter().product();
         let with = |rows: usize, cols: usize| {
@@ -120,5 +154,43 @@ impl RawTensor {
         Ok(RawTensor::from_op_contiguous(storage, &with(m, n), self.device(), &[self, other], || {
             Box::new(MatmulBackward)
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Device, RawTensor};
+
+    /// `[b, m, k] @ [k, n]` and its gradients, with the rhs shared as a matrix (folded into one
+    /// product on the CPU) or broadcast to `[b, k, n]` (a batch of products).
+    fn product_and_grads(a: &[f32], b: &[f32], w: &[f32], dims: [usize; 4], expand: bool) -> [Vec<f32>; 3] {
+        let [batch, m, k, n] = dims;
+        let dev = Device::cpu();
+        let ta = RawTensor::from_slice(a, &[batch, m, k], &dev).unwrap().requires_grad_().unwrap();
+        let tb = RawTensor::from_slice(b, &[k, n], &dev).unwrap().requires_grad_().unwrap();
+        let rhs = if expand { tb.broadcast_to(&[batch, k, n]).unwrap() } else { tb.clone() };
+        let out = ta.matmul(&rhs).unwrap();
+        let weights = RawTensor::from_slice(w, &[batch, m, n], &dev).unwrap();
+        let grads = out.mul(&weights).unwrap().sum(&[0, 1, 2], false).unwrap().backward().unwrap();
+        [out.to_vec().unwrap(), grads.get(&ta).unwrap().to_vec().unwrap(), grads.get(&tb).unwrap().to_vec().unwrap()]
+    }
+
+    #[test]
+    fn folded_shared_rhs_products_match_the_batched_ones_and_f64() {
+        let dims @ [batch, m, k, n] = [3, 70, 9, 50];
+        let pattern =
+            |len: usize, p: usize| -> Vec<f32> { (0..len).map(|i| (i * p % 1000) as f32 / 500.0 - 1.0).collect() };
+        let (a, b, w) = (pattern(batch * m * k, 7919), pattern(k * n, 104_729), pattern(batch * m * n, 31));
+        let folded = product_and_grads(&a, &b, &w, dims, false);
+        let batched = product_and_grads(&a, &b, &w, dims, true);
+        for (f, g) in folded.iter().zip(&batched) {
+            let worst = f.iter().zip(g).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max);
+            assert!(worst < 1e-4, "folded and batched differ by {worst}");
+        }
+        // Exact gradient of the shared matrix at (0, 0): the sum over every row of the batch.
+        let exact: f64 = (0..batch * m).map(|r| a[r * k] as f64 * w[r * n] as f64).sum();
+        assert!((folded[2][0] as f64 - exact).abs() < 1e-4, "{} vs {exact}", folded[2][0]);
+        let exact_out: f64 = (0..k).map(|j| a[j] as f64 * b[j * n] as f64).sum();
+        assert!((folded[0][0] as f64 - exact_out).abs() < 1e-5, "{} vs {exact_out}", folded[0][0]);
     }
 }

@@ -155,7 +155,7 @@ impl RawTensor {
     pub(crate) fn copied_storage(&self, op: &'static str) -> Result<crate::backend::Storage> {
         let backend = self.device().backend();
         let out = match self.dtype() {
-            DType::F32 => backend.full(self.numel(), 0.0)?,
+            DType::F32 => return backend.gather_f32(self.storage(), self.layout()),
             DType::U32 => backend.from_u32(&try_filled(op, self.numel(), 0u32)?)?,
         };
         backend.copy_strided(self.storage(), self.layout(), &out, &Layout::contiguous(self.shape()))?;

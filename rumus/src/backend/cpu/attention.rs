@@ -114,7 +114,7 @@ fn dot(x: &[f32], y: &[f32]) -> f32 {
 /// Output `[batch, tq, d]` and log-sum-exp `[batch, tq]` of the scaled scores.
 pub fn attention_forward(q: &[f32], k: &[f32], v: &[f32], a: &AttentionArgs) -> Result<(Vec<f32>, Vec<f32>)> {
     let (tq, tk, d) = (a.tq, a.tk, a.d);
-    let mut out = buffer_pool::zeroed(OP, a.batch * tq * d)?;
+    let mut out = buffer_pool::filled(OP, a.batch * tq * d, 0.0)?;
     let mut lse = buffer_pool::zeroed(OP, a.batch * tq)?;
     if out.is_empty() || lse.is_empty() {
         lse.fill(f32::NEG_INFINITY);
@@ -194,9 +194,9 @@ pub fn attention_backward(
     a: &AttentionArgs,
 ) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
     let (tq, tk, d) = (a.tq, a.tk, a.d);
-    let mut dq = buffer_pool::zeroed(OP, a.batch * tq * d)?;
-    let mut dk = buffer_pool::zeroed(OP, a.batch * tk * d)?;
-    let mut dv = buffer_pool::zeroed(OP, a.batch * tk * d)?;
+    let mut dq = buffer_pool::filled(OP, a.batch * tq * d, 0.0)?;
+    let mut dk = buffer_pool::filled(OP, a.batch * tk * d, 0.0)?;
+    let mut dv = buffer_pool::filled(OP, a.batch * tk * d, 0.0)?;
     if dq.is_empty() || dk.is_empty() {
         return Ok((dq, dk, dv));
     }

@@ -3,6 +3,7 @@
 use rayon::prelude::*;
 
 use super::buffer_pool;
+use super::erf;
 use super::parallel::PAR_THRESHOLD;
 use crate::backend::{BinaryOp, UnaryOp};
 use crate::{Layout, Result};
@@ -14,6 +15,24 @@ const INV_SQRT_2PI: f32 = 0.398_942_3;
 
 fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())
+}
+
+/// Exact GELU, `x Φ(x)`.
+#[inline(always)]
+fn gelu(x: f32) -> f32 {
+    0.5 * x * (1.0 + erf::erf(x * INV_SQRT_2))
+}
+
+/// `d gelu(x) / dx = Φ(x) + x φ(x)`.
+#[inline(always)]
+fn gelu_derivative(x: f32) -> f32 {
+    0.5 * (1.0 + erf::erf(x * INV_SQRT_2)) + x * INV_SQRT_2PI * erf::exp(-0.5 * x * x)
+}
+
+/// The gradient `g` through GELU at `x`.
+#[inline(always)]
+fn gelu_backward(x: f32, g: f32) -> f32 {
+    g * gelu_derivative(x)
 }
 
 /// `op(x)` for one element.
@@ -34,7 +53,7 @@ pub fn unary_scalar(op: UnaryOp, x: f32) -> f32 {
         }
         UnaryOp::Sigmoid => sigmoid(x),
         UnaryOp::Tanh => x.tanh(),
-        UnaryOp::Gelu => 0.5 * x * (1.0 + libm::erff(x * INV_SQRT_2)),
+        UnaryOp::Gelu => gelu(x),
         UnaryOp::GeluTanh => 0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + GELU_TANH_C * x * x * x)).tanh()),
         UnaryOp::Silu => x * sigmoid(x),
         UnaryOp::AddScalar(s) => x + s,
@@ -70,7 +89,7 @@ pub fn unary_derivative(op: UnaryOp, x: f32, y: f32) -> f32 {
         }
         UnaryOp::Sigmoid => y * (1.0 - y),
         UnaryOp::Tanh => 1.0 - y * y,
-        UnaryOp::Gelu => 0.5 * (1.0 + libm::erff(x * INV_SQRT_2)) + x * INV_SQRT_2PI * (-0.5 * x * x).exp(),
+        UnaryOp::Gelu => gelu_derivative(x),
         UnaryOp::GeluTanh => {
             let t = (SQRT_2_OVER_PI * (x + GELU_TANH_C * x * x * x)).tanh();
             0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_TANH_C * x * x)
@@ -89,29 +108,117 @@ pub fn unary_derivative(op: UnaryOp, x: f32, y: f32) -> f32 {
 /// Elements per parallel task: large enough to amortise scheduling, small enough to balance.
 const CHUNK: usize = 1 << 14;
 
+/// GELU of each element of `x` into `o`, 16 or 8 lanes wide where the CPU has AVX-512 or AVX2.
+fn gelu_slice(o: &mut [f32], x: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    match wide_lanes() {
+        // SAFETY: each function only requires the instructions its lane count names, which
+        // `wide_lanes` found the CPU to support.
+        16 => return unsafe { avx512::gelu_slice(o, x) },
+        // SAFETY: as above.
+        8 => return unsafe { avx2::gelu_slice(o, x) },
+        _ => {}
+    }
+    o.iter_mut().zip(x).for_each(|(o, &x)| *o = gelu(x));
+}
+
+/// The gradients `g` through GELU at `x` into `o`, as wide as [`gelu_slice`].
+fn gelu_backward_slice(o: &mut [f32], x: &[f32], g: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    match wide_lanes() {
+        // SAFETY: each function only requires the instructions its lane count names, which
+        // `wide_lanes` found the CPU to support.
+        16 => return unsafe { avx512::gelu_backward_slice(o, x, g) },
+        // SAFETY: as above.
+        8 => return unsafe { avx2::gelu_backward_slice(o, x, g) },
+        _ => {}
+    }
+    o.iter_mut().zip(x.iter().zip(g)).for_each(|(o, (&x, &g))| *o = gelu_backward(x, g));
+}
+
+/// The widest f32 vectors this CPU has: 16 (AVX-512), 8 (AVX2) or 4 (SSE2).
+#[cfg(target_arch = "x86_64")]
+fn wide_lanes() -> usize {
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        16
+    } else if std::arch::is_x86_feature_detected!("avx2") {
+        8
+    } else {
+        4
+    }
+}
+
+/// The GELU loops compiled for wider vectors than the SSE2 baseline (the same IEEE operations
+/// lane by lane, so the same results). Index loops calling the `inline(always)` element
+/// functions directly: a call through a closure or an iterator adapter would not be inlined
+/// into a function with other target features.
+#[cfg(target_arch = "x86_64")]
+macro_rules! gelu_loops {
+    ($module:ident, $feature:literal) => {
+        mod $module {
+            use super::{gelu, gelu_backward};
+
+            #[target_feature(enable = $feature)]
+            pub(super) unsafe fn gelu_slice(o: &mut [f32], x: &[f32]) {
+                let n = o.len().min(x.len());
+                let (o, x) = (&mut o[..n], &x[..n]);
+                for i in 0..n {
+                    o[i] = gelu(x[i]);
+                }
+            }
+
+            #[target_feature(enable = $feature)]
+            pub(super) unsafe fn gelu_backward_slice(o: &mut [f32], x: &[f32], g: &[f32]) {
+                let n = o.len().min(x.len()).min(g.len());
+                let (o, x, g) = (&mut o[..n], &x[..n], &g[..n]);
+                for i in 0..n {
+                    o[i] = gelu_backward(x[i], g[i]);
+                }
+            }
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+gelu_loops!(avx2, "avx2");
+#[cfg(target_arch = "x86_64")]
+gelu_loops!(avx512, "avx512f");
+
 /// `f` applied to each element of `x`, into a pooled buffer (no zero fill). Callers pass a
 /// closure with the op fixed so the loop is specialised and vectorised.
 fn map1(op: &'static str, x: &[f32], f: impl Fn(f32) -> f32 + Sync) -> Result<Vec<f32>> {
+    map1_slices(op, x, |o, x| o.iter_mut().zip(x).for_each(|(o, &x)| *o = f(x)))
+}
+
+/// `kernel(out, x)` over chunks of `x` (in parallel when large), into a pooled buffer.
+fn map1_slices(op: &'static str, x: &[f32], kernel: impl Fn(&mut [f32], &[f32]) + Sync) -> Result<Vec<f32>> {
     let mut out = buffer_pool::take(op, x.len())?;
-    let kernel = |(o, x): (&mut [f32], &[f32])| o.iter_mut().zip(x).for_each(|(o, &x)| *o = f(x));
     if x.len() >= PAR_THRESHOLD {
-        out.par_chunks_mut(CHUNK).zip(x.par_chunks(CHUNK)).for_each(kernel);
+        out.par_chunks_mut(CHUNK).zip(x.par_chunks(CHUNK)).for_each(|(o, x)| kernel(o, x));
     } else {
-        kernel((&mut out, x));
+        kernel(&mut out, x);
     }
     Ok(out)
 }
 
 /// `f` applied pairwise to two equally long slices.
 fn map2(op: &'static str, a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32 + Sync) -> Result<Vec<f32>> {
+    map2_slices(op, a, b, |o, a, b| o.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (&a, &b))| *o = f(a, b)))
+}
+
+/// `kernel(out, a, b)` over chunks of two equally long slices, into a pooled buffer.
+fn map2_slices(
+    op: &'static str,
+    a: &[f32],
+    b: &[f32],
+    kernel: impl Fn(&mut [f32], &[f32], &[f32]) + Sync,
+) -> Result<Vec<f32>> {
     let mut out = buffer_pool::take(op, a.len())?;
-    let kernel = |(o, (a, b)): (&mut [f32], (&[f32], &[f32]))| {
-        o.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (&a, &b))| *o = f(a, b))
-    };
     if a.len() >= PAR_THRESHOLD {
-        out.par_chunks_mut(CHUNK).zip(a.par_chunks(CHUNK).zip(b.par_chunks(CHUNK))).for_each(kernel);
+        let chunks = out.par_chunks_mut(CHUNK).zip(a.par_chunks(CHUNK).zip(b.par_chunks(CHUNK)));
+        chunks.for_each(|(o, (a, b))| kernel(o, a, b));
     } else {
-        kernel((&mut out, (a, b)));
+        kernel(&mut out, a, b);
     }
     Ok(out)
 }
@@ -123,6 +230,7 @@ pub fn unary(op: UnaryOp, x: &[f32]) -> Result<Vec<f32>> {
         UnaryOp::MulScalar(s) => map1(op.name(), x, |v| v * s),
         UnaryOp::AddScalar(s) => map1(op.name(), x, |v| v + s),
         UnaryOp::Neg => map1(op.name(), x, |v| -v),
+        UnaryOp::Gelu => map1_slices(op.name(), x, gelu_slice),
         _ => map1(op.name(), x, |v| unary_scalar(op, v)),
     }
 }
@@ -132,6 +240,7 @@ pub fn unary_backward(op: UnaryOp, x: &[f32], y: &[f32], grad: &[f32]) -> Result
         UnaryOp::Relu => map2(op.name(), x, grad, |x, g| if x > 0.0 { g } else { 0.0 }),
         UnaryOp::MulScalar(s) => map1(op.name(), grad, |g| g * s),
         UnaryOp::AddScalar(_) => map1(op.name(), grad, |g| g),
+        UnaryOp::Gelu => map2_slices(op.name(), x, grad, gelu_backward_slice),
         _ => {
             let mut out = buffer_pool::take(op.name(), grad.len())?;
             let kernel = |(k, o): (usize, &mut [f32])| {
@@ -235,27 +344,4 @@ pub fn binary(op: BinaryOp, lhs: &[f32], lhs_layout: &Layout, rhs: &[f32], rhs_l
         out.chunks_mut(last.max(1)).enumerate().for_each(kernel);
     }
     Ok(out)
-}
-
-/// Gathers `src` viewed through `src_layout` and scatters into `dst` viewed through `dst_layout`.
-pub fn copy_strided<T: Copy + Send + Sync>(src: &[T], src_layout: &Layout, dst: &mut [T], dst_layout: &Layout) {
-    let len = src_layout.numel();
-    if len == 0 {
-        return;
-    }
-    if src_layout.is_contiguous() && dst_layout.is_contiguous() {
-        dst[dst_layout.offset()..][..len].copy_from_slice(&src[src_layout.offset()..][..len]);
-        return;
-    }
-    let last = *src_layout.shape().last().unwrap_or(&1);
-    let (ss, ds) =
-        (src_layout.strides().last().copied().unwrap_or(0), dst_layout.strides().last().copied().unwrap_or(0));
-    for row in 0..len / last.max(1) {
-        let (mut s, mut d) = (row_start(src_layout, row), row_start(dst_layout, row));
-        for _ in 0..last {
-            dst[d] = src[s];
-            s += ss;
-            d += ds;
-        }
-    }
 }

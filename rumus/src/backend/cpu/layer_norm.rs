@@ -17,7 +17,7 @@ pub fn layer_norm(
     a: &LayerNormArgs,
 ) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
     let cols = a.cols;
-    let mut y = buffer_pool::zeroed(OP, a.rows * cols)?;
+    let mut y = buffer_pool::take(OP, a.rows * cols)?;
     let mut mean = buffer_pool::zeroed(OP, a.rows)?;
     let mut rstd = buffer_pool::zeroed(OP, a.rows)?;
     let stats = mean.par_iter_mut().zip(rstd.par_iter_mut());
@@ -45,7 +45,7 @@ pub fn layer_norm_backward(
     a: &LayerNormArgs,
 ) -> Result<Vec<f32>> {
     let cols = a.cols;
-    let mut dx = buffer_pool::zeroed(OP, a.rows * cols)?;
+    let mut dx = buffer_pool::take(OP, a.rows * cols)?;
     let rows = x.par_chunks(cols).zip(dy.par_chunks(cols)).zip(mean.par_iter().zip(rstd.par_iter()));
     dx.par_chunks_mut(cols).zip(rows).for_each(|(dx, ((x, dy), (&mu, &inv)))| {
         let g = |j: usize| dy[j] * weight.map_or(1.0, |w| w[j]);

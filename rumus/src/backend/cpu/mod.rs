@@ -4,8 +4,10 @@ mod attention;
 mod buffer_pool;
 mod conv;
 mod conv2d;
+mod copy;
 mod denormals;
 mod elementwise;
+mod erf;
 mod index;
 mod layer_norm;
 mod matmul;
@@ -84,7 +86,7 @@ fn gather_view<T: Copy + Send + Sync + bytemuck::Zeroable>(
 ) -> Result<Vec<T>> {
     check_fits(op, layout, x.len())?;
     let mut out = buffer_pool::zeroed(op, layout.numel())?;
-    elementwise::copy_strided(x, layout, &mut out, &Layout::contiguous(layout.shape()));
+    copy::copy_strided(x, layout, &mut out, &Layout::contiguous(layout.shape()));
     Ok(out)
 }
 
@@ -107,9 +109,18 @@ impl Backend for CpuBackend {
         read_f32!(src, "to_vec", |x| {
             check_fits("to_vec", layout, x.len())?;
             let mut out = buffer_pool::take("to_vec", layout.numel())?;
-            elementwise::copy_strided(x, layout, &mut out, &Layout::contiguous(layout.shape()));
+            copy::copy_strided(x, layout, &mut out, &Layout::contiguous(layout.shape()));
             Ok(out)
         })
+    }
+
+    fn folds_batched_products(&self) -> bool {
+        true
+    }
+
+    fn gather_f32(&self, src: &Storage, layout: &Layout) -> Result<Storage> {
+        // `to_f32` writes every element of a pooled buffer: no zero fill first.
+        Ok(f32_storage(self.to_f32(src, layout)?))
     }
 
     fn to_u32(&self, src: &Storage, layout: &Layout) -> Result<Vec<u32>> {
@@ -586,7 +597,7 @@ fn check_dims(op: &'static str, dims: &[usize], len: usize) -> Result<()> {
     }
 }
 
-/// [`elementwise::copy_strided`] after checking both layouts against their buffers.
+/// [`copy::copy_strided`] after checking both layouts against their buffers.
 fn copy_checked<T: Copy + Send + Sync>(
     src: &[T],
     src_layout: &Layout,
@@ -595,6 +606,6 @@ fn copy_checked<T: Copy + Send + Sync>(
 ) -> Result<()> {
     check_fits("copy", src_layout, src.len())?;
     check_fits("copy", dst_layout, dst.len())?;
-    elementwise::copy_strided(src, src_layout, dst, dst_layout);
+    copy::copy_strided(src, src_layout, dst, dst_layout);
     Ok(())
 }
