@@ -249,12 +249,15 @@ fn matmul_kernel_choices_match() {
     let (a, b) = (input(&[64, 37], 47), input(&[32, 64], 48));
     parity(&gpu, "misaligned view", &[a, b], 1e-4, |t| t[0].narrow(1, 1, 33)?.matmul(&t[1]));
     // Large-tile (64 batch entries of 2×2 tiles of 128), vec4 and strided, plain and transposed rhs.
+    // The broadcast rhs's gradient sums 64 × 129 products per element: the CPU folds them into one
+    // product with k = 8256, the GPU sums 64 products of k = 129, and the two orders round apart
+    // by up to ~1e-4 on elements that nearly cancel (seen on an H100): 1e-3 for those.
     let (a, b) = (input(&[64, 129, 12], 49), input(&[12, 132], 50));
-    parity(&gpu, "vec4 large-tile batched", &[a, b], 1e-4, |t| t[0].matmul(&t[1]));
+    parity(&gpu, "vec4 large-tile batched", &[a, b], 1e-3, |t| t[0].matmul(&t[1]));
     let (a, b) = (input(&[64, 129, 12], 51), input(&[64, 132, 12], 52));
     parity(&gpu, "vec4 large-tile a bT", &[a, b], 1e-4, |t| t[0].matmul(&t[1].transpose(1, 2)?));
     let (a, b) = (input(&[64, 130, 13], 53), input(&[13, 131], 54));
-    parity(&gpu, "strided 128-tile batched", &[a, b], 1e-4, |t| t[0].matmul(&t[1]));
+    parity(&gpu, "strided 128-tile batched", &[a, b], 1e-3, |t| t[0].matmul(&t[1]));
     // The vec4 large-tile kernel over a long ragged k (17 K slices, the last partial), with
     // partial tiles, a transposed lhs and a broadcast rhs.
     let (a, b) = (input(&[4, 524, 1032], 55), input(&[524, 1028], 56));
