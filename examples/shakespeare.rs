@@ -95,13 +95,18 @@ fn main() -> Result<()> {
     }
 }
 
+/// nanoGPT's optimizer: AdamW(1e-3), β2 0.99, weight decay 0.1 on weight matrices only.
+fn optimizer() -> AdamW {
+    AdamW::new(1e-3).betas(0.9, 0.99).weight_decay(0.1).decay_matrices_only()
+}
+
 /// The optimizer, schedule and clipping of nanoGPT's `shakespeare_char`.
 fn fit_settings(s: &Settings, epochs: usize, steps_per_epoch: usize) -> Result<Fit> {
     Ok(Fit::epochs(epochs)
         .steps_per_epoch(steps_per_epoch)
         .batch_size(s.batch_size)
         .validation_batch_size(s.batch_size)
-        .optimizer(AdamW::new(1e-3).betas(0.9, 0.99).weight_decay(0.1).decay_matrices_only())
+        .optimizer(optimizer())
         .schedule(WarmupCosine::new(100, 1e-4).decay_steps(s.decay_steps))
         .clip_grad_norm(1.0)
         .shuffle_seed(1337))
@@ -190,9 +195,10 @@ where
         Device::Wgpu(backend) => backend.pool_stats().peak_live_bytes as f64 / (1u64 << 30) as f64,
         _ => f64::NAN,
     };
+    let gpu_part = if gpu_ms.is_nan() { String::new() } else { format!(", of which the GPU worked {gpu_ms:.2} ms") };
     println!(
         "step {step_ms:.2} ms, {tokens_per_s:.0} tokens/s, peak {peak_gib:.2} GiB, first epoch {:.2} s; one step \
-         alone {wall_ms:.2} ms, of which the GPU worked {gpu_ms:.2} ms",
+         alone {wall_ms:.2} ms{gpu_part}",
         history.epoch_seconds()[0]
     );
     let json = format!(
@@ -205,7 +211,7 @@ where
 }
 
 /// One training step (forward, loss, backward, clipping, AdamW) timed alone: on the wall clock
-/// between two synchronisations, and on the GPU with timestamp queries (the wall time elsewhere).
+/// between two synchronisations, and on the GPU with timestamp queries (NaN on the CPU).
 /// Their gap is what the host spends recording work the GPU waits for.
 fn one_step_times<M, const T: usize, const V: usize>(
     model: &M,
@@ -217,7 +223,7 @@ where
     M: Model<Input = Shape1<T>, Output = Shape2<T, V>>,
 {
     let params = rumus::nn::named_parameters(model);
-    let mut optimizer = AdamW::new(1e-4).betas(0.9, 0.99).weight_decay(0.1).decay_matrices_only();
+    let mut optimizer = optimizer();
     let (x, y) = train.get_batch(&(0..batch).map(|i| i * 997).collect::<Vec<_>>(), device)?;
     let mut step = || -> Result<()> {
         let logits = model.forward_raw(x.raw())?.reshape(&[batch * T, V])?;
@@ -233,7 +239,7 @@ where
     let wall_ms = started.elapsed().as_secs_f64() * 1e3;
     let gpu_ms = match device {
         Device::Wgpu(backend) => backend.time_gpu(step)? * 1e3,
-        _ => wall_ms,
+        _ => f64::NAN,
     };
     Ok((gpu_ms, wall_ms))
 }
