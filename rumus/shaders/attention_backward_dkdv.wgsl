@@ -16,20 +16,6 @@
 @group(0) @binding(7) var<storage, read_write> dk: array<f32>;
 @group(0) @binding(8) var<storage, read_write> dv: array<f32>;
 
-// Elements 4*c4 .. 4*c4+4 of a row of dout, zero at and beyond d (see load_q).
-fn load_dout(row: u32, c4: u32) -> vec4<f32> {
-    let c = c4 * 4u;
-    let i = row * p.d + c;
-    if c + 4u <= p.d {
-        return vec4<f32>(dout[i], dout[i + 1u], dout[i + 2u], dout[i + 3u]);
-    }
-    var x = vec4<f32>(0.0);
-    for (var e = 0u; e < 4u && c + e < p.d; e++) {
-        x[e] = dout[i + e];
-    }
-    return x;
-}
-
 // Stages queries i0 .. i0 + BT of head b: q into tile_a and dout into tile_b (zeros past tq).
 fn stage_q_dout(b: u32, i0: u32, lid: u32) {
     for (var e = lid; e < BT * D4; e += WG) {

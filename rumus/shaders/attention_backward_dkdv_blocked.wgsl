@@ -15,20 +15,6 @@
 @group(0) @binding(7) var<storage, read_write> dk: array<f32>;
 @group(0) @binding(8) var<storage, read_write> dv: array<f32>;
 
-// Elements 4*c4 .. 4*c4+4 of a row of dout, zero at and beyond d (see load_q).
-fn load_dout(row: u32, c4: u32) -> vec4<f32> {
-    let c = c4 * 4u;
-    let i = row * p.d + c;
-    if c + 4u <= p.d {
-        return vec4<f32>(dout[i], dout[i + 1u], dout[i + 2u], dout[i + 3u]);
-    }
-    var x = vec4<f32>(0.0);
-    for (var e = 0u; e < 4u && c + e < p.d; e++) {
-        x[e] = dout[i + e];
-    }
-    return x;
-}
-
 // Stages keys k0 .. k0 + BK of head b (k scaled to base 2, v), zeros past tk.
 fn stage_keys(b: u32, k0: u32, lid: u32) {
     for (var e = lid; e < BK * D4; e += BLOCK_WG) {

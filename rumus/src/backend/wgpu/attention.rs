@@ -1,5 +1,6 @@
 //! `attention_forward.wgsl`, `attention_backward_dq.wgsl` and `attention_backward_dkdv.wgsl`
-//! (with `lib/attention_tiles.wgsl` and `lib/attention_row_tiles.wgsl`): fused attention, one
+//! (with `lib/attention_tiles.wgsl` and `lib/attention_row_tiles.wgsl`; the keys' side also
+//! `lib/attention_dout.wgsl`): fused attention, one
 //! workgroup per (head, 64 rows), one invocation per row.
 //!
 //! For head dimensions up to 64, where the adapter offers the workgroup memory (about 42 KiB at

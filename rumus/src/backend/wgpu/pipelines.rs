@@ -82,6 +82,7 @@ const ROW_MAX_SUM: &str = lib!("row_max_sum");
 const ATTENTION_TILES: &str = lib!("attention_tiles");
 const ATTENTION_ROW_TILES: &str = lib!("attention_row_tiles");
 const ATTENTION_BLOCKS: &str = lib!("attention_blocks");
+const ATTENTION_DOUT: &str = lib!("attention_dout");
 
 pub(crate) const FILL: Shader = shader!("fill", FillParams);
 pub(crate) const COPY_STRIDED: Shader = shader!("copy_strided", CopyParams);
@@ -113,18 +114,19 @@ pub(crate) const OPTIMIZER: Shader = shader!("optimizer", OptimizerParams).inclu
 /// One fused-attention file in the head-size variant whose constants `$constants` writes
 /// (see `attention.rs`), under its own name so that each variant is its own module.
 /// The row kernels take `lib/attention_row_tiles.wgsl`, the blocked ones (`blocked`)
-/// `lib/attention_blocks.wgsl`.
+/// `lib/attention_blocks.wgsl`; further libraries follow the constants (the keys' side takes
+/// `lib/attention_dout.wgsl`).
 macro_rules! attention {
-    ($name:literal, $file:literal, $constants:ident) => {
+    ($name:literal, $file:literal, $constants:ident $(, $lib:expr)*) => {
         Shader::new($name, include_str!(concat!("../../../shaders/", $file, ".wgsl")), AttentionParams::LAYOUT)
             .with_constants($constants)
-            .including(&[ATTENTION_TILES, ATTENTION_ROW_TILES])
+            .including(&[ATTENTION_TILES, ATTENTION_ROW_TILES $(, $lib)*])
             .trusted()
     };
-    (blocked $name:literal, $file:literal, $constants:ident) => {
+    (blocked $name:literal, $file:literal, $constants:ident $(, $lib:expr)*) => {
         Shader::new($name, include_str!(concat!("../../../shaders/", $file, ".wgsl")), AttentionParams::LAYOUT)
             .with_constants($constants)
-            .including(&[ATTENTION_TILES, ATTENTION_BLOCKS])
+            .including(&[ATTENTION_TILES, ATTENTION_BLOCKS $(, $lib)*])
             .trusted()
     };
 }
@@ -140,15 +142,13 @@ pub(crate) const ATTENTION_DQ_64: Shader =
 pub(crate) const ATTENTION_DQ_128: Shader =
     attention!("attention_backward_dq_d128", "attention_backward_dq", constants_128);
 pub(crate) const ATTENTION_DKDV_32: Shader =
-    attention!("attention_backward_dkdv_d32", "attention_backward_dkdv", constants_32);
+    attention!("attention_backward_dkdv_d32", "attention_backward_dkdv", constants_32, ATTENTION_DOUT);
 pub(crate) const ATTENTION_DKDV_64: Shader =
-    attention!("attention_backward_dkdv_d64", "attention_backward_dkdv", constants_64);
+    attention!("attention_backward_dkdv_d64", "attention_backward_dkdv", constants_64, ATTENTION_DOUT);
 pub(crate) const ATTENTION_DKDV_128: Shader =
-    attention!("attention_backward_dkdv_d128", "attention_backward_dkdv", constants_128);
-pub(crate) const ATTENTION_DKDV_BLOCKED_32: Shader =
-    attention!(blocked "attention_backward_dkdv_blocked_d32", "attention_backward_dkdv_blocked", constants_32);
-pub(crate) const ATTENTION_DKDV_BLOCKED_64: Shader =
-    attention!(blocked "attention_backward_dkdv_blocked_d64", "attention_backward_dkdv_blocked", constants_64);
+    attention!("attention_backward_dkdv_d128", "attention_backward_dkdv", constants_128, ATTENTION_DOUT);
+pub(crate) const ATTENTION_DKDV_BLOCKED_32: Shader = attention!(blocked "attention_backward_dkdv_blocked_d32", "attention_backward_dkdv_blocked", constants_32, ATTENTION_DOUT);
+pub(crate) const ATTENTION_DKDV_BLOCKED_64: Shader = attention!(blocked "attention_backward_dkdv_blocked_d64", "attention_backward_dkdv_blocked", constants_64, ATTENTION_DOUT);
 
 /// Every shader the backend compiles (for validation in tests).
 pub(crate) const ALL: &[Shader] = &[
