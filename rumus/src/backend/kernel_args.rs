@@ -436,3 +436,110 @@ mod tests {
         assert!(ConvGeom { stride_w: 0, ..ok }.check_window("conv").is_err());
     }
 }
+
+/// The cell of a recurrent layer: which gates [`RecurrentArgs`] describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecurrentCell {
+    /// PyTorch's LSTM: gates `i, f, g, o`; state `(h, c)`.
+    Lstm,
+    /// PyTorch's GRU: gates `r, z, n` with `n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn))`.
+    Gru,
+}
+
+impl RecurrentCell {
+    /// Gates per hidden unit: 4 (LSTM) or 3 (GRU).
+    pub fn gates(self) -> usize {
+        match self {
+            RecurrentCell::Lstm => 4,
+            RecurrentCell::Gru => 3,
+        }
+    }
+
+    /// Values per hidden unit and step the forward saves for the backward: `i, f, g, o, c`
+    /// (LSTM) or `r, z, n, W_hn h + b_hn` (GRU).
+    pub fn saved(self) -> usize {
+        match self {
+            RecurrentCell::Lstm => 5,
+            RecurrentCell::Gru => 4,
+        }
+    }
+
+    /// Rows of `hidden` after the `steps` outputs in the packed result: `h_n` and `c_n` (LSTM)
+    /// or `h_n` (GRU).
+    pub fn states(self) -> usize {
+        match self {
+            RecurrentCell::Lstm => 2,
+            RecurrentCell::Gru => 1,
+        }
+    }
+}
+
+/// One direction of one recurrent layer over a whole sequence: `batch` sequences of `steps`
+/// steps, `hidden` units, walked from the last step to the first when `reverse`.
+///
+/// Layouts (row-major): the input projection `xproj [batch, steps, G·hidden]` (G = gates, in
+/// PyTorch's order), the transposed recurrent weight `w_hh_t [hidden, G·hidden]` for the forward
+/// and `w_hh [G·hidden, hidden]` for the backward, `b_hh [G·hidden]`, the initial states
+/// `h0`, `c0` `[batch, hidden]`, the packed result `[batch, steps + states, hidden]` (the output
+/// at every time step in time order, then `h_n`, then `c_n` for the LSTM) and the saved values
+/// `[batch, steps, saved·hidden]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecurrentArgs {
+    pub cell: RecurrentCell,
+    pub batch: usize,
+    pub steps: usize,
+    pub hidden: usize,
+    pub reverse: bool,
+}
+
+impl RecurrentArgs {
+    /// `G·hidden`: the width of a projection row.
+    pub fn width(&self) -> usize {
+        self.cell.gates() * self.hidden
+    }
+
+    /// `Ok` when no axis is empty and every operand's element count fits a `usize`.
+    pub fn check(&self, op: &'static str) -> crate::Result<()> {
+        if self.batch == 0 || self.steps == 0 || self.hidden == 0 {
+            return Err(crate::Error::shape(
+                op,
+                format!(
+                    "batch {}, steps {}, hidden {}: every size must be positive",
+                    self.batch, self.steps, self.hidden
+                ),
+            ));
+        }
+        let steps_out = self
+            .steps
+            .checked_add(self.cell.states())
+            .ok_or_else(|| crate::Error::shape(op, format!("{} steps overflow", self.steps)))?;
+        crate::layout::checked_numel(op, &[self.batch, steps_out, self.hidden])?;
+        crate::layout::checked_numel(op, &[self.batch, self.steps, self.cell.saved(), self.hidden])?;
+        crate::layout::checked_numel(op, &[self.cell.gates(), self.hidden, self.hidden])?;
+        Ok(())
+    }
+
+    /// Elements of the packed result: `batch · (steps + states) · hidden`.
+    pub fn packed_len(&self) -> usize {
+        self.batch * (self.steps + self.cell.states()) * self.hidden
+    }
+
+    /// Elements of the saved values: `batch · steps · saved · hidden`.
+    pub fn saved_len(&self) -> usize {
+        self.batch * self.steps * self.cell.saved() * self.hidden
+    }
+
+    /// Elements of a projection (or its gradient): `batch · steps · G · hidden`.
+    pub fn projection_len(&self) -> usize {
+        self.batch * self.steps * self.width()
+    }
+
+    /// The time index of processing step `s`.
+    pub fn time(&self, s: usize) -> usize {
+        if self.reverse {
+            self.steps - 1 - s
+        } else {
+            s
+        }
+    }
+}

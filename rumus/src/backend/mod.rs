@@ -143,6 +143,38 @@ pub trait Backend: Send + Sync {
         args: &LayerNormArgs,
     ) -> Result<Storage>;
 
+    // ----- recurrent cells over whole sequences (see [`RecurrentArgs`] for the layouts) -----
+    /// One direction of an LSTM or GRU layer over `args.steps` steps: the pre-activations are
+    /// `xproj[t] + b_hh + W_hh·h` (the GRU's `n` gate takes `r ⊙ (W_hn·h + b_hn)`), `w_hh_t`
+    /// is `W_hh` transposed `[hidden, G·hidden]`, `c0` is given for the LSTM only. Returns the
+    /// packed result `[batch, steps + states, hidden]` (outputs in time order, `h_n`, then the
+    /// LSTM's `c_n`) and the saved values `[batch, steps, saved·hidden]`.
+    fn recurrent_forward(
+        &self,
+        xproj: &Storage,
+        w_hh_t: &Storage,
+        b_hh: &Storage,
+        h0: &Storage,
+        c0: Option<&Storage>,
+        args: &RecurrentArgs,
+    ) -> Result<(Storage, Storage)>;
+    /// Backpropagation through time of [`Backend::recurrent_forward`] given the gradient of the
+    /// packed result: `(dgx, dgh, dh0, dc0)`, the gradients of the pre-activations on the input
+    /// side and (GRU only; the LSTM's are `dgx`) on the recurrent side, each
+    /// `[batch, steps, G·hidden]` in time order, and those of `h0` and (LSTM only) `c0`.
+    /// `w_hh` is `[G·hidden, hidden]`; `packed` is the forward's result.
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    fn recurrent_backward(
+        &self,
+        dpacked: &Storage,
+        saved: &Storage,
+        packed: &Storage,
+        w_hh: &Storage,
+        h0: &Storage,
+        c0: Option<&Storage>,
+        args: &RecurrentArgs,
+    ) -> Result<(Storage, Option<Storage>, Storage, Option<Storage>)>;
+
     // ----- convolution and pooling (NCHW) -----
     /// `[n, c, h, w]` → columns `[n, c*kh*kw, oh*ow]`.
     fn im2col(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage>;

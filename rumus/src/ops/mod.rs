@@ -16,6 +16,7 @@ mod matmul;
 mod norm;
 mod optimizer_step;
 mod pool;
+mod recurrent;
 mod reduce;
 mod select_rows;
 mod softmax;
@@ -24,6 +25,7 @@ pub(crate) mod view;
 
 pub use norm::RunningStats;
 pub(crate) use optimizer_step::optimizer_step;
+pub use recurrent::{RecurrentOutput, RecurrentWeights};
 
 /// Plain kernel vocabulary that the layers above `ops` name (op codes, element types, optimizer
 /// hyper-parameters): re-exported here so that `nn`, `optim`, `data`, `io` and `train` never

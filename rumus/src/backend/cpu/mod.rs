@@ -13,6 +13,7 @@ mod layer_norm;
 mod matmul;
 mod optim;
 mod parallel;
+mod recurrent;
 mod reduce;
 mod softmax;
 mod storage;
@@ -337,6 +338,70 @@ impl Backend for CpuBackend {
         let (mean, rstd) = (prefix(OP, locked.f32(1, OP)?, args.rows)?, prefix(OP, locked.f32(2, OP)?, args.rows)?);
         let w = weight.is_some().then(|| prefix(OP, locked.f32(4, OP)?, args.cols)).transpose()?;
         Ok(f32_storage(layer_norm::layer_norm_backward(x, w, mean, rstd, dy, args)?))
+    }
+
+    fn recurrent_forward(
+        &self,
+        xproj: &Storage,
+        w_hh_t: &Storage,
+        b_hh: &Storage,
+        h0: &Storage,
+        c0: Option<&Storage>,
+        args: &RecurrentArgs,
+    ) -> Result<(Storage, Storage)> {
+        const OP: &str = "recurrent";
+        args.check(OP)?;
+        let lstm = args.cell == RecurrentCell::Lstm;
+        if lstm != c0.is_some() {
+            return Err(Error::invalid(OP, "an LSTM takes c0, a GRU does not"));
+        }
+        let storages: Vec<&Storage> =
+            [Some(xproj), Some(w_hh_t), Some(b_hh), Some(h0), c0].into_iter().flatten().collect();
+        let locked = read_all(OP, &storages)?;
+        let (h, width) = (args.hidden, args.width());
+        let state = args.batch * h;
+        let inputs = recurrent::ForwardInputs {
+            xproj: prefix(OP, locked.f32(0, OP)?, args.projection_len())?,
+            w_hh_t: prefix(OP, locked.f32(1, OP)?, h * width)?,
+            b_hh: prefix(OP, locked.f32(2, OP)?, width)?,
+            h0: prefix(OP, locked.f32(3, OP)?, state)?,
+            c0: if lstm { Some(prefix(OP, locked.f32(4, OP)?, state)?) } else { None },
+        };
+        let (packed, saved) = recurrent::forward(&inputs, args)?;
+        Ok((f32_storage(packed), f32_storage(saved)))
+    }
+
+    fn recurrent_backward(
+        &self,
+        dpacked: &Storage,
+        saved: &Storage,
+        packed: &Storage,
+        w_hh: &Storage,
+        h0: &Storage,
+        c0: Option<&Storage>,
+        args: &RecurrentArgs,
+    ) -> Result<(Storage, Option<Storage>, Storage, Option<Storage>)> {
+        const OP: &str = "recurrent";
+        args.check(OP)?;
+        let lstm = args.cell == RecurrentCell::Lstm;
+        if lstm != c0.is_some() {
+            return Err(Error::invalid(OP, "an LSTM takes c0, a GRU does not"));
+        }
+        let storages: Vec<&Storage> =
+            [Some(dpacked), Some(saved), Some(packed), Some(w_hh), Some(h0), c0].into_iter().flatten().collect();
+        let locked = read_all(OP, &storages)?;
+        let (h, width) = (args.hidden, args.width());
+        let state = args.batch * h;
+        let inputs = recurrent::BackwardInputs {
+            dpacked: prefix(OP, locked.f32(0, OP)?, args.packed_len())?,
+            saved: prefix(OP, locked.f32(1, OP)?, args.saved_len())?,
+            packed: prefix(OP, locked.f32(2, OP)?, args.packed_len())?,
+            w_hh: prefix(OP, locked.f32(3, OP)?, width * h)?,
+            h0: prefix(OP, locked.f32(4, OP)?, state)?,
+            c0: if lstm { Some(prefix(OP, locked.f32(5, OP)?, state)?) } else { None },
+        };
+        let (dgx, dgh, dh0, dc0) = recurrent::backward(&inputs, args)?;
+        Ok((f32_storage(dgx), dgh.map(f32_storage), f32_storage(dh0), dc0.map(f32_storage)))
     }
 
     fn im2col(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage> {

@@ -30,6 +30,7 @@ mod params;
 mod pipelines;
 mod pooling;
 mod random;
+mod recurrent;
 mod reduce;
 mod runtime_dir;
 mod softmax;
@@ -305,6 +306,31 @@ impl Backend for WgpuBackend {
         args: &AttentionArgs,
     ) -> Result<(Storage, Storage, Storage)> {
         self.attention_backward_kernel(q, k, v, out, lse, dout, args)
+    }
+
+    fn recurrent_forward(
+        &self,
+        xproj: &Storage,
+        w_hh_t: &Storage,
+        b_hh: &Storage,
+        h0: &Storage,
+        c0: Option<&Storage>,
+        args: &RecurrentArgs,
+    ) -> Result<(Storage, Storage)> {
+        self.recurrent_forward_kernel(xproj, w_hh_t, b_hh, h0, c0, args)
+    }
+
+    fn recurrent_backward(
+        &self,
+        dpacked: &Storage,
+        saved: &Storage,
+        packed: &Storage,
+        w_hh: &Storage,
+        h0: &Storage,
+        c0: Option<&Storage>,
+        args: &RecurrentArgs,
+    ) -> Result<(Storage, Option<Storage>, Storage, Option<Storage>)> {
+        self.recurrent_backward_kernel(dpacked, saved, packed, w_hh, h0, c0, args)
     }
 
     fn layer_norm(

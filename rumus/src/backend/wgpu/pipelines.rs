@@ -17,6 +17,7 @@ use super::matmul::MatmulParams;
 use super::optimizer::OptimizerParams;
 use super::params::{KernelParams, ParamLayout};
 use super::random::RandomParams;
+use super::recurrent::RecurrentParams;
 use super::reduce::{reduce_constants, ArgmaxParams, ReduceParams};
 use super::softmax::{SoftmaxBackwardParams, SoftmaxParams};
 use super::window::WindowParams;
@@ -83,6 +84,7 @@ const ATTENTION_TILES: &str = lib!("attention_tiles");
 const ATTENTION_ROW_TILES: &str = lib!("attention_row_tiles");
 const ATTENTION_BLOCKS: &str = lib!("attention_blocks");
 const ATTENTION_DOUT: &str = lib!("attention_dout");
+const RECURRENT_CELL: &str = lib!("recurrent_cell");
 
 pub(crate) const FILL: Shader = shader!("fill", FillParams);
 pub(crate) const COPY_STRIDED: Shader = shader!("copy_strided", CopyParams);
@@ -109,6 +111,10 @@ pub(crate) const CONV2D: Shader = shader!("conv2d", WindowParams).including(&[WI
 pub(crate) const CONV2D_DIRECT: Shader = shader!("conv2d_direct", WindowParams).including(&[WINDOW, LINEAR]);
 pub(crate) const POOLING: Shader = shader!("pooling", WindowParams).including(&[WINDOW, LINEAR]);
 pub(crate) const INDEX: Shader = shader!("index", IndexParams).including(&[LINEAR]);
+pub(crate) const LSTM_FORWARD: Shader = shader!("lstm_forward", RecurrentParams).including(&[RECURRENT_CELL]);
+pub(crate) const LSTM_BACKWARD: Shader = shader!("lstm_backward", RecurrentParams).including(&[RECURRENT_CELL]);
+pub(crate) const GRU_FORWARD: Shader = shader!("gru_forward", RecurrentParams).including(&[RECURRENT_CELL]);
+pub(crate) const GRU_BACKWARD: Shader = shader!("gru_backward", RecurrentParams).including(&[RECURRENT_CELL]);
 pub(crate) const OPTIMIZER: Shader = shader!("optimizer", OptimizerParams).including(&[LINEAR]);
 
 /// One fused-attention file in the head-size variant whose constants `$constants` writes
@@ -175,6 +181,10 @@ pub(crate) const ALL: &[Shader] = &[
     POOLING,
     INDEX,
     OPTIMIZER,
+    LSTM_FORWARD,
+    LSTM_BACKWARD,
+    GRU_FORWARD,
+    GRU_BACKWARD,
     ATTENTION_FORWARD_32,
     ATTENTION_FORWARD_64,
     ATTENTION_FORWARD_128,
