@@ -1,0 +1,135 @@
+//! Interchange with PyTorch: nn.LSTM and nn.GRU (one layer with initial states, two
+//! bidirectional layers), their weights, input, outputs and the gradients of a fixed loss made
+//! by PyTorch in float64 (`tests/fixtures/make_rnn_fixture.py`). rumus's ops and layers, given
+//! PyTorch's weights by name, must give PyTorch's numbers on the CPU and on wgpu.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use rumus::nn::{named_parameters, Gru, Lstm, Module, RecurrentConfig};
+use rumus::testing::{assert_close, wgpu_or_skip};
+use rumus::{Device, RawTensor, RecurrentWeights, Result};
+
+const FIXTURE: &str = "tests/fixtures/torch_rnn.safetensors";
+const TOL: f32 = 2e-5;
+const GRAD_TOL: f32 = 1e-4;
+
+struct Fixture {
+    shapes: HashMap<String, Vec<usize>>,
+    values: HashMap<String, Vec<f32>>,
+}
+
+impl Fixture {
+    fn load() -> Fixture {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE);
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{FIXTURE} (make_rnn_fixture.py): {e}"));
+        let file = safetensors::SafeTensors::deserialize(&bytes).expect("a safetensors file");
+        let mut out = Fixture { shapes: HashMap::new(), values: HashMap::new() };
+        for (name, t) in file.tensors() {
+            assert_eq!(t.dtype(), safetensors::Dtype::F32, "{name}");
+            let v = t.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            out.shapes.insert(name.clone(), t.shape().to_vec());
+            out.values.insert(name, v);
+        }
+        out
+    }
+
+    fn get(&self, name: &str) -> &[f32] {
+        self.values.get(name).unwrap_or_else(|| panic!("{name} missing from {FIXTURE}"))
+    }
+
+    fn tensor(&self, name: &str, device: &Device) -> Result<RawTensor> {
+        RawTensor::from_slice(self.get(name), &self.shapes[name], device)
+    }
+
+    /// A leaf that records its gradient.
+    fn leaf(&self, name: &str, device: &Device) -> Result<RawTensor> {
+        self.tensor(name, device)?.requires_grad_()
+    }
+}
+
+/// The one-layer cases through the ops, with the initial states: `y`, `h_n`, `c_n`, the loss
+/// and the gradients of the input, the four weights and the initial states.
+fn check_op(f: &Fixture, case: &str, device: &Device) -> Result<()> {
+    let lstm = case == "lstm";
+    let names = ["input", "weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "h0", "c0"];
+    let names = if lstm { &names[..] } else { &names[..6] };
+    let leaves = names.iter().map(|n| f.leaf(&format!("{case}.{n}"), device)).collect::<Result<Vec<RawTensor>>>()?;
+    let w = RecurrentWeights { w_ih: &leaves[1], w_hh: &leaves[2], b_ih: Some(&leaves[3]), b_hh: Some(&leaves[4]) };
+    let out = if lstm {
+        leaves[0].lstm(&w, Some(&leaves[5]), Some(&leaves[6]), false)?
+    } else {
+        leaves[0].gru(&w, Some(&leaves[5]), false)?
+    };
+    let at = format!("{case} on {device}");
+    assert_close(&format!("{at}: y"), &out.y.to_vec()?, f.get(&format!("{case}.y")), TOL);
+    assert_close(&format!("{at}: h_n"), &out.h_n.to_vec()?, f.get(&format!("{case}.h_n")), TOL);
+    let mut loss = out.y.mul(&f.tensor(&format!("{case}.wy"), device)?)?.sum_all()?;
+    loss = loss.add(&out.h_n.mul(&f.tensor(&format!("{case}.wh"), device)?)?.sum_all()?)?;
+    if let Some(c_n) = &out.c_n {
+        assert_close(&format!("{at}: c_n"), &c_n.to_vec()?, f.get(&format!("{case}.c_n")), TOL);
+        loss = loss.add(&c_n.mul(&f.tensor(&format!("{case}.wc"), device)?)?.sum_all()?)?;
+    }
+    assert_close(&format!("{at}: loss"), &loss.to_vec()?, f.get(&format!("{case}.loss")), TOL);
+    let grads = loss.backward()?;
+    for (name, leaf) in names.iter().zip(&leaves) {
+        let got = grads.get(leaf).unwrap_or_else(|| panic!("{at}: no gradient for {name}")).to_vec()?;
+        assert_close(&format!("{at}: gradient of {name}"), &got, f.get(&format!("{case}.grad.{name}")), GRAD_TOL);
+    }
+    Ok(())
+}
+
+/// The two-layer bidirectional cases through the layers, PyTorch's weights loaded by name:
+/// the output, the last state and the gradients of the input and every parameter.
+fn check_layer(f: &Fixture, case: &str, device: &Device) -> Result<()> {
+    let config = RecurrentConfig { layers: 2, bidirectional: true, dropout: 0.0, return_sequences: true };
+    let build = |config: RecurrentConfig| -> Result<Box<dyn Module>> {
+        let layer: Box<dyn Module> = if case.starts_with("lstm") {
+            Box::new(Lstm::new(device, 3, 4, config, 0)?)
+        } else {
+            Box::new(Gru::new(device, 3, 4, config, 0)?)
+        };
+        for (name, p) in named_parameters(layer.as_ref()) {
+            p.assign(&f.tensor(&format!("{case}.{name}"), device)?)?;
+        }
+        Ok(layer)
+    };
+    let layer = build(config)?;
+    let at = format!("{case} on {device}");
+    let x = f.leaf(&format!("{case}.input"), device)?;
+    let y = layer.forward_raw(&x)?;
+    assert_close(&format!("{at}: y"), &y.to_vec()?, f.get(&format!("{case}.y")), TOL);
+    let last = build(RecurrentConfig { return_sequences: false, ..config })?.forward_raw(&x)?;
+    assert_close(&format!("{at}: last state"), &last.to_vec()?, f.get(&format!("{case}.last")), TOL);
+    let loss = y.mul(&f.tensor(&format!("{case}.wy"), device)?)?.sum_all()?;
+    assert_close(&format!("{at}: loss"), &loss.to_vec()?, f.get(&format!("{case}.loss")), TOL);
+    let grads = loss.backward()?;
+    let dx = grads.get(&x).expect("the input's gradient").to_vec()?;
+    assert_close(&format!("{at}: gradient of the input"), &dx, f.get(&format!("{case}.grad.input")), GRAD_TOL);
+    let params = named_parameters(layer.as_ref());
+    assert_eq!(params.len(), 16);
+    for (name, p) in params {
+        let got = grads.get(p.tensor()).unwrap_or_else(|| panic!("{at}: no gradient for {name}")).to_vec()?;
+        assert_close(&format!("{at}: gradient of {name}"), &got, f.get(&format!("{case}.grad.{name}")), GRAD_TOL);
+    }
+    Ok(())
+}
+
+fn check_all(device: &Device) -> Result<()> {
+    let f = Fixture::load();
+    check_op(&f, "lstm", device)?;
+    check_op(&f, "gru", device)?;
+    check_layer(&f, "lstm_bi2", device)?;
+    check_layer(&f, "gru_bi2", device)
+}
+
+#[test]
+fn pytorch_lstm_and_gru_match_on_the_cpu() -> Result<()> {
+    check_all(&Device::cpu())
+}
+
+#[test]
+fn pytorch_lstm_and_gru_match_on_wgpu() -> Result<()> {
+    let Some(gpu) = wgpu_or_skip() else { return Ok(()) };
+    check_all(&gpu)
+}
