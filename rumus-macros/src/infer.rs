@@ -4,7 +4,7 @@
 //! a hint.
 
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{format_ident, quote};
 use syn::Error;
 
 use crate::parse::{LayerCall, Result};
@@ -285,6 +285,8 @@ const FOREIGN_LAYERS: &[(&str, &str)] = &[
     ("LayerNormalization", "LayerNorm"),
     ("Swish", "Silu"),
     ("Conv2D", "Conv2d"),
+    ("LSTM", "Lstm"),
+    ("GRU", "Gru"),
 ];
 
 /// The table entry for `call`, or an unknown-layer error with a suggestion.
@@ -357,6 +359,7 @@ fn infer_layer(call: &LayerCall, prod: &Producer, ctx: &mut Ctx) -> Result<Layer
         "Residual" => residual(call, &b, prod, ctx),
         "MultiHeadAttention" | "CausalSelfAttention" | "TransformerBlock" => attention(call, &b, prod, ctx),
         "PositionalEmbedding" => positional_embedding(call, &b, prod, ctx),
+        "Lstm" | "Gru" => recurrent(call, &b, prod, ctx),
         // `infer_list` expands Repeat in place (one result per copied layer), so it never gets here.
         // The table and this match are kept in step by the `every_layer_has_a_rule` test.
         other => Err(err(call, format!("layer `{other}` has no shape rule (bug in rumus-macros)"))),
@@ -1087,6 +1090,55 @@ fn attention(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Res
         display: format!("{}({heads}, E = {e})", call.name),
         ..simple(call, &prod.shape, type_name, ctor)
     })
+}
+
+/// `Lstm` and `Gru`: [T, F] → [T, H·dirs], or [H·dirs] without `return_sequences`. Per layer
+/// and direction G·H·(F_l + H) + 2·G·H parameters (G = 4 or 3 gates; F_l = F for the first
+/// layer, H·dirs after it), as PyTorch counts them.
+fn recurrent(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Result<LayerOut> {
+    let hidden = b.usize("hidden").unwrap_or(1);
+    let [t, f] = prod.shape.as_slice() else {
+        let hint = match prod.shape.as_slice() {
+            [c, h, w] if *c == 1 => format!("insert `Reshape({h}, {w})` before {call} to read the {h} rows as {h} steps of {w} features"),
+            [t] if prod.indices => format!("the {t} values are token indices: put an `Embedding(vocab, dim)` first to get [{t}, dim]"),
+            [n] => format!("insert `Reshape({n}, 1)` before {call} for {n} steps of one feature"),
+            _ => format!("{call} reads a sequence of feature vectors [T, F]; `Reshape(T, F)` makes one"),
+        };
+        return Err(err(call, format!("{call} expects a sequence [T, F], but {}\nhint: {hint}", prod.got())));
+    };
+    let (t, f) = (*t, *f);
+    let layers = b.usize("layers").unwrap_or(1);
+    let bidirectional = b.bool("bidirectional", false);
+    let dropout = b.float("dropout", 0.0) as f32;
+    let return_sequences = b.bool("return_sequences", true);
+    let dirs = if bidirectional { 2 } else { 1 };
+    let width = hidden as u128 * dirs;
+    if width > MAX_DIM as u128 {
+        return Err(err(
+            b.tokens_or("hidden", &call.tokens),
+            format!("{call} would produce {width} features, more than rumus supports (2^31)"),
+        ));
+    }
+    let (name, gates): (&'static str, u128) = if call.name == "Lstm" { ("Lstm", 4) } else { ("Gru", 3) };
+    let h = hidden as u128;
+    let per_direction = |features: u128| gates * h * (features + h) + 2 * gates * h;
+    let trainable = dirs * (per_direction(f as u128) + (layers as u128 - 1) * per_direction(width));
+    let (fl, hl, ll, seed) = (lit(f), lit(hidden), lit(layers), ctx.seed());
+    let ty = format_ident!("{}", name);
+    let ctor = quote!(::rumus::nn::#ty::new(
+        device,
+        #fl,
+        #hl,
+        ::rumus::nn::RecurrentConfig {
+            layers: #ll,
+            bidirectional: #bidirectional,
+            dropout: #dropout,
+            return_sequences: #return_sequences,
+        },
+        #seed,
+    )?);
+    let out = if return_sequences { vec![t, width as usize] } else { vec![width as usize] };
+    Ok(LayerOut { out, trainable, display: format!("{call}"), ..simple(call, &prod.shape, name, ctor) })
 }
 
 #[cfg(test)]

@@ -102,6 +102,17 @@ const fn named(name: &'static str, kind: Kind, default: &'static str) -> ArgSpec
 const NO_ARGS: &[ArgSpec] = &[];
 const ELEMENTWISE: &str = "any shape → the same shape";
 
+/// `Lstm` and `Gru` take the same arguments and follow the same rule.
+const RECURRENT_ARGS: &[ArgSpec] = &[
+    pos("hidden", Kind::Size),
+    named("layers", Kind::Size, "1"),
+    named("bidirectional", Kind::Bool, "false"),
+    named("dropout", Kind::Prob, "0.0"),
+    named("return_sequences", Kind::Bool, "true"),
+];
+const RECURRENT_RULE: &str =
+    "[T, F] → [T, H·dirs], or the last state [H·dirs] with return_sequences = false (dirs = 2 if bidirectional)";
+
 /// Every built-in layer. The order is the order of the docs.
 pub static LAYERS: &[LayerSpec] = &[
     LayerSpec {
@@ -211,6 +222,8 @@ pub static LAYERS: &[LayerSpec] = &[
         args: &[pos("heads", Kind::Size), named("dropout", Kind::Prob, "0.0"), named("bias", Kind::Bool, "true")],
         rule: "[T, E] → [T, E], E divisible by heads; x + attn(ln_1(x)), then x + mlp(ln_2(x))",
     },
+    LayerSpec { name: "Lstm", args: RECURRENT_ARGS, rule: RECURRENT_RULE },
+    LayerSpec { name: "Gru", args: RECURRENT_ARGS, rule: RECURRENT_RULE },
     LayerSpec {
         name: "Repeat",
         args: &[pos("n", Kind::Size), pos("layers", Kind::Layers)],
@@ -451,6 +464,9 @@ const FOREIGN_ARGS: &[(&[&str], &str, &str, &str)] = &[
         "`TransformerBlock(heads)`; the embedding size is inferred from the input",
     ),
     (&["CausalSelfAttention", "TransformerBlock"], "p", "dropout", "`dropout = 0.2`"),
+    (&["Lstm", "Gru"], "hidden_size", "hidden", "`Lstm(128)`; the input features are inferred"),
+    (&["Lstm", "Gru"], "units", "hidden", "`Lstm(128)`"),
+    (&["Lstm", "Gru"], "num_layers", "layers", "`layers = 2`"),
     (&["Linear"], "tied", "tie", "`tie = embed.0`"),
     (&["Linear"], "tie_weights", "tie", "`tie = embed.0`"),
     (&["Repeat"], "times", "n", "`Repeat(6, TransformerBlock(6))`"),
@@ -479,6 +495,10 @@ fn foreign_positional(layer: &str, call: &LayerCall) -> Option<String> {
         }
         ("MultiHeadAttention", [e, h]) => Some(format!(
             "PyTorch's `MultiheadAttention({e}, {h})` (embed_dim, num_heads) is `MultiHeadAttention({h})` here; the embedding size is inferred"
+        )),
+        ("Lstm" | "Gru", [f, h, ..]) => Some(format!(
+            "PyTorch's `{}({f}, {h})` (input_size, hidden_size) is `{layer}({h})` here; the input features are inferred",
+            layer.to_uppercase()
         )),
         ("CausalSelfAttention" | "TransformerBlock", [e, h]) => Some(format!(
             "a `(n_embd, n_head)` pair such as `{layer}({e}, {h})` is `{layer}({h})` here; the embedding size is inferred"
@@ -520,6 +540,8 @@ pub fn example(layer: &str) -> &'static str {
         "PositionalEmbedding" => "e.g. `PositionalEmbedding(256)` (the longest sequence, the block length)",
         "CausalSelfAttention" => "e.g. `CausalSelfAttention(6, dropout = 0.2)`",
         "TransformerBlock" => "e.g. `TransformerBlock(6, dropout = 0.2)`",
+        "Lstm" => "e.g. `Lstm(128)` or `Lstm(64, layers = 2, bidirectional = true, return_sequences = false)`",
+        "Gru" => "e.g. `Gru(128)` or `Gru(64, layers = 2, bidirectional = true, return_sequences = false)`",
         "Repeat" => "e.g. `Repeat(6, TransformerBlock(6))`",
         _ => "see docs/DSL.md",
     }
