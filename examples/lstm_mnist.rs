@@ -30,7 +30,8 @@ fn main() -> Result<()> {
     let seconds = history.epoch_seconds();
     let mean_epoch = seconds.iter().sum::<f64>() / history.epochs().max(1) as f64;
     // The first epoch includes the GPU's kernel compilation; the rest are steady state.
-    let steady = if seconds.len() > 1 { seconds[1..].iter().sum::<f64>() / (seconds.len() - 1) as f64 } else { mean_epoch };
+    let steady =
+        if seconds.len() > 1 { seconds[1..].iter().sum::<f64>() / (seconds.len() - 1) as f64 } else { mean_epoch };
     println!(
         "test accuracy {:.2}% ({mean_epoch:.2} s/epoch, {steady:.2} s/epoch after the first)",
         100.0 * model.evaluate(&test)?.accuracy

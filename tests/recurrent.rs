@@ -129,7 +129,10 @@ fn cpu_and_wgpu_agree_forward_and_backward() {
 
 /// A stacked bidirectional layer with dropout between the layers, on one device: the output,
 /// the last state and the gradient of every parameter.
-fn layer_run(device: &Device, gru: bool, training: bool) -> (Vec<f32>, Vec<f32>, Vec<(String, Vec<f32>)>) {
+/// The output, the last state and each parameter's name and gradient.
+type LayerRun = (Vec<f32>, Vec<f32>, Vec<(String, Vec<f32>)>);
+
+fn layer_run(device: &Device, gru: bool, training: bool) -> LayerRun {
     let config = RecurrentConfig { layers: 2, bidirectional: true, dropout: 0.25, return_sequences: true };
     let mut layer: Box<dyn Module> = if gru {
         Box::new(Gru::new(device, 5, 6, config, 11).unwrap())

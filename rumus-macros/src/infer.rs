@@ -1099,8 +1099,12 @@ fn recurrent(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Res
     let hidden = b.usize("hidden").unwrap_or(1);
     let [t, f] = prod.shape.as_slice() else {
         let hint = match prod.shape.as_slice() {
-            [c, h, w] if *c == 1 => format!("insert `Reshape({h}, {w})` before {call} to read the {h} rows as {h} steps of {w} features"),
-            [t] if prod.indices => format!("the {t} values are token indices: put an `Embedding(vocab, dim)` first to get [{t}, dim]"),
+            [c, h, w] if *c == 1 => {
+                format!("insert `Reshape({h}, {w})` before {call} to read the {h} rows as {h} steps of {w} features")
+            }
+            [t] if prod.indices => {
+                format!("the {t} values are token indices: put an `Embedding(vocab, dim)` first to get [{t}, dim]")
+            }
             [n] => format!("insert `Reshape({n}, 1)` before {call} for {n} steps of one feature"),
             _ => format!("{call} reads a sequence of feature vectors [T, F]; `Reshape(T, F)` makes one"),
         };
@@ -1313,6 +1317,23 @@ mod tests {
         assert!(m.contains("field `tail` comes after this layer"), "{m}");
         let m = tie_message("head: layers![Linear(84, tie = head.0)]");
         assert!(m.contains("head.0 does not come before this layer"), "{m}");
+    }
+
+    #[test]
+    fn recurrent_layers_follow_pytorchs_shapes_and_parameter_counts() {
+        let (outs, last) =
+            run("Lstm(8, layers = 2, bidirectional = true, dropout = 0.1), Gru(4, return_sequences = false)", &[6, 5])
+                .unwrap();
+        assert_eq!(outs[0].out, vec![6, 16]);
+        assert_eq!(last.shape, vec![4]);
+        // nn.LSTM(5, 8, num_layers=2, bidirectional=True): 2·(4·8·(5+8) + 8·8) + 2·(4·8·(16+8) + 8·8).
+        assert_eq!(outs[0].trainable, 2 * (4 * 8 * 13 + 64) + 2 * (4 * 8 * 24 + 64));
+        // nn.GRU(16, 4): 3·4·(16+4) + 6·4.
+        assert_eq!(outs[1].trainable, 3 * 4 * 20 + 24);
+        assert_eq!(shapes("Reshape(28, 28), Lstm(128, return_sequences = false)", &[1, 28, 28])[1], vec![128]);
+        assert!(message("Lstm(16)", &[1, 28, 28]).contains("insert `Reshape(28, 28)`"));
+        assert!(message("Gru(16)", &[12]).contains("Embedding"));
+        assert!(message("Lstm(28, 128)", &[28, 28]).contains("is `Lstm(128)` here"));
     }
 
     #[test]

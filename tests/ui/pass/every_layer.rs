@@ -30,6 +30,15 @@ pub struct Sequence {
     ],
 }
 
+#[model(input = [6, 5])]
+pub struct Recurrent {
+    body: layers![
+        Lstm(8, layers = 2, bidirectional = true, dropout = 0.1, return_sequences = true),
+        Gru(4, return_sequences = false),
+        Linear(3)
+    ],
+}
+
 fn main() -> rumus::Result<()> {
     let device = Device::cpu();
     let mut vision = Vision::new(&device, 5)?;
@@ -47,6 +56,11 @@ fn main() -> rumus::Result<()> {
     let z: Tensor<Shape2<12, 8>> = seq.forward(&ids)?;
     assert_eq!(z.shape(), &[2, 12, 8]);
     assert_eq!(rumus::nn::count_trainable(&seq), Sequence::TRAINABLE_PARAMS);
-    println!("{}\n{}", Vision::summary(), Sequence::summary());
+    let mut rnn = Recurrent::new(&device, 5)?;
+    rnn.eval();
+    let r: Tensor<Shape1<3>> = rnn.forward(&Tensor::<Shape2<6, 5>>::randn(2, 0, &device)?)?;
+    assert_eq!(r.shape(), &[2, 3]);
+    assert_eq!(rumus::nn::count_trainable(&rnn), Recurrent::TRAINABLE_PARAMS);
+    println!("{}\n{}\n{}", Vision::summary(), Sequence::summary(), Recurrent::summary());
     Ok(())
 }
