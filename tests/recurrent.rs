@@ -259,3 +259,52 @@ fn bad_input_is_an_error() {
     assert!(layer.forward_raw(&tensor(&[2, 3, 6], 1, &device)).is_err(), "wrong features");
     assert!(layer.forward_raw(&tensor(&[2, 3], 1, &device)).is_err(), "2-D input");
 }
+
+#[test]
+fn strided_inputs_and_more_sequences_than_workgroups_agree_on_cpu_and_wgpu() {
+    let Some(gpu) = wgpu_or_skip() else { return };
+    // A transposed (non-contiguous) input, and a batch past the 65,535 workgroups of one
+    // dispatch dimension (the kernels walk the sequences with a grid stride).
+    for (b, t, f, h) in [(3, 4, 5, 6), (70_000, 2, 16, 16)] {
+        let run = |device: &Device| -> (Vec<f32>, Vec<Vec<f32>>) {
+            let x = tensor(&[b, f, t], 21, device).requires_grad_().unwrap();
+            let leaves: Vec<RawTensor> = [vec![4 * h, f], vec![4 * h, h], vec![4 * h], vec![4 * h]]
+                .iter()
+                .enumerate()
+                .map(|(k, s)| tensor(s, 22 + k as u64, device).requires_grad_().unwrap())
+                .collect();
+            let w =
+                RecurrentWeights { w_ih: &leaves[0], w_hh: &leaves[1], b_ih: Some(&leaves[2]), b_hh: Some(&leaves[3]) };
+            let xt = x.transpose(1, 2).unwrap();
+            let out = xt.lstm(&w, None, None, true).unwrap();
+            let gru = xt.gru(&RecurrentWeights { w_ih: &leaves[0].narrow(0, 0, 3 * h).unwrap(), ..w }, None, false);
+            assert!(gru.is_err(), "LSTM-sized w_hh in a GRU");
+            let loss = out.y.mul_scalar(0.5).unwrap().sum_all().unwrap().add(&out.h_n.sum_all().unwrap()).unwrap();
+            let grads = loss.backward().unwrap();
+            let mut all = vec![grads.get(&x).unwrap().to_vec().unwrap()];
+            all.extend(leaves.iter().map(|l| grads.get(l).unwrap().to_vec().unwrap()));
+            (out.y.to_vec().unwrap(), all)
+        };
+        let (y_cpu, g_cpu) = run(&Device::cpu());
+        let (y_gpu, g_gpu) = run(&gpu);
+        assert_close(&format!("batch {b}: y"), &y_gpu, &y_cpu, 1e-4);
+        for (k, (g, c)) in g_gpu.iter().zip(&g_cpu).enumerate() {
+            assert_close(&format!("batch {b}: gradient {k}"), g, c, 1e-3);
+        }
+    }
+}
+
+#[test]
+fn dropout_between_layers_acts_only_while_training() -> Result<()> {
+    let device = Device::cpu();
+    let x = tensor(&[2, 3, 5], 4, &device);
+    let with = RecurrentConfig { layers: 2, dropout: 0.5, ..RecurrentConfig::default() };
+    let mut lstm = Lstm::new(&device, 5, 6, with, 9)?;
+    let without = Lstm::new(&device, 5, 6, RecurrentConfig { dropout: 0.0, ..with }, 9)?;
+    let reference = without.forward_raw(&x)?.to_vec()?;
+    let trained = lstm.forward_raw(&x)?.to_vec()?;
+    assert_ne!(trained, reference, "dropout changes the output while training");
+    lstm.set_training(false);
+    assert_eq!(lstm.forward_raw(&x)?.to_vec()?, reference, "no dropout in evaluation");
+    Ok(())
+}
