@@ -22,8 +22,9 @@ fn lstm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         for (var s = 0u; s < t_len; s++) {
             let t = time_of(s);
             let first = s == 0u;
-            // The previous step's row (a valid row even on the first step, where h0 is read).
-            let prev = out_base + select(time_of(max(s, 1u) - 1u), t, first) * h;
+            // The previous step's row; on the first step, where h0 is read instead, the h_n row
+            // (written after the last step only), so no invocation reads a row being written.
+            let prev = out_base + select(time_of(max(s, 1u) - 1u), t_len, first) * h;
             let x_base = (b * t_len + t) * width;
             let s_base = (b * t_len + t) * 5u * h;
             for (var j = lid; j < h; j += RNN_WG) {
