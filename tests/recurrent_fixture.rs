@@ -7,8 +7,21 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use rumus::nn::{named_parameters, Gru, Lstm, Module, RecurrentConfig};
+use rumus::prelude::*;
 use rumus::testing::{assert_close, wgpu_or_skip};
-use rumus::{Device, RawTensor, RecurrentWeights, Result};
+use rumus::RecurrentWeights;
+
+/// The fixture's two-layer bidirectional LSTM as the macro generates it.
+#[model(input = [5, 3])]
+pub struct BiLstm {
+    rnn: layers![Lstm(4, layers = 2, bidirectional = true)],
+}
+
+/// The fixture's two-layer bidirectional GRU, keeping the last state only.
+#[model(input = [5, 3])]
+pub struct BiGruLast {
+    rnn: layers![Gru(4, layers = 2, bidirectional = true, return_sequences = false)],
+}
 
 const FIXTURE: &str = "tests/fixtures/torch_rnn.safetensors";
 const TOL: f32 = 2e-5;
@@ -115,12 +128,36 @@ fn check_layer(f: &Fixture, case: &str, device: &Device) -> Result<()> {
     Ok(())
 }
 
+/// The generated models, PyTorch's weights loaded under their names (`rnn.0.weight_ih_l0` ...).
+fn check_generated(f: &Fixture, device: &Device) -> Result<()> {
+    let load = |model: &dyn Module, case: &str| -> Result<()> {
+        for (name, p) in named_parameters(model) {
+            let torch_name = name.strip_prefix("rnn.0.").expect("parameters of the rnn field");
+            p.assign(&f.tensor(&format!("{case}.{torch_name}"), device)?)?;
+        }
+        Ok(())
+    };
+    let lstm = BiLstm::new(device, 1)?;
+    load(&lstm, "lstm_bi2")?;
+    assert_eq!(BiLstm::TRAINABLE_PARAMS, rumus::nn::count_trainable(&lstm));
+    let y = lstm.forward_raw(&f.tensor("lstm_bi2.input", device)?)?;
+    assert_close(&format!("generated BiLstm on {device}"), &y.to_vec()?, f.get("lstm_bi2.y"), TOL);
+    let mut gru = BiGruLast::new(device, 1)?;
+    gru.eval();
+    load(&gru, "gru_bi2")?;
+    let x = Tensor::<Shape2<5, 3>>::from_raw(f.tensor("gru_bi2.input", device)?)?;
+    let last: Tensor<Shape1<8>> = gru.forward(&x)?;
+    assert_close(&format!("generated BiGruLast on {device}"), &last.raw().to_vec()?, f.get("gru_bi2.last"), TOL);
+    Ok(())
+}
+
 fn check_all(device: &Device) -> Result<()> {
     let f = Fixture::load();
     check_op(&f, "lstm", device)?;
     check_op(&f, "gru", device)?;
     check_layer(&f, "lstm_bi2", device)?;
-    check_layer(&f, "gru_bi2", device)
+    check_layer(&f, "gru_bi2", device)?;
+    check_generated(&f, device)
 }
 
 #[test]
