@@ -485,10 +485,15 @@ impl RecurrentCell {
 /// `[batch, steps, saved·hidden]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecurrentArgs {
+    /// LSTM or GRU.
     pub cell: RecurrentCell,
+    /// Sequences.
     pub batch: usize,
+    /// Time steps per sequence.
     pub steps: usize,
+    /// Hidden units.
     pub hidden: usize,
+    /// Walk the steps from the last to the first (a bidirectional layer's backward direction).
     pub reverse: bool,
 }
 

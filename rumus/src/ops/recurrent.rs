@@ -20,9 +20,13 @@ use crate::{no_grad, Error, Result};
 /// in PyTorch's order).
 #[derive(Clone, Copy, Debug)]
 pub struct RecurrentWeights<'a> {
+    /// `[G·H, F]`: PyTorch's `weight_ih_l{k}`.
     pub w_ih: &'a RawTensor,
+    /// `[G·H, H]`: PyTorch's `weight_hh_l{k}`.
     pub w_hh: &'a RawTensor,
+    /// `[G·H]`: PyTorch's `bias_ih_l{k}`; `None` for a layer without biases.
     pub b_ih: Option<&'a RawTensor>,
+    /// `[G·H]`: PyTorch's `bias_hh_l{k}`; `None` for a layer without biases.
     pub b_hh: Option<&'a RawTensor>,
 }
 
