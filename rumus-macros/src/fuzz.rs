@@ -4,7 +4,7 @@
 
 use proc_macro2::{Delimiter, Group, Literal, Punct, Spacing, TokenStream, TokenTree};
 
-use crate::expand;
+use crate::generate;
 
 const CORPUS: &[(&str, &str)] = &[
     (
@@ -130,9 +130,9 @@ fn mutated_models_never_panic() {
                 item = mutate(item, &mut rng, 0);
             }
         }
-        let out = expand::model(attr.clone(), item.clone()).to_string();
+        let out = generate::model(attr.clone(), item.clone()).to_string();
         // Also drive the nested-model re-entry with the same pieces.
-        let resumed = expand::resume(
+        let resumed = generate::resume(
             format!("[{attr}] [other {{ input = [16, 32], output = [16, 32], trainable = 3, buffers = 0, name = Inner }}] {item}")
                 .parse()
                 .unwrap_or_default(),
@@ -152,18 +152,18 @@ fn random_token_soup_never_panics() {
     for _ in 0..300 {
         let n = rng.below(30);
         let soup: TokenStream = (0..n).map(|_| random_token(&mut rng)).collect();
-        let _ = expand::model(soup.clone(), soup.clone());
-        let _ = expand::resume(soup.clone());
+        let _ = generate::model(soup.clone(), soup.clone());
+        let _ = generate::resume(soup.clone());
         let _ = crate::parse::parse_layer_list(soup.clone());
         let item: TokenStream = format!("struct S {{ a: layers![{soup}] }}").parse().unwrap_or_default();
-        let _ = expand::model("input = [3, 8, 8]".parse().unwrap(), item);
+        let _ = generate::model("input = [3, 8, 8]".parse().unwrap(), item);
     }
 }
 
 #[test]
 fn corpus_expands_cleanly() {
     for (attr, item) in CORPUS[..3].iter().chain(&CORPUS[4..5]) {
-        let out = expand::model(attr.parse().unwrap(), item.parse().unwrap()).to_string();
+        let out = generate::model(attr.parse().unwrap(), item.parse().unwrap()).to_string();
         assert!(!out.contains("compile_error"), "{out}");
     }
 }
@@ -200,7 +200,7 @@ fn every_error_of_a_mutated_model_points_into_the_source() {
         else {
             continue;
         };
-        let out = expand::model(attr.clone(), item.clone());
+        let out = generate::model(attr.clone(), item.clone());
         let mut spans = Vec::new();
         error_spans(out.clone(), &mut spans);
         if spans.is_empty() {
