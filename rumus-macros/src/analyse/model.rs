@@ -32,101 +32,128 @@ pub fn plan(
         Ctx::new(fields.iter().map(|f| (f.name.to_string(), matches!(f.kind, FieldKind::Layers(_)))).collect());
     let mut prod = Producer::input("the model input", input.clone());
     let mut plans: Vec<FieldPlan> = Vec::new();
-    let (mut trainable, mut buffers, mut indices) = (0u128, 0u128, false);
-    for (i, f) in fields.iter().enumerate() {
-        let stop = |error: Option<Error>, plans: &[FieldPlan], at: &Shape| Stop {
+    for i in 0..fields.len() {
+        let (field, next) = plan_one(args, fields, i, prod, known, &mut ctx).map_err(|(error, at)| Stop {
             error,
-            done: plans.iter().map(|p| (p.input.clone(), p.output.clone())).collect(),
-            next_input: Some(at.clone()),
-        };
-        if let Some((shape, tokens)) = &f.input {
-            if !args.custom {
-                let e = Error::new_spanned(
-                    tokens,
-                    format!("`#[input]` on field `{}` only applies with `#[model(forward = custom)]`; the generated forward runs the fields in order", f.name),
-                );
-                return Err(stop(Some(e), &plans, &prod.shape));
-            }
-            prod = Producer::input(format!("the input of `{}`", f.name), shape.clone());
-        }
-        let field_input = prod.shape.clone();
-        ctx.field = f.name.to_string();
-        let from_model_input = i == 0 && f.input.is_none();
-        let body = match plan_field(f, prod.clone(), known, &mut ctx) {
-            Ok((body, next)) => {
-                prod = next;
-                body
-            }
-            Err(error) => {
-                let error = with_later_fields(error, &fields[i + 1..]);
-                return Err(stop(error, &plans, &field_input));
-            }
-        };
-        let (t, b) = match &body {
-            FieldBody::Layers(outs) => outs
-                .iter()
-                .fold((0u128, 0u128), |(t, b), o| (t.saturating_add(o.trainable), b.saturating_add(o.buffers))),
-            FieldBody::Nested { info, .. } => (info.trainable, info.buffers),
-        };
-        indices |= from_model_input
-            && match (&body, &f.kind) {
-                (FieldBody::Nested { info, .. }, _) => info.indices,
-                (_, FieldKind::Layers(layers)) => layers.first().is_some_and(|l| l.name == "Embedding"),
-                _ => false,
-            };
-        trainable = trainable.saturating_add(t);
-        buffers = buffers.saturating_add(b);
-        if prod.shape.is_empty() || prod.shape.len() > 4 {
-            let e = Error::new_spanned(
-                &f.ty_tokens,
-                format!(
-                    "field `{}` produces {} of rank {}, but typed tensors have rank 1 to 4\nhint: Flatten or Reshape inside the field",
-                    f.name,
-                    fmt_shape(&prod.shape),
-                    prod.shape.len()
-                ),
-            );
-            return Err(stop(Some(e), &plans, &field_input));
-        }
-        plans.push(FieldPlan { input: field_input, output: prod.shape.clone(), body });
+            done: done(&plans),
+            next_input: Some(at),
+        })?;
+        plans.push(field);
+        prod = next;
     }
-    let done: Vec<(Shape, Shape)> = plans.iter().map(|p| (p.input.clone(), p.output.clone())).collect();
-    let fail = |e: Error| Stop { error: Some(e), done: done.clone(), next_input: None };
+    let (trainable, buffers) = counts(&plans);
+    let fail = |e: Error| Stop { error: Some(e), done: done(&plans), next_input: None };
     if trainable.saturating_add(buffers) > u64::MAX as u128 / 4 {
         return Err(fail(Error::new_spanned(&item.ident, "the model's parameter count overflows")));
     }
-    let output = match &args.output {
+    let output = output(item, args, &prod).map_err(fail)?;
+    Ok(Plan {
+        input: input.clone(),
+        output,
+        indices: reads_indices(fields, &plans),
+        fields: plans,
+        trainable,
+        buffers,
+        tied: ctx.tied,
+        attention_layers: ctx.attention_layers,
+    })
+}
+
+/// `(input, output)` of each planned field.
+fn done(plans: &[FieldPlan]) -> Vec<(Shape, Shape)> {
+    plans.iter().map(|p| (p.input.clone(), p.output.clone())).collect()
+}
+
+/// Field `i` from `prod` (or from its `#[input]`): its plan and what the next field receives, or
+/// the error (`None`: a nested model's own) and the shape the field received.
+fn plan_one(
+    args: &ModelArgs,
+    fields: &[Field],
+    i: usize,
+    mut prod: Producer,
+    known: &HashMap<String, NestedInfo>,
+    ctx: &mut Ctx,
+) -> std::result::Result<(FieldPlan, Producer), (Option<Error>, Shape)> {
+    let f = &fields[i];
+    if let Some((shape, tokens)) = &f.input {
+        if !args.custom {
+            let e = Error::new_spanned(
+                tokens,
+                format!("`#[input]` on field `{}` only applies with `#[model(forward = custom)]`; the generated forward runs the fields in order", f.name),
+            );
+            return Err((Some(e), prod.shape));
+        }
+        prod = Producer::input(format!("the input of `{}`", f.name), shape.clone());
+    }
+    let field_input = prod.shape.clone();
+    ctx.field = f.name.to_string();
+    let (body, next) = match plan_field(f, prod, known, ctx) {
+        Ok(planned) => planned,
+        Err(error) => return Err((with_later_fields(error, &fields[i + 1..]), field_input)),
+    };
+    if next.shape.is_empty() || next.shape.len() > 4 {
+        let e = Error::new_spanned(
+            &f.ty_tokens,
+            format!(
+                "field `{}` produces {} of rank {}, but typed tensors have rank 1 to 4\nhint: Flatten or Reshape inside the field",
+                f.name,
+                fmt_shape(&next.shape),
+                next.shape.len()
+            ),
+        );
+        return Err((Some(e), field_input));
+    }
+    Ok((FieldPlan { input: field_input, output: next.shape.clone(), body }, next))
+}
+
+/// Trainable scalars and buffers of the planned fields.
+fn counts(plans: &[FieldPlan]) -> (u128, u128) {
+    plans.iter().fold((0u128, 0u128), |(t, b), p| {
+        let (ft, fb) = match &p.body {
+            FieldBody::Layers(layers) => layers
+                .iter()
+                .fold((0u128, 0u128), |(t, b), l| (t.saturating_add(l.trainable), b.saturating_add(l.buffers))),
+            FieldBody::Nested { info, .. } => (info.trainable, info.buffers),
+        };
+        (t.saturating_add(ft), b.saturating_add(fb))
+    })
+}
+
+/// The model reads token indices: its first field takes the model input straight into an
+/// Embedding, or is a nested model that does.
+fn reads_indices(fields: &[Field], plans: &[FieldPlan]) -> bool {
+    match (fields.first(), plans.first()) {
+        (Some(f), Some(p)) if f.input.is_none() => match (&p.body, &f.kind) {
+            (FieldBody::Nested { info, .. }, _) => info.indices,
+            (_, FieldKind::Layers(layers)) => layers.first().is_some_and(|l| l.name == "Embedding"),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// The model's output: inferred, or declared (and then checked unless the forward is custom).
+fn output(item: &syn::ItemStruct, args: &ModelArgs, prod: &Producer) -> std::result::Result<Shape, Error> {
+    match &args.output {
         Some((declared, tokens)) => {
             if !args.custom && *declared != prod.shape {
-                return Err(fail(Error::new_spanned(
+                return Err(Error::new_spanned(
                     tokens,
                     format!(
                         "#[model(output = {})] does not match the layers: {}\nhint: the output is inferred; remove `output` or fix the layers",
                         fmt_shape(declared),
                         prod.got()
                     ),
-                )));
+                ));
             }
-            declared.clone()
+            Ok(declared.clone())
         }
-        None if args.custom => {
-            return Err(fail(Error::new_spanned(
-                &item.ident,
-                "`forward = custom` needs the output shape: `#[model(input = [..], output = [..], forward = custom)]`",
-            )));
-        }
-        None => prod.shape.clone(),
-    };
-    Ok(Plan {
-        input: input.clone(),
-        output,
-        fields: plans,
-        trainable,
-        buffers,
-        indices,
-        tied: ctx.tied,
-        attention_layers: ctx.attention_layers,
-    })
+        None if args.custom => Err(Error::new_spanned(
+            &item.ident,
+            "`forward = custom` needs the output shape: `#[model(input = [..], output = [..], forward = custom)]`",
+        )),
+        None => Ok(prod.shape.clone()),
+    }
 }
 
 /// Plans one field from `prod`; `Err(None)` when it is a nested model with its own error.

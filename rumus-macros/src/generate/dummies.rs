@@ -192,8 +192,18 @@ fn shape_or_placeholder(shape: &Option<Shape>) -> TokenStream {
 }
 
 fn dummy_items(item: &syn::ItemStruct, attr: &TokenStream, stop: &Stop) -> TokenStream {
-    let name = &item.ident;
     let k = known(item, attr, stop);
+    let inherent = dummy_inherent(&item.ident, &k);
+    let traits = dummy_traits(&item.ident, &k);
+    quote! {
+        #inherent
+
+        #traits
+    }
+}
+
+/// The inherent consts and methods, forwards typed with what is known.
+fn dummy_inherent(name: &syn::Ident, k: &Known) -> TokenStream {
     let forward =
         if k.custom { quote!() } else { typed_method(&format_ident!("forward"), quote!(&self), &k.input, &k.output) };
     let per_field = k.fields.iter().map(|(f, i, o)| typed_method(&format_ident!("forward_{}", f), quote!(&self), i, o));
@@ -203,11 +213,6 @@ fn dummy_items(item: &syn::ItemStruct, attr: &TokenStream, stop: &Stop) -> Token
         None => quote!([]),
     };
     let (in_dims, out_dims) = (dims(&k.input), dims(&k.output));
-    let (in_ty, out_ty) = (shape_or_placeholder(&k.input), shape_or_placeholder(&k.output));
-    let takes_input = match &k.input {
-        Some(_) => quote!(impl ::rumus::__private::TakesInput<#in_ty> for #name {}),
-        None => quote!(),
-    };
     quote! {
         #[allow(unused_variables, dead_code, clippy::all)]
         impl #name {
@@ -257,7 +262,17 @@ fn dummy_items(item: &syn::ItemStruct, attr: &TokenStream, stop: &Stop) -> Token
                 ::core::unimplemented!()
             }
         }
+    }
+}
 
+/// `Module`, `Model` and (with a known input) `TakesInput`.
+fn dummy_traits(name: &syn::Ident, k: &Known) -> TokenStream {
+    let (in_ty, out_ty) = (shape_or_placeholder(&k.input), shape_or_placeholder(&k.output));
+    let takes_input = match &k.input {
+        Some(_) => quote!(impl ::rumus::__private::TakesInput<#in_ty> for #name {}),
+        None => quote!(),
+    };
+    quote! {
         #[allow(unused_variables)]
         impl ::rumus::nn::Module for #name {
             fn forward_raw(&self, _x: &::rumus::RawTensor) -> ::rumus::Result<::rumus::RawTensor> {

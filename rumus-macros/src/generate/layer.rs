@@ -6,7 +6,7 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 use super::tokens::{depth_var, dims, lit, pair, seed, tie_var};
-use crate::analyse::plan::{Attention, Conv2d, LayerRef};
+use crate::analyse::plan::{Attention, Conv2d, LayerRef, Pair};
 use crate::analyse::{Layer, LayerKind};
 
 /// An expression that builds `layer`.
@@ -17,13 +17,9 @@ pub fn ctor(layer: &Layer) -> TokenStream {
         }
         LayerKind::Conv2d(c) => conv2d(c),
         LayerKind::MaxPool2d { kernel, stride, padding, dilation } => {
-            let (k, s, p, d) = (pair(*kernel), pair(*stride), pair(*padding), pair(*dilation));
-            quote!(::rumus::nn::MaxPool2d::new(#k, #s, #p, #d))
+            pool(quote!(MaxPool2d), &[*kernel, *stride, *padding, *dilation])
         }
-        LayerKind::AvgPool2d { kernel, stride, padding } => {
-            let (k, s, p) = (pair(*kernel), pair(*stride), pair(*padding));
-            quote!(::rumus::nn::AvgPool2d::new(#k, #s, #p))
-        }
+        LayerKind::AvgPool2d { kernel, stride, padding } => pool(quote!(AvgPool2d), &[*kernel, *stride, *padding]),
         LayerKind::AdaptiveAvgPool2d { size } => {
             let size = pair(*size);
             quote!(::rumus::nn::AdaptiveAvgPool2d::new(#size))
@@ -38,12 +34,10 @@ pub fn ctor(layer: &Layer) -> TokenStream {
             quote!(::rumus::nn::Dropout::new(#p, #seed))
         }
         LayerKind::BatchNorm1d { features, eps, momentum } => {
-            let c = lit(*features);
-            quote!(::rumus::nn::BatchNorm1d::new(device, #c, #eps, #momentum)?)
+            batch_norm(quote!(BatchNorm1d), *features, *eps, *momentum)
         }
         LayerKind::BatchNorm2d { features, eps, momentum } => {
-            let c = lit(*features);
-            quote!(::rumus::nn::BatchNorm2d::new(device, #c, #eps, #momentum)?)
+            batch_norm(quote!(BatchNorm2d), *features, *eps, *momentum)
         }
         LayerKind::LayerNorm { shape, eps, affine } => {
             let shape = dims(shape);
@@ -75,6 +69,17 @@ pub fn ctor(layer: &Layer) -> TokenStream {
         LayerKind::CausalSelfAttention(a) => attention(quote!(CausalSelfAttention), a),
         LayerKind::TransformerBlock(a) => attention(quote!(TransformerBlock), a),
     }
+}
+
+/// `MaxPool2d::new(kernel, stride, padding[, dilation])`.
+fn pool(ty: TokenStream, pairs: &[Pair]) -> TokenStream {
+    let pairs = pairs.iter().map(|p| pair(*p));
+    quote!(::rumus::nn::#ty::new(#(#pairs),*))
+}
+
+fn batch_norm(ty: TokenStream, features: usize, eps: f32, momentum: f32) -> TokenStream {
+    let c = lit(features);
+    quote!(::rumus::nn::#ty::new(device, #c, #eps, #momentum)?)
 }
 
 /// A Linear; a tied one takes the Embedding's parameter itself (one storage), bound earlier in
