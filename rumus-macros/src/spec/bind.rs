@@ -6,7 +6,7 @@ use proc_macro2::TokenStream;
 use syn::Error;
 
 use super::{example, foreign, ArgSpec, Kind, LayerSpec, MAX_DIM};
-use crate::parse::{LayerCall, Result, Value, ValueKind};
+use crate::parse::{Arg, LayerCall, Result, Value, ValueKind};
 use crate::suggest::did_you_mean;
 
 /// A validated argument value.
@@ -119,47 +119,64 @@ pub fn bind(spec: &LayerSpec, call: &LayerCall) -> Result<Bound> {
                     }
                     *a
                 }
-                None if spec.args.is_empty() => {
-                    return Err(Error::new_spanned(arg, format!("{layer} takes no arguments\nhint: write `{layer}`")));
-                }
-                None => {
-                    let names: Vec<&str> = positional.iter().map(|a| a.name).collect();
-                    let foreign = foreign::positional(layer, call).map(|h| format!("{h}; ")).unwrap_or_default();
-                    return Err(Error::new_spanned(
-                        arg,
-                        format!(
-                            "too many positional arguments for {layer}: it takes {} ({})\nhint: {foreign}give the others by name: {}",
-                            positional.len(),
-                            names.join(", "),
-                            arg_list(spec)
-                        ),
-                    ));
-                }
+                None => return Err(too_many_positional(spec, call, arg, &positional)),
             },
-            Some(name) => {
-                let name_str = name.to_string();
-                match spec.args.iter().find(|a| a.name == name_str) {
-                    Some(a) => a,
-                    None => {
-                        let hint = match foreign::argument(layer, &name_str) {
-                            Some(h) => format!("{h}; "),
-                            None => match did_you_mean(&name_str, spec.args.iter().map(|a| a.name)) {
-                                Some(s) => format!("did you mean `{s}`? "),
-                                None => String::new(),
-                            },
-                        };
-                        let takes = if spec.args.is_empty() { "no arguments".to_string() } else { arg_list(spec) };
-                        return Err(Error::new_spanned(
-                            name,
-                            format!("{layer} has no argument `{name_str}`\nhint: {hint}{layer} takes {takes}"),
-                        ));
-                    }
-                }
-            }
+            Some(name) => named_arg(spec, name)?,
         };
         let val = convert(layer, aspec, &arg.value)?;
-        match (bound.vals.iter_mut().find(|(n, _, _)| *n == aspec.name), val) {
-            // Variadic arguments accumulate.
+        bound.add(layer, aspec, val, arg)?;
+    }
+    for a in spec.args.iter().filter(|a| a.required) {
+        if bound.get(a.name).is_none() {
+            return Err(Error::new_spanned(
+                call,
+                format!("{layer} needs its `{}` argument ({})\nhint: {}", a.name, a.kind.describe(), example(layer)),
+            ));
+        }
+    }
+    Ok(bound)
+}
+
+/// A positional argument beyond those `spec` takes.
+fn too_many_positional(spec: &LayerSpec, call: &LayerCall, arg: &Arg, positional: &[&ArgSpec]) -> Error {
+    let layer = spec.name;
+    if spec.args.is_empty() {
+        return Error::new_spanned(arg, format!("{layer} takes no arguments\nhint: write `{layer}`"));
+    }
+    let names: Vec<&str> = positional.iter().map(|a| a.name).collect();
+    let foreign = foreign::positional(layer, call).map(|h| format!("{h}; ")).unwrap_or_default();
+    Error::new_spanned(
+        arg,
+        format!(
+            "too many positional arguments for {layer}: it takes {} ({})\nhint: {foreign}give the others by name: {}",
+            positional.len(),
+            names.join(", "),
+            arg_list(spec)
+        ),
+    )
+}
+
+/// The argument of `spec` called `name`, or an error with the likely one.
+fn named_arg<'a>(spec: &'a LayerSpec, name: &syn::Ident) -> Result<&'a ArgSpec> {
+    let (layer, name_str) = (spec.name, name.to_string());
+    if let Some(a) = spec.args.iter().find(|a| a.name == name_str) {
+        return Ok(a);
+    }
+    let hint = match foreign::argument(layer, &name_str) {
+        Some(h) => format!("{h}; "),
+        None => match did_you_mean(&name_str, spec.args.iter().map(|a| a.name)) {
+            Some(s) => format!("did you mean `{s}`? "),
+            None => String::new(),
+        },
+    };
+    let takes = if spec.args.is_empty() { "no arguments".to_string() } else { arg_list(spec) };
+    Err(Error::new_spanned(name, format!("{layer} has no argument `{name_str}`\nhint: {hint}{layer} takes {takes}")))
+}
+
+impl Bound {
+    /// Adds `arg`'s value: variadic arguments accumulate; any other given twice is an error.
+    fn add(&mut self, layer: &str, aspec: &ArgSpec, val: Val, arg: &Arg) -> Result<()> {
+        match (self.vals.iter_mut().find(|(n, _, _)| *n == aspec.name), val) {
             (Some((_, Val::Dims(all), toks)), Val::Dims(more)) if arg.name.is_none() => {
                 all.extend(more);
                 toks.extend(arg.tokens.clone());
@@ -178,18 +195,10 @@ pub fn bind(spec: &LayerSpec, call: &LayerCall) -> Result<Bound> {
                     ),
                 ));
             }
-            (None, val) => bound.vals.push((aspec.name, val, arg.tokens.clone())),
+            (None, val) => self.vals.push((aspec.name, val, arg.tokens.clone())),
         }
+        Ok(())
     }
-    for a in spec.args.iter().filter(|a| a.required) {
-        if bound.get(a.name).is_none() {
-            return Err(Error::new_spanned(
-                call,
-                format!("{layer} needs its `{}` argument ({})\nhint: {}", a.name, a.kind.describe(), example(layer)),
-            ));
-        }
-    }
-    Ok(bound)
 }
 
 fn arg_list(spec: &LayerSpec) -> String {
@@ -277,31 +286,24 @@ fn convert(layer: &str, a: &ArgSpec, v: &Value) -> Result<Val> {
             let (h, w) = pair_of(layer, a, v, 0)?;
             Val::Pair(h, w)
         }
-        Kind::ConvPad => match &v.kind {
-            ValueKind::Word(w) if w == "same" => Val::Same,
-            ValueKind::Word(w) if w == "valid" => Val::Pair(0, 0),
-            ValueKind::Word(_) => {
-                return Err(Error::new_spanned(
-                    v,
-                    format!("argument `padding` of {layer} must be {}, got `{v}`\nhint: the words it knows are `same` and `valid`", a.kind.describe()),
-                ))
-            }
-            _ => {
-                let (h, w) = pair_of(layer, a, v, 0)?;
-                Val::Pair(h, w)
-            }
-        },
+        Kind::ConvPad => conv_padding(layer, a, v)?,
         Kind::Prob => {
             let p = float_of(layer, a, v)?;
             if !(0.0..1.0).contains(&p) {
-                return Err(Error::new_spanned(v, format!("argument `{}` of {layer} must be in [0, 1), got {p}", a.name)));
+                return Err(Error::new_spanned(
+                    v,
+                    format!("argument `{}` of {layer} must be in [0, 1), got {p}", a.name),
+                ));
             }
             Val::Float(p)
         }
         Kind::PosFloat => {
             let f = float_of(layer, a, v)?;
             if f <= 0.0 {
-                return Err(Error::new_spanned(v, format!("argument `{}` of {layer} must be positive, got {f}", a.name)));
+                return Err(Error::new_spanned(
+                    v,
+                    format!("argument `{}` of {layer} must be positive, got {f}", a.name),
+                ));
             }
             Val::Float(f)
         }
@@ -322,34 +324,15 @@ fn convert(layer: &str, a: &ArgSpec, v: &Value) -> Result<Val> {
             ValueKind::Arrow(i, o) => Val::Features(Some(size_of(layer, a, i, 1)?), size_of(layer, a, o, 1)?),
             _ => return Err(type_error(layer, a, v)),
         },
-        Kind::Dims => {
-            let items: Vec<&Value> = match &v.kind {
-                ValueKind::Tuple(items) | ValueKind::List(items) => items.iter().collect(),
-                _ => vec![v],
-            };
-            let mut dims = Vec::new();
-            for item in items {
-                let i = int_of(item).ok_or_else(|| type_error(layer, a, item))?;
-                if i > MAX_DIM as i128 {
-                    return Err(Error::new_spanned(
-                        item,
-                        format!("argument `{}` of {layer} is too large: {i} (at most 2^31)", a.name),
-                    ));
-                }
-                if i < -1 {
-                    return Err(Error::new_spanned(
-                        item,
-                        format!("argument `{}` of {layer} must be positive sizes (or -1 to infer one), got {i}", a.name),
-                    ));
-                }
-                dims.push(i as i64);
-            }
-            Val::Dims(dims)
-        }
+        Kind::Dims => Val::Dims(dims_of(layer, a, v)?),
         Kind::Layers => match &v.kind {
             ValueKind::Call(c) => Val::Layers(vec![c.clone()]),
-            ValueKind::Word(w) => Val::Layers(vec![LayerCall { name: w.clone(), args: Vec::new(), tokens: v.tokens.clone() }]),
-            _ => return Err(Error::new_spanned(v, format!("{layer} takes layers, got `{v}`\nhint: {}", example(layer)))),
+            ValueKind::Word(w) => {
+                Val::Layers(vec![LayerCall { name: w.clone(), args: Vec::new(), tokens: v.tokens.clone() }])
+            }
+            _ => {
+                return Err(Error::new_spanned(v, format!("{layer} takes layers, got `{v}`\nhint: {}", example(layer))))
+            }
         },
         Kind::LayerRef => match &v.kind {
             ValueKind::Ref(field, index) if *index >= 0 && *index <= MAX_DIM as i128 => {
@@ -358,4 +341,51 @@ fn convert(layer: &str, a: &ArgSpec, v: &Value) -> Result<Val> {
             _ => return Err(type_error(layer, a, v)),
         },
     })
+}
+
+/// `same`, `valid`, a size or a pair.
+fn conv_padding(layer: &str, a: &ArgSpec, v: &Value) -> Result<Val> {
+    Ok(match &v.kind {
+        ValueKind::Word(w) if w == "same" => Val::Same,
+        ValueKind::Word(w) if w == "valid" => Val::Pair(0, 0),
+        ValueKind::Word(_) => {
+            return Err(Error::new_spanned(
+                v,
+                format!(
+                "argument `padding` of {layer} must be {}, got `{v}`\nhint: the words it knows are `same` and `valid`",
+                a.kind.describe()
+            ),
+            ))
+        }
+        _ => {
+            let (h, w) = pair_of(layer, a, v, 0)?;
+            Val::Pair(h, w)
+        }
+    })
+}
+
+/// One or more sizes (a -1 allowed, to infer), bare or as a tuple or list.
+fn dims_of(layer: &str, a: &ArgSpec, v: &Value) -> Result<Vec<i64>> {
+    let items: Vec<&Value> = match &v.kind {
+        ValueKind::Tuple(items) | ValueKind::List(items) => items.iter().collect(),
+        _ => vec![v],
+    };
+    let mut dims = Vec::new();
+    for item in items {
+        let i = int_of(item).ok_or_else(|| type_error(layer, a, item))?;
+        if i > MAX_DIM as i128 {
+            return Err(Error::new_spanned(
+                item,
+                format!("argument `{}` of {layer} is too large: {i} (at most 2^31)", a.name),
+            ));
+        }
+        if i < -1 {
+            return Err(Error::new_spanned(
+                item,
+                format!("argument `{}` of {layer} must be positive sizes (or -1 to infer one), got {i}", a.name),
+            ));
+        }
+        dims.push(i as i64);
+    }
+    Ok(dims)
 }

@@ -125,4 +125,13 @@ mod tests {
             }
         }
     }
+
+    /// Every foreign layer name points to a built-in layer, and is not one itself.
+    #[test]
+    fn foreign_layers_map_to_real_layers() {
+        for (foreign, ours) in super::LAYERS {
+            assert!(crate::spec::find(ours).is_some(), "`{foreign}` maps to {ours}, which is not a layer");
+            assert!(crate::spec::find(foreign).is_none(), "`{foreign}` is a layer of ours");
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! `Linear`: [in] → [out] or [T, in] → [T, out], optionally sharing an Embedding's weight.
 
 use crate::analyse::plan::{Layer, LayerKind, LayerRef};
-use crate::analyse::walk::{count, err, numel, Ctx, Site};
+use crate::analyse::walk::{count, err, numel, Ctx, Site, TopLayer};
 use crate::parse::Result;
 use crate::spec::{self, fmt_shape};
 use crate::suggest::did_you_mean;
@@ -69,6 +69,38 @@ fn check_in_features(s: &Site, want: usize, got_in: usize, out: usize) -> Result
 fn resolve_tie(s: &Site, ctx: &mut Ctx, (field, index): (&str, usize), (out, inp): (usize, usize)) -> Result<LayerRef> {
     let (call, at) = (s.call, s.arg_tokens("tie"));
     let written = format!("tie = {field}.{index}");
+    tie_field(s, ctx, field, &written)?;
+    let target = tie_target(s, ctx, (field, index), &written)?;
+    let Some((num, dim)) = target.embedding else {
+        return Err(err(
+            at,
+            format!(
+                "`{written}` names {}, which is not an Embedding\nhint: a Linear can only share the weight [num, dim] of an `Embedding(num, dim)` layer",
+                target.display
+            ),
+        ));
+    };
+    if (num, dim) != (out, inp) {
+        return Err(err(
+            at,
+            format!(
+                "{call} cannot share the weight of {field}.{index}: its weight is {} (out, in), but {} has weight {} (num, dim)\nhint: a tied Linear maps the {dim} embedding features back to the {num} tokens: `Linear({num}, bias = false, tie = {field}.{index})` on an input of {dim} features",
+                fmt_shape(&[out, inp]),
+                target.display,
+                fmt_shape(&[num, dim])
+            ),
+        ));
+    }
+    let key = LayerRef { field: field.to_string(), index };
+    if !ctx.tied.contains(&key) {
+        ctx.tied.push(key.clone());
+    }
+    Ok(key)
+}
+
+/// The field `tie` names exists, is a layer list, and does not come after this layer's field.
+fn tie_field(s: &Site, ctx: &Ctx, field: &str, written: &str) -> Result<()> {
+    let at = s.arg_tokens("tie");
     let pos = ctx.fields.iter().position(|(f, _)| f == field);
     let here = ctx.fields.iter().position(|(f, _)| *f == ctx.field);
     let Some(pos) = pos else {
@@ -97,57 +129,37 @@ fn resolve_tie(s: &Site, ctx: &mut Ctx, (field, index): (&str, usize), (out, inp
             format!("`{written}`: field `{field}` comes after this layer, but the tied Embedding must be built first\nhint: tie to an Embedding in this field or an earlier one"),
         ));
     }
-    let Some(target) = ctx.top.iter().find(|t| t.field == field && t.index == index).cloned() else {
-        let count = ctx.top.iter().filter(|t| t.field == field).count();
-        let detail = if field == ctx.field {
-            format!(
-                "{field}.{index} is not a layer before this one ({field}.0 to {field}.{} come before it)",
-                count.saturating_sub(1)
-            )
-        } else {
-            format!(
-                "field `{field}` has {} ({field}.0 to {field}.{}), so there is no {field}.{index}",
-                count_layers(count),
-                count.saturating_sub(1)
-            )
-        };
-        let detail = if count == 0 && field == ctx.field {
-            format!("{field}.{index} does not come before this layer, the first of `{field}`")
-        } else {
-            detail
-        };
-        return Err(err(
-            at,
-            format!(
-                "`{written}`: {detail}\nhint: indices count every layer of the list, each copy of a `Repeat` included"
-            ),
-        ));
-    };
-    let Some((num, dim)) = target.embedding else {
-        return Err(err(
-            at,
-            format!(
-                "`{written}` names {}, which is not an Embedding\nhint: a Linear can only share the weight [num, dim] of an `Embedding(num, dim)` layer",
-                target.display
-            ),
-        ));
-    };
-    if (num, dim) != (out, inp) {
-        return Err(err(
-            at,
-            format!(
-                "{call} cannot share the weight of {field}.{index}: its weight is {} (out, in), but {} has weight {} (num, dim)\nhint: a tied Linear maps the {dim} embedding features back to the {num} tokens: `Linear({num}, bias = false, tie = {field}.{index})` on an input of {dim} features",
-                fmt_shape(&[out, inp]),
-                target.display,
-                fmt_shape(&[num, dim])
-            ),
-        ));
+    Ok(())
+}
+
+/// The layer `field.index`, among the layers before this one.
+fn tie_target(s: &Site, ctx: &Ctx, (field, index): (&str, usize), written: &str) -> Result<TopLayer> {
+    let at = s.arg_tokens("tie");
+    if let Some(target) = ctx.top.iter().find(|t| t.field == field && t.index == index) {
+        return Ok(target.clone());
     }
-    let key = LayerRef { field: field.to_string(), index };
-    if !ctx.tied.contains(&key) {
-        ctx.tied.push(key.clone());
-    }
-    Ok(key)
+    let count = ctx.top.iter().filter(|t| t.field == field).count();
+    let detail = if field == ctx.field {
+        format!(
+            "{field}.{index} is not a layer before this one ({field}.0 to {field}.{} come before it)",
+            count.saturating_sub(1)
+        )
+    } else {
+        format!(
+            "field `{field}` has {} ({field}.0 to {field}.{}), so there is no {field}.{index}",
+            count_layers(count),
+            count.saturating_sub(1)
+        )
+    };
+    let detail = if count == 0 && field == ctx.field {
+        format!("{field}.{index} does not come before this layer, the first of `{field}`")
+    } else {
+        detail
+    };
+    Err(err(
+        at,
+        format!("`{written}`: {detail}\nhint: indices count every layer of the list, each copy of a `Repeat` included"),
+    ))
 }
 
 /// `1 layer`, `3 layers`.
