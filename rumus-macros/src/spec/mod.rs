@@ -105,7 +105,7 @@ pub struct LayerSpec {
 
 /// How a layer's shape rule applies.
 pub enum Rule {
-    /// One layer: [`rules`]'s function for it.
+    /// One layer: its function in [`crate::analyse::rules`].
     Layer(fn(&Site, &mut Ctx) -> Result<Layer>),
     /// A layer that stands for other layers, expanded in place (`Repeat`): every resulting
     /// layer, and what the next layer receives.
