@@ -287,26 +287,8 @@ fn convert(layer: &str, a: &ArgSpec, v: &Value) -> Result<Val> {
             Val::Pair(h, w)
         }
         Kind::ConvPad => conv_padding(layer, a, v)?,
-        Kind::Prob => {
-            let p = float_of(layer, a, v)?;
-            if !(0.0..1.0).contains(&p) {
-                return Err(Error::new_spanned(
-                    v,
-                    format!("argument `{}` of {layer} must be in [0, 1), got {p}", a.name),
-                ));
-            }
-            Val::Float(p)
-        }
-        Kind::PosFloat => {
-            let f = float_of(layer, a, v)?;
-            if f <= 0.0 {
-                return Err(Error::new_spanned(
-                    v,
-                    format!("argument `{}` of {layer} must be positive, got {f}", a.name),
-                ));
-            }
-            Val::Float(f)
-        }
+        Kind::Prob => Val::Float(prob_of(layer, a, v)?),
+        Kind::PosFloat => Val::Float(positive_of(layer, a, v)?),
         Kind::Float => Val::Float(float_of(layer, a, v)?),
         Kind::Bool => match v.kind {
             ValueKind::Bool(b) => Val::Bool(b),
@@ -341,6 +323,24 @@ fn convert(layer: &str, a: &ArgSpec, v: &Value) -> Result<Val> {
             _ => return Err(type_error(layer, a, v)),
         },
     })
+}
+
+/// A probability in [0, 1).
+fn prob_of(layer: &str, a: &ArgSpec, v: &Value) -> Result<f64> {
+    let p = float_of(layer, a, v)?;
+    if !(0.0..1.0).contains(&p) {
+        return Err(Error::new_spanned(v, format!("argument `{}` of {layer} must be in [0, 1), got {p}", a.name)));
+    }
+    Ok(p)
+}
+
+/// A positive float.
+fn positive_of(layer: &str, a: &ArgSpec, v: &Value) -> Result<f64> {
+    let f = float_of(layer, a, v)?;
+    if f <= 0.0 {
+        return Err(Error::new_spanned(v, format!("argument `{}` of {layer} must be positive, got {f}", a.name)));
+    }
+    Ok(f)
 }
 
 /// `same`, `valid`, a size or a pair.
