@@ -122,6 +122,7 @@ impl Device {
         }
     }
 
+    /// True for the CPU device.
     pub fn is_cpu(&self) -> bool {
         matches!(self, Device::Cpu)
     }

@@ -66,6 +66,8 @@ pub fn numel(shape: &[usize]) -> usize {
 }
 
 impl Layout {
+    /// Row-major strides for `shape`, offset 0. Does not check the element count (see
+    /// [`checked_numel`]).
     pub fn contiguous(shape: &[usize]) -> Self {
         Layout { strides: contiguous_strides(shape), shape: shape.to_vec(), offset: 0 }
     }
@@ -84,22 +86,27 @@ impl Layout {
         Ok(layout)
     }
 
+    /// Size of each axis, outermost first.
     pub fn shape(&self) -> &[usize] {
         &self.shape
     }
 
+    /// Step in elements (not bytes) between neighbours along each axis; 0 on broadcast axes.
     pub fn strides(&self) -> &[usize] {
         &self.strides
     }
 
+    /// Index of the first element in the storage, in elements.
     pub fn offset(&self) -> usize {
         self.offset
     }
 
+    /// Number of axes (0 for a scalar).
     pub fn rank(&self) -> usize {
         self.shape.len()
     }
 
+    /// Number of elements addressed (the product of the shape; 1 for a scalar).
     pub fn numel(&self) -> usize {
         numel(&self.shape)
     }

@@ -4,6 +4,8 @@
 //! backend and a wgpu backend. Models are declared with `#[model]` and `layers!` (see
 //! `rumus-macros`), which check every shape at compile time.
 
+#![warn(missing_docs)]
+
 pub mod autograd;
 pub mod backend;
 pub mod data;

@@ -27,6 +27,7 @@ pub struct NoGradGuard {
 }
 
 impl NoGradGuard {
+    /// Stops recording until the guard is dropped (guards nest; any drop order restores recording).
     pub fn new() -> Self {
         NoGradGuard { _depth: DepthGuard::enter(&NO_GRAD_DEPTH) }
     }

@@ -5,7 +5,9 @@ use crate::{Device, RawTensor, Result};
 
 /// `Linear(in => out)`: weight `[out, in]`, bias `[out]` (PyTorch layout and names).
 pub struct Linear {
+    /// `[out_features, in_features]`; the output is `x @ weightᵀ + bias`.
     pub weight: Param,
+    /// `[out_features]`, if the layer has a bias.
     pub bias: Option<Param>,
     in_features: usize,
     out_features: usize,

@@ -52,21 +52,31 @@ impl RawTensor {
         }))
     }
 
+    /// Elementwise `self + other` with NumPy broadcasting; shapes that do not broadcast are
+    /// [`Error::Shape`](crate::Error::Shape), tensors on two devices [`Error::DeviceMismatch`](crate::Error::DeviceMismatch).
     pub fn add(&self, other: &RawTensor) -> Result<RawTensor> {
         self.binary(BinaryOp::Add, other)
     }
+    /// Elementwise `self - other` with broadcasting (errors as [`RawTensor::add`]).
     pub fn sub(&self, other: &RawTensor) -> Result<RawTensor> {
         self.binary(BinaryOp::Sub, other)
     }
+    /// Elementwise `self * other` with broadcasting (errors as [`RawTensor::add`]).
     pub fn mul(&self, other: &RawTensor) -> Result<RawTensor> {
         self.binary(BinaryOp::Mul, other)
     }
+    /// Elementwise `self / other` with broadcasting (errors as [`RawTensor::add`]); division by
+    /// zero gives ±inf or NaN as in IEEE arithmetic.
     pub fn div(&self, other: &RawTensor) -> Result<RawTensor> {
         self.binary(BinaryOp::Div, other)
     }
+    /// Elementwise larger value, with broadcasting; the gradient goes to the larger input (split
+    /// evenly on ties, as PyTorch does).
     pub fn maximum(&self, other: &RawTensor) -> Result<RawTensor> {
         self.binary(BinaryOp::Maximum, other)
     }
+    /// Elementwise smaller value, with broadcasting; the gradient goes to the smaller input (split
+    /// evenly on ties).
     pub fn minimum(&self, other: &RawTensor) -> Result<RawTensor> {
         self.binary(BinaryOp::Minimum, other)
     }

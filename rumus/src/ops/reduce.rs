@@ -88,6 +88,9 @@ impl RawTensor {
         self.reduce_axes(ReduceOp::Sum, axes, keepdim)
     }
 
+    /// Mean over `axes` (negative axes count from the last); `keepdim` keeps them as size 1. An axis
+    /// out of range or named twice, or a mean over an empty axis, is [`Error::Shape`] or
+    /// [`Error::InvalidArgument`].
     pub fn mean(&self, axes: &[isize], keepdim: bool) -> Result<RawTensor> {
         // Each axis once (a repeated axis is an error), so the count is the reduced elements'.
         let count: usize = resolve_axes("mean", axes, self.rank())?.iter().map(|&a| self.shape()[a]).product();
@@ -97,10 +100,14 @@ impl RawTensor {
         self.sum(axes, keepdim)?.mul_scalar(1.0 / count as f32)
     }
 
+    /// Largest value over `axes` (axes as [`RawTensor::mean`]); the gradient goes to the maximal
+    /// elements, split evenly between ties.
     pub fn max(&self, axes: &[isize], keepdim: bool) -> Result<RawTensor> {
         self.reduce_axes(ReduceOp::Max, axes, keepdim)
     }
 
+    /// Smallest value over `axes` (axes as [`RawTensor::mean`]); the gradient goes to the minimal
+    /// elements, split evenly between ties.
     pub fn min(&self, axes: &[isize], keepdim: bool) -> Result<RawTensor> {
         self.reduce_axes(ReduceOp::Min, axes, keepdim)
     }

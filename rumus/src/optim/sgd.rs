@@ -32,11 +32,13 @@ impl Sgd {
         }
     }
 
+    /// Momentum factor μ (default 0: plain SGD).
     pub fn momentum(mut self, momentum: f32) -> Self {
         self.momentum = momentum;
         self
     }
 
+    /// Dampening of the gradient's share in the momentum buffer (default 0).
     pub fn dampening(mut self, dampening: f32) -> Self {
         self.dampening = dampening;
         self

@@ -12,6 +12,8 @@ impl RawTensor {
         Self::from_slice(&data, shape, device)
     }
 
+    /// As [`RawTensor::from_vec`], copying from a slice. A value count that does not fill `shape`
+    /// is [`Error::Shape`](crate::Error::Shape).
     pub fn from_slice(data: &[f32], shape: &[usize], device: &Device) -> Result<Self> {
         let numel = checked_numel("from_vec", shape)?;
         if data.len() != numel {
@@ -54,23 +56,28 @@ impl RawTensor {
         Self::from_indices(&converted, shape, device)
     }
 
+    /// A tensor of `shape` with every element `value`.
     pub fn full(value: f32, shape: &[usize], device: &Device) -> Result<Self> {
         let storage = device.backend().full(checked_numel("full", shape)?, value)?;
         Ok(Self::from_storage(storage, Layout::contiguous(shape), device.clone()))
     }
 
+    /// A tensor of `shape` filled with 0.0.
     pub fn zeros(shape: &[usize], device: &Device) -> Result<Self> {
         Self::full(0.0, shape, device)
     }
 
+    /// A tensor of `shape` filled with 1.0.
     pub fn ones(shape: &[usize], device: &Device) -> Result<Self> {
         Self::full(1.0, shape, device)
     }
 
+    /// Zeros of this tensor's shape, on its device (not recorded by autograd).
     pub fn zeros_like(&self) -> Result<Self> {
         Self::zeros(self.shape(), self.device())
     }
 
+    /// Ones of this tensor's shape, on its device (not recorded by autograd).
     pub fn ones_like(&self) -> Result<Self> {
         Self::ones(self.shape(), self.device())
     }

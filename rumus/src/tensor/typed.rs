@@ -57,6 +57,7 @@ impl<S: Shape> Tensor<S> {
         Self::from_raw(RawTensor::from_vec(data, &S::with_batch(batch), device)?)
     }
 
+    /// `batch` samples of zeros.
     pub fn zeros(batch: usize, device: &Device) -> Result<Self> {
         Self::from_raw(RawTensor::zeros(&S::with_batch(batch), device)?)
     }
@@ -66,6 +67,7 @@ impl<S: Shape> Tensor<S> {
         Self::from_raw(RawTensor::randn(&S::with_batch(batch), 0.0, 1.0, seed, device)?)
     }
 
+    /// Number of samples (the size of the leading axis).
     pub fn batch_size(&self) -> usize {
         self.raw.shape()[0]
     }
@@ -75,10 +77,12 @@ impl<S: Shape> Tensor<S> {
         S::DIMS
     }
 
+    /// The untyped tensor `[batch, ...S::DIMS]`, for ops that change the per-sample shape.
     pub fn raw(&self) -> &RawTensor {
         &self.raw
     }
 
+    /// Gives up the type, returning the untyped tensor.
     pub fn into_raw(self) -> RawTensor {
         self.raw
     }
@@ -93,10 +97,12 @@ impl<S: Shape> Tensor<S> {
         Ok(Self::from_raw_unchecked(self.raw.add(&other.raw)?))
     }
 
+    /// A copy on `device` (the same tensor when it is already there).
     pub fn to_device(&self, device: &Device) -> Result<Self> {
         Ok(Self::from_raw_unchecked(self.raw.to_device(device)?))
     }
 
+    /// The same values outside the autograd graph: no gradient flows back through the result.
     pub fn detach(&self) -> Self {
         Self::from_raw_unchecked(self.raw.detach())
     }

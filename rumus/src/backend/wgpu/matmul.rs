@@ -277,6 +277,8 @@ impl WgpuBackend {
         Ok(())
     }
 
+    /// The precision matmuls run at on this backend: [`MatmulPrecision::F32`] unless
+    /// `set_matmul_precision` turned tensor cores on.
     pub fn matmul_precision(&self) -> MatmulPrecision {
         if self.tensor_core_matmul.load(Ordering::Relaxed) {
             MatmulPrecision::F16TensorCores

@@ -173,6 +173,7 @@ impl WgpuBackend {
         }
     }
 
+    /// The wgpu instance, adapter, device and queue this backend runs on, with the adapter's limits.
     pub fn context(&self) -> &Arc<WgpuContext> {
         &self.ctx
     }
