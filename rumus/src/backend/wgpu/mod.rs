@@ -78,6 +78,32 @@ pub fn kernel_parameters() -> Vec<(&'static str, ParamLayout)> {
     pipelines::ALL.iter().map(|s| (s.name, s.params)).collect()
 }
 
+/// The kernels the backend chooses by the adapter's limits, as it would choose them on an
+/// adapter with `limits`: `(shader file, entry point)` of an f32 matmul of `args`, the dk/dv
+/// attention backward's file for head dimension `d`, and whether tensor cores may be turned on
+/// (`Err` says why not). For the check against WebGPU's default limits in
+/// `tests/shaders_validate.rs`.
+#[doc(hidden)]
+pub fn kernel_under_limits(limits: &::wgpu::Limits, matmul: &MatmulArgs, d: usize) -> LimitedChoice {
+    LimitedChoice {
+        matmul: matmul::matmul_kernel_under(limits, matmul),
+        attention_dkdv: attention::dkdv_kernel_under(limits, d),
+        tensor_cores: matmul::coop_fits(limits),
+    }
+}
+
+/// What [`kernel_under_limits`] returns.
+#[doc(hidden)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimitedChoice {
+    /// `(shader file, entry point)` of the matmul.
+    pub matmul: (&'static str, &'static str),
+    /// The dk/dv backward's shader file; `None` above the largest head dimension.
+    pub attention_dkdv: Option<&'static str>,
+    /// Whether the adapter's limits allow the tensor-core matmul.
+    pub tensor_cores: std::result::Result<(), String>,
+}
+
 /// Waits up to `most` for the start-up warm-up threads (see `Device::wait_for_kernels`); an
 /// error if they are still compiling then.
 pub(crate) fn wait_for_warmup(most: std::time::Duration) -> Result<()> {
