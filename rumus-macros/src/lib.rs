@@ -14,6 +14,8 @@
 //! → `expand` (generated code) and `summary`. Everything runs on `proc_macro2` so it can be
 //! unit-tested and fuzzed outside a compiler.
 
+#![warn(missing_docs)]
+
 mod dummies;
 mod expand;
 mod infer;

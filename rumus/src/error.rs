@@ -3,6 +3,20 @@
 use std::path::PathBuf;
 
 /// Everything that can go wrong in rumus, with enough context to act on it.
+///
+/// ```
+/// use rumus::{Device, Error, RawTensor};
+///
+/// let a = RawTensor::zeros(&[2, 3], &Device::cpu())?;
+/// match a.matmul(&a) {
+///     Err(Error::Shape { op, detail }) => {
+///         assert_eq!(op, "matmul");
+///         assert!(detail.contains("[2, 3]"), "the message names the shapes: {detail}");
+///     }
+///     other => panic!("expected Error::Shape, got {other:?}"),
+/// }
+/// # Ok::<(), rumus::Error>(())
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Two operands (or an operand and an argument) have shapes the op cannot combine.

@@ -18,6 +18,17 @@ pub const MAX_ELEMENTS: usize = 1 << 40;
 /// Number of elements of `shape`, or `Error::Shape` naming `op` when the product of its non-zero
 /// dimensions overflows or exceeds [`MAX_ELEMENTS`]. Every shape a tensor is built with passes
 /// through here, which makes the strides and offsets of its layouts overflow-free.
+///
+/// ```
+/// use rumus::layout::checked_numel;
+/// use rumus::Error;
+///
+/// assert_eq!(checked_numel("demo", &[2, 3, 4])?, 24);
+/// assert_eq!(checked_numel("demo", &[0, 1 << 20])?, 0); // empty
+/// let huge = checked_numel("demo", &[1 << 30, 1 << 30, 2]);
+/// assert!(matches!(huge, Err(Error::Shape { op: "demo", .. })));
+/// # Ok::<(), rumus::Error>(())
+/// ```
 pub fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
     let mut product: usize = 1;
     let mut empty = false;

@@ -200,7 +200,7 @@ pub trait Backend: Send + Sync {
     fn index_select(&self, x: &Storage, idx: &Storage, args: &IndexArgs) -> Result<Storage>;
     /// Adjoint of `index_select`: scatter-adds `grad` rows into zeros of `[outer, len, inner]`.
     fn index_add(&self, grad: &Storage, idx: &Storage, args: &IndexArgs) -> Result<Storage>;
-    /// `x` viewed as `[outer, len, inner]`, `idx` as `[outer, k, inner]`: out[o,j,i] = x[o, idx[o,j,i], i].
+    /// `x` viewed as `[outer, len, inner]`, `idx` as `[outer, k, inner]`: `out[o, j, i] = x[o, idx[o, j, i], i]`.
     fn gather(&self, x: &Storage, idx: &Storage, args: &GatherArgs) -> Result<Storage>;
     /// Adjoint of `gather`.
     fn scatter_add(&self, grad: &Storage, idx: &Storage, args: &GatherArgs) -> Result<Storage>;

@@ -84,6 +84,16 @@ impl RawTensor {
     }
 
     /// Sum over `axes` (negative axes count from the end).
+    ///
+    /// ```
+    /// use rumus::{Device, RawTensor};
+    ///
+    /// let t = RawTensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3], &Device::cpu())?;
+    /// assert_eq!(t.sum(&[1], false)?.to_vec()?, [6.0, 15.0]);
+    /// assert_eq!(t.sum(&[-2], true)?.shape(), [1, 3]);
+    /// assert_eq!(t.sum(&[0, 1], false)?.item()?, 21.0);
+    /// # Ok::<(), rumus::Error>(())
+    /// ```
     pub fn sum(&self, axes: &[isize], keepdim: bool) -> Result<RawTensor> {
         self.reduce_axes(ReduceOp::Sum, axes, keepdim)
     }

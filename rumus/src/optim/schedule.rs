@@ -42,7 +42,7 @@ pub struct StepLr {
 
 impl StepLr {
     /// Decays by `gamma` every `step_size` epochs; `step_size` 0 is
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    /// [`Error::InvalidArgument`].
     pub fn new(step_size: usize, gamma: f32) -> Result<Self> {
         if step_size == 0 {
             return Err(Error::invalid("StepLr", "step_size must be at least 1 epoch"));

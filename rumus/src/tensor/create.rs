@@ -8,12 +8,28 @@ use crate::{Device, Error, Layout, Result};
 
 impl RawTensor {
     /// A tensor of `shape` holding `data` (row-major).
+    ///
+    /// ```
+    /// use rumus::{Device, RawTensor};
+    ///
+    /// let t = RawTensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3], &Device::cpu())?;
+    /// assert_eq!(t.shape(), [2, 3]);
+    /// assert_eq!(t.to_vec()?, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    /// # Ok::<(), rumus::Error>(())
+    /// ```
     pub fn from_vec(data: Vec<f32>, shape: &[usize], device: &Device) -> Result<Self> {
         Self::from_slice(&data, shape, device)
     }
 
     /// As [`RawTensor::from_vec`], copying from a slice. A value count that does not fill `shape`
     /// is [`Error::Shape`](crate::Error::Shape).
+    ///
+    /// ```
+    /// use rumus::{Device, Error, RawTensor};
+    ///
+    /// let too_few = RawTensor::from_slice(&[1.0, 2.0, 3.0], &[2, 2], &Device::cpu());
+    /// assert!(matches!(too_few, Err(Error::Shape { op: "from_vec", .. })));
+    /// ```
     pub fn from_slice(data: &[f32], shape: &[usize], device: &Device) -> Result<Self> {
         let numel = checked_numel("from_vec", shape)?;
         if data.len() != numel {
@@ -57,6 +73,14 @@ impl RawTensor {
     }
 
     /// A tensor of `shape` with every element `value`.
+    ///
+    /// ```
+    /// use rumus::{Device, RawTensor};
+    ///
+    /// let t = RawTensor::full(0.5, &[2, 2], &Device::cpu())?;
+    /// assert_eq!(t.to_vec()?, [0.5; 4]);
+    /// # Ok::<(), rumus::Error>(())
+    /// ```
     pub fn full(value: f32, shape: &[usize], device: &Device) -> Result<Self> {
         let storage = device.backend().full(checked_numel("full", shape)?, value)?;
         Ok(Self::from_storage(storage, Layout::contiguous(shape), device.clone()))

@@ -191,6 +191,18 @@ impl RawTensor {
     /// Backpropagates from this scalar; returns the gradient of every leaf that requires grad.
     /// The pass frees the graph's saved tensors as it goes, so a second call on the same graph
     /// is an error.
+    ///
+    /// ```
+    /// use rumus::{Device, Error, RawTensor};
+    ///
+    /// let x = RawTensor::from_vec(vec![1.0, -2.0, 3.0], &[3], &Device::cpu())?.requires_grad_()?;
+    /// let y = x.mul(&x)?.sum(&[0], false)?; // y = Σ x²
+    /// let grads = y.backward()?;
+    /// assert_eq!(grads.get(&x).expect("x requires grad").to_vec()?, [2.0, -4.0, 6.0]); // 2x
+    /// // The pass freed the graph's saved tensors: a second one is an error, not a panic.
+    /// assert!(matches!(y.backward(), Err(Error::Autograd(_))));
+    /// # Ok::<(), rumus::Error>(())
+    /// ```
     pub fn backward(&self) -> Result<Gradients> {
         autograd::backward(self)
     }

@@ -45,6 +45,17 @@ impl<S: Shape> Tensor<S> {
     }
 
     /// A batch from row-major data; `data.len()` must be a multiple of the sample size.
+    ///
+    /// ```
+    /// use rumus::{Device, Shape1, Tensor};
+    ///
+    /// let batch = Tensor::<Shape1<3>>::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &Device::cpu())?;
+    /// assert_eq!(batch.batch_size(), 2);
+    /// assert_eq!(batch.raw().shape(), [2, 3]);
+    /// // Six values are not a whole number of 4-element samples.
+    /// assert!(Tensor::<Shape1<4>>::from_vec(vec![1.0; 6], &Device::cpu()).is_err());
+    /// # Ok::<(), rumus::Error>(())
+    /// ```
     pub fn from_vec(data: Vec<f32>, device: &Device) -> Result<Self> {
         let per = S::sample_numel();
         if per == 0 || !data.len().is_multiple_of(per) {

@@ -7,8 +7,8 @@
 //! `d` = 64, see [`blocked_bytes`]), the backward's keys' side runs
 //! `attention_backward_dkdv_blocked.wgsl` instead (with `lib/attention_blocks.wgsl`): one
 //! workgroup of 256 invocations per (head, 32 keys), the scores of each streamed block of 32
-//! queries spread over all invocations and dk, dv split by (key, column). (A blocked queries' side measured slower on the H100 than the row
-//! kernel, which holds only three rows in registers, and so is not used.)
+//! queries spread over all invocations and dk, dv split by (key, column). (The queries' side has no blocked kernel: one was slower than the
+//! row kernel, which holds only three rows in registers; BENCHMARKS.md.)
 //!
 //! Each file is compiled in three head-size variants, the head dimension `d` rounded up to
 //! `DMAX` = 32, 64 or 128 (the lanes beyond `d` read as zeros), so that every loop over the

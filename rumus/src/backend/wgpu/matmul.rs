@@ -13,10 +13,9 @@ use crate::{Error, MatmulPrecision, Result};
 /// Buffer bindings of every matmul kernel: lhs, rhs, out.
 const SIGNATURE: [Access; 3] = [Access::Read, Access::Read, Access::Write];
 
-/// Below this many 128×128 tiles the 64×64 kernel keeps more of a big GPU busy: on an H100
-/// (132 SMs) 1024³ runs at 27 TFLOP/s in 64×64 tiles but 11 in the vec4 kernel's 128×256 ones
-/// (17 in 128×128); from 2048³ (256 tiles of 128×128) the large tile wins (39 against 30).
-/// Measured with `examples/matmul_lab.rs`.
+/// Below this many 128×128 tiles the 64×64 kernel keeps more of a big GPU busy; from 2048³
+/// (256 tiles of 128×128) the large tile wins (`examples/matmul_lab.rs`; figures in
+/// BENCHMARKS.md).
 const MIN_LARGE_TILES: usize = 256;
 
 /// Split-K: a product with fewer 64×64 output tiles than this, and a long `k`, is computed as
@@ -148,9 +147,9 @@ fn choose_plan(args: &MatmulArgs, fit: Fit) -> MatmulPlan {
 }
 
 /// A split-K product with fewer outputs than this (8 tiles of 128×256) stays on 64×64 tiles: the
-/// large ones would need 32-64 slices of 256 to fill the GPU, and in the eleventh lab round
-/// (H100) `[384, 16384] @ [16384, 384]` ran at 0.29 ms in 16 slices of 64×64 tiles against 0.33
-/// on the large ones; `[1152, 16384] @ [16384, 384]` gained (0.59 -> 0.55 ms, bench wall time).
+/// large ones would need 32-64 slices of 256 to fill the GPU, which the eleventh lab round found
+/// slower for the smaller weight gradients of the GPT and faster for the larger ones
+/// (BENCHMARKS.md).
 const SPLIT_LARGE_MIN_OUTPUTS: usize = 1 << 18;
 
 /// The shader, entry point and tile `[rows, columns]` that compute `kernel`'s tiles at f32. The

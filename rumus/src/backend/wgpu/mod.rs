@@ -59,8 +59,8 @@ use crate::{Error, Layout, Result};
 /// Until the start-up warm-up has compiled a slow kernel (see `Pipelines::stand_in`), a call
 /// of up to this many multiply-adds runs a simpler kernel computing the same values that is
 /// compiled sooner (a stand-in: the direct convolution, the one-output-per-invocation matmul)
-/// instead of waiting. Those do 2^28 in well under a millisecond on the H200, against compiles
-/// of 100-400 ms; LeNet-5's largest product at batch 256 has 2^26.
+/// instead of waiting: far less time than the compile it replaces, at that size. LeNet-5's
+/// largest product at batch 256 has 2^26.
 const STAND_IN_MAX_MACS: usize = 1 << 28;
 
 /// The WGSL of every kernel file as the backend compiles it on an adapter with or without
