@@ -189,6 +189,8 @@ fn published_crates_package_with_every_file_they_need() {
             let wgsl = files_under(&dir, &dir.join("shaders")).into_iter().filter(|f| f.ends_with(".wgsl"));
             needed.extend(wgsl.collect::<Vec<_>>());
             assert!(needed.iter().any(|f| f.ends_with(".wgsl")), "found no WGSL file under rumus/shaders");
+            needed.sort();
+            needed.dedup();
         }
         missing.extend(needed.iter().filter(|f| !listed.contains(&f.as_str())).map(|f| format!("{krate}: {f}")));
     }
