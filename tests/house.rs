@@ -82,6 +82,21 @@ fn clippy_finds_nothing() {
         "clippy warns (denied)",
         &mut cargo(&["clippy", "--workspace", "--all-targets", "--release", "--", "-D", "warnings"]),
     );
+    // The CPU-only build compiles other code (`cfg(not(feature = "wgpu"))`) and leaves some out.
+    check(
+        "clippy warns on the CPU-only build (denied)",
+        &mut cargo(&[
+            "clippy",
+            "-p",
+            "rumus",
+            "--no-default-features",
+            "--all-targets",
+            "--release",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    );
 }
 
 /// Broken intra-doc links, bare URLs, unclosed HTML tags ... in any crate's docs. `--release`
