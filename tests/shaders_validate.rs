@@ -276,5 +276,7 @@ fn every_kernel_fits_webgpu_default_limits_or_is_gated() {
     if let Err(e) = kernel_under_limits(&large, &small, 64).tensor_cores {
         failures.push(format!("tensor cores refused with 48 KiB of workgroup storage: {e}"));
     }
+    failures.sort();
+    failures.dedup(); // a kernel compiled with and without subgroups fails alike
     assert!(failures.is_empty(), "{} limit checks failed:\n{}", failures.len(), failures.join("\n"));
 }
