@@ -18,6 +18,8 @@
 //!
 //! Everything runs on `proc_macro2` so it can be unit-tested and fuzzed outside a compiler.
 
+#![warn(missing_docs)]
+
 mod analyse;
 mod generate;
 mod parse;
