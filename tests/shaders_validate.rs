@@ -4,6 +4,8 @@
 //! the shared-memory prelude, without the subgroup capability. Every `.wgsl` file in `rumus/shaders/`
 //! must be part of some kernel, so none escapes validation. Each kernel's uniform `struct Params`
 //! must match, field for field and offset for offset, the Rust struct it is launched with.
+//! Every entry point fits WebGPU's default limits or is a large-tile kernel that the backend's
+//! own selection keeps off adapters without the limits it needs (with a fallback that fits).
 
 use std::path::Path;
 
@@ -102,4 +104,179 @@ fn every_kernel_is_launched_with_its_params_struct() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// What one entry point asks of the adapter, in the terms of `wgpu::Limits`.
+#[derive(Debug)]
+struct Needs {
+    kernel: String,
+    entry: String,
+    workgroup_size: [u32; 3],
+    /// Bytes of its `var<workgroup>` variables (naga's layout), counting only those it uses.
+    workgroup_bytes: u32,
+    /// Storage buffers of the module: the backend's bind group layout declares every one.
+    storage_buffers: u32,
+    uniform_buffers: u32,
+}
+
+impl Needs {
+    /// The limits of `limits` this entry point exceeds, in words.
+    fn exceeds(&self, limits: &wgpu::Limits) -> Vec<String> {
+        let [x, y, z] = self.workgroup_size;
+        let checks = [
+            ("workgroup size x", x, limits.max_compute_workgroup_size_x),
+            ("workgroup size y", y, limits.max_compute_workgroup_size_y),
+            ("workgroup size z", z, limits.max_compute_workgroup_size_z),
+            ("invocations per workgroup", x * y * z, limits.max_compute_invocations_per_workgroup),
+            ("workgroup storage bytes", self.workgroup_bytes, limits.max_compute_workgroup_storage_size),
+            ("storage buffers per stage", self.storage_buffers, limits.max_storage_buffers_per_shader_stage),
+            ("uniform buffers per stage", self.uniform_buffers, limits.max_uniform_buffers_per_shader_stage),
+        ];
+        checks
+            .iter()
+            .filter(|(_, need, have)| need > have)
+            .map(|(what, need, have)| format!("{what} {need} > {have}"))
+            .collect()
+    }
+}
+
+/// Every entry point of every kernel as compiled (with and without subgroups), with its needs.
+fn kernel_needs() -> Vec<Needs> {
+    let mut all = Vec::new();
+    for subgroups in [true, false] {
+        for (name, source) in compiled_sources(subgroups) {
+            let module = naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let info = Validator::new(ValidationFlags::all(), Capabilities::all())
+                .validate(&module)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let mut layouter = naga::proc::Layouter::default();
+            layouter.update(module.to_ctx()).expect("naga lays out every type");
+            let count = |space: fn(&naga::AddressSpace) -> bool| {
+                module.global_variables.iter().filter(|(_, v)| space(&v.space)).count() as u32
+            };
+            let storage_buffers = count(|s| matches!(s, naga::AddressSpace::Storage { .. }));
+            let uniform_buffers = count(|s| matches!(s, naga::AddressSpace::Uniform));
+            for (i, entry) in module.entry_points.iter().enumerate() {
+                let uses = info.get_entry_point(i);
+                let workgroup_bytes = module
+                    .global_variables
+                    .iter()
+                    .filter(|&(handle, var)| var.space == naga::AddressSpace::WorkGroup && !uses[handle].is_empty())
+                    .map(|(_, var)| layouter[var.ty].size)
+                    .sum();
+                all.push(Needs {
+                    kernel: name.to_string(),
+                    entry: entry.name.clone(),
+                    workgroup_size: entry.workgroup_size,
+                    workgroup_bytes,
+                    storage_buffers,
+                    uniform_buffers,
+                });
+            }
+        }
+    }
+    all
+}
+
+/// The kernels that exceed WebGPU's default limits, as (file, entry point, the gate that keeps
+/// them off an adapter without the limits they need). Each gate is exercised below.
+const GATED: &[(&str, &str, &str)] = &[
+    ("matmul_vec4", "matmul_large", "matmul.rs `fit_under`: the vec4 large tiles need 48 KiB and 512 invocations"),
+    ("matmul_vec4", "matmul_tall", "matmul.rs `fit_under`: the vec4 large tiles need 48 KiB and 512 invocations"),
+    ("matmul_coop", "matmul_large", "matmul.rs `coop_fits`: set_matmul_precision refuses tensor cores"),
+    ("attention_backward_dkdv_blocked_d32", "attention_backward_dkdv", "attention.rs `dkdv_kernel`"),
+    ("attention_backward_dkdv_blocked_d64", "attention_backward_dkdv", "attention.rs `dkdv_kernel`"),
+];
+
+/// Every kernel fits WebGPU's default limits (`wgpu::Limits::default()`: 16 KiB of workgroup
+/// storage, 256 invocations, workgroup sizes 256 x 256 x 64, 8 storage buffers per stage, ...) or
+/// is one of the large-tile kernels in [`GATED`]; the backend's own selection then refuses each of
+/// those under the default limits, picks a kernel that fits them instead, and still picks the large
+/// one where an adapter offers what it needs.
+#[test]
+fn every_kernel_fits_webgpu_default_limits_or_is_gated() {
+    use rumus::backend::wgpu::kernel_under_limits;
+    use rumus::backend::{MatmulArgs, MatrixLayout};
+
+    let defaults = wgpu::Limits::default();
+    let needs = kernel_needs();
+    let mut failures = Vec::new();
+    for n in &needs {
+        let over = n.exceeds(&defaults);
+        let gated = GATED.iter().any(|&(k, e, _)| k == n.kernel && e == n.entry);
+        if !over.is_empty() && !gated {
+            failures.push(format!(
+                "{}::{} exceeds WebGPU's defaults ({}) and no gate keeps it off such adapters",
+                n.kernel,
+                n.entry,
+                over.join(", ")
+            ));
+        }
+        if over.is_empty() && gated {
+            failures.push(format!("{}::{} fits WebGPU's defaults: drop it from GATED", n.kernel, n.entry));
+        }
+    }
+    for &(kernel, entry, _) in GATED {
+        if !needs.iter().any(|n| n.kernel == kernel && n.entry == entry) {
+            failures.push(format!("GATED names {kernel}::{entry}, which the backend does not compile"));
+        }
+    }
+    let fits = |kernel: &str, entry: &str| {
+        let found: Vec<&Needs> = needs.iter().filter(|n| n.kernel == kernel && n.entry == entry).collect();
+        !found.is_empty() && found.iter().all(|n| n.exceeds(&defaults).is_empty())
+    };
+
+    // An adapter with what every large kernel needs (an H100's limits are larger still).
+    let large = wgpu::Limits {
+        max_compute_workgroup_storage_size: 48 << 10,
+        max_compute_invocations_per_workgroup: 1024,
+        max_compute_workgroup_size_x: 1024,
+        max_compute_workgroup_size_y: 1024,
+        ..defaults.clone()
+    };
+    let product = |m: usize, k: usize, n: usize| MatmulArgs {
+        batch: 1,
+        m,
+        k,
+        n,
+        lhs: MatrixLayout::row_major(m, k),
+        rhs: MatrixLayout::row_major(k, n),
+    };
+    // A square product (large tiles) and a transformer weight gradient (split-K on large tiles).
+    for (what, args) in
+        [("4096^3", product(4096, 4096, 4096)), ("[1152, 16384] @ [16384, 384]", product(1152, 16384, 384))]
+    {
+        let (kernel, entry) = kernel_under_limits(&defaults, &args, 64).matmul;
+        if !fits(kernel, entry) {
+            failures
+                .push(format!("matmul {what} under WebGPU's defaults runs {kernel}::{entry}, which does not fit them"));
+        }
+        let (kernel, entry) = kernel_under_limits(&large, &args, 64).matmul;
+        if kernel != "matmul_vec4" || !["matmul_large", "matmul_tall"].contains(&entry) {
+            failures.push(format!("matmul {what} with 48 KiB and 1024 invocations runs {kernel}::{entry}, not a vec4 large tile: the gate no longer decides"));
+        }
+    }
+    for d in [32, 64, 128] {
+        let small = product(64, 64, 64);
+        let kernel = kernel_under_limits(&defaults, &small, d).attention_dkdv.expect("head dimensions up to 128");
+        if !fits(kernel, "attention_backward_dkdv") {
+            failures.push(format!(
+                "attention dk/dv for d = {d} under WebGPU's defaults runs {kernel}, which does not fit them"
+            ));
+        }
+        let kernel = kernel_under_limits(&large, &small, d).attention_dkdv.expect("head dimensions up to 128");
+        if d <= 64 && !kernel.starts_with("attention_backward_dkdv_blocked") {
+            failures.push(format!("attention dk/dv for d = {d} with 48 KiB runs {kernel}, not the blocked kernel: the gate no longer decides"));
+        }
+    }
+    let small = product(64, 64, 64);
+    if kernel_under_limits(&defaults, &small, 64).tensor_cores.is_ok() {
+        failures.push("tensor cores are allowed under WebGPU's default 16 KiB of workgroup storage".into());
+    }
+    if let Err(e) = kernel_under_limits(&large, &small, 64).tensor_cores {
+        failures.push(format!("tensor cores refused with 48 KiB of workgroup storage: {e}"));
+    }
+    failures.sort();
+    failures.dedup(); // a kernel compiled with and without subgroups fails alike
+    assert!(failures.is_empty(), "{} limit checks failed:\n{}", failures.len(), failures.join("\n"));
 }

@@ -4,7 +4,7 @@
 
 use proc_macro2::{Delimiter, Group, Literal, Punct, Spacing, TokenStream, TokenTree};
 
-use crate::expand;
+use crate::generate;
 
 const CORPUS: &[(&str, &str)] = &[
     (
@@ -25,6 +25,10 @@ const CORPUS: &[(&str, &str)] = &[
         "pub struct Gpt { embed: layers![Embedding(84, 64, std = 0.02), PositionalEmbedding(32), Dropout(0.2)], blocks: layers![Repeat(3, TransformerBlock(4, dropout = 0.2), CausalSelfAttention(2, bias = false))], head: layers![LayerNorm, MultiHeadAttention(4, causal = true), Linear(84, bias = false, tie = embed.0)] }",
     ),
     ("input = [2, 8]", "struct R { a: layers![Reshape(4, -1), Flatten, BatchNorm1d, Linear(16 => 4, bias = false)], b: layers![MaxPool2d((2, 1), padding = (0, 0), dilation = 1)] }"),
+    (
+        "input = [28, 28]",
+        "struct Rnn { body: layers![Lstm(32, layers = 2, bidirectional = true, dropout = 0.1), Gru(16, return_sequences = false), Linear(10)] }",
+    ),
 ];
 
 /// xorshift64*: deterministic, so a failure reproduces.
@@ -130,9 +134,9 @@ fn mutated_models_never_panic() {
                 item = mutate(item, &mut rng, 0);
             }
         }
-        let out = expand::model(attr.clone(), item.clone()).to_string();
+        let out = generate::model(attr.clone(), item.clone()).to_string();
         // Also drive the nested-model re-entry with the same pieces.
-        let resumed = expand::resume(
+        let resumed = generate::resume(
             format!("[{attr}] [other {{ input = [16, 32], output = [16, 32], trainable = 3, buffers = 0, name = Inner }}] {item}")
                 .parse()
                 .unwrap_or_default(),
@@ -152,18 +156,18 @@ fn random_token_soup_never_panics() {
     for _ in 0..300 {
         let n = rng.below(30);
         let soup: TokenStream = (0..n).map(|_| random_token(&mut rng)).collect();
-        let _ = expand::model(soup.clone(), soup.clone());
-        let _ = expand::resume(soup.clone());
+        let _ = generate::model(soup.clone(), soup.clone());
+        let _ = generate::resume(soup.clone());
         let _ = crate::parse::parse_layer_list(soup.clone());
         let item: TokenStream = format!("struct S {{ a: layers![{soup}] }}").parse().unwrap_or_default();
-        let _ = expand::model("input = [3, 8, 8]".parse().unwrap(), item);
+        let _ = generate::model("input = [3, 8, 8]".parse().unwrap(), item);
     }
 }
 
 #[test]
 fn corpus_expands_cleanly() {
     for (attr, item) in CORPUS[..3].iter().chain(&CORPUS[4..5]) {
-        let out = expand::model(attr.parse().unwrap(), item.parse().unwrap()).to_string();
+        let out = generate::model(attr.parse().unwrap(), item.parse().unwrap()).to_string();
         assert!(!out.contains("compile_error"), "{out}");
     }
 }
@@ -200,7 +204,7 @@ fn every_error_of_a_mutated_model_points_into_the_source() {
         else {
             continue;
         };
-        let out = expand::model(attr.clone(), item.clone());
+        let out = generate::model(attr.clone(), item.clone());
         let mut spans = Vec::new();
         error_spans(out.clone(), &mut spans);
         if spans.is_empty() {

@@ -31,6 +31,16 @@ pub enum Device {
 
 impl Device {
     /// The host CPU.
+    ///
+    /// ```
+    /// use rumus::{Device, RawTensor};
+    ///
+    /// let device = Device::cpu();
+    /// assert!(device.is_cpu());
+    /// let t = RawTensor::zeros(&[2, 3], &device)?;
+    /// assert!(t.device().same(&device));
+    /// # Ok::<(), rumus::Error>(())
+    /// ```
     pub fn cpu() -> Self {
         Device::Cpu
     }
@@ -122,6 +132,7 @@ impl Device {
         }
     }
 
+    /// True for the CPU device.
     pub fn is_cpu(&self) -> bool {
         matches!(self, Device::Cpu)
     }

@@ -82,6 +82,28 @@ impl Generate {
 /// Text generation for every model that maps `T` token ids to `T` rows of `V` logits
 /// (`Model<Input = Shape1<T>, Output = Shape2<T, V>>`). Both methods run in eval mode without a
 /// graph and return the prompt followed by the new tokens, as nanoGPT's `generate` does.
+///
+/// ```
+/// use rumus::prelude::*;
+///
+/// #[model(input = [8])] // 8 token ids per sample
+/// pub struct TinyLm {
+///     embed: layers![Embedding(16, 8), PositionalEmbedding(8)],
+///     blocks: layers![TransformerBlock(2)],
+///     head: layers![LayerNorm, Linear(16)], // [8, 16]: logits over 16 tokens at each position
+/// }
+///
+/// let model = TinyLm::new(&Device::cpu(), 7)?;
+/// let out = model.generate(&[1, 2, 3], &Generate::new(5).temperature(0.8).seed(1))?;
+/// assert_eq!(out.len(), 3 + 5);
+/// assert_eq!(out[..3], [1, 2, 3]);
+/// assert!(out.iter().all(|&token| token < 16));
+/// // The cache gives what re-running the whole window gives.
+/// let greedy = Generate::new(5);
+/// assert_eq!(model.generate(&[1, 2, 3], &greedy)?, model.generate_uncached(&[1, 2, 3], &greedy)?);
+/// assert!(model.generate(&[16], &greedy).is_err()); // not a token of the vocabulary
+/// # Ok::<(), rumus::Error>(())
+/// ```
 pub trait Generation {
     /// Samples `settings.max_new_tokens()` tokens after `prompt`, with a key/value cache.
     ///

@@ -18,6 +18,17 @@ pub const MAX_ELEMENTS: usize = 1 << 40;
 /// Number of elements of `shape`, or `Error::Shape` naming `op` when the product of its non-zero
 /// dimensions overflows or exceeds [`MAX_ELEMENTS`]. Every shape a tensor is built with passes
 /// through here, which makes the strides and offsets of its layouts overflow-free.
+///
+/// ```
+/// use rumus::layout::checked_numel;
+/// use rumus::Error;
+///
+/// assert_eq!(checked_numel("demo", &[2, 3, 4])?, 24);
+/// assert_eq!(checked_numel("demo", &[0, 1 << 20])?, 0); // empty
+/// let huge = checked_numel("demo", &[1 << 30, 1 << 30, 2]);
+/// assert!(matches!(huge, Err(Error::Shape { op: "demo", .. })));
+/// # Ok::<(), rumus::Error>(())
+/// ```
 pub fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
     let mut product: usize = 1;
     let mut empty = false;
@@ -66,6 +77,8 @@ pub fn numel(shape: &[usize]) -> usize {
 }
 
 impl Layout {
+    /// Row-major strides for `shape`, offset 0. Does not check the element count (see
+    /// [`checked_numel`]).
     pub fn contiguous(shape: &[usize]) -> Self {
         Layout { strides: contiguous_strides(shape), shape: shape.to_vec(), offset: 0 }
     }
@@ -84,22 +97,27 @@ impl Layout {
         Ok(layout)
     }
 
+    /// Size of each axis, outermost first.
     pub fn shape(&self) -> &[usize] {
         &self.shape
     }
 
+    /// Step in elements (not bytes) between neighbours along each axis; 0 on broadcast axes.
     pub fn strides(&self) -> &[usize] {
         &self.strides
     }
 
+    /// Index of the first element in the storage, in elements.
     pub fn offset(&self) -> usize {
         self.offset
     }
 
+    /// Number of axes (0 for a scalar).
     pub fn rank(&self) -> usize {
         self.shape.len()
     }
 
+    /// Number of elements addressed (the product of the shape; 1 for a scalar).
     pub fn numel(&self) -> usize {
         numel(&self.shape)
     }

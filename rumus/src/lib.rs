@@ -3,6 +3,25 @@
 //! A deep-learning framework with typed tensors, reverse-mode autograd, a multi-threaded CPU
 //! backend and a wgpu backend. Models are declared with `#[model]` and `layers!` (see
 //! `rumus-macros`), which check every shape at compile time.
+//!
+//! Tensors, an op and its gradient:
+//!
+//! ```
+//! use rumus::{Device, RawTensor};
+//!
+//! let device = Device::cpu(); // or Device::best(): a GPU through wgpu when there is one
+//! let w = RawTensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2], &device)?.requires_grad_()?;
+//! let x = RawTensor::from_vec(vec![1.0, 2.0], &[2, 1], &device)?;
+//! let loss = w.matmul(&x)?.sum(&[0, 1], false)?; // (1·1 + 2·2) + (3·1 + 4·2)
+//! assert_eq!(loss.item()?, 16.0);
+//! let grads = loss.backward()?;
+//! assert_eq!(grads.get(&w).expect("w took part").to_vec()?, [1.0, 2.0, 1.0, 2.0]);
+//! # Ok::<(), rumus::Error>(())
+//! ```
+//!
+//! Models, training, checkpoints and generation: see [`Model`] and [`generate::Generation`].
+
+#![warn(missing_docs)]
 
 pub mod autograd;
 pub mod backend;

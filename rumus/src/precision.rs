@@ -14,8 +14,8 @@ pub enum MatmulPrecision {
     /// has a 5-bit exponent: inputs past ±65504 become infinite and ones below about 6e-8
     /// become zero. Products whose operands the tensor-core kernel cannot read as vec4s
     /// (a contiguous side or a stride not a multiple of 4) still run in f32. The first such
-    /// product compiles the tensor-core kernel, which NVIDIA's driver takes 19-24 s over on
-    /// the H200 (measured with its shader disk cache off; the cache keeps it for later runs).
+    /// product compiles the tensor-core kernel, which NVIDIA's driver can take tens of seconds
+    /// over (BENCHMARKS.md); its shader disk cache keeps it for later runs.
     F16TensorCores,
 }
 

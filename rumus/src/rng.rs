@@ -38,10 +38,12 @@ pub struct Rng {
 }
 
 impl Rng {
+    /// A generator whose stream depends only on `seed` (same numbers on every machine).
     pub fn new(seed: u64) -> Self {
         Rng { key: seed_key(seed), counter: 0 }
     }
 
+    /// The next 32 random bits of the stream.
     pub fn next_u32(&mut self) -> u32 {
         let value = random_u32(self.key, self.counter);
         self.counter = self.counter.wrapping_add(1);
@@ -53,6 +55,7 @@ impl Rng {
         ((self.next_u32() as u64) << 32) | self.next_u32() as u64
     }
 
+    /// Uniform in `[0, 1)` with 24 random bits (every value exactly representable as f32).
     pub fn uniform(&mut self) -> f32 {
         (self.next_u32() >> 8) as f32 * (1.0 / 16_777_216.0)
     }

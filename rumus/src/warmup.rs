@@ -2,8 +2,8 @@
 //! started in the background when the wgpu device is first handed out ([`Device::wgpu`],
 //! [`Device::best`]).
 //!
-//! Measured on the H200, the first LeNet step took 0.34 s, nearly all of it compiling about 25
-//! pipelines one after another, which made a cold first epoch 1.45x a steady one. The backend's
+//! Without it, a first training step spends nearly all its time compiling its pipelines one
+//! after another (figures in BENCHMARKS.md, "Notes moved from code comments"). The backend's
 //! warm-up threads (`backend/wgpu/warmup.rs`, which also says what the warm-up guarantees) run
 //! the works below, a training step's own first (the longest to compile first). Most are kernel
 //! works, tiny calls the backend writes with its own kernels; the rest are passes written here,
@@ -11,8 +11,8 @@
 //! uses. This module sits above `nn` and `optim` so that the backend knows nothing above it.
 //!
 //! Until the slow kernels are compiled (the fused convolution's, the tiled matmuls, the row
-//! reduction: 0.1-0.5 s each), ops run stand-ins that compile in 5-50 ms and compute the same
-//! values, so a cold first LeNet step starts after 25-55 ms, not ~170.
+//! reduction), ops run stand-ins that compile far sooner and compute the same values, so a cold
+//! first step does not wait for the slow compiles.
 
 use std::sync::{Arc, Once};
 
@@ -32,15 +32,14 @@ use Work::{Kernel as K, Pass as P};
 
 /// The works, the warm-up threads taking them from the front in turn so that the driver compiles
 /// that many kernels at once:
-/// - first a training step's small kernels (5-50 ms each on the H200), one per work so that
-///   none waits behind another, the longest to compile first (the direct convolution's
-///   input gradient, the stand-in until the fused convolution is compiled, took 50 ms; `fill`
-///   4 ms): a first step waits for the last of them to finish, and starting the long ones
-///   early made that 25-36 ms, not 32-41;
-/// - then the kernels that replace the stand-ins: the fused convolution's three (~0.2 s
-///   each), the 64-tile matmuls and the row reduction;
+/// - first a training step's small kernels, one per work so that none waits behind another,
+///   the longest to compile first (the direct convolution's input gradient, the stand-in until
+///   the fused convolution is compiled): a first step waits for the last of them to finish, so
+///   the long ones start early;
+/// - then the kernels that replace the stand-ins: the fused convolution's three, the 64-tile
+///   matmuls and the row reduction;
 /// - then whole small forward/backward passes that reach what the first works did not, and
-///   the large-tile matmuls (up to 0.5 s), which only large products use;
+///   the large-tile matmuls (the slowest to compile), which only large products use;
 /// - last the layer norm's and the fused attention's kernels (heads of 64), which only
 ///   transformers use.
 const WORKS: &[Work] = &[

@@ -5,6 +5,9 @@ so they stay in registers on every driver; writing those unrolled blocks by hand
 tile shapes is error-prone, so this script does it. Edit here, regenerate, then run
 `cargo test --release --test shaders_validate --test wgpu_parity`.
 
+`python3 rumus/shaders/gen/matmul.py --out DIR` writes them into DIR instead (CI compares
+that with the committed files, `tests/house.rs`).
+
 `python3 rumus/shaders/gen/matmul.py --lab DIR` also writes the variants that
 `examples/matmul_lab.rs` validates and times against each other (the next slice prefetched into
 registers or not, single or double buffered shared memory, K slices of 8, 16 or 32, scalar or
@@ -627,5 +630,8 @@ if len(sys.argv) == 3 and sys.argv[1] == "--lab":
     for name, large in variants.items():
         write(os.path.join(lab, name + ".wgsl"), vec4_file(large=large))
 else:
-    write(os.path.join(here, "matmul.wgsl"), scalar_file())
-    write(os.path.join(here, "matmul_vec4.wgsl"), vec4_file())
+    # `--out DIR` writes the shipped kernels into DIR instead of rumus/shaders (tests/house.rs
+    # compares them with the committed files).
+    out = sys.argv[2] if len(sys.argv) == 3 and sys.argv[1] == "--out" else here
+    write(os.path.join(out, "matmul.wgsl"), scalar_file())
+    write(os.path.join(out, "matmul_vec4.wgsl"), vec4_file())

@@ -25,10 +25,12 @@ impl Gradients {
         self.grads.insert(id, grad);
     }
 
+    /// Number of leaf tensors that received a gradient.
     pub fn len(&self) -> usize {
         self.grads.len()
     }
 
+    /// True when no leaf received a gradient (nothing that required grad took part).
     pub fn is_empty(&self) -> bool {
         self.grads.is_empty()
     }

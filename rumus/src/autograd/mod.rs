@@ -24,6 +24,7 @@ use crate::{Error, Result};
 /// The backward rule of one op: the gradient of each input given the gradient of the output.
 /// Saved values (inputs, outputs, indices) live in the implementing struct.
 pub trait BackwardOp: Send + Sync {
+    /// The op's name, as error messages and graph dumps show it (e.g. `"matmul"`).
     fn name(&self) -> &'static str;
     /// One entry per input of the node; `None` for inputs that get no gradient.
     fn backward(&self, inputs: &[RawTensor], grad_out: &RawTensor) -> Result<Vec<Option<RawTensor>>>;

@@ -27,6 +27,7 @@ pub struct NoGradGuard {
 }
 
 impl NoGradGuard {
+    /// Stops recording until the guard is dropped (guards nest; any drop order restores recording).
     pub fn new() -> Self {
         NoGradGuard { _depth: DepthGuard::enter(&NO_GRAD_DEPTH) }
     }
@@ -39,6 +40,16 @@ impl Default for NoGradGuard {
 }
 
 /// Runs `f` without recording a graph (inference, evaluation, optimizer updates).
+///
+/// ```
+/// use rumus::{no_grad, Device, RawTensor};
+///
+/// let w = RawTensor::ones(&[2], &Device::cpu())?.requires_grad_()?;
+/// assert!(w.mul_scalar(2.0)?.requires_grad());
+/// let y = no_grad(|| w.mul_scalar(2.0))?;
+/// assert!(!y.requires_grad()); // nothing recorded: no gradient flows back to w
+/// # Ok::<(), rumus::Error>(())
+/// ```
 pub fn no_grad<T>(f: impl FnOnce() -> T) -> T {
     let _guard = NoGradGuard::new();
     f()

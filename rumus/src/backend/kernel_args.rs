@@ -3,19 +3,29 @@
 /// Elementwise functions of one tensor. Scalars ride along in the variant.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum UnaryOp {
+    /// `-x`
     Neg,
+    /// `e^x`
     Exp,
+    /// Natural logarithm.
     Log,
+    /// Square root.
     Sqrt,
+    /// `|x|`
     Abs,
+    /// `max(x, 0)`
     Relu,
+    /// `x` where positive, `slope · x` elsewhere.
     LeakyRelu(f32),
+    /// `1 / (1 + e^-x)`
     Sigmoid,
+    /// Hyperbolic tangent.
     Tanh,
     /// GELU with the exact erf.
     Gelu,
     /// GELU with the tanh approximation.
     GeluTanh,
+    /// `x · sigmoid(x)`
     Silu,
     /// `x + s`
     AddScalar(f32),
@@ -59,6 +69,7 @@ impl UnaryOp {
         }
     }
 
+    /// The op's name in error messages and kernel logs (`"relu"`, `"add_scalar"` ...).
     pub fn name(&self) -> &'static str {
         match self {
             UnaryOp::Neg => "neg",
@@ -84,11 +95,17 @@ impl UnaryOp {
 /// Elementwise functions of two tensors (NumPy broadcasting happens before the kernel).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BinaryOp {
+    /// `lhs + rhs`
     Add,
+    /// `lhs - rhs`
     Sub,
+    /// `lhs · rhs`
     Mul,
+    /// `lhs / rhs`
     Div,
+    /// The larger of the two.
     Maximum,
+    /// The smaller of the two.
     Minimum,
     /// 1.0 where equal, else 0.0 (not differentiable; used by max/min backward).
     Eq,
@@ -97,10 +114,12 @@ pub enum BinaryOp {
 }
 
 impl BinaryOp {
+    /// A stable small integer per variant (the kernel's switch on the GPU).
     pub fn code(&self) -> u32 {
         *self as u32
     }
 
+    /// The op's name in error messages (`"add"`, `"maximum"` ...).
     pub fn name(&self) -> &'static str {
         match self {
             BinaryOp::Add => "add",
@@ -115,18 +134,25 @@ impl BinaryOp {
     }
 }
 
+/// How a reduction combines the elements along the reduced axis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReduceOp {
+    /// Their sum.
     Sum,
+    /// The largest.
     Max,
+    /// The smallest.
     Min,
 }
 
 /// A tensor viewed as `[outer, len, inner]`, reduced over `len`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReduceDims {
+    /// Product of the axes before the reduced one(s).
     pub outer: usize,
+    /// Elements reduced into each output.
     pub len: usize,
+    /// Product of the axes after the reduced one(s) (the stride of `len`).
     pub inner: usize,
 }
 
@@ -134,9 +160,13 @@ pub struct ReduceDims {
 /// `offset + b * batch_stride + i * row_stride + j * col_stride`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MatrixLayout {
+    /// Index of element `(0, 0, 0)`, in elements.
     pub offset: usize,
+    /// Elements between consecutive matrices of the batch (0: one matrix broadcast).
     pub batch_stride: usize,
+    /// Elements between consecutive rows.
     pub row_stride: usize,
+    /// Elements between consecutive columns (1 unless transposed).
     pub col_stride: usize,
 }
 
@@ -150,17 +180,27 @@ impl MatrixLayout {
 /// `out[b] = lhs[b] (m×k) @ rhs[b] (k×n)`, output contiguous `[batch, m, n]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MatmulArgs {
+    /// Number of independent products.
     pub batch: usize,
+    /// Rows of `lhs` and of the output.
     pub m: usize,
+    /// Columns of `lhs`, rows of `rhs`: the summed axis.
     pub k: usize,
+    /// Columns of `rhs` and of the output.
     pub n: usize,
+    /// Where the `[batch, m, k]` left operand's elements sit.
     pub lhs: MatrixLayout,
+    /// Where the `[batch, k, n]` right operand's elements sit.
     pub rhs: MatrixLayout,
 }
 
+/// Cross-entropy of logits `[rows, classes]` against u32 class targets `[rows]`, averaged over
+/// the rows.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CrossEntropyArgs {
+    /// Samples (or sequence positions), one target each.
     pub rows: usize,
+    /// Logits per row; every target must be below it.
     pub classes: usize,
     /// Label smoothing in `[0, 1)`: the target distribution is `(1-s)·onehot + s/classes`.
     pub smoothing: f32,
@@ -172,11 +212,17 @@ pub struct CrossEntropyArgs {
 /// so `tq <= tk`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AttentionArgs {
+    /// Independent heads (batch × heads).
     pub batch: usize,
+    /// Queries per head.
     pub tq: usize,
+    /// Keys (and values) per head.
     pub tk: usize,
+    /// Features per query, key and value.
     pub d: usize,
+    /// Factor on the scores, usually `1/sqrt(d)`; must be finite.
     pub scale: f32,
+    /// Whether query `i` is hidden from the keys after it (see the struct's doc).
     pub causal: bool,
 }
 
@@ -213,8 +259,11 @@ impl AttentionArgs {
 /// Layer normalisation of each row of `[rows, cols]` with `eps` added to the (biased) variance.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LayerNormArgs {
+    /// Rows normalised independently.
     pub rows: usize,
+    /// Elements per row (the normalised extent).
     pub cols: usize,
+    /// Added to the variance before the square root; non-negative.
     pub eps: f32,
 }
 
@@ -236,19 +285,33 @@ impl LayerNormArgs {
 /// Geometry of a 2-D sliding window over NCHW input: convolution, pooling and im2col share it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConvGeom {
+    /// Samples (N).
     pub batch: usize,
+    /// Input channels (C).
     pub channels: usize,
+    /// Input height (H).
     pub in_h: usize,
+    /// Input width (W).
     pub in_w: usize,
+    /// Window height.
     pub kernel_h: usize,
+    /// Window width.
     pub kernel_w: usize,
+    /// Vertical step between windows.
     pub stride_h: usize,
+    /// Horizontal step between windows.
     pub stride_w: usize,
+    /// Rows of padding above and below.
     pub pad_h: usize,
+    /// Columns of padding left and right.
     pub pad_w: usize,
+    /// Vertical spacing between window taps (1: dense).
     pub dilation_h: usize,
+    /// Horizontal spacing between window taps (1: dense).
     pub dilation_w: usize,
+    /// Output height (see [`ConvGeom::out_extent`]).
     pub out_h: usize,
+    /// Output width.
     pub out_w: usize,
 }
 
@@ -329,46 +392,66 @@ impl ConvGeom {
 /// `[out_channels, channels/groups, kernel_h, kernel_w]`, output `[batch, out_channels, out_h, out_w]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Conv2dArgs {
+    /// The window sweep over the input (`channels` is the input's).
     pub geom: ConvGeom,
+    /// Filters, one output channel each.
     pub out_channels: usize,
+    /// Channel groups; both channel counts divide by it.
     pub groups: usize,
 }
 
 /// The gradients a conv2d backward is asked for (autograd wants none for data inputs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Conv2dWanted {
+    /// The input's gradient.
     pub x: bool,
+    /// The weight's gradient.
     pub weight: bool,
+    /// The bias's gradient.
     pub bias: bool,
 }
 
 /// Gradients of a fused conv2d, each present when it was wanted.
 #[derive(Debug)]
 pub struct Conv2dGrads<S> {
+    /// `[batch, channels, in_h, in_w]`.
     pub x: Option<S>,
+    /// `[out_channels, channels/groups, kernel_h, kernel_w]`.
     pub weight: Option<S>,
+    /// `[out_channels]`.
     pub bias: Option<S>,
 }
 
+/// `index_select` along one axis: the source viewed as `[outer, len, inner]`, output
+/// `[outer, count, inner]` with `out[o, i, j] = src[o, indices[i], j]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IndexArgs {
+    /// Product of the axes before the indexed one.
     pub outer: usize,
     /// Size of the indexed axis of the source.
     pub len: usize,
+    /// Product of the axes after the indexed one.
     pub inner: usize,
     /// Number of indices.
     pub count: usize,
 }
 
+/// `gather` along one axis (PyTorch's `torch.gather`): source `[outer, len, inner]`, index and
+/// output `[outer, count, inner]` with `out[o, i, j] = src[o, index[o, i, j], j]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GatherArgs {
+    /// Product of the axes before the gathered one.
     pub outer: usize,
+    /// Size of the gathered axis of the source; every index must be below it.
     pub len: usize,
+    /// Product of the axes after the gathered one.
     pub inner: usize,
     /// Size of the gathered axis of the output (and of the index tensor).
     pub count: usize,
 }
 
+/// The distribution of a random fill (counter-based: the same seed gives the same values on
+/// every device).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RandomKind {
     /// Uniform in `[0, 1)`.
@@ -399,11 +482,50 @@ impl RandomKind {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum OptimizerStep {
     /// state: `[velocity]` (ignored when momentum is 0).
-    Sgd { lr: f32, momentum: f32, dampening: f32, weight_decay: f32, nesterov: bool, first_step: bool },
+    Sgd {
+        /// Learning rate.
+        lr: f32,
+        /// Momentum factor μ (0: plain SGD).
+        momentum: f32,
+        /// Dampening of the gradient's share in the velocity.
+        dampening: f32,
+        /// L2 penalty added to the gradient.
+        weight_decay: f32,
+        /// Nesterov momentum.
+        nesterov: bool,
+        /// The velocity is uninitialised: it becomes the gradient.
+        first_step: bool,
+    },
     /// state: `[m, v]`. `decoupled` selects AdamW's weight decay.
-    Adam { lr: f32, beta1: f32, beta2: f32, eps: f32, weight_decay: f32, decoupled: bool, step: u32 },
+    Adam {
+        /// Learning rate.
+        lr: f32,
+        /// Decay of the first moment `m`.
+        beta1: f32,
+        /// Decay of the second moment `v`.
+        beta2: f32,
+        /// Added to `sqrt(v̂)` in the denominator.
+        eps: f32,
+        /// Weight decay factor (L2 or decoupled).
+        weight_decay: f32,
+        /// AdamW: decay the weights directly instead of adding to the gradient.
+        decoupled: bool,
+        /// 1-based step count, for the bias corrections.
+        step: u32,
+    },
     /// state: `[square_avg, momentum_buffer]`.
-    RmsProp { lr: f32, alpha: f32, eps: f32, weight_decay: f32, momentum: f32 },
+    RmsProp {
+        /// Learning rate.
+        lr: f32,
+        /// Smoothing constant of the squared-gradient average.
+        alpha: f32,
+        /// Added to `sqrt(v)` in the denominator.
+        eps: f32,
+        /// L2 penalty added to the gradient.
+        weight_decay: f32,
+        /// Momentum factor of the update buffer (0: none).
+        momentum: f32,
+    },
 }
 
 #[cfg(test)]

@@ -24,11 +24,14 @@ pub trait Backend: Send + Sync {
     // ----- memory -----
     // `from_*` builds device storage from host data; the backend is the factory, hence `&self`.
     #[allow(clippy::wrong_self_convention)]
+    /// Copies host values into new device storage (f32, row-major as given).
     fn from_f32(&self, data: &[f32]) -> Result<Storage>;
     #[allow(clippy::wrong_self_convention)]
+    /// Copies host indices into new device storage (u32: class targets, token ids, gather indices).
     fn from_u32(&self, data: &[u32]) -> Result<Storage>;
     /// Reads `layout`'s elements (in row-major order) back to the host.
     fn to_f32(&self, src: &Storage, layout: &Layout) -> Result<Vec<f32>>;
+    /// As [`Backend::to_f32`], for u32 storage.
     fn to_u32(&self, src: &Storage, layout: &Layout) -> Result<Vec<u32>>;
     /// `len` elements of `value`.
     fn full(&self, len: usize, value: f32) -> Result<Storage>;
@@ -54,6 +57,7 @@ pub trait Backend: Send + Sync {
     fn random(&self, kind: RandomKind, len: usize, seed: u64) -> Result<Storage>;
 
     // ----- elementwise -----
+    /// `op` applied to each of the first `len` elements of contiguous `x`; a new contiguous storage.
     fn unary(&self, op: UnaryOp, x: &Storage, len: usize) -> Result<Storage>;
     /// `grad * d op(x)/dx`, given the input `x` and output `y` of the forward.
     fn unary_backward(&self, op: UnaryOp, x: &Storage, y: &Storage, grad: &Storage, len: usize) -> Result<Storage>;
@@ -78,6 +82,8 @@ pub trait Backend: Send + Sync {
     fn matmul(&self, lhs: &Storage, rhs: &Storage, args: &MatmulArgs) -> Result<Storage>;
 
     // ----- softmax family (rows of the last axis) -----
+    /// Softmax (or, with `log`, log-softmax) of each row of contiguous `[rows, cols]`, stable for
+    /// large logits (the row maximum is subtracted first).
     fn softmax(&self, x: &Storage, rows: usize, cols: usize, log: bool) -> Result<Storage>;
     /// Given the forward output `y` and the incoming gradient.
     fn softmax_backward(&self, y: &Storage, grad: &Storage, rows: usize, cols: usize, log: bool) -> Result<Storage>;
@@ -207,12 +213,18 @@ pub trait Backend: Send + Sync {
     }
     /// Returns the pooled values and the flat input index (u32, per plane) of each maximum.
     fn max_pool2d(&self, x: &Storage, geom: &ConvGeom) -> Result<(Storage, Storage)>;
+    /// Gradient of max pooling: each output gradient added at the input position `argmax` recorded
+    /// (several windows may pick one input); output `[batch, channels, in_h, in_w]`.
     fn max_pool2d_backward(&self, grad: &Storage, argmax: &Storage, geom: &ConvGeom) -> Result<Storage>;
     /// Average pooling; padding counts as zeros in the divisor (PyTorch's default).
     fn avg_pool2d(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage>;
+    /// Gradient of average pooling: each output gradient spread evenly over its window (divisor
+    /// `kernel_h · kernel_w`, padding included); output `[batch, channels, in_h, in_w]`.
     fn avg_pool2d_backward(&self, grad: &Storage, geom: &ConvGeom) -> Result<Storage>;
     /// PyTorch's adaptive average pooling windows: `[floor(i*h/oh), ceil((i+1)*h/oh))`.
     fn adaptive_avg_pool2d(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage>;
+    /// Gradient of adaptive average pooling: each output gradient spread over its window, divided by
+    /// that window's size; output `[batch, channels, in_h, in_w]`.
     fn adaptive_avg_pool2d_backward(&self, grad: &Storage, geom: &ConvGeom) -> Result<Storage>;
 
     // ----- indexing -----
@@ -220,7 +232,7 @@ pub trait Backend: Send + Sync {
     fn index_select(&self, x: &Storage, idx: &Storage, args: &IndexArgs) -> Result<Storage>;
     /// Adjoint of `index_select`: scatter-adds `grad` rows into zeros of `[outer, len, inner]`.
     fn index_add(&self, grad: &Storage, idx: &Storage, args: &IndexArgs) -> Result<Storage>;
-    /// `x` viewed as `[outer, len, inner]`, `idx` as `[outer, k, inner]`: out[o,j,i] = x[o, idx[o,j,i], i].
+    /// `x` viewed as `[outer, len, inner]`, `idx` as `[outer, k, inner]`: `out[o, j, i] = x[o, idx[o, j, i], i]`.
     fn gather(&self, x: &Storage, idx: &Storage, args: &GatherArgs) -> Result<Storage>;
     /// Adjoint of `gather`.
     fn scatter_add(&self, grad: &Storage, idx: &Storage, args: &GatherArgs) -> Result<Storage>;

@@ -9,11 +9,14 @@ use super::wgpu::WgpuStorage;
 /// Element type of a storage. f32 for values, u32 for class targets and indices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DType {
+    /// 32-bit float.
     F32,
+    /// 32-bit unsigned integer.
     U32,
 }
 
 impl DType {
+    /// `"f32"` or `"u32"`, as error messages spell it.
     pub fn name(&self) -> &'static str {
         match self {
             DType::F32 => "f32",
@@ -25,6 +28,7 @@ impl DType {
 /// Shared, device-resident memory. Cloning shares; views share one storage.
 #[derive(Clone, Debug)]
 pub enum Storage {
+    /// In host memory, for the CPU backend.
     Cpu(Arc<CpuStorage>),
     /// On the GPU (only with the `wgpu` feature).
     #[cfg(feature = "wgpu")]
@@ -32,6 +36,7 @@ pub enum Storage {
 }
 
 impl Storage {
+    /// Element type of the memory.
     pub fn dtype(&self) -> DType {
         match self {
             Storage::Cpu(s) => s.dtype(),
@@ -49,6 +54,7 @@ impl Storage {
         }
     }
 
+    /// True when no element is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -18,6 +18,7 @@ pub trait Dataset: Send + Sync {
     /// Number of samples.
     fn len(&self) -> usize;
 
+    /// True when the dataset has no sample (`fit` and loaders refuse such a dataset).
     fn is_empty(&self) -> bool {
         self.len() == 0
     }

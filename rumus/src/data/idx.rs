@@ -22,7 +22,9 @@ const CHUNK: usize = 64 * 1024;
 /// An IDX array of unsigned bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IdxArray {
+    /// The header's dimensions, outermost first (e.g. `[60000, 28, 28]` for MNIST images).
     pub dims: Vec<usize>,
+    /// The elements, row-major; `dims.iter().product()` bytes.
     pub data: Vec<u8>,
 }
 

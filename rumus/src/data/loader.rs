@@ -10,15 +10,20 @@ use crate::{Device, Error, RawTensor, Result, Tensor};
 
 /// One batch: typed inputs and their targets.
 pub struct Batch<S: crate::Shape> {
+    /// The samples, `[batch, ...S::DIMS]`.
     pub inputs: Tensor<S>,
+    /// Their targets, one row per sample: u32 classes `[batch]` (or `[batch, T]` for sequences) or
+    /// f32 regression targets `[batch, ...dims]`.
     pub targets: RawTensor,
 }
 
 impl<S: crate::Shape> Batch<S> {
+    /// Number of samples in the batch (the last batch of an epoch may be short).
     pub fn len(&self) -> usize {
         self.inputs.batch_size()
     }
 
+    /// True when the batch holds no sample.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -86,6 +91,7 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
         Ok(self)
     }
 
+    /// Samples per batch (the last batch is shorter unless `drop_last`).
     pub fn batch_size(&self) -> usize {
         self.batch_size
     }
@@ -104,6 +110,7 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
         }
     }
 
+    /// True when an epoch yields no batch.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

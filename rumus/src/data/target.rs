@@ -9,13 +9,20 @@ use crate::{Shape, Shape1, Shape2};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TargetKind {
     /// `u32` class indices below `classes`.
-    Class { classes: usize },
+    Class {
+        /// Number of classes (the model's output width).
+        classes: usize,
+    },
     /// `f32` values of per-sample shape `dims`.
-    Regression { dims: &'static [usize] },
+    Regression {
+        /// The per-sample target shape (the model's output shape).
+        dims: &'static [usize],
+    },
 }
 
 /// A kind of target. Implemented by [`Class`] and [`Regression`].
 pub trait Target: 'static + Send + Sync {
+    /// What the targets are, checked against the model's output when `fit` is called.
     const KIND: TargetKind;
 }
 

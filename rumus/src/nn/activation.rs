@@ -37,6 +37,7 @@ activation!(/// `x · sigmoid(x)`.
 /// `x` for positive inputs, `slope · x` otherwise.
 #[derive(Clone, Copy, Debug)]
 pub struct LeakyRelu {
+    /// Slope for negative inputs (PyTorch's default is 0.01).
     pub negative_slope: f32,
 }
 
@@ -53,12 +54,14 @@ impl Module for LeakyRelu {
 /// Softmax over a per-sample axis (`axis` counts per-sample axes; the batch axis is not one).
 #[derive(Clone, Copy, Debug)]
 pub struct Softmax {
+    /// The per-sample axis normalised over; negative counts from the last (-1: the last axis).
     pub axis: isize,
 }
 
 /// Log-softmax over a per-sample axis.
 #[derive(Clone, Copy, Debug)]
 pub struct LogSoftmax {
+    /// The per-sample axis normalised over; negative counts from the last (-1: the last axis).
     pub axis: isize,
 }
 

@@ -9,8 +9,11 @@ use crate::{Device, Error, RawTensor, Result};
 /// all; [`MultiHeadAttention::causal`] hides later positions (PyTorch's `is_causal`). Both run
 /// [`RawTensor::scaled_dot_product_attention`].
 pub struct MultiHeadAttention {
+    /// Query, key and value projections stacked: `[3·embed_dim, embed_dim]` (PyTorch's name).
     pub in_proj_weight: Param,
+    /// Their biases stacked: `[3·embed_dim]`.
     pub in_proj_bias: Param,
+    /// The output projection `embed_dim → embed_dim` (`out_proj.weight`, `out_proj.bias`).
     pub out_proj: Linear,
     embed_dim: usize,
     num_heads: usize,
@@ -48,10 +51,12 @@ impl MultiHeadAttention {
         self.causal
     }
 
+    /// Width of the input and output vectors (E in `[T, E]`).
     pub fn embed_dim(&self) -> usize {
         self.embed_dim
     }
 
+    /// Number of heads; each attends over `embed_dim / num_heads` features.
     pub fn num_heads(&self) -> usize {
         self.num_heads
     }

@@ -78,18 +78,24 @@ macro_rules! batch_norm_layer {
                 Ok($name { state: BatchNormState::new(stringify!($name), device, num_features, eps, momentum)? })
             }
 
+            /// The learned scale γ, `[num_features]` (initially ones).
             pub fn weight(&self) -> &Param {
                 &self.state.weight
             }
+            /// The learned shift β, `[num_features]` (initially zeros).
             pub fn bias(&self) -> &Param {
                 &self.state.bias
             }
+            /// The running mean used in evaluation mode (a non-trainable buffer, `[num_features]`).
             pub fn running_mean(&self) -> &Param {
                 &self.state.running_mean
             }
+            /// The running (unbiased) variance used in evaluation mode (a buffer, `[num_features]`).
             pub fn running_var(&self) -> &Param {
                 &self.state.running_var
             }
+            /// True in training mode, where batches are normalised by their own statistics and the
+            /// running ones are updated.
             pub fn is_training(&self) -> bool {
                 self.state.training
             }

@@ -6,13 +6,22 @@ use crate::{Device, Error, RawTensor, Result};
 /// Hyper-parameters of [`Conv2d`], each pair `(height, width)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Conv2dConfig {
+    /// Channels of the input (C in `[N, C, H, W]`).
     pub in_channels: usize,
+    /// Channels of the output (one filter each).
     pub out_channels: usize,
+    /// Window size `(kh, kw)`.
     pub kernel: (usize, usize),
+    /// Step between windows `(sh, sw)`, at least 1.
     pub stride: (usize, usize),
+    /// Zeros added on each side `(ph, pw)`.
     pub padding: (usize, usize),
+    /// Spacing between the window's taps `(dh, dw)`; 1 is a dense window.
     pub dilation: (usize, usize),
+    /// Channel groups: each output channel sees `in_channels / groups` inputs; both channel counts
+    /// must divide by it.
     pub groups: usize,
+    /// Whether a bias `[out_channels]` is added.
     pub bias: bool,
 }
 
@@ -44,7 +53,9 @@ pub(crate) fn pair(p: (usize, usize)) -> String {
 
 /// `Conv2d(in => out, kernel)`: weight `[out, in/groups, kh, kw]`, bias `[out]` (PyTorch names).
 pub struct Conv2d {
+    /// Filters `[out_channels, in_channels/groups, kh, kw]`.
     pub weight: Param,
+    /// One bias per output channel, `[out_channels]`, if the layer has one.
     pub bias: Option<Param>,
     config: Conv2dConfig,
 }
@@ -87,6 +98,7 @@ impl Conv2d {
         Ok(Conv2d { weight, bias, config: cfg })
     }
 
+    /// The hyper-parameters the layer was built with.
     pub fn config(&self) -> &Conv2dConfig {
         &self.config
     }

@@ -22,10 +22,12 @@ impl Dropout {
         Dropout { p, seed, calls: AtomicU64::new(0), training: true }
     }
 
+    /// Probability that an element is zeroed while training.
     pub fn p(&self) -> f32 {
         self.p
     }
 
+    /// True in training mode (the mask is applied); false in evaluation mode (the identity).
     pub fn is_training(&self) -> bool {
         self.training
     }

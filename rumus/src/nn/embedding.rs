@@ -6,6 +6,7 @@ use crate::{Device, Error, RawTensor, Result};
 /// Maps u32 token ids `[n, t]` (any shape) to rows of `weight` `[num_embeddings, dim]`,
 /// giving `[n, t, dim]`.
 pub struct Embedding {
+    /// The table `[num_embeddings, dim]`: row `i` is token `i`'s vector.
     pub weight: Param,
 }
 

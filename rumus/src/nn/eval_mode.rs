@@ -21,6 +21,7 @@ pub struct EvalGuard {
 }
 
 impl EvalGuard {
+    /// Forces evaluation mode until the guard is dropped (guards nest; any drop order works).
     pub fn new() -> Self {
         EvalGuard { _depth: DepthGuard::enter(&FORCED) }
     }

@@ -6,13 +6,18 @@ use crate::{Device, Error, RawTensor, Result};
 /// Normalises each sample over its trailing `normalized_shape` axes, then applies an optional
 /// elementwise affine map (weight ones, bias zeros).
 pub struct LayerNorm {
+    /// Scale `[normalized_shape]` (ones at first), or `None` without an affine map.
     pub weight: Option<Param>,
+    /// Shift `[normalized_shape]` (zeros at first), or `None` without an affine map.
     pub bias: Option<Param>,
     normalized_shape: Vec<usize>,
     eps: f32,
 }
 
 impl LayerNorm {
+    /// Normalises over the trailing axes `normalized_shape` with `eps` added to the variance; with
+    /// `elementwise_affine`, a learned weight and bias. An empty shape, a zero size or a negative or
+    /// NaN `eps` is an error.
     pub fn new(device: &Device, normalized_shape: &[usize], eps: f32, elementwise_affine: bool) -> Result<Self> {
         if normalized_shape.is_empty() || normalized_shape.contains(&0) {
             return Err(Error::invalid(
@@ -34,6 +39,7 @@ impl LayerNorm {
         Ok(LayerNorm { weight, bias, normalized_shape: normalized_shape.to_vec(), eps })
     }
 
+    /// The trailing per-sample axes each sample is normalised over.
     pub fn normalized_shape(&self) -> &[usize] {
         &self.normalized_shape
     }

@@ -5,7 +5,9 @@ use crate::{Device, RawTensor, Result};
 
 /// `Linear(in => out)`: weight `[out, in]`, bias `[out]` (PyTorch layout and names).
 pub struct Linear {
+    /// `[out_features, in_features]`; the output is `x @ weightᵀ + bias`.
     pub weight: Param,
+    /// `[out_features]`, if the layer has a bias.
     pub bias: Option<Param>,
     in_features: usize,
     out_features: usize,
@@ -13,6 +15,19 @@ pub struct Linear {
 
 impl Linear {
     /// PyTorch's default init: weight and bias uniform in `±1/sqrt(in_features)`.
+    ///
+    /// ```
+    /// use rumus::nn::{Linear, Module};
+    /// use rumus::{Device, RawTensor};
+    ///
+    /// let device = Device::cpu();
+    /// let layer = Linear::new(&device, 3, 2, true, 0)?;
+    /// assert_eq!(layer.weight.shape(), [2, 3]);
+    /// let y = layer.forward_raw(&RawTensor::ones(&[4, 3], &device)?)?;
+    /// assert_eq!(y.shape(), [4, 2]);
+    /// assert!(layer.forward_raw(&RawTensor::ones(&[4, 5], &device)?).is_err());
+    /// # Ok::<(), rumus::Error>(())
+    /// ```
     pub fn new(device: &Device, in_features: usize, out_features: usize, bias: bool, seed: u64) -> Result<Self> {
         let bound = 1.0 / (in_features.max(1) as f32).sqrt();
         let weight = Param::new(init::uniform(&[out_features, in_features], bound, seed, device)?)?;

@@ -27,10 +27,13 @@ impl Param {
         &self.tensor
     }
 
+    /// True for trained weights; false for buffers such as BatchNorm's running statistics, which
+    /// no optimizer, weight decay or clipping touches.
     pub fn is_trainable(&self) -> bool {
         self.trainable
     }
 
+    /// Shape of the tensor, as saved in checkpoints.
     pub fn shape(&self) -> &[usize] {
         self.tensor.shape()
     }

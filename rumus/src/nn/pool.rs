@@ -8,13 +8,18 @@ use crate::{RawTensor, Result};
 /// time for declared models).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MaxPool2d {
+    /// Window size `(kh, kw)`.
     pub kernel: (usize, usize),
+    /// Step between windows `(sh, sw)`.
     pub stride: (usize, usize),
+    /// Implicit −∞ border on each side `(ph, pw)`, at most half the window.
     pub padding: (usize, usize),
+    /// Spacing between the window's taps `(dh, dw)`; 1 is a dense window.
     pub dilation: (usize, usize),
 }
 
 impl MaxPool2d {
+    /// Arguments are checked when the layer runs (the macro checks them at compile time).
     pub fn new(
         kernel: (usize, usize),
         stride: (usize, usize),
@@ -48,12 +53,16 @@ impl Module for MaxPool2d {
 /// Average pooling; padding counts in the divisor (PyTorch's default `count_include_pad`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AvgPool2d {
+    /// Window size `(kh, kw)`.
     pub kernel: (usize, usize),
+    /// Step between windows `(sh, sw)`.
     pub stride: (usize, usize),
+    /// Zeros added on each side `(ph, pw)`, counted in the divisor.
     pub padding: (usize, usize),
 }
 
 impl AvgPool2d {
+    /// Arguments are checked when the layer runs (the macro checks them at compile time).
     pub fn new(kernel: (usize, usize), stride: (usize, usize), padding: (usize, usize)) -> Self {
         AvgPool2d { kernel, stride, padding }
     }
@@ -79,10 +88,12 @@ impl Module for AvgPool2d {
 /// Average pooling to a fixed output size, whatever the input size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AdaptiveAvgPool2d {
+    /// Output size `(oh, ow)`.
     pub output: (usize, usize),
 }
 
 impl AdaptiveAvgPool2d {
+    /// Pools any `[N, C, H, W]` to `[N, C, oh, ow]`.
     pub fn new(output: (usize, usize)) -> Self {
         AdaptiveAvgPool2d { output }
     }

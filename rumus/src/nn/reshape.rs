@@ -9,6 +9,7 @@ use crate::{Error, RawTensor, Result};
 pub struct Flatten;
 
 impl Flatten {
+    /// The layer (it has no parameters).
     pub fn new() -> Self {
         Flatten
     }
@@ -35,10 +36,13 @@ pub struct Reshape {
 }
 
 impl Reshape {
+    /// Reshapes each sample to `sample_shape`, given in full (the macro resolves a `-1` at compile
+    /// time); a sample of another element count is [`Error::Shape`] when the layer runs.
     pub fn new(sample_shape: &[usize]) -> Self {
         Reshape { sample_shape: sample_shape.to_vec() }
     }
 
+    /// The per-sample shape produced.
     pub fn sample_shape(&self) -> &[usize] {
         &self.sample_shape
     }

@@ -10,10 +10,12 @@ pub struct Residual {
 }
 
 impl Residual {
+    /// `x + inner(x)`; `inner` must keep the shape (checked when it runs).
     pub fn new(inner: Sequential) -> Self {
         Residual { inner }
     }
 
+    /// The wrapped layers.
     pub fn inner(&self) -> &Sequential {
         &self.inner
     }

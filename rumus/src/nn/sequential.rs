@@ -10,6 +10,7 @@ pub struct Sequential {
 }
 
 impl Sequential {
+    /// An empty sequence (the identity).
     pub fn new() -> Self {
         Sequential { layers: Vec::new() }
     }
@@ -20,18 +21,22 @@ impl Sequential {
         self
     }
 
+    /// Appends a layer; it runs after the ones already there.
     pub fn push(&mut self, layer: Box<dyn Module>) {
         self.layers.push(layer);
     }
 
+    /// The layers in the order they run.
     pub fn layers(&self) -> &[Box<dyn Module>] {
         &self.layers
     }
 
+    /// Number of layers (not counting layers nested inside them).
     pub fn len(&self) -> usize {
         self.layers.len()
     }
 
+    /// True when the sequence has no layer.
     pub fn is_empty(&self) -> bool {
         self.layers.is_empty()
     }

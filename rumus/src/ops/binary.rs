@@ -52,21 +52,43 @@ impl RawTensor {
         }))
     }
 
+    /// Elementwise `self + other` with NumPy broadcasting; shapes that do not broadcast are
+    /// [`Error::Shape`](crate::Error::Shape), tensors on two devices [`Error::DeviceMismatch`](crate::Error::DeviceMismatch).
+    ///
+    /// ```
+    /// use rumus::{Device, Error, RawTensor};
+    ///
+    /// let device = Device::cpu();
+    /// let a = RawTensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2], &device)?;
+    /// let row = RawTensor::from_vec(vec![10.0, 20.0], &[2], &device)?; // added to every row
+    /// assert_eq!(a.add(&row)?.to_vec()?, [11.0, 22.0, 13.0, 24.0]);
+    /// let three = RawTensor::zeros(&[3], &device)?;
+    /// assert!(matches!(a.add(&three), Err(Error::Shape { .. })));
+    /// # Ok::<(), rumus::Error>(())
+    /// ```
     pub fn add(&self, other: &RawTensor) -> Result<RawTensor> {
         self.binary(BinaryOp::Add, other)
     }
+    /// Elementwise `self - other` with broadcasting (errors as [`RawTensor::add`]).
     pub fn sub(&self, other: &RawTensor) -> Result<RawTensor> {
         self.binary(BinaryOp::Sub, other)
     }
+    /// Elementwise `self * other` with broadcasting (errors as [`RawTensor::add`]).
     pub fn mul(&self, other: &RawTensor) -> Result<RawTensor> {
         self.binary(BinaryOp::Mul, other)
     }
+    /// Elementwise `self / other` with broadcasting (errors as [`RawTensor::add`]); division by
+    /// zero gives ±inf or NaN as in IEEE arithmetic.
     pub fn div(&self, other: &RawTensor) -> Result<RawTensor> {
         self.binary(BinaryOp::Div, other)
     }
+    /// Elementwise larger value, with broadcasting; the gradient goes to the larger input (split
+    /// evenly on ties, as PyTorch does).
     pub fn maximum(&self, other: &RawTensor) -> Result<RawTensor> {
         self.binary(BinaryOp::Maximum, other)
     }
+    /// Elementwise smaller value, with broadcasting; the gradient goes to the smaller input (split
+    /// evenly on ties).
     pub fn minimum(&self, other: &RawTensor) -> Result<RawTensor> {
         self.binary(BinaryOp::Minimum, other)
     }

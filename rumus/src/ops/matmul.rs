@@ -115,6 +115,18 @@ impl RawTensor {
 
     /// Matrix product of the last two axes; leading axes broadcast (NumPy `matmul` rules for
     /// rank ≥ 2).
+    ///
+    /// ```
+    /// use rumus::{Device, Error, RawTensor};
+    ///
+    /// let device = Device::cpu();
+    /// let a = RawTensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3], &device)?;
+    /// let b = RawTensor::from_vec(vec![1.0, 0.0, -1.0], &[3, 1], &device)?;
+    /// assert_eq!(a.matmul(&b)?.to_vec()?, [-2.0, -2.0]);
+    /// // [2, 3] @ [2, 3]: the inner sizes differ.
+    /// assert!(matches!(a.matmul(&a), Err(Error::Shape { op: "matmul", .. })));
+    /// # Ok::<(), rumus::Error>(())
+    /// ```
     pub fn matmul(&self, other: &RawTensor) -> Result<RawTensor> {
         self.check_f32("matmul")?;
         other.check_f32("matmul")?;

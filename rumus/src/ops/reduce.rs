@@ -84,10 +84,23 @@ impl RawTensor {
     }
 
     /// Sum over `axes` (negative axes count from the end).
+    ///
+    /// ```
+    /// use rumus::{Device, RawTensor};
+    ///
+    /// let t = RawTensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3], &Device::cpu())?;
+    /// assert_eq!(t.sum(&[1], false)?.to_vec()?, [6.0, 15.0]);
+    /// assert_eq!(t.sum(&[-2], true)?.shape(), [1, 3]);
+    /// assert_eq!(t.sum(&[0, 1], false)?.item()?, 21.0);
+    /// # Ok::<(), rumus::Error>(())
+    /// ```
     pub fn sum(&self, axes: &[isize], keepdim: bool) -> Result<RawTensor> {
         self.reduce_axes(ReduceOp::Sum, axes, keepdim)
     }
 
+    /// Mean over `axes` (negative axes count from the last); `keepdim` keeps them as size 1. An axis
+    /// out of range or named twice, or a mean over an empty axis, is [`Error::Shape`] or
+    /// [`Error::InvalidArgument`].
     pub fn mean(&self, axes: &[isize], keepdim: bool) -> Result<RawTensor> {
         // Each axis once (a repeated axis is an error), so the count is the reduced elements'.
         let count: usize = resolve_axes("mean", axes, self.rank())?.iter().map(|&a| self.shape()[a]).product();
@@ -97,10 +110,14 @@ impl RawTensor {
         self.sum(axes, keepdim)?.mul_scalar(1.0 / count as f32)
     }
 
+    /// Largest value over `axes` (axes as [`RawTensor::mean`]); the gradient goes to the maximal
+    /// elements, split evenly between ties.
     pub fn max(&self, axes: &[isize], keepdim: bool) -> Result<RawTensor> {
         self.reduce_axes(ReduceOp::Max, axes, keepdim)
     }
 
+    /// Smallest value over `axes` (axes as [`RawTensor::mean`]); the gradient goes to the minimal
+    /// elements, split evenly between ties.
     pub fn min(&self, axes: &[isize], keepdim: bool) -> Result<RawTensor> {
         self.reduce_axes(ReduceOp::Min, axes, keepdim)
     }

@@ -37,30 +37,39 @@ impl RawTensor {
         }))
     }
 
+    /// Elementwise `-x`.
     pub fn neg(&self) -> Result<RawTensor> {
         self.unary(UnaryOp::Neg)
     }
+    /// Elementwise `e^x`.
     pub fn exp(&self) -> Result<RawTensor> {
         self.unary(UnaryOp::Exp)
     }
+    /// Elementwise natural logarithm (`-inf` at 0, NaN below).
     pub fn log(&self) -> Result<RawTensor> {
         self.unary(UnaryOp::Log)
     }
+    /// Elementwise square root (NaN below 0).
     pub fn sqrt(&self) -> Result<RawTensor> {
         self.unary(UnaryOp::Sqrt)
     }
+    /// Elementwise `|x|`.
     pub fn abs(&self) -> Result<RawTensor> {
         self.unary(UnaryOp::Abs)
     }
+    /// Elementwise `max(x, 0)` (gradient 0 at 0).
     pub fn relu(&self) -> Result<RawTensor> {
         self.unary(UnaryOp::Relu)
     }
+    /// `x` where positive, `negative_slope · x` elsewhere.
     pub fn leaky_relu(&self, negative_slope: f32) -> Result<RawTensor> {
         self.unary(UnaryOp::LeakyRelu(negative_slope))
     }
+    /// Elementwise `1 / (1 + e^-x)`.
     pub fn sigmoid(&self) -> Result<RawTensor> {
         self.unary(UnaryOp::Sigmoid)
     }
+    /// Elementwise hyperbolic tangent.
     pub fn tanh(&self) -> Result<RawTensor> {
         self.unary(UnaryOp::Tanh)
     }
@@ -72,12 +81,15 @@ impl RawTensor {
     pub fn gelu_tanh(&self) -> Result<RawTensor> {
         self.unary(UnaryOp::GeluTanh)
     }
+    /// Elementwise `x · sigmoid(x)` (SiLU, also called swish).
     pub fn silu(&self) -> Result<RawTensor> {
         self.unary(UnaryOp::Silu)
     }
+    /// Elementwise `x + s`.
     pub fn add_scalar(&self, s: f32) -> Result<RawTensor> {
         self.unary(UnaryOp::AddScalar(s))
     }
+    /// Elementwise `x · s`.
     pub fn mul_scalar(&self, s: f32) -> Result<RawTensor> {
         self.unary(UnaryOp::MulScalar(s))
     }
@@ -85,6 +97,8 @@ impl RawTensor {
     pub fn powf(&self, p: f32) -> Result<RawTensor> {
         self.unary(UnaryOp::Powf(p))
     }
+    /// Elementwise `min(max(x, min), max)`; the gradient passes where `x` is inside the bounds.
+    /// `min > max` or a NaN bound is [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     pub fn clamp(&self, min: f32, max: f32) -> Result<RawTensor> {
         if min > max || min.is_nan() || max.is_nan() {
             return Err(crate::Error::invalid("clamp", format!("min {min} must not exceed max {max}")));

@@ -64,17 +64,22 @@ macro_rules! adam_variant {
                 $name(AdamCore::new(lr, $default_wd))
             }
 
+            /// The decay rates of the first and second moment estimates (default 0.9, 0.999); each must be
+            /// in `[0, 1)`, checked at the first step.
             pub fn betas(mut self, beta1: f32, beta2: f32) -> Self {
                 self.0.beta1 = beta1;
                 self.0.beta2 = beta2;
                 self
             }
 
+            /// Added to the denominator `sqrt(v̂) + eps` for stability (default 1e-8).
             pub fn eps(mut self, eps: f32) -> Self {
                 self.0.eps = eps;
                 self
             }
 
+            /// Weight decay factor (≥ 0): L2 added to the gradient for Adam, decoupled
+            /// (`p -= lr·wd·p`) for AdamW.
             pub fn weight_decay(mut self, weight_decay: f32) -> Self {
                 self.0.weight_decay = weight_decay;
                 self

@@ -19,6 +19,7 @@ pub struct RmsProp {
 }
 
 impl RmsProp {
+    /// Learning rate `lr`, α 0.99, eps 1e-8, no weight decay, no momentum (PyTorch's defaults).
     pub fn new(lr: f32) -> Self {
         RmsProp {
             lr,
@@ -30,21 +31,25 @@ impl RmsProp {
         }
     }
 
+    /// Smoothing constant of the squared-gradient average (default 0.99).
     pub fn alpha(mut self, alpha: f32) -> Self {
         self.alpha = alpha;
         self
     }
 
+    /// Added to `sqrt(v)` in the denominator for stability (default 1e-8).
     pub fn eps(mut self, eps: f32) -> Self {
         self.eps = eps;
         self
     }
 
+    /// L2 penalty added to the gradient (`g + wd·p`, default 0).
     pub fn weight_decay(mut self, weight_decay: f32) -> Self {
         self.weight_decay = weight_decay;
         self
     }
 
+    /// Momentum factor μ of the update buffer (default 0: none).
     pub fn momentum(mut self, momentum: f32) -> Self {
         self.momentum = momentum;
         self

@@ -13,6 +13,7 @@ pub struct Progress {
     pub epoch: usize,
     /// 0-based step counted over the whole run.
     pub step: usize,
+    /// Optimizer steps per epoch.
     pub steps_per_epoch: usize,
     /// Steps of the whole run (`epochs · steps_per_epoch`).
     pub total_steps: usize,
@@ -20,6 +21,7 @@ pub struct Progress {
 
 /// A learning-rate schedule. `base_lr` is the optimizer's learning rate when training started.
 pub trait Schedule: Send {
+    /// The learning rate for the step about to run at `at`.
     fn learning_rate(&self, base_lr: f32, at: Progress) -> f32;
 }
 
@@ -32,11 +34,15 @@ impl<F: Fn(f32, Progress) -> f32 + Send> Schedule for F {
 /// `torch.optim.lr_scheduler.StepLR`: multiply by `gamma` every `step_size` epochs.
 #[derive(Clone, Copy, Debug)]
 pub struct StepLr {
+    /// Epochs between two decays (at least 1).
     pub step_size: usize,
+    /// Factor applied at each decay (e.g. 0.1).
     pub gamma: f32,
 }
 
 impl StepLr {
+    /// Decays by `gamma` every `step_size` epochs; `step_size` 0 is
+    /// [`Error::InvalidArgument`].
     pub fn new(step_size: usize, gamma: f32) -> Result<Self> {
         if step_size == 0 {
             return Err(Error::invalid("StepLr", "step_size must be at least 1 epoch"));
@@ -54,6 +60,7 @@ impl Schedule for StepLr {
 /// `ExponentialLR`: multiply by `gamma` every epoch.
 #[derive(Clone, Copy, Debug)]
 pub struct ExponentialLr {
+    /// Factor applied after each epoch (e.g. 0.95).
     pub gamma: f32,
 }
 
@@ -67,7 +74,9 @@ impl Schedule for ExponentialLr {
 /// epochs, following the cosine's half period.
 #[derive(Clone, Copy, Debug)]
 pub struct CosineAnnealing {
+    /// Epochs of the half period, after which the rate is `eta_min`.
     pub t_max: usize,
+    /// The lowest rate, reached at epoch `t_max`.
     pub eta_min: f32,
 }
 
@@ -81,8 +90,11 @@ impl Schedule for CosineAnnealing {
 /// Linear warmup over the first `warmup_steps` steps, from `start_factor · lr` to `lr`, where
 /// `lr` comes from `then` (or is the base rate). Per step.
 pub struct LinearWarmup {
+    /// Steps of the warmup; from then on the rate is `then`'s (or the base rate).
     pub warmup_steps: usize,
+    /// Fraction of the rate at step 0, growing linearly to 1 at `warmup_steps`.
     pub start_factor: f32,
+    /// The schedule after (and under) the warmup; `None` for the constant base rate.
     pub then: Option<Box<dyn Schedule>>,
 }
 
@@ -92,6 +104,7 @@ impl LinearWarmup {
         LinearWarmup { warmup_steps, start_factor: 1.0 / warmup_steps.max(1) as f32, then: None }
     }
 
+    /// Sets the fraction of the rate at step 0 (default `1 / warmup_steps`).
     pub fn start_factor(mut self, start_factor: f32) -> Self {
         self.start_factor = start_factor;
         self
@@ -123,9 +136,13 @@ impl Schedule for LinearWarmup {
 /// Ignores the optimizer's base rate, as PyTorch does.
 #[derive(Clone, Copy, Debug)]
 pub struct OneCycle {
+    /// The peak learning rate, reached at `pct_start` of the run.
     pub max_lr: f32,
+    /// Fraction of the run spent rising (default 0.3).
     pub pct_start: f32,
+    /// The starting rate is `max_lr / div_factor` (default 25).
     pub div_factor: f32,
+    /// The final rate is the starting rate divided by this (default 1e4).
     pub final_div_factor: f32,
 }
 
@@ -135,6 +152,7 @@ impl OneCycle {
         OneCycle { max_lr, pct_start: 0.3, div_factor: 25.0, final_div_factor: 1e4 }
     }
 
+    /// Sets the fraction of the run spent rising to `max_lr` (default 0.3).
     pub fn pct_start(mut self, pct_start: f32) -> Self {
         self.pct_start = pct_start;
         self
@@ -166,7 +184,9 @@ impl Schedule for OneCycle {
 /// `decay_steps` (default: the run's last step, `total_steps`), and `min_lr` after that.
 #[derive(Clone, Copy, Debug)]
 pub struct WarmupCosine {
+    /// Steps of the linear warmup.
     pub warmup_steps: usize,
+    /// The rate at the end of the decay and after it.
     pub min_lr: f32,
     /// The step at which the decay reaches `min_lr`; `None` for the run's `total_steps`.
     pub decay_steps: Option<usize>,

@@ -21,6 +21,25 @@ pub struct Sgd {
 
 impl Sgd {
     /// Plain SGD with learning rate `lr`.
+    ///
+    /// ```
+    /// use rumus::nn::{named_parameters, Linear, Module};
+    /// use rumus::optim::{Optimizer, Sgd};
+    /// use rumus::{Device, RawTensor};
+    ///
+    /// let device = Device::cpu();
+    /// let layer = Linear::new(&device, 2, 1, false, 0)?;
+    /// let before = layer.weight.tensor().to_vec()?;
+    /// let x = RawTensor::from_vec(vec![1.0, 2.0], &[1, 2], &device)?;
+    /// let loss = layer.forward_raw(&x)?.sum(&[0, 1], false)?; // d loss / d weight = x
+    /// let grads = loss.backward()?;
+    /// let mut sgd = Sgd::new(0.1);
+    /// sgd.step(&named_parameters(&layer), &grads)?; // in place: weight -= 0.1 · x
+    /// let after = layer.weight.tensor().to_vec()?;
+    /// assert!((after[0] - (before[0] - 0.1)).abs() < 1e-6);
+    /// assert!((after[1] - (before[1] - 0.2)).abs() < 1e-6);
+    /// # Ok::<(), rumus::Error>(())
+    /// ```
     pub fn new(lr: f32) -> Self {
         Sgd {
             lr,
@@ -32,11 +51,13 @@ impl Sgd {
         }
     }
 
+    /// Momentum factor μ (default 0: plain SGD).
     pub fn momentum(mut self, momentum: f32) -> Self {
         self.momentum = momentum;
         self
     }
 
+    /// Dampening of the gradient's share in the momentum buffer (default 0).
     pub fn dampening(mut self, dampening: f32) -> Self {
         self.dampening = dampening;
         self

@@ -8,10 +8,28 @@ use crate::{Device, Error, Layout, Result};
 
 impl RawTensor {
     /// A tensor of `shape` holding `data` (row-major).
+    ///
+    /// ```
+    /// use rumus::{Device, RawTensor};
+    ///
+    /// let t = RawTensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3], &Device::cpu())?;
+    /// assert_eq!(t.shape(), [2, 3]);
+    /// assert_eq!(t.to_vec()?, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    /// # Ok::<(), rumus::Error>(())
+    /// ```
     pub fn from_vec(data: Vec<f32>, shape: &[usize], device: &Device) -> Result<Self> {
         Self::from_slice(&data, shape, device)
     }
 
+    /// As [`RawTensor::from_vec`], copying from a slice. A value count that does not fill `shape`
+    /// is [`Error::Shape`](crate::Error::Shape).
+    ///
+    /// ```
+    /// use rumus::{Device, Error, RawTensor};
+    ///
+    /// let too_few = RawTensor::from_slice(&[1.0, 2.0, 3.0], &[2, 2], &Device::cpu());
+    /// assert!(matches!(too_few, Err(Error::Shape { op: "from_vec", .. })));
+    /// ```
     pub fn from_slice(data: &[f32], shape: &[usize], device: &Device) -> Result<Self> {
         let numel = checked_numel("from_vec", shape)?;
         if data.len() != numel {
@@ -54,23 +72,36 @@ impl RawTensor {
         Self::from_indices(&converted, shape, device)
     }
 
+    /// A tensor of `shape` with every element `value`.
+    ///
+    /// ```
+    /// use rumus::{Device, RawTensor};
+    ///
+    /// let t = RawTensor::full(0.5, &[2, 2], &Device::cpu())?;
+    /// assert_eq!(t.to_vec()?, [0.5; 4]);
+    /// # Ok::<(), rumus::Error>(())
+    /// ```
     pub fn full(value: f32, shape: &[usize], device: &Device) -> Result<Self> {
         let storage = device.backend().full(checked_numel("full", shape)?, value)?;
         Ok(Self::from_storage(storage, Layout::contiguous(shape), device.clone()))
     }
 
+    /// A tensor of `shape` filled with 0.0.
     pub fn zeros(shape: &[usize], device: &Device) -> Result<Self> {
         Self::full(0.0, shape, device)
     }
 
+    /// A tensor of `shape` filled with 1.0.
     pub fn ones(shape: &[usize], device: &Device) -> Result<Self> {
         Self::full(1.0, shape, device)
     }
 
+    /// Zeros of this tensor's shape, on its device (not recorded by autograd).
     pub fn zeros_like(&self) -> Result<Self> {
         Self::zeros(self.shape(), self.device())
     }
 
+    /// Ones of this tensor's shape, on its device (not recorded by autograd).
     pub fn ones_like(&self) -> Result<Self> {
         Self::ones(self.shape(), self.device())
     }

@@ -92,10 +92,12 @@ impl RawTensor {
         Self::from_op(storage, Layout::contiguous(shape), device.clone(), inputs, backward)
     }
 
+    /// The identity of the tensor node: views and clones of one handle share it; gradients are keyed by it.
     pub fn id(&self) -> TensorId {
         self.0.id
     }
 
+    /// Size of each axis, outermost first.
     pub fn shape(&self) -> &[usize] {
         self.0.layout.shape()
     }
@@ -106,22 +108,27 @@ impl RawTensor {
         Ok(self.shape()[axis])
     }
 
+    /// Number of axes (0 for a scalar).
     pub fn rank(&self) -> usize {
         self.0.layout.rank()
     }
 
+    /// Number of elements.
     pub fn numel(&self) -> usize {
         self.0.layout.numel()
     }
 
+    /// Shape, strides (in elements) and offset into the storage.
     pub fn layout(&self) -> &Layout {
         &self.0.layout
     }
 
+    /// Element type: f32 for values, u32 for class targets and indices.
     pub fn dtype(&self) -> DType {
         self.0.storage.dtype()
     }
 
+    /// The device whose memory holds the elements.
     pub fn device(&self) -> &Device {
         &self.0.device
     }
@@ -132,6 +139,7 @@ impl RawTensor {
         &self.0.storage
     }
 
+    /// True when `backward` computes a gradient for this tensor (a parameter, or a result of one).
     pub fn requires_grad(&self) -> bool {
         self.0.requires_grad
     }
@@ -183,6 +191,18 @@ impl RawTensor {
     /// Backpropagates from this scalar; returns the gradient of every leaf that requires grad.
     /// The pass frees the graph's saved tensors as it goes, so a second call on the same graph
     /// is an error.
+    ///
+    /// ```
+    /// use rumus::{Device, Error, RawTensor};
+    ///
+    /// let x = RawTensor::from_vec(vec![1.0, -2.0, 3.0], &[3], &Device::cpu())?.requires_grad_()?;
+    /// let y = x.mul(&x)?.sum(&[0], false)?; // y = Σ x²
+    /// let grads = y.backward()?;
+    /// assert_eq!(grads.get(&x).expect("x requires grad").to_vec()?, [2.0, -4.0, 6.0]); // 2x
+    /// // The pass freed the graph's saved tensors: a second one is an error, not a panic.
+    /// assert!(matches!(y.backward(), Err(Error::Autograd(_))));
+    /// # Ok::<(), rumus::Error>(())
+    /// ```
     pub fn backward(&self) -> Result<Gradients> {
         autograd::backward(self)
     }

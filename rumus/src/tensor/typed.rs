@@ -45,6 +45,17 @@ impl<S: Shape> Tensor<S> {
     }
 
     /// A batch from row-major data; `data.len()` must be a multiple of the sample size.
+    ///
+    /// ```
+    /// use rumus::{Device, Shape1, Tensor};
+    ///
+    /// let batch = Tensor::<Shape1<3>>::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &Device::cpu())?;
+    /// assert_eq!(batch.batch_size(), 2);
+    /// assert_eq!(batch.raw().shape(), [2, 3]);
+    /// // Six values are not a whole number of 4-element samples.
+    /// assert!(Tensor::<Shape1<4>>::from_vec(vec![1.0; 6], &Device::cpu()).is_err());
+    /// # Ok::<(), rumus::Error>(())
+    /// ```
     pub fn from_vec(data: Vec<f32>, device: &Device) -> Result<Self> {
         let per = S::sample_numel();
         if per == 0 || !data.len().is_multiple_of(per) {
@@ -57,6 +68,7 @@ impl<S: Shape> Tensor<S> {
         Self::from_raw(RawTensor::from_vec(data, &S::with_batch(batch), device)?)
     }
 
+    /// `batch` samples of zeros.
     pub fn zeros(batch: usize, device: &Device) -> Result<Self> {
         Self::from_raw(RawTensor::zeros(&S::with_batch(batch), device)?)
     }
@@ -66,6 +78,7 @@ impl<S: Shape> Tensor<S> {
         Self::from_raw(RawTensor::randn(&S::with_batch(batch), 0.0, 1.0, seed, device)?)
     }
 
+    /// Number of samples (the size of the leading axis).
     pub fn batch_size(&self) -> usize {
         self.raw.shape()[0]
     }
@@ -75,10 +88,12 @@ impl<S: Shape> Tensor<S> {
         S::DIMS
     }
 
+    /// The untyped tensor `[batch, ...S::DIMS]`, for ops that change the per-sample shape.
     pub fn raw(&self) -> &RawTensor {
         &self.raw
     }
 
+    /// Gives up the type, returning the untyped tensor.
     pub fn into_raw(self) -> RawTensor {
         self.raw
     }
@@ -93,10 +108,12 @@ impl<S: Shape> Tensor<S> {
         Ok(Self::from_raw_unchecked(self.raw.add(&other.raw)?))
     }
 
+    /// A copy on `device` (the same tensor when it is already there).
     pub fn to_device(&self, device: &Device) -> Result<Self> {
         Ok(Self::from_raw_unchecked(self.raw.to_device(device)?))
     }
 
+    /// The same values outside the autograd graph: no gradient flows back through the result.
     pub fn detach(&self) -> Self {
         Self::from_raw_unchecked(self.raw.detach())
     }

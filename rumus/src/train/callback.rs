@@ -21,6 +21,7 @@ impl TrainContext<'_> {
         self.model
     }
 
+    /// The optimizer's current learning rate.
     pub fn learning_rate(&self) -> f32 {
         self.optimizer.learning_rate()
     }
@@ -55,10 +56,12 @@ impl TrainContext<'_> {
 /// [`ModelCheckpoint`](super::ModelCheckpoint) show them 1-based, as Keras does). Returning an
 /// error ends `fit` with that error.
 pub trait Callback: Send {
+    /// Before the first epoch. Returning an error ends `fit` before any step.
     fn on_train_begin(&mut self, _ctx: &mut TrainContext<'_>) -> Result<()> {
         Ok(())
     }
 
+    /// At the start of each epoch (`epoch` is 0-based).
     fn on_epoch_begin(&mut self, _epoch: usize, _ctx: &mut TrainContext<'_>) -> Result<()> {
         Ok(())
     }
@@ -76,6 +79,7 @@ pub trait Callback: Send {
         Ok(())
     }
 
+    /// After the last epoch (also when a callback stopped training early), before `fit` returns.
     fn on_train_end(&mut self, _ctx: &mut TrainContext<'_>) -> Result<()> {
         Ok(())
     }
@@ -87,7 +91,9 @@ pub enum Mode {
     /// `Max` for accuracy-like metrics (names containing `acc`), `Min` otherwise.
     #[default]
     Auto,
+    /// Smaller is better (losses).
     Min,
+    /// Larger is better (accuracies).
     Max,
 }
 

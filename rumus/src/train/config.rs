@@ -124,6 +124,7 @@ impl Fit<NoValidation> {
 }
 
 impl<V> Fit<V> {
+    /// Samples per training step (default 32); 0 is an error when `fit` starts.
     pub fn batch_size(mut self, batch_size: usize) -> Self {
         self.batch_size = batch_size;
         self
@@ -135,6 +136,7 @@ impl<V> Fit<V> {
         self
     }
 
+    /// The optimizer (default `Adam::new(1e-3)`).
     pub fn optimizer(mut self, optimizer: impl Optimizer + 'static) -> Self {
         self.optimizer = Some(Box::new(optimizer));
         self
@@ -196,11 +198,13 @@ impl<V> Fit<V> {
         self
     }
 
+    /// Adds a callback; callbacks run in the order added.
     pub fn callback(mut self, callback: impl Callback + 'static) -> Self {
         self.callbacks.push(Box::new(callback));
         self
     }
 
+    /// What `fit` prints: a progress bar (default), a line per epoch, or nothing.
     pub fn verbose(mut self, verbosity: Verbosity) -> Self {
         self.verbosity = verbosity;
         self

@@ -52,6 +52,7 @@ impl EarlyStopping {
         self
     }
 
+    /// Whether `monitor` improves downwards or upwards (default [`Mode::Auto`]: by its name).
     pub fn mode(mut self, mode: Mode) -> Self {
         self.mode = mode;
         self
@@ -63,6 +64,7 @@ impl EarlyStopping {
         self
     }
 
+    /// Puts back the weights of the best epoch when training stops (default off).
     pub fn restore_best_weights(mut self, restore: bool) -> Self {
         self.restore_best_weights = restore;
         self

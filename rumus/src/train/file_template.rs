@@ -35,8 +35,8 @@ pub struct FileTemplate {
 
 impl FileTemplate {
     /// Parses `template`; an unclosed or unmatched brace, an unknown field, or a format other
-    /// than `{epoch:N}` / `{epoch:0Nd}` (N <= [`MAX_WIDTH`]) and `{metric:.P}` / `{metric:.Pf}`
-    /// (P <= [`MAX_PRECISION`]) is an [`Error::InvalidArgument`].
+    /// than `{epoch:N}` / `{epoch:0Nd}` (N <= 64, `MAX_WIDTH`) and `{metric:.P}` / `{metric:.Pf}`
+    /// (P <= 32, `MAX_PRECISION`) is an [`Error::InvalidArgument`].
     pub fn parse(template: &str) -> Result<Self> {
         let bad =
             |detail: String| Error::invalid("ModelCheckpoint", format!("file name template {template:?}: {detail}"));

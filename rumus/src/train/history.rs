@@ -15,6 +15,7 @@ pub struct History {
 }
 
 impl History {
+    /// An empty history (no epoch).
     pub fn new() -> Self {
         History::default()
     }
@@ -43,6 +44,7 @@ impl History {
         self.epoch_seconds.len()
     }
 
+    /// True when no epoch was recorded.
     pub fn is_empty(&self) -> bool {
         self.epoch_seconds.is_empty()
     }
@@ -113,6 +115,8 @@ impl History {
         serde_json::to_string_pretty(&doc).map_err(|e| Error::invalid("History::to_json", e.to_string()))
     }
 
+    /// Writes [`History::to_json_string`] atomically to `path`; a failed write is [`Error::Io`] and
+    /// leaves any earlier file intact.
     pub fn to_json(&self, path: impl AsRef<Path>) -> Result<()> {
         crate::io::write_atomic(path.as_ref(), self.to_json_string()?.as_bytes())
     }

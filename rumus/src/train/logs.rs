@@ -9,6 +9,7 @@ pub struct Logs {
 }
 
 impl Logs {
+    /// No metric.
     pub fn new() -> Self {
         Logs::default()
     }
@@ -22,14 +23,17 @@ impl Logs {
         }
     }
 
+    /// The value of `name`, if it was set.
     pub fn get(&self, name: &str) -> Option<f32> {
         self.entries.iter().find(|(n, _)| n == name).map(|&(_, v)| v)
     }
 
+    /// Metric names in insertion order.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.entries.iter().map(|(n, _)| n.as_str())
     }
 
+    /// `(name, value)` pairs in insertion order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, f32)> {
         self.entries.iter().map(|(n, v)| (n.as_str(), *v))
     }

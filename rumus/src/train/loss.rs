@@ -13,7 +13,10 @@ pub enum Loss {
     /// such as [`SeqClass`](crate::data::SeqClass)), take targets `[batch, T, ..]`: every
     /// position is one row and the loss is the mean over all positions (PyTorch's
     /// `F.cross_entropy(logits.view(-1, classes), targets.view(-1))`).
-    CrossEntropy { label_smoothing: f32 },
+    CrossEntropy {
+        /// Smoothing `s` in `[0, 1)`: the target distribution is `(1-s)·onehot + s/classes`.
+        label_smoothing: f32,
+    },
     /// Mean of squared differences over all elements (PyTorch's `MSELoss`).
     Mse,
 }

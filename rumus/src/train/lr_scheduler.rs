@@ -10,6 +10,8 @@ pub struct LearningRateScheduler<F: FnMut(usize, f32) -> f32 + Send> {
 }
 
 impl<F: FnMut(usize, f32) -> f32 + Send> LearningRateScheduler<F> {
+    /// Calls `schedule(epoch, current_lr)` at each epoch's start; a negative or non-finite result
+    /// ends `fit` with [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     pub fn new(schedule: F) -> Self {
         LearningRateScheduler { schedule }
     }

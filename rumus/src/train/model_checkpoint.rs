@@ -35,11 +35,13 @@ impl ModelCheckpoint {
         })
     }
 
+    /// The metric `save_best_only` compares (default `val_loss`).
     pub fn monitor(mut self, monitor: impl Into<String>) -> Self {
         self.monitor = monitor.into();
         self
     }
 
+    /// Whether `monitor` improves downwards or upwards (default [`Mode::Auto`]: by its name).
     pub fn mode(mut self, mode: Mode) -> Self {
         self.mode = mode;
         self

@@ -15,6 +15,7 @@ pub struct TerminateOnNaN {
 }
 
 impl TerminateOnNaN {
+    /// The callback (it has no settings).
     pub fn new() -> Self {
         TerminateOnNaN::default()
     }

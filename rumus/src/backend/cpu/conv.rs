@@ -147,10 +147,9 @@ fn max_pool_plane_unpadded(src: &[f32], g: &ConvGeom, o: &mut [f32], a: &mut [u3
 }
 
 /// The 2×2, stride-2 window of most CNNs, with fixed-size inner loops the compiler unrolls
-/// (about 4x faster than the general scan). Kept out of line: inlined into the per-plane rayon
+/// (much faster than the general scan). Kept out of line: inlined into the per-plane rayon
 /// closure, the selects were compiled to data-dependent branches, mispredicted on real
-/// activations (LeNet's second pool, [256, 16, 8, 8], took 0.60–0.76 ms instead of 0.14–0.16
-/// on 2 threads of the development machine).
+/// activations (BENCHMARKS.md).
 #[inline(never)]
 fn max_pool_plane_2x2(src: &[f32], g: &ConvGeom, o: &mut [f32], a: &mut [u32]) {
     let w = g.in_w;

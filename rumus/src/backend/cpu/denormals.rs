@@ -1,9 +1,8 @@
 //! Flushing subnormal floats to zero on the threads that run CPU kernels.
 //!
 //! x86 processors handle subnormal operands (|x| < 1.2e-38) in microcode, about a hundred times
-//! slower than normal ones. Training produces them as gradients and optimizer moments shrink:
-//! measured here, a LeNet epoch slowed from 7.4 s to 11.6 s over three epochs until FTZ/DAZ was
-//! set. Like `torch.set_flush_denormal(True)`, rumus sets the flush-to-zero and
+//! slower than normal ones. Training produces them as gradients and optimizer moments shrink,
+//! and epochs slow down as they do (BENCHMARKS.md). Like `torch.set_flush_denormal(True)`, rumus sets the flush-to-zero and
 //! denormals-are-zero bits of MXCSR on its kernel threads (the rayon pool and each calling
 //! thread). `RUMUS_KEEP_DENORMALS=1` leaves them alone.
 

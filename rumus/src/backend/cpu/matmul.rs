@@ -8,8 +8,7 @@ use crate::{Error, Result};
 
 /// Products smaller than this (m·n·k) run one per thread across the batch instead of splitting
 /// each product across threads. Handing a product of a few million FMAs to the pool costs more
-/// than it saves: an MLP step at batch 64 (products of 15M) took 1.2-1.3 ms split, 1.0 ms not
-/// (2 threads, development machine).
+/// than it saves (BENCHMARKS.md).
 const SPLIT_PRODUCT_FLOPS: usize = 1 << 24;
 
 /// One `m×k @ k×n` product written into `dst` (row-major `m×n`).

@@ -8,11 +8,14 @@ use crate::{Error, Result};
 /// Elements of one CPU storage.
 #[derive(Debug)]
 pub enum CpuData {
+    /// 32-bit floats: values, activations, gradients.
     F32(Vec<f32>),
+    /// 32-bit unsigned integers: class targets, token ids and gather indices.
     U32(Vec<u32>),
 }
 
 impl CpuData {
+    /// The f32 elements, or [`Error::DType`] naming `op` when these are u32.
     pub fn as_f32(&self, op: &'static str) -> Result<&[f32]> {
         match self {
             CpuData::F32(v) => Ok(v),
@@ -20,6 +23,7 @@ impl CpuData {
         }
     }
 
+    /// The u32 elements, or [`Error::DType`] naming `op` when these are f32.
     pub fn as_u32(&self, op: &'static str) -> Result<&[u32]> {
         match self {
             CpuData::U32(v) => Ok(v),
@@ -27,6 +31,7 @@ impl CpuData {
         }
     }
 
+    /// The f32 elements for writing in place, or [`Error::DType`] naming `op` when these are u32.
     pub fn as_f32_mut(&mut self, op: &'static str) -> Result<&mut [f32]> {
         match self {
             CpuData::F32(v) => Ok(v),
@@ -50,6 +55,7 @@ impl Drop for CpuStorage {
 }
 
 impl CpuStorage {
+    /// Wraps `data`; its f32 buffer goes back to the CPU buffer pool when the storage is dropped.
     pub fn new(data: CpuData) -> Self {
         CpuStorage { data: RwLock::new(data) }
     }
@@ -59,10 +65,13 @@ impl CpuStorage {
         self.data.read().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Locks the elements for writing (optimizer updates, assignment into a view). A lock poisoned
+    /// by a panicking thread still holds valid numbers.
     pub fn write(&self) -> RwLockWriteGuard<'_, CpuData> {
         self.data.write().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Element type of the data held.
     pub fn dtype(&self) -> DType {
         match &*self.read() {
             CpuData::F32(_) => DType::F32,
@@ -70,6 +79,7 @@ impl CpuStorage {
         }
     }
 
+    /// Number of elements held (not bytes).
     pub fn len(&self) -> usize {
         match &*self.read() {
             CpuData::F32(v) => v.len(),
@@ -77,6 +87,7 @@ impl CpuStorage {
         }
     }
 
+    /// True when the storage holds no element.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

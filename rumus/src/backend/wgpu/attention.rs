@@ -7,8 +7,8 @@
 //! `d` = 64, see [`blocked_bytes`]), the backward's keys' side runs
 //! `attention_backward_dkdv_blocked.wgsl` instead (with `lib/attention_blocks.wgsl`): one
 //! workgroup of 256 invocations per (head, 32 keys), the scores of each streamed block of 32
-//! queries spread over all invocations and dk, dv split by (key, column). (A blocked queries' side measured slower on the H100 than the row
-//! kernel, which holds only three rows in registers, and so is not used.)
+//! queries spread over all invocations and dk, dv split by (key, column). (The queries' side has no blocked kernel: one was slower than the
+//! row kernel, which holds only three rows in registers; BENCHMARKS.md.)
 //!
 //! Each file is compiled in three head-size variants, the head dimension `d` rounded up to
 //! `DMAX` = 32, 64 or 128 (the lanes beyond `d` read as zeros), so that every loop over the
@@ -124,6 +124,24 @@ fn variant(d: usize) -> Option<Variant> {
     }
 }
 
+/// The dk/dv kernel of `variant` on an adapter with `workgroup_bytes` of workgroup memory, and
+/// the keys each workgroup takes: the blocked kernel where it fits, else the unblocked one
+/// (which fits WebGPU's default 16 KiB).
+fn dkdv_kernel(variant: &Variant, workgroup_bytes: usize) -> (&'static Shader, usize) {
+    match variant.dkdv_blocked.filter(|_| workgroup_bytes >= blocked_bytes(variant.dmax)) {
+        Some(kernel) => (kernel, BLOCK_ROWS),
+        None => (variant.dkdv, ROWS),
+    }
+}
+
+/// The shader file of the dk/dv backward for head dimension `d` on an adapter with `limits`
+/// (`None` above [`MAX_HEAD_DIM`]): the dispatcher's own choice. For the test that every kernel
+/// fits WebGPU's default limits or is gated on the adapter's (`tests/shaders_validate.rs`).
+pub(super) fn dkdv_kernel_under(limits: &::wgpu::Limits, d: usize) -> Option<&'static str> {
+    let variant = variant(d)?;
+    Some(dkdv_kernel(&variant, limits.max_compute_workgroup_storage_size as usize).0.name)
+}
+
 /// Sizes and indices of the kernels stay below this (their loops step past their bounds by at
 /// most a tile, which must not wrap a u32).
 const INDEX_LIMIT: usize = 1 << 31;
@@ -201,11 +219,7 @@ impl WgpuBackend {
     ) -> Result<(Storage, Storage, Storage)> {
         let variant =
             variant(a.d).ok_or_else(|| Error::invalid(OP, format!("no fused backward for head dimension {}", a.d)))?;
-        let blocked = variant.dkdv_blocked.filter(|_| self.workgroup_bytes() >= blocked_bytes(variant.dmax));
-        let (dkdv_kernel, per_group) = match blocked {
-            Some(kernel) => (kernel, BLOCK_ROWS),
-            None => (variant.dkdv, ROWS),
-        };
+        let (dkdv_kernel, per_group) = dkdv_kernel(&variant, self.workgroup_bytes());
         let (pq, pk) = (params(a, a.tq, ROWS)?, params(a, a.tk, per_group)?);
         let [q, k, v, out, lse, dout] = [q, k, v, out, lse, dout].map(|s| self.gpu(s, DType::F32, OP));
         let (q, k, v, out, lse, dout) = (q?, k?, v?, out?, lse?, dout?);

@@ -160,9 +160,9 @@ impl BufferPool {
         let class = buffer.size();
         self.live_bytes.fetch_sub(class, Ordering::Relaxed);
         // Keeping as much idle as the largest working set lets a loop whose temporaries pass
-        // the floor stop allocating too: on the H200, softmax forward + backward on [65536,
-        // 1024] frees 1.3 GB per iteration and spent most of its time re-creating buffers
-        // under a fixed 1 GiB bound. Live plus idle stays under twice the largest working set.
+        // the floor stop allocating too (under a fixed bound, a loop freeing more than it per
+        // iteration spends most of its time re-creating buffers; BENCHMARKS.md). Live plus
+        // idle stays under twice the largest working set.
         let bound = IDLE_FLOOR.max(self.most_live_bytes.load(Ordering::Relaxed));
         let mut idle = self.lock();
         if idle.bytes + class > bound {

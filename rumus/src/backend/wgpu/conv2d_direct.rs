@@ -1,12 +1,10 @@
 //! Direct convolution (`conv2d_direct.wgsl`): the stand-in a convolution runs until the start-up
 //! warm-up has compiled its fused kernels (`conv2d.rs`; see `Pipelines::stand_in`).
 //!
-//! Under the warm-up's load the H200's driver takes 140-220 ms for each fused kernel and 10-50
-//! ms for these loops, which the warm-up compiles first: a training step that comes before the
-//! fused kernels are ready runs these instead of waiting (a cold first LeNet step then starts
-//! after ~50 ms, not ~170). Only small convolutions do: the loops read every input once per
-//! output, which at LeNet sizes costs microseconds but would cost more than the wait at ResNet
-//! sizes. The two kinds add the same products in different orders, so their results differ by
+//! These loops compile far sooner than the fused kernels, and the warm-up compiles them first:
+//! a training step that comes before the fused kernels are ready runs these instead of waiting
+//! (figures in BENCHMARKS.md). Only small convolutions do: the loops read every input once per
+//! output, which is cheap at LeNet sizes but would cost more than the wait at ResNet sizes. The two kinds add the same products in different orders, so their results differ by
 //! rounding only.
 
 use super::conv2d::{params, Dims, SIGNATURE};

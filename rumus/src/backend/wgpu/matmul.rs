@@ -13,10 +13,9 @@ use crate::{Error, MatmulPrecision, Result};
 /// Buffer bindings of every matmul kernel: lhs, rhs, out.
 const SIGNATURE: [Access; 3] = [Access::Read, Access::Read, Access::Write];
 
-/// Below this many 128×128 tiles the 64×64 kernel keeps more of a big GPU busy: on an H100
-/// (132 SMs) 1024³ runs at 27 TFLOP/s in 64×64 tiles but 11 in the vec4 kernel's 128×256 ones
-/// (17 in 128×128); from 2048³ (256 tiles of 128×128) the large tile wins (39 against 30).
-/// Measured with `examples/matmul_lab.rs`.
+/// Below this many 128×128 tiles the 64×64 kernel keeps more of a big GPU busy; from 2048³
+/// (256 tiles of 128×128) the large tile wins (`examples/matmul_lab.rs`; figures in
+/// BENCHMARKS.md).
 const MIN_LARGE_TILES: usize = 256;
 
 /// Split-K: a product with fewer 64×64 output tiles than this, and a long `k`, is computed as
@@ -148,10 +147,61 @@ fn choose_plan(args: &MatmulArgs, fit: Fit) -> MatmulPlan {
 }
 
 /// A split-K product with fewer outputs than this (8 tiles of 128×256) stays on 64×64 tiles: the
-/// large ones would need 32-64 slices of 256 to fill the GPU, and in the eleventh lab round
-/// (H100) `[384, 16384] @ [16384, 384]` ran at 0.29 ms in 16 slices of 64×64 tiles against 0.33
-/// on the large ones; `[1152, 16384] @ [16384, 384]` gained (0.59 -> 0.55 ms, bench wall time).
+/// large ones would need 32-64 slices of 256 to fill the GPU, which the eleventh lab round found
+/// slower for the smaller weight gradients of the GPT and faster for the larger ones
+/// (BENCHMARKS.md).
 const SPLIT_LARGE_MIN_OUTPUTS: usize = 1 << 18;
+
+/// The shader, entry point and tile `[rows, columns]` that compute `kernel`'s tiles at f32. The
+/// large vec4 tiles need their shared memory and invocations (`fit.large`); without them the
+/// strided kernel's 128×128 tile serves, which fits WebGPU's default limits.
+fn tiles_kernel(kernel: MatmulKernel, fit: Fit) -> (&'static pipelines::Shader, &'static str, [usize; 2]) {
+    let large = matches!(kernel, MatmulKernel::Wide | MatmulKernel::Tall);
+    let vec4 = fit.vec4 && (!large || fit.large);
+    let shader = if vec4 { &pipelines::MATMUL_VEC4 } else { &pipelines::MATMUL };
+    let tile = match kernel {
+        MatmulKernel::Wide if vec4 => VEC4_LARGE_TILE,
+        MatmulKernel::Wide => [128, 128],
+        MatmulKernel::Tall => VEC4_TALL_TILE,
+        MatmulKernel::Tile64 | MatmulKernel::PerOutput => [64, 64],
+    };
+    (shader, kernel.entry(), tile)
+}
+
+/// What an adapter with `limits` allows a product of `args`: vec4 loads (the layouts) and the
+/// vec4 large tiles (the adapter's workgroup memory and invocations).
+fn fit_under(limits: &::wgpu::Limits, args: &MatmulArgs) -> Fit {
+    Fit {
+        vec4: args.n.is_multiple_of(4)
+            && vec4_readable(&args.lhs, args.m, args.k, args.batch)
+            && vec4_readable(&args.rhs, args.k, args.n, args.batch),
+        large: limits.max_compute_workgroup_storage_size >= VEC4_LARGE_SHARED_BYTES
+            && limits.max_compute_invocations_per_workgroup >= VEC4_LARGE_INVOCATIONS,
+    }
+}
+
+/// The `(shader file, entry point)` an f32 product of `args` runs on an adapter with `limits`:
+/// the dispatcher's own choice ([`choose_plan`], then [`tiles_kernel`]). For the test that every
+/// kernel fits WebGPU's default limits or is gated on the adapter's (`tests/shaders_validate.rs`).
+pub(super) fn matmul_kernel_under(limits: &::wgpu::Limits, args: &MatmulArgs) -> (&'static str, &'static str) {
+    let plan = choose_plan(args, fit_under(limits, args));
+    let run = if plan.slices == 1 { *args } else { split_k_args(args, plan.slices) };
+    let (shader, entry, _) = tiles_kernel(plan.kernel, fit_under(limits, &run));
+    (shader.name, entry)
+}
+
+/// `Ok` when an adapter with `limits` has the workgroup memory of the tensor-core matmul
+/// (`matmul_coop.wgsl`); else why not. `set_matmul_precision` refuses tensor cores on such an
+/// adapter (they also need the cooperative-matrix feature, which WebGPU's defaults lack).
+pub(super) fn coop_fits(limits: &::wgpu::Limits) -> std::result::Result<(), String> {
+    if limits.max_compute_workgroup_storage_size < COOP_SHARED_BYTES {
+        return Err(format!(
+            "{} bytes of workgroup memory; the tensor-core matmul needs {COOP_SHARED_BYTES}",
+            limits.max_compute_workgroup_storage_size
+        ));
+    }
+    Ok(())
+}
 
 /// The vec4 large tile (128×256 or 256×128) and power-of-two slice count (slices at least
 /// [`SPLIT_K_MIN_SLICE`] long) that take the least time: waves of [`WAVE_SMS`] workgroups
@@ -264,19 +314,15 @@ impl WgpuBackend {
                     self.ctx.adapter_name()
                 )));
             }
-            if self.ctx.limits.max_compute_workgroup_storage_size < COOP_SHARED_BYTES {
-                return Err(Error::Gpu(format!(
-                    "{} offers {} bytes of workgroup memory; the tensor-core matmul needs {COOP_SHARED_BYTES}",
-                    self.ctx.adapter_name(),
-                    self.ctx.limits.max_compute_workgroup_storage_size
-                )));
-            }
+            coop_fits(&self.ctx.limits).map_err(|e| Error::Gpu(format!("{}: {e}", self.ctx.adapter_name())))?;
             self.pipelines.get(&self.ctx.device, &pipelines::MATMUL_COOP, "matmul_large", &SIGNATURE)?;
         }
         self.tensor_core_matmul.store(tensor_cores, Ordering::Relaxed);
         Ok(())
     }
 
+    /// The precision matmuls run at on this backend: [`MatmulPrecision::F32`] unless
+    /// `set_matmul_precision` turned tensor cores on.
     pub fn matmul_precision(&self) -> MatmulPrecision {
         if self.tensor_core_matmul.load(Ordering::Relaxed) {
             MatmulPrecision::F16TensorCores
@@ -296,14 +342,7 @@ impl WgpuBackend {
     }
 
     fn fit(&self, args: &MatmulArgs) -> Fit {
-        let limits = &self.ctx.limits;
-        Fit {
-            vec4: args.n.is_multiple_of(4)
-                && vec4_readable(&args.lhs, args.m, args.k, args.batch)
-                && vec4_readable(&args.rhs, args.k, args.n, args.batch),
-            large: limits.max_compute_workgroup_storage_size >= VEC4_LARGE_SHARED_BYTES
-                && limits.max_compute_invocations_per_workgroup >= VEC4_LARGE_INVOCATIONS,
-        }
+        fit_under(&self.ctx.limits, args)
     }
 
     /// The product `args` describes, computed as `plan` says; any plan gives the same values up
@@ -392,18 +431,8 @@ impl WgpuBackend {
             self.run(&pipelines::MATMUL_COOP, "matmul_large", &SIGNATURE, &params, &buffers, grid([128, 128]))?;
             return Ok(self.output(out));
         }
-        // The large vec4 tiles need their shared memory and invocations; without them the
-        // strided kernel's 128×128 tile serves.
         let large = matches!(kernel, MatmulKernel::Wide | MatmulKernel::Tall);
-        let vec4 = fit.vec4 && (!large || fit.large);
-        let shader = if vec4 { &pipelines::MATMUL_VEC4 } else { &pipelines::MATMUL };
-        let tile = match kernel {
-            MatmulKernel::Wide if vec4 => VEC4_LARGE_TILE,
-            MatmulKernel::Wide => [128, 128],
-            MatmulKernel::Tall => VEC4_TALL_TILE,
-            MatmulKernel::Tile64 | MatmulKernel::PerOutput => [64, 64],
-        };
-        let entry = kernel.entry();
+        let (shader, entry, tile) = tiles_kernel(kernel, fit);
         // Until that kernel is compiled (see `Pipelines::stand_in`): the same shader's 64-tile
         // kernel if it is ready, else (for a small product) one invocation per output, else wait.
         let (entry, tile) = if !self.pipelines.stand_in(shader, entry) {

@@ -60,8 +60,8 @@ use crate::{Error, Layout, Result};
 /// Until the start-up warm-up has compiled a slow kernel (see `Pipelines::stand_in`), a call
 /// of up to this many multiply-adds runs a simpler kernel computing the same values that is
 /// compiled sooner (a stand-in: the direct convolution, the one-output-per-invocation matmul)
-/// instead of waiting. Those do 2^28 in well under a millisecond on the H200, against compiles
-/// of 100-400 ms; LeNet-5's largest product at batch 256 has 2^26.
+/// instead of waiting: far less time than the compile it replaces, at that size. LeNet-5's
+/// largest product at batch 256 has 2^26.
 const STAND_IN_MAX_MACS: usize = 1 << 28;
 
 /// The WGSL of every kernel file as the backend compiles it on an adapter with or without
@@ -77,6 +77,32 @@ pub fn compiled_sources(subgroups: bool) -> Vec<(&'static str, String)> {
 #[doc(hidden)]
 pub fn kernel_parameters() -> Vec<(&'static str, ParamLayout)> {
     pipelines::ALL.iter().map(|s| (s.name, s.params)).collect()
+}
+
+/// The kernels the backend chooses by the adapter's limits, as it would choose them on an
+/// adapter with `limits`: `(shader file, entry point)` of an f32 matmul of `args`, the dk/dv
+/// attention backward's file for head dimension `d`, and whether tensor cores may be turned on
+/// (`Err` says why not). For the check against WebGPU's default limits in
+/// `tests/shaders_validate.rs`.
+#[doc(hidden)]
+pub fn kernel_under_limits(limits: &::wgpu::Limits, matmul: &MatmulArgs, d: usize) -> LimitedChoice {
+    LimitedChoice {
+        matmul: matmul::matmul_kernel_under(limits, matmul),
+        attention_dkdv: attention::dkdv_kernel_under(limits, d),
+        tensor_cores: matmul::coop_fits(limits),
+    }
+}
+
+/// What [`kernel_under_limits`] returns.
+#[doc(hidden)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimitedChoice {
+    /// `(shader file, entry point)` of the matmul.
+    pub matmul: (&'static str, &'static str),
+    /// The dk/dv backward's shader file; `None` above the largest head dimension.
+    pub attention_dkdv: Option<&'static str>,
+    /// Whether the adapter's limits allow the tensor-core matmul.
+    pub tensor_cores: std::result::Result<(), String>,
 }
 
 /// Waits up to `most` for the start-up warm-up threads (see `Device::wait_for_kernels`); an
@@ -174,6 +200,7 @@ impl WgpuBackend {
         }
     }
 
+    /// The wgpu instance, adapter, device and queue this backend runs on, with the adapter's limits.
     pub fn context(&self) -> &Arc<WgpuContext> {
         &self.ctx
     }

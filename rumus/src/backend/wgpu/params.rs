@@ -8,7 +8,9 @@ use super::encoder::PARAM_BYTES;
 /// Field names and byte offsets of one `Params` struct, and its size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ParamLayout {
+    /// The Rust struct's name (e.g. `"SoftmaxParams"`), for error messages.
     pub name: &'static str,
+    /// Size in bytes, a multiple of 16 (WGSL's uniform alignment).
     pub size: usize,
     /// `(field, byte offset)` in declaration order; padding fields (named `_pad`) are left out.
     pub fields: &'static [(&'static str, usize)],

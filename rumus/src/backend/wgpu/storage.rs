@@ -50,14 +50,17 @@ impl WgpuStorage {
         }
     }
 
+    /// Number of elements (each 4 bytes), not the buffer's size, which may be larger.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// True when no element is held.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// Element type of the buffer's contents.
     pub fn dtype(&self) -> DType {
         self.dtype
     }

@@ -37,7 +37,7 @@ use crate::{Layout, Result};
 /// Warm-up threads still running, and the signal that one finished.
 static RUNNING: Mutex<usize> = Mutex::new(0);
 static FINISHED: Condvar = Condvar::new();
-/// The longest an exiting process waits for the warm-up (which takes about 0.2 s on the H200).
+/// The longest an exiting process waits for the warm-up (far longer than the warm-up takes).
 const EXIT_WAIT: Duration = Duration::from_secs(10);
 
 /// Registered with `atexit` after the driver is loaded, so it runs before the driver's handler.
