@@ -279,7 +279,14 @@ const FOREIGN_LAYERS: &[(&str, &str)] = &[
     ("Dense", "Linear"),
     ("MaxPooling2D", "MaxPool2d"),
     ("AveragePooling2D", "AvgPool2d"),
-    ("GlobalAveragePooling2D", "AdaptiveAvgPool2d"),
+    ("GlobalAveragePooling2D", "GlobalAvgPool"),
+    ("GlobalMaxPooling2D", "GlobalMaxPool"),
+    ("AdaptiveMaxPool2d", "GlobalMaxPool"),
+    ("Conv2DTranspose", "ConvTranspose2d"),
+    ("Conv1D", "Conv1d"),
+    ("MaxPooling1D", "MaxPool1d"),
+    ("AveragePooling1D", "AvgPool1d"),
+    ("UpSampling2D", "Upsample"),
     ("AdaptiveAvgPool", "AdaptiveAvgPool2d"),
     ("BatchNormalization", "BatchNorm2d"),
     ("LayerNormalization", "LayerNorm"),
@@ -329,6 +336,11 @@ fn infer_layer(call: &LayerCall, prod: &Producer, ctx: &mut Ctx) -> Result<Layer
         "Conv2d" => conv2d(call, &b, prod, ctx),
         "MaxPool2d" | "AvgPool2d" => pool(call, &b, prod),
         "AdaptiveAvgPool2d" => adaptive(call, &b, prod),
+        "ConvTranspose2d" => conv_transpose2d(call, &b, prod, ctx),
+        "Conv1d" => conv1d(call, &b, prod, ctx),
+        "MaxPool1d" | "AvgPool1d" => pool1d(call, &b, prod),
+        "GlobalAvgPool" | "GlobalMaxPool" => global_pool(call, prod),
+        "Upsample" => upsample(call, &b, prod),
         "Flatten" => Ok(LayerOut {
             out: vec![numel_checked(call, shape)?],
             shows_from: true,
@@ -758,6 +770,296 @@ fn adaptive(call: &LayerCall, b: &Bound, prod: &Producer) -> Result<LayerOut> {
     })
 }
 
+/// The input channels a convolution-like layer receives; errors when `in => out` disagrees.
+fn checked_in_channels(call: &LayerCall, b: &Bound, prod: &Producer, c: usize) -> Result<usize> {
+    let name = call.name.to_string();
+    let Some((want_in, out)) = b.features() else {
+        return Err(err(call, format!("{name} needs its output channels\nhint: {}", spec::example(&name))));
+    };
+    if let Some(want) = want_in {
+        if want != c {
+            return Err(err(
+                call,
+                format!(
+                    "{call} expects {want} input channels, but {} ({})\nhint: write `{name}({out}, ...)` to infer the input channels",
+                    prod.got(),
+                    count(c, "channel")
+                ),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Input and output channels both divisible by `groups`, or a spanned error.
+fn check_groups(call: &LayerCall, b: &Bound, prod: &Producer, c: usize, out: usize, groups: usize) -> Result<()> {
+    let groups_tokens = b.tokens_or("groups", &call.tokens);
+    if c % groups != 0 {
+        return Err(err(
+            groups_tokens,
+            format!("{call} needs input channels divisible by groups = {groups}, but {} ({})\nhint: choose groups dividing {c}", prod.got(), count(c, "channel")),
+        ));
+    }
+    if out % groups != 0 {
+        return Err(err(
+            groups_tokens,
+            format!("{call} needs output channels divisible by groups = {groups}, but it has {out} output channels\nhint: choose groups dividing both {c} and {out}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The output length of a transposed convolution along one axis, or a spanned error.
+#[allow(clippy::too_many_arguments)]
+fn transposed_extent(
+    call: &LayerCall,
+    b: &Bound,
+    prod: &Producer,
+    axis: &str,
+    input: usize,
+    kernel: usize,
+    stride: usize,
+    pad: usize,
+    output_padding: usize,
+    dilation: usize,
+) -> Result<usize> {
+    let (i, k, s, p, op, d) =
+        (input as i128, kernel as i128, stride as i128, pad as i128, output_padding as i128, dilation as i128);
+    let out = (i - 1) * s - 2 * p + d * (k - 1) + op + 1;
+    if out < 1 {
+        return Err(err(
+            b.tokens_or("padding", &call.tokens),
+            format!(
+                "{call} leaves no output {axis}: with {} ({axis} {input}) it is ({input} - 1)·{stride} - 2·{pad} + {dilation}·({kernel} - 1) + {output_padding} + 1 = {out}\nhint: use less padding",
+                prod.got()
+            ),
+        ));
+    }
+    if out > MAX_DIM as i128 {
+        return Err(err(call, format!("{call}: the output {axis} {out} is too large (at most 2^31)")));
+    }
+    Ok(out as usize)
+}
+
+fn conv_transpose2d(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Result<LayerOut> {
+    let (c, h, w) = image(call, prod)?;
+    let out = checked_in_channels(call, b, prod, c)?;
+    let kernel = b.pair("kernel").unwrap_or((1, 1));
+    let stride = b.pair("stride").unwrap_or((1, 1));
+    let padding = b.pair("padding").unwrap_or((0, 0));
+    let output_padding = b.pair("output_padding").unwrap_or((0, 0));
+    let dilation = b.pair("dilation").unwrap_or((1, 1));
+    let groups = b.usize("groups").unwrap_or(1);
+    let bias = b.bool("bias", true);
+    check_groups(call, b, prod, c, out, groups)?;
+    if output_padding.0 >= stride.0 || output_padding.1 >= stride.1 {
+        return Err(err(
+            b.tokens_or("output_padding", &call.tokens),
+            format!(
+                "{call}: output_padding {} must be smaller than the stride {}\nhint: output_padding picks one of the `stride` output sizes that downsampling by the stride maps to the same input size",
+                show_pair(output_padding),
+                show_pair(stride)
+            ),
+        ));
+    }
+    let oh =
+        transposed_extent(call, b, prod, "height", h, kernel.0, stride.0, padding.0, output_padding.0, dilation.0)?;
+    let ow = transposed_extent(call, b, prod, "width", w, kernel.1, stride.1, padding.1, output_padding.1, dilation.1)?;
+    let weights = (c as u128) * ((out / groups) as u128) * (kernel.0 as u128) * (kernel.1 as u128);
+    let (ci, co, g, seed) = (lit(c), lit(out), lit(groups), ctx.seed());
+    let (kt, st, pt, opt, dt) = (
+        pair_tokens(kernel),
+        pair_tokens(stride),
+        pair_tokens(padding),
+        pair_tokens(output_padding),
+        pair_tokens(dilation),
+    );
+    let mut display = format!("ConvTranspose2d({c} => {out}, kernel = {}", show_pair(kernel));
+    for (name, v, default) in [
+        ("stride", stride, (1, 1)),
+        ("padding", padding, (0, 0)),
+        ("output_padding", output_padding, (0, 0)),
+        ("dilation", dilation, (1, 1)),
+    ] {
+        if v != default {
+            display.push_str(&format!(", {name} = {}", show_pair(v)));
+        }
+    }
+    if groups != 1 {
+        display.push_str(&format!(", groups = {groups}"));
+    }
+    if !bias {
+        display.push_str(", bias = false");
+    }
+    display.push(')');
+    Ok(LayerOut {
+        out: vec![out, oh, ow],
+        shows_from: false,
+        trainable: weights + if bias { out as u128 } else { 0 },
+        buffers: 0,
+        ctor: quote!(::rumus::nn::ConvTranspose2d::new(
+            device,
+            ::rumus::nn::ConvTranspose2dConfig {
+                in_channels: #ci,
+                out_channels: #co,
+                kernel: #kt,
+                stride: #st,
+                padding: #pt,
+                output_padding: #opt,
+                dilation: #dt,
+                groups: #g,
+                bias: #bias,
+            },
+            #seed,
+        )?),
+        type_name: "ConvTranspose2d",
+        display,
+        embedding: None,
+        tied_to: None,
+    })
+}
+
+/// Checks a sequence input `[C, L]` and returns it.
+fn channels_length(call: &LayerCall, prod: &Producer) -> Result<(usize, usize)> {
+    match prod.shape.as_slice() {
+        [c, l] => Ok((*c, *l)),
+        s => {
+            let hint = match s {
+                [n] => format!("add a channel axis first with `Reshape(1, {n})`"),
+                [c, h, w] => format!("{call} is one-dimensional; for an image use its 2-D form, or `Reshape({c}, {})` to treat the rows as one sequence", (*h as u128) * (*w as u128)),
+                _ => "reshape to [channels, length] first".to_string(),
+            };
+            Err(err(call, format!("{call} expects a sequence [channels, length], but {}\nhint: {hint}", prod.got())))
+        }
+    }
+}
+
+fn conv1d(call: &LayerCall, b: &Bound, prod: &Producer, ctx: &mut Ctx) -> Result<LayerOut> {
+    let (c, l) = channels_length(call, prod)?;
+    let out = checked_in_channels(call, b, prod, c)?;
+    let kernel = b.usize("kernel").unwrap_or(1);
+    let stride = b.usize("stride").unwrap_or(1);
+    let dilation = b.usize("dilation").unwrap_or(1);
+    let groups = b.usize("groups").unwrap_or(1);
+    let bias = b.bool("bias", true);
+    check_groups(call, b, prod, c, out, groups)?;
+    let same = b.is_same("padding");
+    let (ol, padding_tokens, padding_text) = if same {
+        if stride != 1 {
+            return Err(err(
+                b.tokens_or("padding", &call.tokens),
+                format!("{call}: `padding = same` needs stride 1, but the stride is {stride}\nhint: give the padding as a number"),
+            ));
+        }
+        // PyTorch pads d·(k-1) in all, the odd one on the right: any kernel keeps the length.
+        (l, quote!(::rumus::Conv1dPadding::Same), ", padding = same".to_string())
+    } else {
+        let p = b.usize("padding").unwrap_or(0);
+        let ol = spatial(call, prod, "length", l, kernel, stride, p, dilation)?;
+        let text = if p == 0 { String::new() } else { format!(", padding = {p}") };
+        let pl = lit(p);
+        (ol, quote!(::rumus::Conv1dPadding::Explicit(#pl)), text)
+    };
+    let weights = (out as u128) * ((c / groups) as u128) * (kernel as u128);
+    let (ci, co, k, s, d, g, seed) =
+        (lit(c), lit(out), lit(kernel), lit(stride), lit(dilation), lit(groups), ctx.seed());
+    let mut display = format!("Conv1d({c} => {out}, kernel = {kernel}");
+    if stride != 1 {
+        display.push_str(&format!(", stride = {stride}"));
+    }
+    display.push_str(&padding_text);
+    if dilation != 1 {
+        display.push_str(&format!(", dilation = {dilation}"));
+    }
+    if groups != 1 {
+        display.push_str(&format!(", groups = {groups}"));
+    }
+    if !bias {
+        display.push_str(", bias = false");
+    }
+    display.push(')');
+    Ok(LayerOut {
+        out: vec![out, ol],
+        shows_from: false,
+        trainable: weights + if bias { out as u128 } else { 0 },
+        buffers: 0,
+        ctor: quote!(::rumus::nn::Conv1d::new(
+            device,
+            ::rumus::nn::Conv1dConfig {
+                in_channels: #ci,
+                out_channels: #co,
+                kernel: #k,
+                stride: #s,
+                padding: #padding_tokens,
+                dilation: #d,
+                groups: #g,
+                bias: #bias,
+            },
+            #seed,
+        )?),
+        type_name: "Conv1d",
+        display,
+        embedding: None,
+        tied_to: None,
+    })
+}
+
+fn pool1d(call: &LayerCall, b: &Bound, prod: &Producer) -> Result<LayerOut> {
+    let (c, l) = channels_length(call, prod)?;
+    let kernel = b.usize("kernel").unwrap_or(1);
+    let stride = b.usize("stride").unwrap_or(kernel);
+    let padding = b.usize("padding").unwrap_or(0);
+    let dilation = b.usize("dilation").unwrap_or(1);
+    if padding > kernel / 2 {
+        return Err(err(
+            b.tokens_or("padding", &call.tokens),
+            format!(
+                "{call}: padding {padding} is more than half the kernel {kernel}\nhint: padding may be at most {}",
+                kernel / 2
+            ),
+        ));
+    }
+    let ol = spatial(call, prod, "length", l, kernel, stride, padding, dilation)?;
+    let (k, s, p, d) = (lit(kernel), lit(stride), lit(padding), lit(dilation));
+    let (ctor, type_name) = if call.name == "MaxPool1d" {
+        (quote!(::rumus::nn::MaxPool1d::new(#k, #s, #p, #d)), "MaxPool1d")
+    } else {
+        (quote!(::rumus::nn::AvgPool1d::new(#k, #s, #p)), "AvgPool1d")
+    };
+    Ok(LayerOut { out: vec![c, ol], ..simple(call, &prod.shape, type_name, ctor) })
+}
+
+fn global_pool(call: &LayerCall, prod: &Producer) -> Result<LayerOut> {
+    let (c, _, _) = image(call, prod)?;
+    let (ctor, type_name) = if call.name == "GlobalAvgPool" {
+        (quote!(::rumus::nn::GlobalAvgPool), "GlobalAvgPool")
+    } else {
+        (quote!(::rumus::nn::GlobalMaxPool), "GlobalMaxPool")
+    };
+    Ok(LayerOut { out: vec![c], ..simple(call, &prod.shape, type_name, ctor) })
+}
+
+fn upsample(call: &LayerCall, b: &Bound, prod: &Producer) -> Result<LayerOut> {
+    let (c, h, w) = image(call, prod)?;
+    let scale = b.pair("scale").unwrap_or((1, 1));
+    let (oh, ow) = ((h as u128) * (scale.0 as u128), (w as u128) * (scale.1 as u128));
+    if oh > MAX_DIM as u128 || ow > MAX_DIM as u128 {
+        return Err(err(
+            b.tokens_or("scale", &call.tokens),
+            format!("{call}: the output [{c}, {oh}, {ow}] is too large (at most 2^31 along an axis)"),
+        ));
+    }
+    let bilinear = b.word("mode") == Some("bilinear");
+    let mode = if bilinear { quote!(::rumus::UpsampleMode::Bilinear) } else { quote!(::rumus::UpsampleMode::Nearest) };
+    let st = pair_tokens(scale);
+    let display = format!("Upsample({}, mode = {})", show_pair(scale), if bilinear { "bilinear" } else { "nearest" });
+    Ok(LayerOut {
+        out: vec![c, oh as usize, ow as usize],
+        display,
+        ..simple(call, &prod.shape, "Upsample", quote!(::rumus::nn::Upsample::new(#st, #mode)))
+    })
+}
+
 fn reshape(call: &LayerCall, b: &Bound, prod: &Producer) -> Result<LayerOut> {
     let dims = b.dims("shape").unwrap_or(&[]);
     let have = numel(&prod.shape);
@@ -1134,6 +1436,25 @@ mod tests {
         assert_eq!(shapes("Conv2d(8, kernel = (3, 5), padding = same)", &[3, 9, 9]), [vec![8, 9, 9]]);
         assert_eq!(shapes("MaxPool2d(3, stride = 2, padding = 1)", &[4, 7, 8]), [vec![4, 4, 4]]);
         assert_eq!(shapes("AdaptiveAvgPool2d(1)", &[4, 7, 8]), [vec![4, 1, 1]]);
+        // torch.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1)(torch.zeros(1, 4, 7, 8)).shape
+        // == [1, 6, 14, 16]
+        assert_eq!(
+            shapes("ConvTranspose2d(6, kernel = 3, stride = 2, padding = 1, output_padding = 1)", &[4, 7, 8]),
+            [vec![6, 14, 16]]
+        );
+        // torch.nn.ConvTranspose2d(4, 2, (2, 3), stride=(1, 2), dilation=(2, 1))(torch.zeros(1, 4, 4, 5)).shape == [1, 2, 6, 11]
+        assert_eq!(
+            shapes("ConvTranspose2d(2, kernel = (2, 3), stride = (1, 2), dilation = (2, 1))", &[4, 4, 5]),
+            [vec![2, 6, 11]]
+        );
+        // torch.nn.Conv1d(4, 6, 3, stride=2, padding=1, dilation=2)(torch.zeros(1, 4, 11)).shape == [1, 6, 5]
+        assert_eq!(shapes("Conv1d(6, kernel = 3, stride = 2, padding = 1, dilation = 2)", &[4, 11]), [vec![6, 5]]);
+        assert_eq!(shapes("Conv1d(6, 4, padding = same)", &[4, 11]), [vec![6, 11]]);
+        assert_eq!(shapes("MaxPool1d(3, stride = 2, padding = 1)", &[4, 10]), [vec![4, 5]]);
+        assert_eq!(shapes("AvgPool1d(2)", &[4, 11]), [vec![4, 5]]);
+        assert_eq!(shapes("GlobalAvgPool", &[4, 7, 8]), [vec![4]]);
+        assert_eq!(shapes("GlobalMaxPool", &[4, 7, 8]), [vec![4]]);
+        assert_eq!(shapes("Upsample((2, 3), mode = bilinear)", &[4, 7, 8]), [vec![4, 14, 24]]);
         assert_eq!(shapes("Reshape(-1, 4)", &[2, 8]), [vec![4, 4]]);
         assert_eq!(
             shapes("Embedding(100, 16), MultiHeadAttention(4), LayerNorm", &[12]).last().unwrap(),

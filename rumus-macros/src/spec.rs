@@ -27,6 +27,12 @@ pub enum Kind {
     ConvPad,
     /// A non-negative integer or a pair.
     Pad,
+    /// A non-negative integer.
+    Count,
+    /// A non-negative integer, `same` or `valid` (one axis).
+    ConvPad1d,
+    /// An upsampling mode: `nearest` or `bilinear`.
+    Mode,
     /// A float in `[0, 1)`.
     Prob,
     /// A positive float.
@@ -53,6 +59,9 @@ impl Kind {
             Kind::Size2 => "a positive integer or a pair `(h, w)`",
             Kind::ConvPad => "a non-negative integer, a pair `(h, w)` or `same`",
             Kind::Pad => "a non-negative integer or a pair `(h, w)`",
+            Kind::Count => "a non-negative integer",
+            Kind::ConvPad1d => "a non-negative integer, `same` or `valid`",
+            Kind::Mode => "`nearest` or `bilinear`",
             Kind::Prob => "a probability in [0, 1)",
             Kind::PosFloat => "a positive number",
             Kind::Float => "a number",
@@ -138,6 +147,55 @@ pub static LAYERS: &[LayerSpec] = &[
         rule: "[C, H, W] → [C, H', W'], H' = floor((H + 2p - k)/s) + 1",
     },
     LayerSpec { name: "AdaptiveAvgPool2d", args: &[pos("size", Kind::Dims)], rule: "[C, H, W] → [C, oh, ow]" },
+    LayerSpec {
+        name: "ConvTranspose2d",
+        args: &[
+            pos("out", Kind::Features),
+            pos("kernel", Kind::Size2),
+            named("stride", Kind::Size2, "1"),
+            named("padding", Kind::Pad, "0"),
+            named("output_padding", Kind::Pad, "0"),
+            named("dilation", Kind::Size2, "1"),
+            named("groups", Kind::Size, "1"),
+            named("bias", Kind::Bool, "true"),
+        ],
+        rule: "[C, H, W] → [out, H', W'], H' = (H - 1)s - 2p + d(k-1) + output_padding + 1",
+    },
+    LayerSpec {
+        name: "Conv1d",
+        args: &[
+            pos("out", Kind::Features),
+            pos("kernel", Kind::Size),
+            named("stride", Kind::Size, "1"),
+            named("padding", Kind::ConvPad1d, "0"),
+            named("dilation", Kind::Size, "1"),
+            named("groups", Kind::Size, "1"),
+            named("bias", Kind::Bool, "true"),
+        ],
+        rule: "[C, L] → [out, L'], L' = floor((L + 2p - d(k-1) - 1)/s) + 1",
+    },
+    LayerSpec {
+        name: "MaxPool1d",
+        args: &[
+            pos("kernel", Kind::Size),
+            named("stride", Kind::Size, "kernel"),
+            named("padding", Kind::Count, "0"),
+            named("dilation", Kind::Size, "1"),
+        ],
+        rule: "[C, L] → [C, L'], L' = floor((L + 2p - d(k-1) - 1)/s) + 1",
+    },
+    LayerSpec {
+        name: "AvgPool1d",
+        args: &[pos("kernel", Kind::Size), named("stride", Kind::Size, "kernel"), named("padding", Kind::Count, "0")],
+        rule: "[C, L] → [C, L'], L' = floor((L + 2p - k)/s) + 1",
+    },
+    LayerSpec { name: "GlobalAvgPool", args: NO_ARGS, rule: "[C, H, W] → [C] (the mean of each channel)" },
+    LayerSpec { name: "GlobalMaxPool", args: NO_ARGS, rule: "[C, H, W] → [C] (the maximum of each channel)" },
+    LayerSpec {
+        name: "Upsample",
+        args: &[pos("scale", Kind::Size2), named("mode", Kind::Mode, "nearest")],
+        rule: "[C, H, W] → [C, H·sh, W·sw]",
+    },
     LayerSpec { name: "Flatten", args: NO_ARGS, rule: "[d0, d1, ...] → [d0 · d1 · ...]" },
     LayerSpec {
         name: "Reshape",
@@ -228,6 +286,8 @@ pub enum Val {
     Usize(usize),
     Pair(usize, usize),
     Same,
+    /// A word argument such as an upsampling mode.
+    Word(String),
     Float(f64),
     Bool(bool),
     Int(i64),
@@ -260,6 +320,12 @@ impl Bound {
     pub fn pair(&self, name: &str) -> Option<(usize, usize)> {
         match self.get(name) {
             Some(Val::Pair(a, b)) => Some((*a, *b)),
+            _ => None,
+        }
+    }
+    pub fn word(&self, name: &str) -> Option<&str> {
+        match self.get(name) {
+            Some(Val::Word(w)) => Some(w),
             _ => None,
         }
     }
@@ -403,10 +469,27 @@ pub fn bind(spec: &LayerSpec, call: &LayerCall) -> Result<Bound> {
 /// PyTorch's and Keras's names for the arguments of the built-in layers, as
 /// `(layers, foreign name, rumus argument, how to write it)`; `*` matches every layer.
 const FOREIGN_ARGS: &[(&[&str], &str, &str, &str)] = &[
-    (&["Conv2d", "MaxPool2d", "AvgPool2d"], "kernel_size", "kernel", "`kernel = 3`"),
-    (&["MaxPool2d", "AvgPool2d"], "pool_size", "kernel", "`kernel = 2`"),
-    (&["Conv2d", "MaxPool2d", "AvgPool2d"], "strides", "stride", "`stride = 2`"),
-    (&["Conv2d", "MaxPool2d"], "dilation_rate", "dilation", "`dilation = 2`"),
+    (
+        &["Conv2d", "ConvTranspose2d", "Conv1d", "MaxPool2d", "AvgPool2d", "MaxPool1d", "AvgPool1d"],
+        "kernel_size",
+        "kernel",
+        "`kernel = 3`",
+    ),
+    (&["MaxPool2d", "AvgPool2d", "MaxPool1d", "AvgPool1d"], "pool_size", "kernel", "`kernel = 2`"),
+    (
+        &["Conv2d", "ConvTranspose2d", "Conv1d", "MaxPool2d", "AvgPool2d", "MaxPool1d", "AvgPool1d"],
+        "strides",
+        "stride",
+        "`stride = 2`",
+    ),
+    (&["Conv2d", "ConvTranspose2d", "Conv1d", "MaxPool2d", "MaxPool1d"], "dilation_rate", "dilation", "`dilation = 2`"),
+    (&["Upsample"], "scale_factor", "scale", "`Upsample(2)` or `Upsample((2, 3))`"),
+    (&["Upsample"], "size", "scale", "`Upsample(2)`: the integer factor, not the output size"),
+    (&["Upsample"], "interpolation", "mode", "`mode = bilinear`"),
+    (&["ConvTranspose2d"], "out_channels", "out", "`ConvTranspose2d(out, kernel = k)`"),
+    (&["ConvTranspose2d"], "filters", "out", "`ConvTranspose2d(out, kernel = k)`"),
+    (&["Conv1d"], "out_channels", "out", "`Conv1d(out, kernel = k)`"),
+    (&["Conv1d"], "filters", "out", "`Conv1d(out, kernel = k)`"),
     (
         &["Linear"],
         "in_features",
@@ -423,7 +506,7 @@ const FOREIGN_ARGS: &[(&[&str], &str, &str, &str)] = &[
     ),
     (&["Conv2d"], "out_channels", "out", "`Conv2d(out, kernel = k)`"),
     (&["Conv2d"], "filters", "out", "`Conv2d(out, kernel = k)`"),
-    (&["Linear", "Conv2d"], "use_bias", "bias", "`bias = false`"),
+    (&["Linear", "Conv2d", "ConvTranspose2d", "Conv1d"], "use_bias", "bias", "`bias = false`"),
     (&["MultiHeadAttention"], "n_heads", "heads", "`MultiHeadAttention(heads)`"),
     (
         &["MultiHeadAttention"],
@@ -474,7 +557,10 @@ fn foreign_positional(layer: &str, call: &LayerCall) -> Option<String> {
         ("Conv2d", [i, o, k, ..]) => Some(format!(
             "PyTorch's `Conv2d({i}, {o}, {k})` (in, out, kernel) is `Conv2d({i} => {o}, kernel = {k})` here, or `Conv2d({o}, kernel = {k})` with the input channels inferred"
         )),
-        ("MaxPool2d" | "AvgPool2d", [k, st, ..]) => {
+        ("ConvTranspose2d" | "Conv1d", [i, o, k, ..]) => Some(format!(
+            "PyTorch's `{layer}({i}, {o}, {k})` (in, out, kernel) is `{layer}({i} => {o}, kernel = {k})` here, or `{layer}({o}, kernel = {k})` with the input channels inferred"
+        )),
+        ("MaxPool2d" | "AvgPool2d" | "MaxPool1d" | "AvgPool1d", [k, st, ..]) => {
             Some(format!("PyTorch's second positional argument is the stride: `{layer}({k}, stride = {st})`"))
         }
         ("MultiHeadAttention", [e, h]) => Some(format!(
@@ -513,6 +599,11 @@ pub fn example(layer: &str) -> &'static str {
         "MaxPool2d" => "e.g. `MaxPool2d(2)`",
         "AvgPool2d" => "e.g. `AvgPool2d(2)`",
         "AdaptiveAvgPool2d" => "e.g. `AdaptiveAvgPool2d(1)` or `AdaptiveAvgPool2d(7, 7)`",
+        "ConvTranspose2d" => "e.g. `ConvTranspose2d(16, kernel = 3, stride = 2, padding = 1, output_padding = 1)`",
+        "Conv1d" => "e.g. `Conv1d(16, kernel = 3, padding = same)`",
+        "MaxPool1d" => "e.g. `MaxPool1d(2)`",
+        "AvgPool1d" => "e.g. `AvgPool1d(2)`",
+        "Upsample" => "e.g. `Upsample(2)` or `Upsample(2, mode = bilinear)`",
         "Reshape" => "e.g. `Reshape(1, 28, 28)`",
         "Embedding" => "e.g. `Embedding(1000, 64)` (vocabulary size, embedding size)",
         "Residual" => "e.g. `Residual(Linear(64), Relu, Linear(64))`",
@@ -601,6 +692,27 @@ fn convert(layer: &str, a: &ArgSpec, v: &Value) -> Result<Val> {
             let (h, w) = pair_of(layer, a, v, 0)?;
             Val::Pair(h, w)
         }
+        Kind::Count => Val::Usize(size_of(layer, a, v, 0)?),
+        Kind::ConvPad1d => match &v.kind {
+            ValueKind::Word(w) if w == "same" => Val::Same,
+            ValueKind::Word(w) if w == "valid" => Val::Usize(0),
+            ValueKind::Word(_) => {
+                return Err(Error::new_spanned(
+                    v,
+                    format!("argument `padding` of {layer} must be {}, got `{v}`\nhint: the words it knows are `same` and `valid`", a.kind.describe()),
+                ))
+            }
+            _ => Val::Usize(size_of(layer, a, v, 0)?),
+        },
+        Kind::Mode => match &v.kind {
+            ValueKind::Word(w) if w == "nearest" || w == "bilinear" => Val::Word(w.to_string()),
+            _ => {
+                return Err(Error::new_spanned(
+                    v,
+                    format!("argument `{}` of {layer} must be {}, got `{v}`\nhint: `mode = bilinear` (align_corners = false, as PyTorch's default)", a.name, a.kind.describe()),
+                ))
+            }
+        },
         Kind::ConvPad => match &v.kind {
             ValueKind::Word(w) if w == "same" => Val::Same,
             ValueKind::Word(w) if w == "valid" => Val::Pair(0, 0),
