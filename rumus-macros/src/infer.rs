@@ -830,7 +830,7 @@ fn transposed_extent(
         return Err(err(
             b.tokens_or("padding", &call.tokens),
             format!(
-                "{call} leaves no output {axis}: with {} ({axis} {input}) it is ({input} - 1)·{stride} - 2·{pad} + {dilation}·({kernel} - 1) + {output_padding} + 1 = {out}\nhint: use less padding",
+                "{call} leaves no output {axis}: {} ({axis} {input}), and ({input} - 1)·{stride} - 2·{pad} + {dilation}·({kernel} - 1) + {output_padding} + 1 = {out}\nhint: use less padding",
                 prod.got()
             ),
         ));
@@ -1455,6 +1455,10 @@ mod tests {
         assert_eq!(shapes("GlobalAvgPool", &[4, 7, 8]), [vec![4]]);
         assert_eq!(shapes("GlobalMaxPool", &[4, 7, 8]), [vec![4]]);
         assert_eq!(shapes("Upsample((2, 3), mode = bilinear)", &[4, 7, 8]), [vec![4, 14, 24]]);
+        assert_eq!(
+            message("ConvTranspose2d(8, kernel = 1, padding = 1)", &[4, 1, 1]),
+            "ConvTranspose2d(8, kernel = 1, padding = 1) leaves no output height: the model input is [4, 1, 1] (height 1), and (1 - 1)·1 - 2·1 + 1·(1 - 1) + 0 + 1 = -1\nhint: use less padding"
+        );
         assert_eq!(shapes("Reshape(-1, 4)", &[2, 8]), [vec![4, 4]]);
         assert_eq!(
             shapes("Embedding(100, 16), MultiHeadAttention(4), LayerNorm", &[12]).last().unwrap(),
