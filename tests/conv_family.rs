@@ -166,6 +166,9 @@ fn gradients_match_finite_differences_on_wgpu() -> Result<()> {
     check_gradients(&gpu)
 }
 
+/// One layer's output, input gradient and parameter gradients on one device.
+type Run = (Vec<f32>, Vec<f32>, Vec<Vec<f32>>);
+
 /// The layers on both devices from the same weights, on non-contiguous (transposed) inputs.
 #[test]
 fn layers_agree_between_cpu_and_wgpu_on_views() -> Result<()> {
@@ -203,7 +206,7 @@ fn layers_agree_between_cpu_and_wgpu_on_views() -> Result<()> {
         let r = stored.len();
         stored.swap(r - 1, r - 2);
         let data = randn(&stored, 20);
-        let run = |device: &Device| -> Result<(Vec<f32>, Vec<f32>, Vec<Vec<f32>>)> {
+        let run = |device: &Device| -> Result<Run> {
             let layer = build(device)?;
             let x = data.to_device(device)?.requires_grad_()?;
             let y = layer.forward_raw(&x.transpose(-1, -2)?)?;

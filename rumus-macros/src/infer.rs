@@ -794,13 +794,13 @@ fn checked_in_channels(call: &LayerCall, b: &Bound, prod: &Producer, c: usize) -
 /// Input and output channels both divisible by `groups`, or a spanned error.
 fn check_groups(call: &LayerCall, b: &Bound, prod: &Producer, c: usize, out: usize, groups: usize) -> Result<()> {
     let groups_tokens = b.tokens_or("groups", &call.tokens);
-    if c % groups != 0 {
+    if !c.is_multiple_of(groups) {
         return Err(err(
             groups_tokens,
             format!("{call} needs input channels divisible by groups = {groups}, but {} ({})\nhint: choose groups dividing {c}", prod.got(), count(c, "channel")),
         ));
     }
-    if out % groups != 0 {
+    if !out.is_multiple_of(groups) {
         return Err(err(
             groups_tokens,
             format!("{call} needs output channels divisible by groups = {groups}, but it has {out} output channels\nhint: choose groups dividing both {c} and {out}"),

@@ -79,6 +79,7 @@ impl Conv1d {
         Ok(Conv1d { weight, bias, config: cfg })
     }
 
+    /// The hyper-parameters this layer was built with.
     pub fn config(&self) -> &Conv1dConfig {
         &self.config
     }

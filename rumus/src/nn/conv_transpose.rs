@@ -97,6 +97,7 @@ impl ConvTranspose2d {
         Ok(ConvTranspose2d { weight, bias, config: cfg })
     }
 
+    /// The hyper-parameters this layer was built with.
     pub fn config(&self) -> &ConvTranspose2dConfig {
         &self.config
     }

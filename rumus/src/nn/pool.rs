@@ -108,6 +108,7 @@ pub struct MaxPool1d {
 }
 
 impl MaxPool1d {
+    /// Max pooling with these sizes (PyTorch's `MaxPool1d(kernel, stride, padding, dilation)`).
     pub fn new(kernel: usize, stride: usize, padding: usize, dilation: usize) -> Self {
         MaxPool1d { kernel, stride, padding, dilation }
     }
@@ -142,6 +143,7 @@ pub struct AvgPool1d {
 }
 
 impl AvgPool1d {
+    /// Average pooling with these sizes (PyTorch's `AvgPool1d(kernel, stride, padding)`).
     pub fn new(kernel: usize, stride: usize, padding: usize) -> Self {
         AvgPool1d { kernel, stride, padding }
     }
