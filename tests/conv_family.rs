@@ -336,3 +336,52 @@ fn bad_input_is_an_error_naming_the_op() -> Result<()> {
     assert!(Conv1d::new(&cpu, Conv1dConfig::new(4, 6, 0), 0).is_err());
     Ok(())
 }
+
+mod properties {
+    use proptest::prelude::*;
+    use rumus::{ConvTranspose2dArgs, Device, RawTensor};
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        /// Any small geometry: an error, or PyTorch's output size, and then the transposed
+        /// convolution is the adjoint of the convolution: ⟨convT(x), y⟩ = ⟨x, conv(y)⟩.
+        #[test]
+        fn conv_transpose2d_is_the_adjoint_of_conv2d(
+            (n, groups, cin_g, cout_g) in (1usize..3, 1usize..3, 1usize..3, 1usize..3),
+            (h, w, kh, kw) in (1usize..5, 1usize..5, 1usize..4, 1usize..4),
+            (sh, sw, ph, pw) in (1usize..4, 1usize..4, 0usize..3, 0usize..3),
+            (oph, opw, dh, dw) in (0usize..3, 0usize..3, 1usize..3, 1usize..3),
+        ) {
+            let cpu = Device::cpu();
+            let (cin, cout) = (cin_g * groups, cout_g * groups);
+            let x = RawTensor::randn(&[n, cin, h, w], 0.0, 1.0, 1, &cpu).unwrap();
+            let wt = RawTensor::randn(&[cin, cout_g, kh, kw], 0.0, 1.0, 2, &cpu).unwrap();
+            let args = ConvTranspose2dArgs {
+                stride: (sh, sw),
+                padding: (ph, pw),
+                output_padding: (oph, opw),
+                dilation: (dh, dw),
+                groups,
+            };
+            let out_h = rumus::conv_transpose_extent(h, kh, sh, ph, oph, dh);
+            let out_w = rumus::conv_transpose_extent(w, kw, sw, pw, opw, dw);
+            match x.conv_transpose2d(&wt, None, args) {
+                Ok(y) => {
+                    prop_assert!(oph < sh && opw < sw);
+                    let (oh, ow) = (out_h.unwrap(), out_w.unwrap());
+                    prop_assert_eq!(y.shape(), &[n, cout, oh, ow][..]);
+                    let probe = RawTensor::randn(&[n, cout, oh, ow], 0.0, 1.0, 3, &cpu).unwrap();
+                    let back = probe.conv2d(&wt, None, (sh, sw), (ph, pw), (dh, dw), groups).unwrap();
+                    prop_assert_eq!(back.shape(), x.shape());
+                    let dot = |a: &RawTensor, b: &RawTensor| -> f64 {
+                        a.to_vec().unwrap().iter().zip(b.to_vec().unwrap()).map(|(p, q)| *p as f64 * q as f64).sum()
+                    };
+                    let (lhs, rhs) = (dot(&y, &probe), dot(&x, &back));
+                    prop_assert!((lhs - rhs).abs() <= 1e-3 * (1.0 + lhs.abs()), "{lhs} vs {rhs}");
+                }
+                Err(_) => prop_assert!(oph >= sh || opw >= sw || out_h.is_none() || out_w.is_none()),
+            }
+        }
+    }
+}
