@@ -4,7 +4,7 @@
 
 use proc_macro2::{Delimiter, Group, Literal, Punct, Spacing, TokenStream, TokenTree};
 
-use crate::expand;
+use crate::generate;
 
 const CORPUS: &[(&str, &str)] = &[
     (
@@ -25,6 +25,10 @@ const CORPUS: &[(&str, &str)] = &[
         "pub struct Gpt { embed: layers![Embedding(84, 64, std = 0.02), PositionalEmbedding(32), Dropout(0.2)], blocks: layers![Repeat(3, TransformerBlock(4, dropout = 0.2), CausalSelfAttention(2, bias = false))], head: layers![LayerNorm, MultiHeadAttention(4, causal = true), Linear(84, bias = false, tie = embed.0)] }",
     ),
     ("input = [2, 8]", "struct R { a: layers![Reshape(4, -1), Flatten, BatchNorm1d, Linear(16 => 4, bias = false)], b: layers![MaxPool2d((2, 1), padding = (0, 0), dilation = 1)] }"),
+    (
+        "input = [1, 8, 8]",
+        "struct Ae { enc: layers![Conv2d(4, kernel = 3, stride = 2, padding = 1), GlobalMaxPool, Reshape(4, 1, 1), ConvTranspose2d(4 => 2, kernel = (3, 3), stride = 2, padding = 1, output_padding = 1, bias = false), Upsample(2, mode = bilinear), GlobalAvgPool], seq: layers![Reshape(1, 2), Conv1d(4, kernel = 1, padding = same), MaxPool1d(1, dilation = 1), AvgPool1d(1, stride = 1, padding = 0)] }",
+    ),
 ];
 
 /// xorshift64*: deterministic, so a failure reproduces.
@@ -74,6 +78,10 @@ fn random_token(rng: &mut Rng) -> TokenTree {
                 "tie",
                 "embed",
                 "TransformerBlock",
+                "ConvTranspose2d",
+                "Conv1d",
+                "Upsample",
+                "output_padding",
             ];
             TokenTree::Ident(proc_macro2::Ident::new(words[rng.below(words.len())], proc_macro2::Span::call_site()))
         }
@@ -130,9 +138,9 @@ fn mutated_models_never_panic() {
                 item = mutate(item, &mut rng, 0);
             }
         }
-        let out = expand::model(attr.clone(), item.clone()).to_string();
+        let out = generate::model(attr.clone(), item.clone()).to_string();
         // Also drive the nested-model re-entry with the same pieces.
-        let resumed = expand::resume(
+        let resumed = generate::resume(
             format!("[{attr}] [other {{ input = [16, 32], output = [16, 32], trainable = 3, buffers = 0, name = Inner }}] {item}")
                 .parse()
                 .unwrap_or_default(),
@@ -152,18 +160,18 @@ fn random_token_soup_never_panics() {
     for _ in 0..300 {
         let n = rng.below(30);
         let soup: TokenStream = (0..n).map(|_| random_token(&mut rng)).collect();
-        let _ = expand::model(soup.clone(), soup.clone());
-        let _ = expand::resume(soup.clone());
+        let _ = generate::model(soup.clone(), soup.clone());
+        let _ = generate::resume(soup.clone());
         let _ = crate::parse::parse_layer_list(soup.clone());
         let item: TokenStream = format!("struct S {{ a: layers![{soup}] }}").parse().unwrap_or_default();
-        let _ = expand::model("input = [3, 8, 8]".parse().unwrap(), item);
+        let _ = generate::model("input = [3, 8, 8]".parse().unwrap(), item);
     }
 }
 
 #[test]
 fn corpus_expands_cleanly() {
-    for (attr, item) in CORPUS[..3].iter().chain(&CORPUS[4..5]) {
-        let out = expand::model(attr.parse().unwrap(), item.parse().unwrap()).to_string();
+    for (attr, item) in CORPUS[..3].iter().chain(&CORPUS[4..5]).chain(&CORPUS[6..]) {
+        let out = generate::model(attr.parse().unwrap(), item.parse().unwrap()).to_string();
         assert!(!out.contains("compile_error"), "{out}");
     }
 }
@@ -200,7 +208,7 @@ fn every_error_of_a_mutated_model_points_into_the_source() {
         else {
             continue;
         };
-        let out = expand::model(attr.clone(), item.clone());
+        let out = generate::model(attr.clone(), item.clone());
         let mut spans = Vec::new();
         error_spans(out.clone(), &mut spans);
         if spans.is_empty() {

@@ -9,15 +9,17 @@
 //! }
 //! ```
 //!
-//! Pipeline: `parse` (tokens → layer calls, keeping spans) → `spec` (the table of layers:
-//! arguments, shape rules, constructors) → `infer` / `model` (walk the shapes, spanned errors)
-//! → `expand` (generated code) and `summary`. Everything runs on `proc_macro2` so it can be
-//! unit-tested and fuzzed outside a compiler.
+//! Pipeline, parse → analyse → generate:
+//! - `parse`: tokens → layer calls and the model's fields, keeping the tokens for spans;
+//! - `spec`: the table of layers (arguments, the shape rule of each, docs), and argument binding;
+//! - `analyse`: the shape rules walked from the input to a typed plan (`LayerKind` per layer,
+//!   shapes, parameter counts), or errors spanned on what the user wrote; `summary` renders it;
+//! - `generate`: the only code that emits tokens, one small generator per concern.
+//!
+//! Everything runs on `proc_macro2` so it can be unit-tested and fuzzed outside a compiler.
 
-mod dummies;
-mod expand;
-mod infer;
-mod model;
+mod analyse;
+mod generate;
 mod parse;
 mod spec;
 mod suggest;
@@ -53,13 +55,13 @@ use proc_macro::TokenStream;
 /// See `docs/DSL.md` for every layer, its arguments and its shape rule.
 #[proc_macro_attribute]
 pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
-    expand::model(attr.into(), item.into()).into()
+    generate::model(attr.into(), item.into()).into()
 }
 
 /// An ordered list of layers; only meaningful as the type of a `#[model]` struct field.
 #[proc_macro]
 pub fn layers(input: TokenStream) -> TokenStream {
-    expand::layers_alone(input.into()).into()
+    generate::layers_alone(input.into()).into()
 }
 
 /// Internal: re-enters `#[model]` with a nested model's shapes (called by the callback macro
@@ -67,5 +69,5 @@ pub fn layers(input: TokenStream) -> TokenStream {
 #[doc(hidden)]
 #[proc_macro]
 pub fn __model_resume(input: TokenStream) -> TokenStream {
-    expand::resume(input.into()).into()
+    generate::resume(input.into()).into()
 }

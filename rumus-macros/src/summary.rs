@@ -1,6 +1,7 @@
 //! The Keras-style `summary()` table, rendered at expansion time into a string literal.
 
-use crate::model::{Field, FieldBody, Plan};
+use crate::analyse::{FieldBody, Plan};
+use crate::parse::model::Field;
 use crate::spec::fmt_shape;
 
 /// `61706` → `61,706`.
@@ -23,11 +24,11 @@ pub fn render(name: &str, fields: &[Field], plan: &Plan) -> String {
             FieldBody::Layers(outs) => {
                 for (i, o) in outs.iter().enumerate() {
                     let params = o.trainable.saturating_add(o.buffers);
-                    let kind = match &o.tied_to {
+                    let kind = match o.tied_to() {
                         Some(source) => format!("{}, weight of {source}", o.type_name),
                         None => o.type_name.to_string(),
                     };
-                    rows.push((format!("{}.{i} ({kind})", f.name), fmt_shape(&o.out), thousands(params)));
+                    rows.push((format!("{}.{i} ({kind})", f.name), fmt_shape(&o.output), thousands(params)));
                 }
             }
             FieldBody::Nested { info, .. } => {

@@ -5,6 +5,8 @@
 //! grammar: the DSL (`Linear(400 => 120)`, `padding = same`) is not Rust expression syntax, and a
 //! hand parser makes every malformed input an error instead of a surprise.
 
+pub mod model;
+
 use std::fmt;
 
 use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};

@@ -10,9 +10,11 @@
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, ToTokens};
 
-use crate::expand::{callback_macro, dims_tokens, shape_type};
-use crate::model::{self, Stop};
-use crate::spec::Shape;
+use super::callback::callback_macro;
+use super::tokens::{dims, shape_type};
+use crate::analyse::{self, Stop};
+use crate::parse::model;
+use crate::spec::{self, Shape};
 
 /// The error of `stop` (if it is this model's), the struct and the dummy surface.
 pub fn surface(item: &syn::ItemStruct, attr: &TokenStream, stop: Stop) -> TokenStream {
@@ -78,7 +80,7 @@ fn replan(item: &syn::ItemStruct, args: &model::ModelArgs, stop: &Stop) -> Optio
         return None;
     }
     let fields = model::parse_fields(item).ok()?;
-    match model::plan(item, args, &fields, &std::collections::HashMap::new()) {
+    match analyse::plan(item, args, &fields, &std::collections::HashMap::new()) {
         Ok(plan) => Some(Stop {
             error: None,
             done: plan.fields.iter().map(|f| (f.input.clone(), f.output.clone())).collect(),
@@ -132,23 +134,9 @@ fn guess_output(item: &syn::ItemStruct, input: Option<&[usize]>) -> Option<Shape
         })
         .flatten()
         .collect();
-    const KEEPS_SHAPE: &[&str] = &[
-        "Relu",
-        "Sigmoid",
-        "Tanh",
-        "Gelu",
-        "GeluTanh",
-        "Silu",
-        "LeakyRelu",
-        "Softmax",
-        "LogSoftmax",
-        "Dropout",
-        "BatchNorm1d",
-        "LayerNorm",
-    ];
-    let decisive = last.iter().rev().find(|l| !KEEPS_SHAPE.contains(&l.name.to_string().as_str()))?;
-    let spec = crate::spec::find(&decisive.name.to_string())?;
-    let bound = crate::spec::bind(spec, decisive).ok()?;
+    let decisive = last.iter().rev().find(|l| !spec::find(&l.name.to_string()).is_some_and(|s| s.keeps_shape))?;
+    let spec = spec::find(&decisive.name.to_string())?;
+    let bound = spec::bind(spec, decisive).ok()?;
     match spec.name {
         "Linear" => {
             // An unknown input is most often a vector of features.
@@ -204,22 +192,27 @@ fn shape_or_placeholder(shape: &Option<Shape>) -> TokenStream {
 }
 
 fn dummy_items(item: &syn::ItemStruct, attr: &TokenStream, stop: &Stop) -> TokenStream {
-    let name = &item.ident;
     let k = known(item, attr, stop);
+    let inherent = dummy_inherent(&item.ident, &k);
+    let traits = dummy_traits(&item.ident, &k);
+    quote! {
+        #inherent
+
+        #traits
+    }
+}
+
+/// The inherent consts and methods, forwards typed with what is known.
+fn dummy_inherent(name: &syn::Ident, k: &Known) -> TokenStream {
     let forward =
         if k.custom { quote!() } else { typed_method(&format_ident!("forward"), quote!(&self), &k.input, &k.output) };
     let per_field = k.fields.iter().map(|(f, i, o)| typed_method(&format_ident!("forward_{}", f), quote!(&self), i, o));
     let predict = typed_method(&format_ident!("predict"), quote!(&self), &k.input, &k.output);
     let dims = |s: &Option<Shape>| match s {
-        Some(s) => dims_tokens(s),
+        Some(s) => dims(s),
         None => quote!([]),
     };
     let (in_dims, out_dims) = (dims(&k.input), dims(&k.output));
-    let (in_ty, out_ty) = (shape_or_placeholder(&k.input), shape_or_placeholder(&k.output));
-    let takes_input = match &k.input {
-        Some(_) => quote!(impl ::rumus::__private::TakesInput<#in_ty> for #name {}),
-        None => quote!(),
-    };
     quote! {
         #[allow(unused_variables, dead_code, clippy::all)]
         impl #name {
@@ -269,7 +262,17 @@ fn dummy_items(item: &syn::ItemStruct, attr: &TokenStream, stop: &Stop) -> Token
                 ::core::unimplemented!()
             }
         }
+    }
+}
 
+/// `Module`, `Model` and (with a known input) `TakesInput`.
+fn dummy_traits(name: &syn::Ident, k: &Known) -> TokenStream {
+    let (in_ty, out_ty) = (shape_or_placeholder(&k.input), shape_or_placeholder(&k.output));
+    let takes_input = match &k.input {
+        Some(_) => quote!(impl ::rumus::__private::TakesInput<#in_ty> for #name {}),
+        None => quote!(),
+    };
+    quote! {
         #[allow(unused_variables)]
         impl ::rumus::nn::Module for #name {
             fn forward_raw(&self, _x: &::rumus::RawTensor) -> ::rumus::Result<::rumus::RawTensor> {
@@ -360,8 +363,8 @@ mod tests {
                 "struct Net { a: layers![Linear(4), Lineer(3)] }",
             ),
         ] {
-            let real = crate::expand::model(attr.parse().unwrap(), ok.parse().unwrap());
-            let dummy = crate::expand::model(attr.parse().unwrap(), bad.parse().unwrap());
+            let real = crate::generate::model(attr.parse().unwrap(), ok.parse().unwrap());
+            let dummy = crate::generate::model(attr.parse().unwrap(), bad.parse().unwrap());
             assert!(!real.to_string().contains("compile_error"));
             let dummy_str = dummy.to_string();
             assert_eq!(dummy_str.matches("compile_error").count(), 1, "{dummy_str}");
@@ -376,7 +379,7 @@ mod tests {
     fn guessed_output_follows_the_last_linear_after_a_flatten() {
         let guess = |attr: &str, item: &str| {
             let item: syn::ItemStruct = syn::parse_str(item).unwrap();
-            let args = crate::model::parse_args(attr.parse().unwrap()).unwrap();
+            let args = crate::parse::model::parse_args(attr.parse().unwrap()).unwrap();
             super::guess_output(&item, args.input.as_ref().map(|(s, _)| s.as_slice()))
         };
         let lenet = "struct N { f: layers![Conv2d(16, kernel = 5), Flatten], h: layers![Linear(400 => 120), Relu, Linear(10), LogSoftmax] }";
@@ -392,7 +395,7 @@ mod tests {
     /// error, the full surface, and its own callback says poisoned too.
     #[test]
     fn poisoned_nested_model_adds_no_error() {
-        let out = crate::expand::resume(
+        let out = crate::generate::resume(
             "[input = [8]] [inner { poisoned = true, name = Inner }] pub struct Outer { a: layers![Linear(8)], inner: Inner, b: layers![Linear(2)] }"
                 .parse()
                 .unwrap(),
