@@ -25,6 +25,10 @@ const CORPUS: &[(&str, &str)] = &[
         "pub struct Gpt { embed: layers![Embedding(84, 64, std = 0.02), PositionalEmbedding(32), Dropout(0.2)], blocks: layers![Repeat(3, TransformerBlock(4, dropout = 0.2), CausalSelfAttention(2, bias = false))], head: layers![LayerNorm, MultiHeadAttention(4, causal = true), Linear(84, bias = false, tie = embed.0)] }",
     ),
     ("input = [2, 8]", "struct R { a: layers![Reshape(4, -1), Flatten, BatchNorm1d, Linear(16 => 4, bias = false)], b: layers![MaxPool2d((2, 1), padding = (0, 0), dilation = 1)] }"),
+    (
+        "input = [1, 8, 8]",
+        "struct Ae { enc: layers![Conv2d(4, kernel = 3, stride = 2, padding = 1), GlobalMaxPool, Reshape(4, 1, 1), ConvTranspose2d(4 => 2, kernel = (3, 3), stride = 2, padding = 1, output_padding = 1, bias = false), Upsample(2, mode = bilinear), GlobalAvgPool], seq: layers![Reshape(1, 2), Conv1d(4, kernel = 1, padding = same), MaxPool1d(1, dilation = 1), AvgPool1d(1, stride = 1, padding = 0)] }",
+    ),
 ];
 
 /// xorshift64*: deterministic, so a failure reproduces.
@@ -74,6 +78,10 @@ fn random_token(rng: &mut Rng) -> TokenTree {
                 "tie",
                 "embed",
                 "TransformerBlock",
+                "ConvTranspose2d",
+                "Conv1d",
+                "Upsample",
+                "output_padding",
             ];
             TokenTree::Ident(proc_macro2::Ident::new(words[rng.below(words.len())], proc_macro2::Span::call_site()))
         }
@@ -162,7 +170,7 @@ fn random_token_soup_never_panics() {
 
 #[test]
 fn corpus_expands_cleanly() {
-    for (attr, item) in CORPUS[..3].iter().chain(&CORPUS[4..5]) {
+    for (attr, item) in CORPUS[..3].iter().chain(&CORPUS[4..5]).chain(&CORPUS[6..]) {
         let out = generate::model(attr.parse().unwrap(), item.parse().unwrap()).to_string();
         assert!(!out.contains("compile_error"), "{out}");
     }
