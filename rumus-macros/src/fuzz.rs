@@ -26,6 +26,10 @@ const CORPUS: &[(&str, &str)] = &[
     ),
     ("input = [2, 8]", "struct R { a: layers![Reshape(4, -1), Flatten, BatchNorm1d, Linear(16 => 4, bias = false)], b: layers![MaxPool2d((2, 1), padding = (0, 0), dilation = 1)] }"),
     (
+        "input = [1, 8, 8]",
+        "struct Ae { enc: layers![Conv2d(4, kernel = 3, stride = 2, padding = 1), GlobalMaxPool, Reshape(4, 1, 1), ConvTranspose2d(4 => 2, kernel = (3, 3), stride = 2, padding = 1, output_padding = 1, bias = false), Upsample(2, mode = bilinear), GlobalAvgPool], seq: layers![Reshape(1, 2), Conv1d(4, kernel = 1, padding = same), MaxPool1d(1, dilation = 1), AvgPool1d(1, stride = 1, padding = 0)] }",
+    ),
+    (
         "input = [28, 28]",
         "struct Rnn { body: layers![Lstm(32, layers = 2, bidirectional = true, dropout = 0.1), Gru(16, return_sequences = false), Linear(10)] }",
     ),
@@ -78,6 +82,10 @@ fn random_token(rng: &mut Rng) -> TokenTree {
                 "tie",
                 "embed",
                 "TransformerBlock",
+                "ConvTranspose2d",
+                "Conv1d",
+                "Upsample",
+                "output_padding",
             ];
             TokenTree::Ident(proc_macro2::Ident::new(words[rng.below(words.len())], proc_macro2::Span::call_site()))
         }
@@ -166,7 +174,7 @@ fn random_token_soup_never_panics() {
 
 #[test]
 fn corpus_expands_cleanly() {
-    for (attr, item) in CORPUS[..3].iter().chain(&CORPUS[4..5]) {
+    for (attr, item) in CORPUS[..3].iter().chain(&CORPUS[4..5]).chain(&CORPUS[6..]) {
         let out = generate::model(attr.parse().unwrap(), item.parse().unwrap()).to_string();
         assert!(!out.contains("compile_error"), "{out}");
     }

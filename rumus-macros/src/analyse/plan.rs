@@ -51,6 +51,25 @@ pub enum LayerKind {
     AdaptiveAvgPool2d {
         size: Pair,
     },
+    ConvTranspose2d(ConvTranspose2d),
+    Conv1d(Conv1d),
+    MaxPool1d {
+        kernel: usize,
+        stride: usize,
+        padding: usize,
+        dilation: usize,
+    },
+    AvgPool1d {
+        kernel: usize,
+        stride: usize,
+        padding: usize,
+    },
+    GlobalAvgPool,
+    GlobalMaxPool,
+    Upsample {
+        scale: Pair,
+        mode: UpsampleMode,
+    },
     Flatten,
     Reshape {
         shape: Shape,
@@ -129,6 +148,52 @@ pub struct Conv2d {
     pub groups: usize,
     pub bias: bool,
     pub seed: u64,
+}
+
+/// A `ConvTranspose2d`'s configuration (`rumus::nn::ConvTranspose2dConfig`).
+#[derive(Clone, Debug)]
+pub struct ConvTranspose2d {
+    pub in_channels: usize,
+    pub out_channels: usize,
+    pub kernel: Pair,
+    pub stride: Pair,
+    pub padding: Pair,
+    pub output_padding: Pair,
+    pub dilation: Pair,
+    pub groups: usize,
+    pub bias: bool,
+    pub seed: u64,
+}
+
+/// A `Conv1d`'s configuration (`rumus::nn::Conv1dConfig`).
+#[derive(Clone, Debug)]
+pub struct Conv1d {
+    pub in_channels: usize,
+    pub out_channels: usize,
+    pub kernel: usize,
+    pub stride: usize,
+    pub padding: Conv1dPadding,
+    pub dilation: usize,
+    pub groups: usize,
+    pub bias: bool,
+    pub seed: u64,
+}
+
+/// A `Conv1d`'s padding (`rumus::Conv1dPadding`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Conv1dPadding {
+    /// PyTorch's `padding='same'`: d·(k-1) in all, the odd one on the right.
+    Same,
+    /// The same number of zeros on both sides.
+    Explicit(usize),
+}
+
+/// How `Upsample` fills the new pixels (`rumus::UpsampleMode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpsampleMode {
+    Nearest,
+    /// `align_corners = false`, as PyTorch's default.
+    Bilinear,
 }
 
 /// The arguments of `CausalSelfAttention` and `TransformerBlock`.

@@ -341,6 +341,29 @@ mod tests {
         assert_eq!(shapes("Conv2d(8, kernel = (3, 5), padding = same)", &[3, 9, 9]), [vec![8, 9, 9]]);
         assert_eq!(shapes("MaxPool2d(3, stride = 2, padding = 1)", &[4, 7, 8]), [vec![4, 4, 4]]);
         assert_eq!(shapes("AdaptiveAvgPool2d(1)", &[4, 7, 8]), [vec![4, 1, 1]]);
+        // torch.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1)(torch.zeros(1, 4, 7, 8)).shape
+        // == [1, 6, 14, 16]
+        assert_eq!(
+            shapes("ConvTranspose2d(6, kernel = 3, stride = 2, padding = 1, output_padding = 1)", &[4, 7, 8]),
+            [vec![6, 14, 16]]
+        );
+        // torch.nn.ConvTranspose2d(4, 2, (2, 3), stride=(1, 2), dilation=(2, 1))(torch.zeros(1, 4, 4, 5)).shape == [1, 2, 6, 11]
+        assert_eq!(
+            shapes("ConvTranspose2d(2, kernel = (2, 3), stride = (1, 2), dilation = (2, 1))", &[4, 4, 5]),
+            [vec![2, 6, 11]]
+        );
+        // torch.nn.Conv1d(4, 6, 3, stride=2, padding=1, dilation=2)(torch.zeros(1, 4, 11)).shape == [1, 6, 5]
+        assert_eq!(shapes("Conv1d(6, kernel = 3, stride = 2, padding = 1, dilation = 2)", &[4, 11]), [vec![6, 5]]);
+        assert_eq!(shapes("Conv1d(6, 4, padding = same)", &[4, 11]), [vec![6, 11]]);
+        assert_eq!(shapes("MaxPool1d(3, stride = 2, padding = 1)", &[4, 10]), [vec![4, 5]]);
+        assert_eq!(shapes("AvgPool1d(2)", &[4, 11]), [vec![4, 5]]);
+        assert_eq!(shapes("GlobalAvgPool", &[4, 7, 8]), [vec![4]]);
+        assert_eq!(shapes("GlobalMaxPool", &[4, 7, 8]), [vec![4]]);
+        assert_eq!(shapes("Upsample((2, 3), mode = bilinear)", &[4, 7, 8]), [vec![4, 14, 24]]);
+        assert_eq!(
+            message("ConvTranspose2d(8, kernel = 1, padding = 1)", &[4, 1, 1]),
+            "ConvTranspose2d(8, kernel = 1, padding = 1) leaves no output height: the model input is [4, 1, 1] (height 1), and (1 - 1)·1 - 2·1 + 1·(1 - 1) + 0 + 1 = -1\nhint: use less padding"
+        );
         assert_eq!(shapes("Reshape(-1, 4)", &[2, 8]), [vec![4, 4]]);
         assert_eq!(
             shapes("Embedding(100, 16), MultiHeadAttention(4), LayerNorm", &[12]).last().unwrap(),

@@ -6,7 +6,9 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 use super::tokens::{depth_var, dims, lit, pair, seed, tie_var};
-use crate::analyse::plan::{Attention, Conv2d, LayerRef, Pair, Recurrent};
+use crate::analyse::plan::{
+    Attention, Conv1d, Conv1dPadding, Conv2d, ConvTranspose2d, LayerRef, Pair, Recurrent, UpsampleMode,
+};
 use crate::analyse::{Layer, LayerKind};
 
 /// An expression that builds `layer`.
@@ -23,6 +25,26 @@ pub fn ctor(layer: &Layer) -> TokenStream {
         LayerKind::AdaptiveAvgPool2d { size } => {
             let size = pair(*size);
             quote!(::rumus::nn::AdaptiveAvgPool2d::new(#size))
+        }
+        LayerKind::ConvTranspose2d(c) => conv_transpose2d(c),
+        LayerKind::Conv1d(c) => conv1d(c),
+        LayerKind::MaxPool1d { kernel, stride, padding, dilation } => {
+            let (k, s, p, d) = (lit(*kernel), lit(*stride), lit(*padding), lit(*dilation));
+            quote!(::rumus::nn::MaxPool1d::new(#k, #s, #p, #d))
+        }
+        LayerKind::AvgPool1d { kernel, stride, padding } => {
+            let (k, s, p) = (lit(*kernel), lit(*stride), lit(*padding));
+            quote!(::rumus::nn::AvgPool1d::new(#k, #s, #p))
+        }
+        LayerKind::GlobalAvgPool => quote!(::rumus::nn::GlobalAvgPool),
+        LayerKind::GlobalMaxPool => quote!(::rumus::nn::GlobalMaxPool),
+        LayerKind::Upsample { scale, mode } => {
+            let scale = pair(*scale);
+            let mode = match mode {
+                UpsampleMode::Nearest => quote!(::rumus::UpsampleMode::Nearest),
+                UpsampleMode::Bilinear => quote!(::rumus::UpsampleMode::Bilinear),
+            };
+            quote!(::rumus::nn::Upsample::new(#scale, #mode))
         }
         LayerKind::Flatten => quote!(::rumus::nn::Flatten::new()),
         LayerKind::Reshape { shape } => {
@@ -114,6 +136,62 @@ fn conv2d(c: &Conv2d) -> TokenStream {
             stride: #st,
             padding: #pt,
             dilation: #dt,
+            groups: #g,
+            bias: #bias,
+        },
+        #seed,
+    )?)
+}
+
+fn conv_transpose2d(c: &ConvTranspose2d) -> TokenStream {
+    let (ci, co, g, seed) = (lit(c.in_channels), lit(c.out_channels), lit(c.groups), seed(c.seed));
+    let (kt, st, pt, opt, dt) =
+        (pair(c.kernel), pair(c.stride), pair(c.padding), pair(c.output_padding), pair(c.dilation));
+    let bias = c.bias;
+    quote!(::rumus::nn::ConvTranspose2d::new(
+        device,
+        ::rumus::nn::ConvTranspose2dConfig {
+            in_channels: #ci,
+            out_channels: #co,
+            kernel: #kt,
+            stride: #st,
+            padding: #pt,
+            output_padding: #opt,
+            dilation: #dt,
+            groups: #g,
+            bias: #bias,
+        },
+        #seed,
+    )?)
+}
+
+fn conv1d(c: &Conv1d) -> TokenStream {
+    let (ci, co, k, s, d, g, seed) = (
+        lit(c.in_channels),
+        lit(c.out_channels),
+        lit(c.kernel),
+        lit(c.stride),
+        lit(c.dilation),
+        lit(c.groups),
+        seed(c.seed),
+    );
+    let padding = match c.padding {
+        Conv1dPadding::Same => quote!(::rumus::Conv1dPadding::Same),
+        Conv1dPadding::Explicit(p) => {
+            let p = lit(p);
+            quote!(::rumus::Conv1dPadding::Explicit(#p))
+        }
+    };
+    let bias = c.bias;
+    quote!(::rumus::nn::Conv1d::new(
+        device,
+        ::rumus::nn::Conv1dConfig {
+            in_channels: #ci,
+            out_channels: #co,
+            kernel: #k,
+            stride: #s,
+            padding: #padding,
+            dilation: #d,
             groups: #g,
             bias: #bias,
         },

@@ -15,6 +15,8 @@ pub enum Val {
     Usize(usize),
     Pair(usize, usize),
     Same,
+    /// A word argument such as an upsampling mode.
+    Word(String),
     Float(f64),
     Bool(bool),
     Int(i64),
@@ -52,6 +54,12 @@ impl Bound {
     pub fn pair(&self, name: &str) -> Option<(usize, usize)> {
         match self.get(name) {
             Some(Val::Pair(a, b)) => Some((*a, *b)),
+            _ => None,
+        }
+    }
+    pub fn word(&self, name: &str) -> Option<&str> {
+        match self.get(name) {
+            Some(Val::Word(w)) => Some(w),
             _ => None,
         }
     }
@@ -287,6 +295,9 @@ fn convert(layer: &str, a: &ArgSpec, v: &Value) -> Result<Val> {
             Val::Pair(h, w)
         }
         Kind::ConvPad => conv_padding(layer, a, v)?,
+        Kind::Count => Val::Usize(size_of(layer, a, v, 0)?),
+        Kind::ConvPad1d => conv_padding1d(layer, a, v)?,
+        Kind::Mode => mode_of(layer, a, v)?,
         Kind::Prob => Val::Float(prob_of(layer, a, v)?),
         Kind::PosFloat => Val::Float(positive_of(layer, a, v)?),
         Kind::Float => Val::Float(float_of(layer, a, v)?),
@@ -362,6 +373,39 @@ fn conv_padding(layer: &str, a: &ArgSpec, v: &Value) -> Result<Val> {
             Val::Pair(h, w)
         }
     })
+}
+
+/// `same`, `valid` or a size (one axis).
+fn conv_padding1d(layer: &str, a: &ArgSpec, v: &Value) -> Result<Val> {
+    Ok(match &v.kind {
+        ValueKind::Word(w) if w == "same" => Val::Same,
+        ValueKind::Word(w) if w == "valid" => Val::Usize(0),
+        ValueKind::Word(_) => {
+            return Err(Error::new_spanned(
+                v,
+                format!(
+                "argument `padding` of {layer} must be {}, got `{v}`\nhint: the words it knows are `same` and `valid`",
+                a.kind.describe()
+            ),
+            ))
+        }
+        _ => Val::Usize(size_of(layer, a, v, 0)?),
+    })
+}
+
+/// An upsampling mode, `nearest` or `bilinear`.
+fn mode_of(layer: &str, a: &ArgSpec, v: &Value) -> Result<Val> {
+    match &v.kind {
+        ValueKind::Word(w) if w == "nearest" || w == "bilinear" => Ok(Val::Word(w.to_string())),
+        _ => Err(Error::new_spanned(
+            v,
+            format!(
+                "argument `{}` of {layer} must be {}, got `{v}`\nhint: `mode = bilinear` (align_corners = false, as PyTorch's default)",
+                a.name,
+                a.kind.describe()
+            ),
+        )),
+    }
 }
 
 /// One or more sizes (a -1 allowed, to infer), bare or as a tuple or list.

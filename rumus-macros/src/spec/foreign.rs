@@ -6,10 +6,27 @@ use crate::parse::LayerCall;
 /// PyTorch's and Keras's names for the arguments of the built-in layers, as
 /// `(layers, foreign name, rumus argument, how to write it)`; `*` matches every layer.
 pub const ARGS: &[(&[&str], &str, &str, &str)] = &[
-    (&["Conv2d", "MaxPool2d", "AvgPool2d"], "kernel_size", "kernel", "`kernel = 3`"),
-    (&["MaxPool2d", "AvgPool2d"], "pool_size", "kernel", "`kernel = 2`"),
-    (&["Conv2d", "MaxPool2d", "AvgPool2d"], "strides", "stride", "`stride = 2`"),
-    (&["Conv2d", "MaxPool2d"], "dilation_rate", "dilation", "`dilation = 2`"),
+    (
+        &["Conv2d", "ConvTranspose2d", "Conv1d", "MaxPool2d", "AvgPool2d", "MaxPool1d", "AvgPool1d"],
+        "kernel_size",
+        "kernel",
+        "`kernel = 3`",
+    ),
+    (&["MaxPool2d", "AvgPool2d", "MaxPool1d", "AvgPool1d"], "pool_size", "kernel", "`kernel = 2`"),
+    (
+        &["Conv2d", "ConvTranspose2d", "Conv1d", "MaxPool2d", "AvgPool2d", "MaxPool1d", "AvgPool1d"],
+        "strides",
+        "stride",
+        "`stride = 2`",
+    ),
+    (&["Conv2d", "ConvTranspose2d", "Conv1d", "MaxPool2d", "MaxPool1d"], "dilation_rate", "dilation", "`dilation = 2`"),
+    (&["Upsample"], "scale_factor", "scale", "`Upsample(2)` or `Upsample((2, 3))`"),
+    (&["Upsample"], "size", "scale", "`Upsample(2)`: the integer factor, not the output size"),
+    (&["Upsample"], "interpolation", "mode", "`mode = bilinear`"),
+    (&["ConvTranspose2d"], "out_channels", "out", "`ConvTranspose2d(out, kernel = k)`"),
+    (&["ConvTranspose2d"], "filters", "out", "`ConvTranspose2d(out, kernel = k)`"),
+    (&["Conv1d"], "out_channels", "out", "`Conv1d(out, kernel = k)`"),
+    (&["Conv1d"], "filters", "out", "`Conv1d(out, kernel = k)`"),
     (
         &["Linear"],
         "in_features",
@@ -26,7 +43,7 @@ pub const ARGS: &[(&[&str], &str, &str, &str)] = &[
     ),
     (&["Conv2d"], "out_channels", "out", "`Conv2d(out, kernel = k)`"),
     (&["Conv2d"], "filters", "out", "`Conv2d(out, kernel = k)`"),
-    (&["Linear", "Conv2d"], "use_bias", "bias", "`bias = false`"),
+    (&["Linear", "Conv2d", "ConvTranspose2d", "Conv1d"], "use_bias", "bias", "`bias = false`"),
     (&["MultiHeadAttention"], "n_heads", "heads", "`MultiHeadAttention(heads)`"),
     (
         &["MultiHeadAttention"],
@@ -80,7 +97,10 @@ pub fn positional(layer: &str, call: &LayerCall) -> Option<String> {
         ("Conv2d", [i, o, k, ..]) => Some(format!(
             "PyTorch's `Conv2d({i}, {o}, {k})` (in, out, kernel) is `Conv2d({i} => {o}, kernel = {k})` here, or `Conv2d({o}, kernel = {k})` with the input channels inferred"
         )),
-        ("MaxPool2d" | "AvgPool2d", [k, st, ..]) => {
+        ("ConvTranspose2d" | "Conv1d", [i, o, k, ..]) => Some(format!(
+            "PyTorch's `{layer}({i}, {o}, {k})` (in, out, kernel) is `{layer}({i} => {o}, kernel = {k})` here, or `{layer}({o}, kernel = {k})` with the input channels inferred"
+        )),
+        ("MaxPool2d" | "AvgPool2d" | "MaxPool1d" | "AvgPool1d", [k, st, ..]) => {
             Some(format!("PyTorch's second positional argument is the stride: `{layer}({k}, stride = {st})`"))
         }
         ("MultiHeadAttention", [e, h]) => Some(format!(
@@ -111,7 +131,14 @@ pub const LAYERS: &[(&str, &str)] = &[
     ("Dense", "Linear"),
     ("MaxPooling2D", "MaxPool2d"),
     ("AveragePooling2D", "AvgPool2d"),
-    ("GlobalAveragePooling2D", "AdaptiveAvgPool2d"),
+    ("GlobalAveragePooling2D", "GlobalAvgPool"),
+    ("GlobalMaxPooling2D", "GlobalMaxPool"),
+    ("AdaptiveMaxPool2d", "GlobalMaxPool"),
+    ("Conv2DTranspose", "ConvTranspose2d"),
+    ("Conv1D", "Conv1d"),
+    ("MaxPooling1D", "MaxPool1d"),
+    ("AveragePooling1D", "AvgPool1d"),
+    ("UpSampling2D", "Upsample"),
     ("AdaptiveAvgPool", "AdaptiveAvgPool2d"),
     ("BatchNormalization", "BatchNorm2d"),
     ("LayerNormalization", "LayerNorm"),

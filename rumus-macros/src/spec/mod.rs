@@ -10,7 +10,7 @@ pub mod foreign;
 
 pub use bind::{bind, Bound};
 
-use crate::analyse::rules::{attention, block, conv, dense, elementwise, embedding, norm, recurrent, reshape};
+use crate::analyse::rules::{attention, block, conv, conv1d, dense, elementwise, embedding, norm, recurrent, reshape};
 use crate::analyse::walk::{Ctx, Expanded, Site};
 use crate::analyse::Layer;
 use crate::parse::Result;
@@ -32,6 +32,12 @@ pub enum Kind {
     ConvPad,
     /// A non-negative integer or a pair.
     Pad,
+    /// A non-negative integer.
+    Count,
+    /// A non-negative integer, `same` or `valid` (one axis).
+    ConvPad1d,
+    /// An upsampling mode: `nearest` or `bilinear`.
+    Mode,
     /// A float in `[0, 1)`.
     Prob,
     /// A positive float.
@@ -58,6 +64,9 @@ impl Kind {
             Kind::Size2 => "a positive integer or a pair `(h, w)`",
             Kind::ConvPad => "a non-negative integer, a pair `(h, w)` or `same`",
             Kind::Pad => "a non-negative integer or a pair `(h, w)`",
+            Kind::Count => "a non-negative integer",
+            Kind::ConvPad1d => "a non-negative integer, `same` or `valid`",
+            Kind::Mode => "`nearest` or `bilinear`",
             Kind::Prob => "a probability in [0, 1)",
             Kind::PosFloat => "a positive number",
             Kind::Float => "a number",
@@ -192,6 +201,84 @@ pub static LAYERS: &[LayerSpec] = &[
         doc_rule: "[C, H, W] → [C, oh, ow]",
         rule: Rule::Layer(conv::adaptive_avg_pool2d),
         example: "e.g. `AdaptiveAvgPool2d(1)` or `AdaptiveAvgPool2d(7, 7)`",
+        keeps_shape: false,
+    },
+    LayerSpec {
+        name: "ConvTranspose2d",
+        args: &[
+            pos("out", Kind::Features),
+            pos("kernel", Kind::Size2),
+            named("stride", Kind::Size2, "1"),
+            named("padding", Kind::Pad, "0"),
+            named("output_padding", Kind::Pad, "0"),
+            named("dilation", Kind::Size2, "1"),
+            named("groups", Kind::Size, "1"),
+            named("bias", Kind::Bool, "true"),
+        ],
+        doc_rule: "[C, H, W] → [out, H', W'], H' = (H - 1)s - 2p + d(k-1) + output_padding + 1",
+        rule: Rule::Layer(conv::conv_transpose2d),
+        example: "e.g. `ConvTranspose2d(16, kernel = 3, stride = 2, padding = 1, output_padding = 1)`",
+        keeps_shape: false,
+    },
+    LayerSpec {
+        name: "Conv1d",
+        args: &[
+            pos("out", Kind::Features),
+            pos("kernel", Kind::Size),
+            named("stride", Kind::Size, "1"),
+            named("padding", Kind::ConvPad1d, "0"),
+            named("dilation", Kind::Size, "1"),
+            named("groups", Kind::Size, "1"),
+            named("bias", Kind::Bool, "true"),
+        ],
+        doc_rule: "[C, L] → [out, L'], L' = floor((L + 2p - d(k-1) - 1)/s) + 1",
+        rule: Rule::Layer(conv1d::conv1d),
+        example: "e.g. `Conv1d(16, kernel = 3, padding = same)`",
+        keeps_shape: false,
+    },
+    LayerSpec {
+        name: "MaxPool1d",
+        args: &[
+            pos("kernel", Kind::Size),
+            named("stride", Kind::Size, "kernel"),
+            named("padding", Kind::Count, "0"),
+            named("dilation", Kind::Size, "1"),
+        ],
+        doc_rule: "[C, L] → [C, L'], L' = floor((L + 2p - d(k-1) - 1)/s) + 1",
+        rule: Rule::Layer(conv1d::max_pool1d),
+        example: "e.g. `MaxPool1d(2)`",
+        keeps_shape: false,
+    },
+    LayerSpec {
+        name: "AvgPool1d",
+        args: &[pos("kernel", Kind::Size), named("stride", Kind::Size, "kernel"), named("padding", Kind::Count, "0")],
+        doc_rule: "[C, L] → [C, L'], L' = floor((L + 2p - k)/s) + 1",
+        rule: Rule::Layer(conv1d::avg_pool1d),
+        example: "e.g. `AvgPool1d(2)`",
+        keeps_shape: false,
+    },
+    LayerSpec {
+        name: "GlobalAvgPool",
+        args: NO_ARGS,
+        doc_rule: "[C, H, W] → [C] (the mean of each channel)",
+        rule: Rule::Layer(conv::global_avg_pool),
+        example: SEE_DOCS,
+        keeps_shape: false,
+    },
+    LayerSpec {
+        name: "GlobalMaxPool",
+        args: NO_ARGS,
+        doc_rule: "[C, H, W] → [C] (the maximum of each channel)",
+        rule: Rule::Layer(conv::global_max_pool),
+        example: SEE_DOCS,
+        keeps_shape: false,
+    },
+    LayerSpec {
+        name: "Upsample",
+        args: &[pos("scale", Kind::Size2), named("mode", Kind::Mode, "nearest")],
+        doc_rule: "[C, H, W] → [C, H·sh, W·sw]",
+        rule: Rule::Layer(conv::upsample),
+        example: "e.g. `Upsample(2)` or `Upsample(2, mode = bilinear)`",
         keeps_shape: false,
     },
     LayerSpec {

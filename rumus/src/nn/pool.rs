@@ -108,3 +108,71 @@ impl Module for AdaptiveAvgPool2d {
         format!("AdaptiveAvgPool2d({})", pair(self.output))
     }
 }
+
+/// 1-D max pooling over `[n, c, l]`; arguments are checked when the layer runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MaxPool1d {
+    pub kernel: usize,
+    pub stride: usize,
+    pub padding: usize,
+    pub dilation: usize,
+}
+
+impl MaxPool1d {
+    /// Max pooling with these sizes (PyTorch's `MaxPool1d(kernel, stride, padding, dilation)`).
+    pub fn new(kernel: usize, stride: usize, padding: usize, dilation: usize) -> Self {
+        MaxPool1d { kernel, stride, padding, dilation }
+    }
+}
+
+impl Module for MaxPool1d {
+    fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
+        x.max_pool1d(self.kernel, self.stride, self.padding, self.dilation)
+    }
+    fn visit_params(&self, _: &str, _: &mut dyn FnMut(&str, &Param)) {}
+    fn describe(&self) -> String {
+        let mut s = format!("MaxPool1d(kernel = {}", self.kernel);
+        if self.stride != self.kernel {
+            s += &format!(", stride = {}", self.stride);
+        }
+        if self.padding != 0 {
+            s += &format!(", padding = {}", self.padding);
+        }
+        if self.dilation != 1 {
+            s += &format!(", dilation = {}", self.dilation);
+        }
+        s + ")"
+    }
+}
+
+/// 1-D average pooling over `[n, c, l]`; padding counts in the divisor (PyTorch's default).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AvgPool1d {
+    pub kernel: usize,
+    pub stride: usize,
+    pub padding: usize,
+}
+
+impl AvgPool1d {
+    /// Average pooling with these sizes (PyTorch's `AvgPool1d(kernel, stride, padding)`).
+    pub fn new(kernel: usize, stride: usize, padding: usize) -> Self {
+        AvgPool1d { kernel, stride, padding }
+    }
+}
+
+impl Module for AvgPool1d {
+    fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
+        x.avg_pool1d(self.kernel, self.stride, self.padding)
+    }
+    fn visit_params(&self, _: &str, _: &mut dyn FnMut(&str, &Param)) {}
+    fn describe(&self) -> String {
+        let mut s = format!("AvgPool1d(kernel = {}", self.kernel);
+        if self.stride != self.kernel {
+            s += &format!(", stride = {}", self.stride);
+        }
+        if self.padding != 0 {
+            s += &format!(", padding = {}", self.padding);
+        }
+        s + ")"
+    }
+}

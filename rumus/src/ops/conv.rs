@@ -190,7 +190,7 @@ impl RawTensor {
         self.im2col_geom(geom)
     }
 
-    fn im2col_geom(&self, geom: ConvGeom) -> Result<RawTensor> {
+    pub(crate) fn im2col_geom(&self, geom: ConvGeom) -> Result<RawTensor> {
         let x = self.contiguous()?;
         let storage = x.device().backend().im2col(x.storage(), &geom)?;
         let shape = [geom.batch, geom.channels * geom.kernel_h * geom.kernel_w, geom.out_h * geom.out_w];

@@ -9,6 +9,8 @@ mod attention;
 mod binary;
 mod concat;
 mod conv;
+mod conv1d;
+mod conv_transpose;
 mod dropout;
 mod index;
 mod loss;
@@ -21,11 +23,15 @@ mod reduce;
 mod select_rows;
 mod softmax;
 mod unary;
+mod upsample;
 pub(crate) mod view;
 
+pub use conv1d::Conv1dPadding;
+pub use conv_transpose::{conv_transpose_extent, ConvTranspose2dArgs};
 pub use norm::RunningStats;
 pub(crate) use optimizer_step::optimizer_step;
 pub use recurrent::{RecurrentOutput, RecurrentWeights};
+pub use upsample::UpsampleMode;
 
 /// Plain kernel vocabulary that the layers above `ops` name (op codes, element types, optimizer
 /// hyper-parameters): re-exported here so that `nn`, `optim`, `data`, `io` and `train` never

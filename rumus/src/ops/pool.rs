@@ -162,3 +162,53 @@ impl RawTensor {
         }))
     }
 }
+
+/// `Ok` when `x` is `[batch, channels, length]`, else a shape error naming `op`.
+fn check_rank3(op: &'static str, x: &RawTensor) -> Result<()> {
+    if x.rank() != 3 {
+        return Err(Error::shape(op, format!("input {:?}: expected rank 3 [batch, channels, length]", x.shape())));
+    }
+    Ok(())
+}
+
+/// `Ok` when `x` is `[batch, channels, height, width]` with a non-empty plane, else a shape
+/// error naming `op`.
+fn check_image(op: &'static str, x: &RawTensor) -> Result<()> {
+    if x.rank() != 4 || x.shape()[2] == 0 || x.shape()[3] == 0 {
+        return Err(Error::shape(
+            op,
+            format!("input {:?}: expected rank 4 [batch, channels, height, width] with a non-empty plane", x.shape()),
+        ));
+    }
+    Ok(())
+}
+
+impl RawTensor {
+    /// Max pooling of `[n, c, l]`: the 2-D kernel over `[n, c, 1, l]` (a view, no copy).
+    pub fn max_pool1d(&self, kernel: usize, stride: usize, padding: usize, dilation: usize) -> Result<RawTensor> {
+        check_rank3("max_pool1d", self)?;
+        self.unsqueeze(2)?.max_pool2d((1, kernel), (1, stride), (0, padding), (1, dilation))?.squeeze(2)
+    }
+
+    /// Average pooling of `[n, c, l]` (padding counted in the divisor, PyTorch's default).
+    pub fn avg_pool1d(&self, kernel: usize, stride: usize, padding: usize) -> Result<RawTensor> {
+        check_rank3("avg_pool1d", self)?;
+        self.unsqueeze(2)?.avg_pool2d((1, kernel), (1, stride), (0, padding))?.squeeze(2)
+    }
+
+    /// The mean of each plane: `[n, c, h, w]` → `[n, c]` (PyTorch's `AdaptiveAvgPool2d(1)`
+    /// then flatten; Keras's `GlobalAveragePooling2D`).
+    pub fn global_avg_pool2d(&self) -> Result<RawTensor> {
+        check_image("global_avg_pool2d", self)?;
+        self.mean(&[2, 3], false)
+    }
+
+    /// The maximum of each plane: `[n, c, h, w]` → `[n, c]`. One max-pooling window over the
+    /// whole plane, so a tie sends the gradient to its first maximum, like PyTorch's
+    /// `AdaptiveMaxPool2d(1)`.
+    pub fn global_max_pool2d(&self) -> Result<RawTensor> {
+        check_image("global_max_pool2d", self)?;
+        let (n, c, h, w) = (self.shape()[0], self.shape()[1], self.shape()[2], self.shape()[3]);
+        self.max_pool2d((h, w), (h, w), (0, 0), (1, 1))?.reshape(&[n, c])
+    }
+}

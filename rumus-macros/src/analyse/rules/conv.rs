@@ -1,28 +1,15 @@
-//! `Conv2d` and the 2-d pooling layers: [C, H, W] → [C', H', W'], PyTorch's arithmetic.
+//! The image layers: `Conv2d`, `ConvTranspose2d`, the 2-d and global pooling layers and
+//! `Upsample`, [C, H, W] → [C', H', W'] (or [C]), PyTorch's arithmetic.
 
-use crate::analyse::plan::{Conv2d, Layer, LayerKind, Pair};
+use crate::analyse::plan::{Conv2d, ConvTranspose2d, Layer, LayerKind, Pair, UpsampleMode};
 use crate::analyse::walk::{count, err, Ctx, Producer, Site};
 use crate::parse::{LayerCall, Result};
-use crate::spec;
+use crate::spec::{self, MAX_DIM};
 
 pub fn conv2d(s: &Site, ctx: &mut Ctx) -> Result<Layer> {
     let (call, b, prod) = (s.call, s.args, s.input);
     let (c, h, w) = image(call, prod)?;
-    let Some((want_in, out)) = b.features() else {
-        return Err(err(call, format!("Conv2d needs its output channels\nhint: {}", spec::example("Conv2d"))));
-    };
-    if let Some(want) = want_in {
-        if want != c {
-            return Err(err(
-                call,
-                format!(
-                    "{call} expects {want} input channels, but {} ({})\nhint: write `Conv2d({out}, ...)` to infer the input channels",
-                    prod.got(),
-                    count(c, "channel")
-                ),
-            ));
-        }
-    }
+    let out = out_channels(s, c)?;
     let kernel = b.pair("kernel").unwrap_or((1, 1));
     let stride = b.pair("stride").unwrap_or((1, 1));
     let dilation = b.pair("dilation").unwrap_or((1, 1));
@@ -40,6 +27,28 @@ pub fn conv2d(s: &Site, ctx: &mut Ctx) -> Result<Layer> {
         display: conv_display(&config),
         ..s.layer(LayerKind::Conv2d(config), vec![out, oh, ow])
     })
+}
+
+/// The output channels of a convolution given `c` input channels; errors when `in => out`
+/// disagrees with the input.
+pub(super) fn out_channels(s: &Site, c: usize) -> Result<usize> {
+    let (call, name) = (s.call, s.spec.name);
+    let Some((want_in, out)) = s.args.features() else {
+        return Err(err(call, format!("{name} needs its output channels\nhint: {}", spec::example(name))));
+    };
+    if let Some(want) = want_in {
+        if want != c {
+            return Err(err(
+                call,
+                format!(
+                    "{call} expects {want} input channels, but {} ({})\nhint: write `{name}({out}, ...)` to infer the input channels",
+                    s.input.got(),
+                    count(c, "channel")
+                ),
+            ));
+        }
+    }
+    Ok(out)
 }
 
 /// `Conv2d(3 => 16, kernel = 3, padding = 1)`: inferred sizes, arguments that are not defaults.
@@ -63,7 +72,7 @@ fn conv_display(c: &Conv2d) -> String {
 }
 
 /// Input and output channels must both divide into `groups`.
-fn check_groups(s: &Site, c: usize, out: usize, groups: usize) -> Result<()> {
+pub(super) fn check_groups(s: &Site, c: usize, out: usize, groups: usize) -> Result<()> {
     let (call, groups_tokens) = (s.call, s.arg_tokens("groups"));
     if !c.is_multiple_of(groups) {
         return Err(err(
@@ -103,12 +112,112 @@ fn conv_padding(s: &Site, kernel: Pair, stride: Pair, dilation: Pair) -> Result<
     Ok((total.0 / 2, total.1 / 2))
 }
 
-fn show_pair((a, b): (usize, usize)) -> String {
+pub(super) fn show_pair((a, b): (usize, usize)) -> String {
     if a == b {
         a.to_string()
     } else {
         format!("({a}, {b})")
     }
+}
+
+pub fn conv_transpose2d(s: &Site, ctx: &mut Ctx) -> Result<Layer> {
+    let (call, b) = (s.call, s.args);
+    let (c, h, w) = image(call, s.input)?;
+    let out = out_channels(s, c)?;
+    let kernel = b.pair("kernel").unwrap_or((1, 1));
+    let stride = b.pair("stride").unwrap_or((1, 1));
+    let padding = b.pair("padding").unwrap_or((0, 0));
+    let output_padding = b.pair("output_padding").unwrap_or((0, 0));
+    let dilation = b.pair("dilation").unwrap_or((1, 1));
+    let groups = b.usize("groups").unwrap_or(1);
+    let bias = b.bool("bias", true);
+    check_groups(s, c, out, groups)?;
+    if output_padding.0 >= stride.0 || output_padding.1 >= stride.1 {
+        return Err(err(
+            s.arg_tokens("output_padding"),
+            format!(
+                "{call}: output_padding {} must be smaller than the stride {}\nhint: output_padding picks one of the `stride` output sizes that downsampling by the stride maps to the same input size",
+                show_pair(output_padding),
+                show_pair(stride)
+            ),
+        ));
+    }
+    let oh = transposed_extent(s, "height", h, kernel.0, stride.0, padding.0, output_padding.0, dilation.0)?;
+    let ow = transposed_extent(s, "width", w, kernel.1, stride.1, padding.1, output_padding.1, dilation.1)?;
+    let weights = (c as u128) * ((out / groups) as u128) * (kernel.0 as u128) * (kernel.1 as u128);
+    let config = ConvTranspose2d {
+        in_channels: c,
+        out_channels: out,
+        kernel,
+        stride,
+        padding,
+        output_padding,
+        dilation,
+        groups,
+        bias,
+        seed: ctx.seed(),
+    };
+    Ok(Layer {
+        trainable: weights + if bias { out as u128 } else { 0 },
+        display: conv_transpose_display(&config),
+        ..s.layer(LayerKind::ConvTranspose2d(config), vec![out, oh, ow])
+    })
+}
+
+/// `ConvTranspose2d(16 => 8, kernel = 3, stride = 2)`: inferred sizes, arguments that are not
+/// defaults.
+fn conv_transpose_display(c: &ConvTranspose2d) -> String {
+    let mut display =
+        format!("ConvTranspose2d({} => {}, kernel = {}", c.in_channels, c.out_channels, show_pair(c.kernel));
+    for (name, v, default) in [
+        ("stride", c.stride, (1, 1)),
+        ("padding", c.padding, (0, 0)),
+        ("output_padding", c.output_padding, (0, 0)),
+        ("dilation", c.dilation, (1, 1)),
+    ] {
+        if v != default {
+            display.push_str(&format!(", {name} = {}", show_pair(v)));
+        }
+    }
+    if c.groups != 1 {
+        display.push_str(&format!(", groups = {}", c.groups));
+    }
+    if !c.bias {
+        display.push_str(", bias = false");
+    }
+    display.push(')');
+    display
+}
+
+/// The output length of a transposed convolution along one axis, or a spanned error.
+#[allow(clippy::too_many_arguments)]
+fn transposed_extent(
+    s: &Site,
+    axis: &str,
+    input: usize,
+    kernel: usize,
+    stride: usize,
+    pad: usize,
+    output_padding: usize,
+    dilation: usize,
+) -> Result<usize> {
+    let call = s.call;
+    let (i, k, st, p, op, d) =
+        (input as i128, kernel as i128, stride as i128, pad as i128, output_padding as i128, dilation as i128);
+    let out = (i - 1) * st - 2 * p + d * (k - 1) + op + 1;
+    if out < 1 {
+        return Err(err(
+            s.arg_tokens("padding"),
+            format!(
+                "{call} leaves no output {axis}: {} ({axis} {input}), and ({input} - 1)·{stride} - 2·{pad} + {dilation}·({kernel} - 1) + {output_padding} + 1 = {out}\nhint: use less padding",
+                s.input.got()
+            ),
+        ));
+    }
+    if out > MAX_DIM as i128 {
+        return Err(err(call, format!("{call}: the output {axis} {out} is too large (at most 2^31)")));
+    }
+    Ok(out as usize)
 }
 
 /// The window of a pooling layer and its output `[C, H', W']`.
@@ -173,6 +282,37 @@ pub fn adaptive_avg_pool2d(s: &Site, _: &mut Ctx) -> Result<Layer> {
     Ok(s.layer(LayerKind::AdaptiveAvgPool2d { size: (oh, ow) }, vec![c, oh, ow]))
 }
 
+pub fn global_avg_pool(s: &Site, _: &mut Ctx) -> Result<Layer> {
+    let (c, _, _) = image(s.call, s.input)?;
+    Ok(s.layer(LayerKind::GlobalAvgPool, vec![c]))
+}
+
+pub fn global_max_pool(s: &Site, _: &mut Ctx) -> Result<Layer> {
+    let (c, _, _) = image(s.call, s.input)?;
+    Ok(s.layer(LayerKind::GlobalMaxPool, vec![c]))
+}
+
+pub fn upsample(s: &Site, _: &mut Ctx) -> Result<Layer> {
+    let (call, b) = (s.call, s.args);
+    let (c, h, w) = image(call, s.input)?;
+    let scale = b.pair("scale").unwrap_or((1, 1));
+    let (oh, ow) = ((h as u128) * (scale.0 as u128), (w as u128) * (scale.1 as u128));
+    if oh > MAX_DIM as u128 || ow > MAX_DIM as u128 {
+        return Err(err(
+            s.arg_tokens("scale"),
+            format!("{call}: the output [{c}, {oh}, {ow}] is too large (at most 2^31 along an axis)"),
+        ));
+    }
+    let (mode, shown) = match b.word("mode") {
+        Some("bilinear") => (UpsampleMode::Bilinear, "bilinear"),
+        _ => (UpsampleMode::Nearest, "nearest"),
+    };
+    Ok(Layer {
+        display: format!("Upsample({}, mode = {shown})", show_pair(scale)),
+        ..s.layer(LayerKind::Upsample { scale, mode }, vec![c, oh as usize, ow as usize])
+    })
+}
+
 /// Checks an image input `[C, H, W]` and returns it.
 fn image(call: &LayerCall, prod: &Producer) -> Result<(usize, usize, usize)> {
     match prod.shape.as_slice() {
@@ -193,7 +333,7 @@ fn image(call: &LayerCall, prod: &Producer) -> Result<(usize, usize, usize)> {
 
 /// The output length of one spatial axis; errors when the (dilated) kernel does not fit.
 #[allow(clippy::too_many_arguments)]
-fn spatial(
+pub(super) fn spatial(
     call: &LayerCall,
     prod: &Producer,
     axis: &str,

@@ -7,6 +7,7 @@
 pub mod attention;
 pub mod block;
 pub mod conv;
+pub mod conv1d;
 pub mod dense;
 pub mod elementwise;
 pub mod embedding;
