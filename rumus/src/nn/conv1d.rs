@@ -6,13 +6,21 @@ use crate::{Conv1dPadding, Device, Error, RawTensor, Result};
 /// Hyper-parameters of [`Conv1d`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Conv1dConfig {
+    /// Channels of the input (C in `[N, C, L]`).
     pub in_channels: usize,
+    /// Channels of the output (one filter each).
     pub out_channels: usize,
+    /// Window length.
     pub kernel: usize,
+    /// Step between windows, at least 1.
     pub stride: usize,
+    /// Zeros added on each side, or `Same` (output length = input length, odd padding on the right).
     pub padding: Conv1dPadding,
+    /// Spacing between the window's taps; 1 is a dense window.
     pub dilation: usize,
+    /// Channel groups: each output channel sees `in_channels / groups` inputs; both channel counts must divide by it.
     pub groups: usize,
+    /// Whether a bias `[out_channels]` is added.
     pub bias: bool,
 }
 
@@ -36,7 +44,9 @@ impl Conv1dConfig {
 /// `Conv1d(in => out, kernel)` over `[n, in, l]`: weight `[out, in/groups, k]`, bias `[out]`
 /// (PyTorch's names and layout).
 pub struct Conv1d {
+    /// Filters `[out_channels, in_channels/groups, k]`.
     pub weight: Param,
+    /// One bias per output channel, `[out_channels]`, if the layer has one.
     pub bias: Option<Param>,
     config: Conv1dConfig,
 }

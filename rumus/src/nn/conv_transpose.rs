@@ -7,15 +7,23 @@ use crate::{ConvTranspose2dArgs, Device, Error, RawTensor, Result};
 /// Hyper-parameters of [`ConvTranspose2d`], each pair `(height, width)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConvTranspose2dConfig {
+    /// Channels of the input (C in `[N, C, H, W]`).
     pub in_channels: usize,
+    /// Channels of the output.
     pub out_channels: usize,
+    /// Window size `(kh, kw)`.
     pub kernel: (usize, usize),
+    /// Step between the input positions' windows in the output `(sh, sw)`, at least 1.
     pub stride: (usize, usize),
+    /// Rows/columns removed from each side of the full output `(ph, pw)`.
     pub padding: (usize, usize),
     /// Extra rows/columns on the bottom/right of the output; smaller than the stride.
     pub output_padding: (usize, usize),
+    /// Spacing between the window's taps `(dh, dw)`; 1 is a dense window.
     pub dilation: (usize, usize),
+    /// Channel groups: each output channel sees `in_channels / groups` inputs; both channel counts must divide by it.
     pub groups: usize,
+    /// Whether a bias `[out_channels]` is added.
     pub bias: bool,
 }
 
@@ -51,7 +59,9 @@ impl ConvTranspose2dConfig {
 /// (PyTorch's names and layout). `[n, in, h, w]` → `[n, out, H', W']` with
 /// `H' = (h − 1)·s − 2p + d·(k − 1) + output_padding + 1`.
 pub struct ConvTranspose2d {
+    /// Filters `[in_channels, out_channels/groups, kh, kw]` (PyTorch's layout for a transposed convolution).
     pub weight: Param,
+    /// One bias per output channel, `[out_channels]`, if the layer has one.
     pub bias: Option<Param>,
     config: ConvTranspose2dConfig,
 }

@@ -112,9 +112,13 @@ impl Module for AdaptiveAvgPool2d {
 /// 1-D max pooling over `[n, c, l]`; arguments are checked when the layer runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MaxPool1d {
+    /// Window length.
     pub kernel: usize,
+    /// Step between windows.
     pub stride: usize,
+    /// Padding on each side (−∞ for max pooling, zeros counted in the average).
     pub padding: usize,
+    /// Spacing between the window's taps; 1 is a dense window.
     pub dilation: usize,
 }
 
@@ -148,8 +152,11 @@ impl Module for MaxPool1d {
 /// 1-D average pooling over `[n, c, l]`; padding counts in the divisor (PyTorch's default).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AvgPool1d {
+    /// Window length.
     pub kernel: usize,
+    /// Step between windows.
     pub stride: usize,
+    /// Padding on each side (−∞ for max pooling, zeros counted in the average).
     pub padding: usize,
 }
 

@@ -9,7 +9,9 @@ use crate::{RawTensor, Result, UpsampleMode};
 /// `align_corners=False`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Upsample {
+    /// Integer scale factors `(sh, sw)`: `[C, H, W]` → `[C, sh·H, sw·W]`.
     pub scale: (usize, usize),
+    /// How new pixels are computed: nearest neighbour or bilinear.
     pub mode: UpsampleMode,
 }
 

@@ -19,10 +19,15 @@ use super::conv::check_geometry;
 /// Hyper-parameters of a transposed convolution, each pair `(height, width)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConvTranspose2dArgs {
+    /// Step between the input positions' windows in the output `(sh, sw)`, at least 1.
     pub stride: (usize, usize),
+    /// Rows/columns removed from each side of the full output `(ph, pw)`.
     pub padding: (usize, usize),
+    /// Extra rows/columns on the bottom/right of the output; smaller than the stride.
     pub output_padding: (usize, usize),
+    /// Spacing between the window's taps `(dh, dw)`; 1 is a dense window.
     pub dilation: (usize, usize),
+    /// Channel groups: each output channel sees `in_channels / groups` inputs; both channel counts must divide by it.
     pub groups: usize,
 }
 
