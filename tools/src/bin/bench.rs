@@ -1,9 +1,9 @@
 //! The rumus benchmark suite: times the workloads that decide training speed on the chosen
 //! device and prints a table (and JSON with `--json PATH`). Its PyTorch/numpy twin is
-//! `bench/torch_bench.py`; run both in the same session and compare ratios (BENCHMARKS.md).
+//! `tools/bench/torch_bench.py`; run both in the same session and compare ratios (docs/BENCHMARKS.md).
 //!
 //! ```text
-//! cargo run --release --example bench -- [--device cpu|wgpu] [--only matmul,linear,softmax,attention,conv,step,memory,epoch] [--json out.json]
+//! cargo run --release -p rumus-tools --bin bench -- [--device cpu|wgpu] [--only matmul,linear,softmax,attention,conv,step,memory,epoch] [--json out.json]
 //! ```
 //!
 //! The LeNet epoch benchmark reports its first epoch apart: run alone (`--only epoch`) in a
@@ -158,7 +158,7 @@ fn mlp(device: &Device) -> Result<Sequential> {
         .with(Linear::new(device, 100, 10, true, 13)?))
 }
 
-/// LeNet-5 as in examples/mnist.rs and bench/torch_bench.py (61,706 parameters).
+/// LeNet-5 as in examples/mnist.rs and tools/bench/torch_bench.py (61,706 parameters).
 fn lenet(device: &Device) -> Result<Sequential> {
     let conv = |cin, cout, pad| Conv2dConfig { padding: (pad, pad), ..Conv2dConfig::new(cin, cout, (5, 5)) };
     let pool = || MaxPool2d::new((2, 2), (2, 2), (0, 0), (1, 1));

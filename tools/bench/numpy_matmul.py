@@ -1,4 +1,4 @@
-"""numpy (OpenBLAS) twin of `cargo run --release --example bench -- --only matmul`.
+"""numpy (OpenBLAS) twin of `cargo run --release -p rumus-tools --bin bench -- --only matmul`.
 
 Times float32 matmul at 256/512/1024 with the same warm-up and median-of-repeats as the Rust
 side, and prints which BLAS and how many threads ran it.

@@ -1,6 +1,6 @@
 """The machine code a WGSL kernel became, from the pipeline caches `kernel_stats --dump` wrote.
 
-    python3 bench/sass.py DIR [NVDISASM]
+    python3 tools/bench/sass.py DIR [NVDISASM]
 
 NVIDIA's Vulkan driver (580) keeps a compiled kernel in its pipeline cache as a zstd frame whose
 contents hold the raw Hopper instructions, 16 bytes each, ending in `EXIT` and a branch to itself.

@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # The whole benchmark suite in one call on a GPU machine, each rumus figure next to its peer:
 #
-#   bench/device_run.sh BIN_DIR OUT_DIR [PARTS]
+#   tools/bench/device_run.sh BIN_DIR OUT_DIR [PARTS]
 #
-# BIN_DIR holds the release examples built elsewhere (bench, bench_wgpu, matmul_lab,
-# kernel_stats, mnist), OUT_DIR receives the logs and JSON, PARTS is a comma list of
-# lab,kernels,workloads,cold,cpu,mnist (default: all). `bench/compare.py OUT_DIR` prints the
-# ratio tables from the JSON. The device machine needs a Vulkan loader (see BENCHMARKS.md).
+# BIN_DIR holds the release binaries built elsewhere: `cargo build --release -p rumus-tools`
+# (target/release/{bench,bench_wgpu,matmul_lab,kernel_stats}) and
+# `cargo build --release --example mnist` (target/release/examples/mnist). OUT_DIR receives
+# the logs and JSON, PARTS is a comma list of lab,kernels,workloads,cold,cpu,mnist (default:
+# all). `tools/bench/compare.py OUT_DIR` prints the
+# ratio tables from the JSON. The device machine needs a Vulkan loader (see docs/BENCHMARKS.md).
 set -uo pipefail
 BIN=$1
 OUT=$2
 PARTS=${3:-lab,kernels,workloads,cold,cpu,mnist}
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp/rumus-xdg}
 mkdir -p "$XDG_RUNTIME_DIR" && chmod 0700 "$XDG_RUNTIME_DIR"
@@ -25,22 +27,22 @@ run python3 -c 'import torch, numpy; print("torch", torch.__version__, "numpy", 
 
 if want lab; then
     stamp "matmul lab"
-    python3 rumus/shaders/gen/matmul.py --lab /tmp/lab
+    python3 tools/gen/matmul.py --lab /tmp/lab
     run "$BIN/matmul_lab" /tmp/lab --trusted
-    # Registers per kernel, and the driver's pipeline caches for `bench/sass.py OUT_DIR/sass`.
+    # Registers per kernel, and the driver's pipeline caches for `tools/bench/sass.py OUT_DIR/sass`.
     run "$BIN/kernel_stats" --dump "$OUT/sass" /tmp/lab/*.wgsl rumus/shaders/matmul_vec4.wgsl
 fi
 
 if want kernels; then
     stamp "kernels: rumus, then PyTorch"
     run "$BIN/bench_wgpu" "$OUT/kernels_rumus.json"
-    run python3 bench/torch_bench.py --device cuda --only matmul,softmax,convpass --gpu-time --json "$OUT/kernels_torch.json"
+    run python3 tools/bench/torch_bench.py --device cuda --only matmul,softmax,convpass --gpu-time --json "$OUT/kernels_torch.json"
 fi
 
 if want workloads; then
     stamp "workloads: rumus wgpu, PyTorch CUDA, rumus wgpu again"
     run "$BIN/bench" --device wgpu --json "$OUT/wgpu_rumus.json"
-    run python3 bench/torch_bench.py --device cuda --json "$OUT/cuda_torch.json"
+    run python3 tools/bench/torch_bench.py --device cuda --json "$OUT/cuda_torch.json"
     run "$BIN/bench" --device wgpu --only matmul,step,epoch --json "$OUT/wgpu_rumus2.json"
 fi
 
@@ -55,7 +57,7 @@ if want cold; then
         log=$([ $i = 1 ] && echo 1 || echo 0)
         RUMUS_WGPU_LOG_COMPILES=$log __GL_SHADER_DISK_CACHE=0 run "$BIN/bench" --device wgpu --only epoch --json "$OUT/cold_rumus_$i.json"
     done
-    run python3 bench/torch_bench.py --device cuda --only epoch --json "$OUT/cold_torch.json"
+    run python3 tools/bench/torch_bench.py --device cuda --only epoch --json "$OUT/cold_torch.json"
 fi
 
 # Two logical CPUs on different physical cores (not two hyperthreads of one), CPU 0 avoided;
@@ -80,8 +82,8 @@ if want cpu; then
     stamp "cpu: 2 threads each on CPUs $cores, rumus, PyTorch, numpy, rumus again"
     lscpu | grep -E "^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|CPU\(s\)):" | tee -a "$OUT/log.txt"
     RAYON_NUM_THREADS=2 run taskset -c "$cores" "$BIN/bench" --device cpu --only matmul,conv,step,epoch --json "$OUT/cpu_rumus.json"
-    run taskset -c "$cores" python3 bench/torch_bench.py --device cpu --threads 2 --only matmul,conv,step,epoch --json "$OUT/cpu_torch.json"
-    OPENBLAS_NUM_THREADS=2 run taskset -c "$cores" python3 bench/numpy_matmul.py "$OUT/cpu_numpy.json"
+    run taskset -c "$cores" python3 tools/bench/torch_bench.py --device cpu --threads 2 --only matmul,conv,step,epoch --json "$OUT/cpu_torch.json"
+    OPENBLAS_NUM_THREADS=2 run taskset -c "$cores" python3 tools/bench/numpy_matmul.py "$OUT/cpu_numpy.json"
     RAYON_NUM_THREADS=2 run taskset -c "$cores" "$BIN/bench" --device cpu --only matmul --json "$OUT/cpu_rumus2.json"
 fi
 

@@ -5,8 +5,8 @@
 //! time between full synchronisations). Warm-up runs first, then the median of repeats.
 //!
 //! ```text
-//! cargo run --release --example bench_wgpu -- results.json          # the real sizes
-//! cargo run --release --example bench_wgpu -- results.json --quick  # small sizes (lavapipe)
+//! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json          # the real sizes
+//! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json --quick  # small sizes (lavapipe)
 //! ```
 
 use rumus::backend::wgpu::WgpuBackend;

@@ -1,6 +1,6 @@
-"""Ratio tables from one `bench/device_run.sh` output folder: each rumus figure next to its peer.
+"""Ratio tables from one `tools/bench/device_run.sh` output folder: each rumus figure next to its peer.
 
-    python3 bench/compare.py OUT_DIR
+    python3 tools/bench/compare.py OUT_DIR
 
 Rates are compared as rumus / peer (higher is better for rumus), times as rumus / peer (lower is
 better). Rows without a peer measurement are left out.

@@ -3,13 +3,13 @@
 //! device call compares them on the same GPU.
 //!
 //! ```text
-//! python3 rumus/shaders/gen/matmul.py --lab /tmp/lab     # writes the variants
-//! cargo run --release --example matmul_lab -- /tmp/lab [--quick] [--trusted] [--sizes 4096,4608]
-//! cargo run --release --example matmul_lab -- /tmp/lab --trusted --shapes 16384x384x1152:NT,1152x16384x384:TN/8
+//! python3 tools/gen/matmul.py --lab /tmp/lab     # writes the variants
+//! cargo run --release -p rumus-tools --bin matmul_lab -- /tmp/lab [--quick] [--trusted] [--sizes 4096,4608]
+//! cargo run --release -p rumus-tools --bin matmul_lab -- /tmp/lab --trusted --shapes 16384x384x1152:NT,1152x16384x384:TN/8
 //! ```
 //!
 //! ```text
-//! cargo run --release --example matmul_lab -- --backend --shapes 1152x16384x384:TN,16384x384x1152:NT
+//! cargo run --release -p rumus-tools --bin matmul_lab -- --backend --shapes 1152x16384x384:TN,16384x384x1152:NT
 //! ```
 //!
 //! `--backend` times each product through rumus's wgpu backend instead of loose shader files:
@@ -364,7 +364,7 @@ fn read(gpu: &Gpu, buffer: &wgpu::Buffer) -> Result<Vec<u8>, Error> {
 
 fn variants(dir: &Path) -> Result<Vec<(String, String)>, Error> {
     // The build's checkout, or (a binary carried to another machine) the working directory's.
-    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("rumus/shaders");
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rumus/shaders");
     let shipped = if built.is_dir() { built } else { PathBuf::from("rumus/shaders") };
     let mut files: Vec<PathBuf> =
         ["matmul.wgsl", "matmul_vec4.wgsl", "matmul_coop.wgsl"].iter().map(|f| shipped.join(f)).collect();

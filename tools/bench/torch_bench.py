@@ -1,10 +1,10 @@
-"""PyTorch twin of `cargo run --release --example bench`: the same workloads, sizes, warm-up and
+"""PyTorch twin of `cargo run --release -p rumus-tools --bin bench`: the same workloads, sizes, warm-up and
 median-of-repeats, so the two can run in one session and be compared as ratios.
 
-    python3 bench/torch_bench.py --device cuda [--json out.json]
-    python3 bench/torch_bench.py --device cpu --threads 2
-    python3 bench/torch_bench.py --device cuda --only matmul,softmax,convpass --gpu-time
-    python3 bench/torch_bench.py --device cuda --only attention      # fused attention, f32   # bench_wgpu's twin
+    python3 tools/bench/torch_bench.py --device cuda [--json out.json]
+    python3 tools/bench/torch_bench.py --device cpu --threads 2
+    python3 tools/bench/torch_bench.py --device cuda --only matmul,softmax,convpass --gpu-time
+    python3 tools/bench/torch_bench.py --device cuda --only attention      # fused attention, f32   # bench_wgpu's twin
 
 TF32 is off (PyTorch's default for matmul is plain fp32 unless allowed). Each repeat is timed
 on the wall clock up to a synchronize, as `bench` times rumus up to a read-back; with

@@ -1,8 +1,8 @@
 """PyTorch twin of examples/shakespeare.rs: the same character-level GPT (nanoGPT's
 `shakespeare_char` configuration), data, split, init scheme and schedule, in plain PyTorch.
 
-    python3 bench/torch_gpt.py --text data/shakespeare/shakespeare.txt --steps 2000 --json out.json
-    python3 bench/torch_gpt.py --text ... --steps 60 --eval-every 0 --mode tf32   # timing only
+    python3 tools/bench/torch_gpt.py --text data/shakespeare/shakespeare.txt --steps 2000 --json out.json
+    python3 tools/bench/torch_gpt.py --text ... --steps 60 --eval-every 0 --mode tf32   # timing only
 
 The parameter names are rumus's (`embed.0.weight` is nanoGPT's `transformer.wte.weight`,
 `embed.1.weight` its `wpe`, `blocks.N.*` its `transformer.h.N.*`, `head.0` its `ln_f`, `head.1`

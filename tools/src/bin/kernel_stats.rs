@@ -4,14 +4,14 @@
 //! SM holds at once, which no timing shows directly.
 //!
 //! ```text
-//! cargo run --release --example kernel_stats                  # every kernel the backend compiles
-//! cargo run --release --example kernel_stats -- a.wgsl b.wgsl # these files (e.g. lab variants)
-//! cargo run --release --example kernel_stats -- --checked       # with wgpu's runtime checks
-//! cargo run --release --example kernel_stats -- --dump DIR a.wgsl # also the driver's binaries
+//! cargo run --release -p rumus-tools --bin kernel_stats                  # every kernel the backend compiles
+//! cargo run --release -p rumus-tools --bin kernel_stats -- a.wgsl b.wgsl # these files (e.g. lab variants)
+//! cargo run --release -p rumus-tools --bin kernel_stats -- --checked       # with wgpu's runtime checks
+//! cargo run --release -p rumus-tools --bin kernel_stats -- --dump DIR a.wgsl # also the driver's binaries
 //! ```
 //!
 //! `--dump DIR` writes, per entry point, what the driver puts in a pipeline cache
-//! (`FILE.ENTRY.cache`): on NVIDIA that holds the compiled machine code, which `bench/sass.py`
+//! (`FILE.ENTRY.cache`): on NVIDIA that holds the compiled machine code, which `tools/bench/sass.py`
 //! finds and hands to `nvdisasm`, so the instructions a WGSL kernel became can be read (the
 //! driver reports no internal representations through the extension).
 //!
