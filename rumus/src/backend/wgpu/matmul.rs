@@ -16,7 +16,7 @@ const SIGNATURE: [Access; 3] = [Access::Read, Access::Read, Access::Write];
 /// Below this many 128×128 tiles the 64×64 kernel keeps more of a big GPU busy: on an H100
 /// (132 SMs) 1024³ runs at 27 TFLOP/s in 64×64 tiles but 11 in the vec4 kernel's 128×256 ones
 /// (17 in 128×128); from 2048³ (256 tiles of 128×128) the large tile wins (39 against 30).
-/// Measured with `examples/matmul_lab.rs`.
+/// Measured with `tools/src/bin/matmul_lab.rs`.
 const MIN_LARGE_TILES: usize = 256;
 
 /// Split-K: a product with fewer 64×64 output tiles than this, and a long `k`, is computed as
@@ -650,7 +650,7 @@ mod tests {
         assert_eq!(2 * 2 * slice * 2 + 8 * 256 * 4, COOP_SHARED_BYTES);
     }
 
-    /// The constants follow the generated shader (`rumus/shaders/gen/matmul.py`).
+    /// The constants follow the generated shader (`tools/gen/matmul.py`).
     #[test]
     fn vec4_large_constants_match_the_shader() {
         let source = include_str!("../../../shaders/matmul_vec4.wgsl");

@@ -415,7 +415,7 @@ impl Pipelines {
                     // tile, and its direct fragment stores cover only tiles wholly inside
                     // [m, n] (edge tiles go through shared memory and are bounds-checked). Dropping the checks (loop counters,
                     // index clamps on every shared-memory read) makes them 1.2-1.5x faster on
-                    // the H200; `examples/matmul_lab.rs` measures both.
+                    // the H200; `tools/src/bin/matmul_lab.rs` measures both.
                     // The attention kernels (`attention*.wgsl`) index their workgroup tiles
                     // below BT·D4 and their per-invocation rows below D4 (constants), read and
                     // write rows of q, k, v, out, dout and their gradients only for row

@@ -1,6 +1,6 @@
 //! Interchange with PyTorch (issue #29): a tiny GPT of examples/shakespeare.rs's architecture,
 //! its weights, input ids, logits, loss and every gradient made by PyTorch in float64
-//! (`tests/fixtures/make_gpt_fixture.py`, the module of `bench/torch_gpt.py`). rumus loads the
+//! (`tests/fixtures/make_gpt_fixture.py`, the module of `tools/bench/torch_gpt.py`). rumus loads the
 //! weights by their names and must give PyTorch's numbers on the CPU and on wgpu.
 
 use std::collections::HashMap;
@@ -10,7 +10,7 @@ use rumus::nn::{named_params, Module};
 use rumus::prelude::*;
 use rumus::testing::assert_close;
 
-/// bench/torch_gpt.py's `Gpt(vocab=11, block=16, embed=8, heads=2, layers=2, dropout=0.0)`.
+/// tools/bench/torch_gpt.py's `Gpt(vocab=11, block=16, embed=8, heads=2, layers=2, dropout=0.0)`.
 #[model(input = [16])]
 pub struct TinyGpt {
     embed: layers![Embedding(11, 8, std = 0.02), PositionalEmbedding(16)],

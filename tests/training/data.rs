@@ -1,6 +1,6 @@
 //! Datasets, the DataLoader, IDX parsing and the real MNIST / Fashion-MNIST files.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::ops::ControlFlow;

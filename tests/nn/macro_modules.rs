@@ -17,7 +17,7 @@ mod blocks {
 mod models {
     use rumus::prelude::*;
     // Imported: the bare name reaches the macro of the same name.
-    use crate::blocks::Local;
+    use super::blocks::Local;
     use rumus_test_models::Backbone;
 
     #[model(input = [1, 8, 8])]

@@ -8,6 +8,7 @@ use std::thread;
 use std::time::Duration;
 
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use rumus::autograd::NoGradGuard;
 use rumus::layout::{checked_numel, MAX_ELEMENTS};
 use rumus::nn::Param;
@@ -415,7 +416,13 @@ fn shape() -> impl Strategy<Value = Vec<usize>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    // Failing cases are kept in tensors.proptest-regressions beside this file (proptest's default
+    // would be tests/proptest-regressions/, beside the binary's main.rs).
+    #![proptest_config(ProptestConfig {
+        cases: 256,
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn checked_numel_is_the_exact_product_or_an_error(shape in shape()) {

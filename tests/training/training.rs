@@ -1,7 +1,7 @@
 //! End-to-end training: real MNIST improvement, callbacks (EarlyStopping, ModelCheckpoint,
 //! TerminateOnNaN, LearningRateScheduler), schedules, validation and History output.
 
-mod common;
+use crate::common;
 
 use common::{mnist, regression_data, scratch, weights, LinReg, SmallMlp};
 use rumus::optim::schedule::OneCycle;

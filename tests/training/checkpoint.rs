@@ -1,7 +1,7 @@
 //! Safetensors checkpoints: round trips, strict loading, corrupt files, atomic saves, optimizer
 //! state for resuming, and PyTorch interchange.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

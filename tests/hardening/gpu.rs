@@ -10,6 +10,8 @@ use rumus::rng::Rng;
 use rumus::testing::wgpu_or_skip;
 use rumus::{Device, Error, RawTensor, Result};
 
+use crate::common::{in_child, run_child, test_path};
+
 fn values(len: usize, seed: u64) -> Vec<f32> {
     let mut rng = Rng::new(seed);
     (0..len).map(|_| rng.uniform() * 2.0 - 1.0).collect()
@@ -199,30 +201,8 @@ fn scatter_adds_are_bit_repeatable_and_match_the_cpu() {
     }
     // In a process of its own whose lavapipe (if that is the adapter) runs workgroups on four
     // threads, where float atomics land in a different order each run (no effect on real GPUs).
-    let stderr = run_child("scatter_child", &[("LP_NUM_THREADS", Some("4"))]);
+    let stderr = run_child(&test_path(module_path!(), "scatter_child"), &[("LP_NUM_THREADS", Some("4"))]);
     assert!(stderr.contains("scatter_child checked"), "the child did not run its checks: {stderr}");
-}
-
-/// Runs test `name` of this binary in a child process with `env` changed (`None` removes a
-/// variable) and `RUMUS_CHILD` set; panics with its stderr unless it passes; returns stderr.
-fn run_child(name: &str, env: &[(&str, Option<&str>)]) -> String {
-    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"]).env("RUMUS_CHILD", "1");
-    for (key, value) in env {
-        match value {
-            Some(v) => cmd.env(key, v),
-            None => cmd.env_remove(key),
-        };
-    }
-    let out = cmd.output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "child {name} failed: {stderr}");
-    stderr
-}
-
-/// Whether this process is a child started by `run_child` (the child tests do nothing otherwise).
-fn in_child() -> bool {
-    std::env::var_os("RUMUS_CHILD").is_some()
 }
 
 #[test]
@@ -318,7 +298,7 @@ fn a_headless_start_prints_nothing() {
     if wgpu_or_skip().is_none() {
         return;
     }
-    let stderr = run_child("headless_child", &[("XDG_RUNTIME_DIR", None)]);
+    let stderr = run_child(&test_path(module_path!(), "headless_child"), &[("XDG_RUNTIME_DIR", None)]);
     assert!(stderr.contains("headless_child checked"), "the child did not run its checks: {stderr}");
     assert!(!stderr.contains("XDG_RUNTIME_DIR"), "a headless start printed: {stderr}");
 }
@@ -329,7 +309,7 @@ fn index_checks_make_no_transfer_for_indices_the_host_vouches_for() {
         return;
     }
     // In a process of its own: the transfer counter is process-wide.
-    let stderr = run_child("transfer_child", &[]);
+    let stderr = run_child(&test_path(module_path!(), "transfer_child"), &[]);
     assert!(stderr.contains("transfer_child checked"), "the child did not run its checks: {stderr}");
 }
 

@@ -1,22 +1,13 @@
 //! Long runs: 10,000 CPU training steps with a bounded buffer pool and flat host memory, 1,000
 //! wgpu steps with a bounded buffer count, and bit-identical weights from the same seed.
 
-mod common;
+use crate::common;
 
-use std::sync::Mutex;
-
-use common::{rss_bytes, SmallCnn};
+use common::{in_child, rss_bytes, run_child, test_path, SmallCnn};
 use rumus::nn::{named_params, Linear, Module, Param};
 use rumus::optim::Optimizer;
 use rumus::prelude::*;
 use rumus::testing::wgpu_or_skip;
-
-/// The CPU buffer pool and RSS are per process: these tests run one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// One step of `Linear(16 => 8)` regression on a fixed batch; returns the loss tensor.
 fn step(
@@ -32,9 +23,13 @@ fn step(
     loss
 }
 
+/// Alone in a child process: the CPU buffer pool and the RSS are per process.
 #[test]
 fn ten_thousand_cpu_steps_keep_the_pool_bounded_and_host_memory_flat() {
-    let _guard = serial();
+    if !in_child() {
+        run_child(&test_path(module_path!(), "ten_thousand_cpu_steps_keep_the_pool_bounded_and_host_memory_flat"), &[]);
+        return;
+    }
     let cpu = Device::cpu();
     // Batch 2,048: activations and their gradients of 16K values, so they go through the pool.
     let layer = Linear::new(&cpu, 16, 8, true, 1).unwrap();
@@ -72,7 +67,6 @@ fn ten_thousand_cpu_steps_keep_the_pool_bounded_and_host_memory_flat() {
 
 #[test]
 fn a_thousand_wgpu_steps_keep_the_buffer_count_bounded() {
-    let _guard = serial();
     if wgpu_or_skip().is_none() {
         return;
     }
@@ -113,7 +107,6 @@ fn a_thousand_wgpu_steps_keep_the_buffer_count_bounded() {
 
 #[test]
 fn the_same_seed_gives_bit_identical_weights_on_the_cpu() {
-    let _guard = serial();
     let n = 640;
     let pixels = RawTensor::rand_uniform(&[n * 256], -1.0, 1.0, 9, &Device::cpu()).unwrap().to_vec().unwrap();
     let labels: Vec<u32> = (0..n as u32).map(|i| (i * 7) % 10).collect();

@@ -1,7 +1,7 @@
 //! A full training step on wgpu tensors — forward, loss, backward, a fused optimizer kernel on
 //! every parameter — makes no device → host transfer until the loss is read, and lands on the
 //! same parameters as the CPU, both with the kernel called directly and through `optim::Adam`.
-//! In its own test binary: the transfer counter is process-wide.
+//! In a child process of its own: the transfer counter is process-wide.
 
 use rumus::backend::wgpu::transfer_count;
 use rumus::backend::OptimizerStep;
@@ -9,6 +9,8 @@ use rumus::nn::{named_params, Linear, Module, Param, Sequential};
 use rumus::optim::{Adam, Optimizer};
 use rumus::testing::wgpu_or_skip;
 use rumus::{Device, RawTensor, Result};
+
+use crate::common::{in_child, run_child, test_path};
 
 const BATCH: usize = 32;
 const FEATURES: usize = 20;
@@ -75,6 +77,10 @@ fn step(s: &Setup, t: u32) -> Result<RawTensor> {
 
 #[test]
 fn training_step_makes_no_hidden_transfers_and_matches_cpu() -> Result<()> {
+    if !in_child() {
+        run_child(&test_path(module_path!(), "training_step_makes_no_hidden_transfers_and_matches_cpu"), &[]);
+        return Ok(());
+    }
     let Some(gpu) = wgpu_or_skip() else {
         return Ok(());
     };

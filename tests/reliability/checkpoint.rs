@@ -1,9 +1,9 @@
 //! Bad checkpoints and failed saves: every case is an exact `rumus::Error`, the model is left
 //! unchanged by a failed load, and a failed save leaves the previous file intact.
-//! (tests/checkpoint.rs covers the combined strict-load report, garbage/truncated bytes and a
+//! (tests/training/checkpoint.rs covers the combined strict-load report, garbage/truncated bytes and a
 //! failing writer.)
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

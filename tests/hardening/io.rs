@@ -1,7 +1,7 @@
 //! Hardening of files rumus reads and writes (issue #27): concurrent atomic saves, decompression
 //! bombs in IDX files, and untrusted optimizer state.
 
-mod common;
+use crate::common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

@@ -2,7 +2,7 @@
 //! 2,000 MNIST images and follows the CPU's run step for step — the same seeds, the same epoch
 //! losses within f32 noise — and `evaluate` agrees.
 
-mod common;
+use crate::common;
 
 use common::{mnist, SmallCnn};
 use rumus::data::{ClassDataset, Dataset};

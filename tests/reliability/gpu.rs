@@ -2,20 +2,19 @@
 //! the largest storage binding, more than 65,535 workgroups in every kernel family, an adapter
 //! that reports f16, no adapter at all, NaN losses and threads.
 //!
-//! (tests/wgpu_parity.rs compares every op at ordinary sizes and covers > 65,535 rows for the
+//! (tests/ops/wgpu_parity.rs compares every op at ordinary sizes and covers > 65,535 rows for the
 //! grid-stride kernels; the dispatches here exceed 65,535 workgroups of 256 invocations, which
 //! the 1-D kernels split over two dispatch dimensions.)
 
-mod common;
+use crate::common;
 
-use common::{regression_data, rss_bytes, weights};
+use common::{in_child, regression_data, rss_bytes, run_child, test_path, weights};
 use rumus::backend::cpu::CpuBackend;
 use rumus::backend::*;
 use rumus::nn::{join_name, Linear, Module, Param};
 use rumus::prelude::*;
 use rumus::testing::wgpu_or_skip;
 use rumus::Layout;
-use std::sync::{RwLock, RwLockReadGuard};
 
 // ----- numerics on both devices -----
 
@@ -140,18 +139,15 @@ fn a_nan_loss_on_wgpu_ends_fit_with_an_error_and_the_last_good_weights() -> Resu
 
 // ----- limits -----
 
-/// Tests that hold large host buffers take this shared; the host-allocation check below takes
-/// it exclusively, so the process's RSS moves only with what that test does (on the H200 the
-/// parallel tests' buffers once grew it by 290 MB during the check).
-static HOST_MEMORY: RwLock<()> = RwLock::new(());
-
-fn host_memory_shared() -> RwLockReadGuard<'static, ()> {
-    HOST_MEMORY.read().unwrap_or_else(|p| p.into_inner())
-}
-
+/// Runs alone in a child process, so the process's RSS moves only with what this test does (on
+/// the H200 the parallel tests' buffers once grew it by 290 MB during the check).
 #[test]
 fn tensors_past_the_largest_storage_binding_are_gpu_errors_without_host_allocation() {
-    let _alone = HOST_MEMORY.write().unwrap_or_else(|p| p.into_inner());
+    if !in_child() {
+        let name = "tensors_past_the_largest_storage_binding_are_gpu_errors_without_host_allocation";
+        run_child(&test_path(module_path!(), name), &[]);
+        return;
+    }
     let Some(gpu) = wgpu_or_skip() else { return };
     let Device::Wgpu(backend) = &gpu else { unreachable!() };
     let limit = backend.context().limits().max_storage_buffer_binding_size;
@@ -227,7 +223,6 @@ fn big_parity(name: &str, tol: f32, f: impl Fn(&dyn Backend) -> Result<Vec<Stora
 
 /// `big_parity` on a given wgpu backend.
 fn parity_on(gpu: &dyn Backend, name: &str, tol: f32, f: impl Fn(&dyn Backend) -> Result<Vec<Storage>>) {
-    let _host = host_memory_shared();
     let cpu = CpuBackend;
     let want = f(&cpu).unwrap_or_else(|e| panic!("{name} on cpu: {e}"));
     let got = f(gpu).unwrap_or_else(|e| panic!("{name} on wgpu: {e}"));
@@ -272,7 +267,6 @@ fn reduce_argmax_and_softmax_kernels_past_65535_workgroups() {
 
 /// `[batch, m, 1] @ [batch, 1, n]` on wgpu against the product computed directly on the host.
 fn outer_products(gpu: &Device, batch: usize, m: usize, n: usize) {
-    let _host = host_memory_shared();
     let cpu = Device::cpu();
     let make = |d: &Device| {
         let a = RawTensor::rand_uniform(&[batch, m, 1], -1.0, 1.0, 21, d).unwrap();
@@ -492,7 +486,8 @@ fn no_adapter_is_an_error_that_says_how_to_get_one() {
     }
     // Re-run this test alone in a child process whose Vulkan loader finds no driver.
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "no_adapter_is_an_error_that_says_how_to_get_one", "--nocapture", "--test-threads=1"])
+        .args(["--exact", &test_path(module_path!(), "no_adapter_is_an_error_that_says_how_to_get_one"), "--nocapture"])
+        .arg("--test-threads=1")
         .env(CHILD, "1")
         .env("VK_ICD_FILENAMES", "/nonexistent/rumus-no-driver.json")
         .env("VK_DRIVER_FILES", "/nonexistent/rumus-no-driver.json")

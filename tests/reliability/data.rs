@@ -1,7 +1,7 @@
 //! Bad data at every entry point gives one precise `rumus::Error`, never a panic and never
-//! training on garbage. (tests/data.rs covers the IDX parser byte by byte and the loader basics.)
+//! training on garbage. (tests/training/data.rs covers the IDX parser byte by byte and the loader basics.)
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::ops::ControlFlow;
