@@ -7,7 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-mod tensors;
 mod gpu;
 mod io;
+mod tensors;
 mod train;

@@ -24,8 +24,11 @@ fn file_name(path: &Path) -> String {
 
 #[test]
 fn no_test_file_sits_at_the_top_of_tests() {
-    let loose: Vec<String> =
-        entries(&tests_dir()).into_iter().filter(|p| p.extension().is_some_and(|e| e == "rs")).map(|p| file_name(&p)).collect();
+    let loose: Vec<String> = entries(&tests_dir())
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .map(|p| file_name(&p))
+        .collect();
     assert!(
         loose.is_empty(),
         "tests/{{{}}}: move each into the binary of its subject, tests/<subject>/NAME.rs, and declare \
@@ -42,8 +45,9 @@ fn every_test_file_is_a_module_of_its_binary() {
         if NOT_BINARIES.contains(&file_name(&dir).as_str()) {
             continue;
         }
-        let main = std::fs::read_to_string(dir.join("main.rs"))
-            .unwrap_or_else(|_| panic!("tests/{} is neither a test binary (no main.rs) nor listed in NOT_BINARIES", file_name(&dir)));
+        let main = std::fs::read_to_string(dir.join("main.rs")).unwrap_or_else(|_| {
+            panic!("tests/{} is neither a test binary (no main.rs) nor listed in NOT_BINARIES", file_name(&dir))
+        });
         binaries += 1;
         for file in entries(&dir).into_iter().filter(|p| p.extension().is_some_and(|e| e == "rs")) {
             let module = file.file_stem().unwrap().to_string_lossy().into_owned();
@@ -64,7 +68,9 @@ const CHANGES: [&str; 2] = [concat!("env::set", "_var("), concat!("env::remove",
 #[test]
 fn no_test_changes_the_process_environment() {
     let mut found = Vec::new();
-    for dir in entries(&tests_dir()).into_iter().filter(|p| p.is_dir() && !NOT_BINARIES.contains(&file_name(p).as_str())) {
+    for dir in
+        entries(&tests_dir()).into_iter().filter(|p| p.is_dir() && !NOT_BINARIES.contains(&file_name(p).as_str()))
+    {
         for file in entries(&dir) {
             let text = std::fs::read_to_string(&file).unwrap_or_default();
             for (i, line) in text.lines().enumerate() {

@@ -151,6 +151,7 @@ pub(crate) const ATTENTION_DKDV_BLOCKED_32: Shader = attention!(blocked "attenti
 pub(crate) const ATTENTION_DKDV_BLOCKED_64: Shader = attention!(blocked "attention_backward_dkdv_blocked_d64", "attention_backward_dkdv_blocked", constants_64, ATTENTION_DOUT);
 
 /// Every shader the backend compiles (for validation in tests).
+#[cfg(any(test, feature = "testing"))]
 pub(crate) const ALL: &[Shader] = &[
     FILL,
     COPY_STRIDED,
