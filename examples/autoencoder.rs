@@ -2,7 +2,7 @@
 //! 32×7×7 code, two stride-2 transposed convolutions back up, a sigmoid, and the mean squared
 //! error against the input, trained with `fit` and Adam. Prints the test reconstruction MSE and
 //! the time of each epoch, and saves originals above their reconstructions as a PNG grid.
-//! Its PyTorch twin is bench/torch_autoencoder.py (same model, optimizer, batch and epochs).
+//! Its PyTorch twin is tools/bench/torch_autoencoder.py (same model, optimizer, batch and epochs).
 //!
 //! Needs the IDX files: `apt-get install dataset-fashion-mnist` puts them in
 //! `/usr/share/datasets/fashion-mnist` (or pass another folder with `--data DIR`).

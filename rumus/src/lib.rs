@@ -39,6 +39,7 @@ pub mod optim;
 mod precision;
 pub mod rng;
 mod tensor;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod thread_depth;
 pub mod train;

@@ -1,5 +1,5 @@
 //! Finite-difference gradient checking and test helpers, for rumus's own tests and for users'
-//! custom ops.
+//! custom ops. Compiled with the `testing` feature (enable it in `[dev-dependencies]`).
 
 use crate::{Error, RawTensor, Result};
 

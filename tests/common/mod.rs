@@ -204,3 +204,37 @@ pub fn rss_bytes() -> Option<u64> {
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
 }
+
+/// The name the test harness gives test `name` of the module whose `module_path!()` is `module`
+/// (`hardening::gpu` → `gpu::name`): what `--exact` needs to pick it in a child process.
+pub fn test_path(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_, inner)) => format!("{inner}::{name}"),
+        None => name.to_string(),
+    }
+}
+
+/// Whether this process is a child started by [`run_child`].
+pub fn in_child() -> bool {
+    std::env::var_os("RUMUS_CHILD").is_some()
+}
+
+/// Runs test `test` (its full name, see [`test_path`]) of this test binary alone in a child
+/// process with `env` changed (`None` removes a variable) and `RUMUS_CHILD` set; panics with its
+/// output unless it passes; returns its stderr. For tests that need a process of their own:
+/// process-wide counters or memory, the environment, the Vulkan driver's settings.
+pub fn run_child(test: &str, env: &[(&str, Option<&str>)]) -> String {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([test, "--exact", "--nocapture", "--test-threads=1"]).env("RUMUS_CHILD", "1");
+    for (key, value) in env {
+        match value {
+            Some(v) => cmd.env(key, v),
+            None => cmd.env_remove(key),
+        };
+    }
+    let out = cmd.output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr).into_owned());
+    assert!(out.status.success(), "child {test} failed: {stderr}\n{stdout}");
+    assert!(stdout.contains("1 passed"), "the child ran no test named {test}: {stdout}");
+    stderr
+}

@@ -35,5 +35,5 @@ pub use upsample::UpsampleMode;
 
 /// Plain kernel vocabulary that the layers above `ops` name (op codes, element types, optimizer
 /// hyper-parameters): re-exported here so that `nn`, `optim`, `data`, `io` and `train` never
-/// name the backend (see `tests/architecture.rs`).
+/// name the backend (see `tests/house/architecture.rs`).
 pub(crate) use crate::backend::{BinaryOp, DType, OptimizerStep};

@@ -1,5 +1,5 @@
 //! `#[model]` structs declared in a crate of their own, so the suite can check that a model
-//! nests from another crate (tests/macro_modules.rs, tests/ui/*/nested_from_another_crate.rs).
+//! nests from another crate (tests/nn/macro_modules.rs, tests/ui/*/nested_from_another_crate.rs).
 
 use rumus::prelude::*;
 

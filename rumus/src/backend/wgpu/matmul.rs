@@ -14,7 +14,7 @@ use crate::{Error, MatmulPrecision, Result};
 const SIGNATURE: [Access; 3] = [Access::Read, Access::Read, Access::Write];
 
 /// Below this many 128×128 tiles the 64×64 kernel keeps more of a big GPU busy; from 2048³
-/// (256 tiles of 128×128) the large tile wins (`examples/matmul_lab.rs`; figures in
+/// (256 tiles of 128×128) the large tile wins (`tools/src/bin/matmul_lab.rs`; figures in
 /// BENCHMARKS.md).
 const MIN_LARGE_TILES: usize = 256;
 
@@ -679,7 +679,7 @@ mod tests {
         assert_eq!(2 * 2 * slice * 2 + 8 * 256 * 4, COOP_SHARED_BYTES);
     }
 
-    /// The constants follow the generated shader (`rumus/shaders/gen/matmul.py`).
+    /// The constants follow the generated shader (`tools/gen/matmul.py`).
     #[test]
     fn vec4_large_constants_match_the_shader() {
         let source = include_str!("../../../shaders/matmul_vec4.wgsl");

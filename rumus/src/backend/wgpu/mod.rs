@@ -43,6 +43,7 @@ pub use buffer_pool::PoolStats;
 pub use context::WgpuContext;
 pub use encoder::transfer_count;
 pub use matmul::{MatmulKernel, MatmulPlan};
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub use params::ParamLayout;
 pub use storage::WgpuStorage;
@@ -66,14 +67,16 @@ const STAND_IN_MAX_MACS: usize = 1 << 28;
 
 /// The WGSL of every kernel file as the backend compiles it on an adapter with or without
 /// subgroups (op-code constants, reduction prelude and `rumus/shaders/lib/` includes in place),
-/// as `(file name, source)`. For the naga validation in `tests/shaders_validate.rs`.
+/// as `(file name, source)`. For the naga validation in `tests/house/shaders_validate.rs`.
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub fn compiled_sources(subgroups: bool) -> Vec<(&'static str, String)> {
     pipelines::ALL.iter().map(|s| (s.name, Pipelines::source(s, subgroups))).collect()
 }
 
 /// The parameter struct each kernel file is launched with, as `(file name, layout)`, for the
-/// check against the WGSL `struct Params` in `tests/shaders_validate.rs`.
+/// check against the WGSL `struct Params` in `tests/house/shaders_validate.rs`.
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub fn kernel_parameters() -> Vec<(&'static str, ParamLayout)> {
     pipelines::ALL.iter().map(|s| (s.name, s.params)).collect()
@@ -158,6 +161,8 @@ impl WgpuBackend {
 
     /// A second backend on the shared device whose reductions use workgroup shared memory even
     /// where subgroups exist: the fallback path of adapters without SUBGROUP, testable anywhere.
+    /// (With the `testing` feature.)
+    #[cfg(any(test, feature = "testing"))]
     pub fn with_shared_memory_reductions() -> Result<WgpuBackend> {
         let ctx = WgpuContext::get()?;
         let mut backend = WgpuBackend::new(ctx);
@@ -168,7 +173,9 @@ impl WgpuBackend {
     /// A second backend on the shared device that dispatches at most `limit` workgroups per
     /// dimension, as an adapter with that limit would: the kernels that walk rows or tiles with a
     /// grid stride then run many laps at small sizes, which tests those loops cheaply. Kernels
-    /// without one fail with a dispatch-limit error past `limit²` workgroups.
+    /// without one fail with a dispatch-limit error past `limit²` workgroups. (With the `testing`
+    /// feature.)
+    #[cfg(any(test, feature = "testing"))]
     pub fn with_dispatch_limit(limit: u32) -> Result<WgpuBackend> {
         let ctx = WgpuContext::get()?;
         let mut backend = WgpuBackend::new(ctx);

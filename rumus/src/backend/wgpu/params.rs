@@ -1,7 +1,7 @@
 //! Kernel parameters: each shader family's uniform `struct Params` as a `#[repr(C)]` Pod
 //! struct with the same fields in the same order, declared with [`kernel_params!`], and the
 //! layout (field names and byte offsets) that ties it to its shaders: a dispatch checks that the
-//! shader takes this struct, and `tests/shaders_validate.rs` checks the layout against the WGSL.
+//! shader takes this struct, and `tests/house/shaders_validate.rs` checks the layout against the WGSL.
 
 use super::encoder::PARAM_BYTES;
 

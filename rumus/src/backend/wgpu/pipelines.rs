@@ -157,6 +157,7 @@ pub(crate) const ATTENTION_DKDV_BLOCKED_32: Shader = attention!(blocked "attenti
 pub(crate) const ATTENTION_DKDV_BLOCKED_64: Shader = attention!(blocked "attention_backward_dkdv_blocked_d64", "attention_backward_dkdv_blocked", constants_64, ATTENTION_DOUT);
 
 /// Every shader the backend compiles (for validation in tests).
+#[cfg(any(test, feature = "testing"))]
 pub(crate) const ALL: &[Shader] = &[
     FILL,
     COPY_STRIDED,
@@ -425,7 +426,7 @@ impl Pipelines {
                     // tile, and its direct fragment stores cover only tiles wholly inside
                     // [m, n] (edge tiles go through shared memory and are bounds-checked). Dropping the checks (loop counters,
                     // index clamps on every shared-memory read) makes them markedly faster
-                    // (BENCHMARKS.md); `examples/matmul_lab.rs` measures both.
+                    // (BENCHMARKS.md); `tools/src/bin/matmul_lab.rs` measures both.
                     // The attention kernels (`attention*.wgsl`) index their workgroup tiles
                     // below BT·D4 and their per-invocation rows below D4 (constants), read and
                     // write rows of q, k, v, out, dout and their gradients only for row

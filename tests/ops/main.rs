@@ -1,0 +1,17 @@
+//! Tensors, ops and kernels: values against reference loops, finite-difference gradients, and
+//! CPU ↔ wgpu parity of every op and `Backend` kernel (the fused attention and layer norm among
+//! them), device memory and host transfers.
+//!
+//! One test binary of the suite (see "Tests" in docs/ARCHITECTURE.md); each module is one
+//! subject, named as its file.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod attention;
+mod core_ops;
+mod layer_norm_fused;
+mod ops_nn;
+mod wgpu_autograd_memory;
+mod wgpu_parity;
+mod wgpu_training_step;

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The whole benchmark suite in one call on a GPU machine, each rumus figure next to its peer:
+#
+#   tools/bench/device_run.sh BIN_DIR OUT_DIR [PARTS]
+#
+# BIN_DIR holds the release binaries built elsewhere: `cargo build --release -p rumus-tools`
+# (target/release/{bench,bench_wgpu,matmul_lab,kernel_stats}) and
+# `cargo build --release --example mnist` (target/release/examples/mnist). OUT_DIR receives
+# the logs and JSON, PARTS is a comma list of lab,kernels,workloads,cold,cpu,mnist (default:
+# all). `tools/bench/compare.py OUT_DIR` prints the
+# ratio tables from the JSON. The device machine needs a Vulkan loader (see docs/BENCHMARKS.md).
+set -uo pipefail
+BIN=$1
+OUT=$2
+PARTS=${3:-lab,kernels,workloads,cold,cpu,mnist}
+want() { [[ ",$PARTS," == *",$1,"* ]]; }
+cd "$(dirname "$0")/../.."
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp/rumus-xdg}
+mkdir -p "$XDG_RUNTIME_DIR" && chmod 0700 "$XDG_RUNTIME_DIR"
+stamp() { echo "=== $1 $(date -u +%H:%M:%S)" | tee -a "$OUT/log.txt"; }
+run() { "$@" 2>&1 | tee -a "$OUT/log.txt"; }
+
+stamp "machine"
+run nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,utilization.gpu --format=csv
+run python3 -c 'import torch, numpy; print("torch", torch.__version__, "numpy", numpy.__version__)'
+
+if want lab; then
+    stamp "matmul lab"
+    python3 tools/gen/matmul.py --lab /tmp/lab
+    run "$BIN/matmul_lab" /tmp/lab --trusted
+    # Registers per kernel, and the driver's pipeline caches for `tools/bench/sass.py OUT_DIR/sass`.
+    run "$BIN/kernel_stats" --dump "$OUT/sass" /tmp/lab/*.wgsl rumus/shaders/matmul_vec4.wgsl
+fi
+
+if want kernels; then
+    stamp "kernels: rumus, then PyTorch"
+    run "$BIN/bench_wgpu" "$OUT/kernels_rumus.json"
+    run python3 tools/bench/torch_bench.py --device cuda --only matmul,softmax,convpass --gpu-time --json "$OUT/kernels_torch.json"
+fi
+
+if want workloads; then
+    stamp "workloads: rumus wgpu, PyTorch CUDA, rumus wgpu again"
+    run "$BIN/bench" --device wgpu --json "$OUT/wgpu_rumus.json"
+    run python3 tools/bench/torch_bench.py --device cuda --json "$OUT/cuda_torch.json"
+    run "$BIN/bench" --device wgpu --only matmul,step,epoch --json "$OUT/wgpu_rumus2.json"
+fi
+
+if want cold; then
+    # A fresh process each time with the driver's shader disk cache emptied and disabled, so
+    # every kernel is compiled on the spot, as on a machine that never ran rumus.
+    # Five, since one cold epoch varies by more than the margin to the goal.
+    for i in 1 2 3 4 5; do
+        stamp "cold start $i"
+        rm -rf ~/.cache/nvidia ~/.nv
+        # The first also logs each kernel compile (thread, time) to show what the cold start waits on.
+        log=$([ $i = 1 ] && echo 1 || echo 0)
+        RUMUS_WGPU_LOG_COMPILES=$log __GL_SHADER_DISK_CACHE=0 run "$BIN/bench" --device wgpu --only epoch --json "$OUT/cold_rumus_$i.json"
+    done
+    run python3 tools/bench/torch_bench.py --device cuda --only epoch --json "$OUT/cold_torch.json"
+fi
+
+# Two logical CPUs on different physical cores (not two hyperthreads of one), CPU 0 avoided;
+# "0,1" where no such pair is found.
+two_cores() {
+    local seen="" picked="" dir n key
+    for dir in /sys/devices/system/cpu/cpu[0-9]*; do
+        n=${dir##*cpu}
+        [ "$n" = 0 ] && continue
+        taskset -c "$n" true 2>/dev/null || continue
+        key="$(cat "$dir/topology/physical_package_id" 2>/dev/null):$(cat "$dir/topology/core_id" 2>/dev/null)"
+        case " $seen " in *" $key "*) continue ;; esac
+        seen="$seen $key"
+        picked="$picked${picked:+,}$n"
+        [[ $picked == *,* ]] && break
+    done
+    [[ $picked == *,* ]] && echo "$picked" || echo 0,1
+}
+
+if want cpu; then
+    cores=$(two_cores)
+    stamp "cpu: 2 threads each on CPUs $cores, rumus, PyTorch, numpy, rumus again"
+    lscpu | grep -E "^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|CPU\(s\)):" | tee -a "$OUT/log.txt"
+    RAYON_NUM_THREADS=2 run taskset -c "$cores" "$BIN/bench" --device cpu --only matmul,conv,step,epoch --json "$OUT/cpu_rumus.json"
+    run taskset -c "$cores" python3 tools/bench/torch_bench.py --device cpu --threads 2 --only matmul,conv,step,epoch --json "$OUT/cpu_torch.json"
+    OPENBLAS_NUM_THREADS=2 run taskset -c "$cores" python3 tools/bench/numpy_matmul.py "$OUT/cpu_numpy.json"
+    RAYON_NUM_THREADS=2 run taskset -c "$cores" "$BIN/bench" --device cpu --only matmul --json "$OUT/cpu_rumus2.json"
+fi
+
+if want mnist && [ -d data/mnist ]; then
+    stamp "the main job on wgpu"
+    RUMUS_DEVICE=wgpu run "$BIN/mnist"
+fi
+stamp "done"

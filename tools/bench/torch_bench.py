@@ -1,0 +1,264 @@
+"""PyTorch twin of `cargo run --release -p rumus-tools --bin bench`: the same workloads, sizes, warm-up and
+median-of-repeats, so the two can run in one session and be compared as ratios.
+
+    python3 tools/bench/torch_bench.py --device cuda [--json out.json]
+    python3 tools/bench/torch_bench.py --device cpu --threads 2
+    python3 tools/bench/torch_bench.py --device cuda --only matmul,softmax,convpass --gpu-time
+    python3 tools/bench/torch_bench.py --device cuda --only attention      # fused attention, f32   # bench_wgpu's twin
+
+TF32 is off (PyTorch's default for matmul is plain fp32 unless allowed). Each repeat is timed
+on the wall clock up to a synchronize, as `bench` times rumus up to a read-back; with
+`--gpu-time`, CUDA events around each repeat time the GPU alone, as `bench_wgpu`'s timestamp
+queries do.
+"""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+GPU_TIME = False
+
+
+def timer(device, warmup, repeats, f):
+    for _ in range(warmup):
+        f()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        if device == "cuda" and GPU_TIME:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            f()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        else:
+            t0 = time.perf_counter()
+            f()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+    times.sort()
+    return times[len(times) // 2]
+
+
+class LeNet(nn.Module):
+    """The same LeNet-5 as examples/mnist.rs (61,706 parameters)."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),
+        )
+        self.head = nn.Sequential(
+            nn.Flatten(), nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10),
+        )
+
+    def forward(self, x):
+        return self.head(self.features(x))
+
+
+def mlp():
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, 300), nn.ReLU(), nn.Linear(300, 100), nn.ReLU(), nn.Linear(100, 10))
+
+
+def train_step_bench(device, model, batch, steps):
+    model = model.to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x = torch.randn(batch, 1, 28, 28, device=device)
+    y = torch.randint(0, 10, (batch,), device=device)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+
+    return timer(device, 5, steps, step)
+
+
+def epoch_bench(device, batch, n=60000):
+    """A full MNIST-sized epoch from device-resident data, shuffled, reading the loss once at the end."""
+    torch.manual_seed(0)
+    model = LeNet().to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    xs = torch.randn(n, 1, 28, 28, device=device)
+    ys = torch.randint(0, 10, (n,), device=device)
+
+    def epoch():
+        perm = torch.randperm(n, device=device)
+        total = torch.zeros((), device=device)
+        for i in range(0, n, batch):
+            idx = perm[i:i + batch]
+            opt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(model(xs[idx]), ys[idx])
+            loss.backward()
+            opt.step()
+            total += loss.detach()
+        return total.item()
+
+    def timed():
+        t0 = time.perf_counter()
+        epoch()
+        return time.perf_counter() - t0
+
+    # Like the rumus side: the first epoch, and the median of the three after it.
+    first = timed()
+    return first, statistics.median(timed() for _ in range(3))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--only", default="")
+    p.add_argument("--json", default="")
+    p.add_argument("--gpu-time", action="store_true", help="time kernels with CUDA events (GPU time alone)")
+    a = p.parse_args()
+    global GPU_TIME
+    GPU_TIME = a.gpu_time
+    dev = a.device
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    wanted = lambda name: not a.only or name in a.only.split(",")
+    rows = []
+
+    def add(name, secs, rate=None, unit=""):
+        rows.append({"name": name, "median_s": secs, "rate": rate, "unit": unit})
+
+    if wanted("matmul"):
+        sizes = (1024, 4096) if dev == "cuda" else (256, 512, 1024)
+        for n in sizes:
+            a_ = torch.randn(n, n, device=dev)
+            b_ = torch.randn(n, n, device=dev)
+            s = timer(dev, 3, 10 if n >= 2048 else 20, lambda: a_ @ b_)
+            add(f"matmul {n}x{n}x{n}", s, 2 * n**3 / s / 1e9, "GFLOP/s")
+        if dev == "cuda":
+            # The peers of rumus's opt-in tensor-core matmul (f16 inputs, f32 accumulation):
+            # cuBLAS with TF32 allowed, and cuBLAS on f16 operands.
+            n = 4096
+            a_, b_ = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev)
+            torch.backends.cuda.matmul.allow_tf32 = True
+            s = timer(dev, 3, 10, lambda: a_ @ b_)
+            torch.backends.cuda.matmul.allow_tf32 = False
+            add(f"matmul {n}x{n}x{n} tf32", s, 2 * n**3 / s / 1e9, "GFLOP/s")
+            a_, b_ = a_.half(), b_.half()
+            s = timer(dev, 3, 10, lambda: a_ @ b_)
+            add(f"matmul {n}x{n}x{n} f16", s, 2 * n**3 / s / 1e9, "GFLOP/s")
+    if wanted("linear"):
+        # The twin of bench's `linear` rows: the Shakespeare GPT's linear layers, three products each.
+        m = 16384
+        for k, n in [(384, 1152), (384, 384), (384, 1536), (1536, 384), (384, 84)]:
+            x = torch.randn(m, k, device=dev)
+            w = torch.randn(n, k, device=dev)
+            g = torch.randn(m, n, device=dev)
+            for what, f in [("fwd x@wT", lambda: x @ w.t()), ("dx g@w", lambda: g @ w), ("dw gT@x", lambda: g.t() @ x)]:
+                s = timer(dev, 3, 20, f)
+                add(f"linear {m}x{k}->{n} {what}", s, 2 * m * k * n / s / 1e9, "GFLOP/s")
+    if wanted("softmax"):
+        rows_, cols = (65536, 1024)
+        x = torch.randn(rows_, cols, device=dev, requires_grad=True)
+        g = torch.randn(rows_, cols, device=dev)
+
+        def sm():
+            y = torch.softmax(x, -1)
+            (gx,) = torch.autograd.grad((y * g).sum(), x)
+            return gx
+
+        s = timer(dev, 2, 10, sm)
+        add(f"softmax fwd+bwd [{rows_}, {cols}]", s, rows_ * cols * 4 * 8 / s / 1e9, "GB/s")
+    if wanted("attention"):
+        # The twin of bench's attention rows: causal SDPA on f32 [batch, heads, t, d] (batch 8 on
+        # the CPU), forward alone and forward plus backward; FLOPs count the visible half of the
+        # scores, forward 2*2*B*H*T*T*D/2 and backward 2.5 times that.
+        b, h, t, d = (64 if dev == "cuda" else 8), 6, 256, 64
+        q, k, v = (torch.randn(b, h, t, d, device=dev, requires_grad=True) for _ in range(3))
+        g = torch.randn(b, h, t, d, device=dev)
+        fwd_flops = 2 * 2 * b * h * t * t * d / 2
+
+        def attn_fwd():
+            with torch.no_grad():
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+        def attn_both():
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return torch.autograd.grad((y * g).sum(), (q, k, v))
+
+        name = f"attention causal [{b},{h},{t},{d}]"
+        per, unit = (1e12, "TFLOP/s") if dev == "cuda" else (1e9, "GFLOP/s")
+        s = timer(dev, 2, 10, attn_fwd)
+        add(f"{name} fwd", s, fwd_flops / s / per, unit)
+        s = timer(dev, 2, 10, attn_both)
+        add(f"{name} fwd+bwd", s, 3.5 * fwd_flops / s / per, unit)
+    if wanted("conv"):
+        for name, (n, c, h, o, k, pad) in {
+            "conv2d lenet1 [64,1,28,28]->6 k5": (64, 1, 28, 6, 5, 2),
+            "conv2d resblock [32,64,56,56]->64 k3": (32, 64, 56, 64, 3, 1),
+        }.items():
+            conv = nn.Conv2d(c, o, k, padding=pad).to(dev)
+            xin = torch.randn(n, c, h, h, device=dev, requires_grad=True)
+
+            def cv():
+                conv(xin).sum().backward()
+
+            s = timer(dev, 3, 10, cv)
+            add(f"{name} fwd+bwd", s)
+    if wanted("convpass") and dev == "cuda":
+        # The twin of bench_wgpu's conv rows: the ResNet-block convolution's three passes apart,
+        # as autograd runs them (cuDNN's forward, backward-data, and backward-filter with bias).
+        n, c, h, o, k, pad = 32, 64, 56, 64, 3, 1
+        x = torch.randn(n, c, h, h, device=dev)
+        w = torch.randn(o, c, k, k, device=dev)
+        bias = torch.randn(o, device=dev)
+        gy = torch.randn(n, o, h + 2 * pad + 1 - k, h + 2 * pad + 1 - k, device=dev)
+        flops = 2 * n * o * gy.shape[2] * gy.shape[3] * c * k * k
+        conv_bwd = torch.ops.aten.convolution_backward
+        passes = {
+            "forward": lambda: F.conv2d(x, w, bias, padding=pad),
+            "input grad": lambda: conv_bwd(gy, x, w, None, [1, 1], [pad, pad], [1, 1], False, [0, 0], 1,
+                                           [True, False, False]),
+            "weight grad": lambda: conv_bwd(gy, x, w, [o], [1, 1], [pad, pad], [1, 1], False, [0, 0], 1,
+                                            [False, True, True]),
+        }
+        for name, f in passes.items():
+            s = timer(dev, 3, 10, f)
+            add(f"conv2d {name} {n}x{c}x{h}x{h}->{o}k{k}", s, flops / s / 1e9, "GFLOP/s")
+    if wanted("step"):
+        for b in (64, 256):
+            add(f"lenet train step b{b}", train_step_bench(dev, LeNet(), b, 50))
+        add("mlp train step b64", train_step_bench(dev, mlp(), 64, 50))
+    if wanted("epoch"):
+        for b in (64, 256):
+            first, steady = epoch_bench(dev, b)
+            add(f"lenet mnist epoch b{b} (first)", first)
+            add(f"lenet mnist epoch b{b}", steady)
+    if wanted("memory") and dev == "cuda":
+        # Peak of one LeNet training step alone: start from an empty allocator.
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        train_step_bench(dev, LeNet(), 64, 5)
+        add("lenet step b64 peak memory", 0.0, (torch.cuda.max_memory_allocated() - base) / 2**20, "MiB")
+
+    name = torch.cuda.get_device_name() if dev == "cuda" else f"cpu ({torch.get_num_threads()} threads)"
+    print(f"pytorch {torch.__version__} on {name}")
+    print(f"{'workload':<40} {'median ms':>12} {'rate':>14}")
+    for r in rows:
+        rate = f"{r['rate']:>10.1f} {r['unit']}" if r["rate"] is not None else ""
+        print(f"{r['name']:<40} {r['median_s'] * 1e3:>12.3f} {rate}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"framework": "pytorch", "device": name, "results": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

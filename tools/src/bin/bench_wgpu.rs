@@ -1,0 +1,188 @@
+//! WGSL kernel benchmark: matmul at 1024³ and 4096³ (TFLOP/s; also on tensor cores with f16
+//! inputs where the adapter has them), softmax forward + backward on [65536, 1024] (GB/s), and
+//! the ResNet-block convolution's three passes apart (forward, input gradient, weight gradient;
+//! TFLOP/s), timed with GPU timestamp queries where the adapter has TIMESTAMP_QUERY (else wall
+//! time between full synchronisations). Warm-up runs first, then the median of repeats.
+//!
+//! ```text
+//! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json          # the real sizes
+//! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json --quick  # small sizes (lavapipe)
+//! ```
+
+use rumus::backend::wgpu::WgpuBackend;
+use rumus::backend::{Backend, Conv2dArgs, Conv2dWanted, ConvGeom, MatmulArgs, MatrixLayout, Storage};
+use rumus::{Device, MatmulPrecision, Result};
+
+struct Row {
+    name: String,
+    shape: String,
+    median_ms: f64,
+    rate: f64,
+    unit: &'static str,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn random(b: &WgpuBackend, len: usize, seed: u64) -> Result<Storage> {
+    b.random(rumus::backend::RandomKind::Normal, len, seed)
+}
+
+/// Median seconds of `repeats` timed runs of `work`, after `warmup` untimed ones.
+fn time(b: &WgpuBackend, warmup: usize, repeats: usize, work: &dyn Fn() -> Result<()>) -> Result<f64> {
+    for _ in 0..warmup {
+        work()?;
+    }
+    b.synchronize()?;
+    let mut samples = Vec::with_capacity(repeats);
+    for _ in 0..repeats {
+        samples.push(b.time_gpu(work)?);
+    }
+    Ok(median(samples))
+}
+
+fn bench_matmul(b: &WgpuBackend, size: usize, repeats: usize, precision: MatmulPrecision) -> Result<Row> {
+    b.set_matmul_precision(precision)?;
+    let lhs = random(b, size * size, 1)?;
+    let rhs = random(b, size * size, 2)?;
+    let args = MatmulArgs {
+        batch: 1,
+        m: size,
+        k: size,
+        n: size,
+        lhs: MatrixLayout::row_major(size, size),
+        rhs: MatrixLayout::row_major(size, size),
+    };
+    let secs = time(b, 2, repeats, &|| b.matmul(&lhs, &rhs, &args).map(drop))?;
+    b.set_matmul_precision(MatmulPrecision::F32)?;
+    let flops = 2.0 * (size as f64).powi(3);
+    Ok(Row {
+        name: format!("matmul {precision}"),
+        shape: format!("{size}x{size}x{size}"),
+        median_ms: secs * 1e3,
+        rate: flops / secs / 1e12,
+        unit: "TFLOP/s",
+    })
+}
+
+fn bench_softmax(b: &WgpuBackend, rows: usize, cols: usize, repeats: usize) -> Result<Row> {
+    let x = random(b, rows * cols, 3)?;
+    let g = random(b, rows * cols, 4)?;
+    let secs = time(b, 2, repeats, &|| {
+        let y = b.softmax(&x, rows, cols, false)?;
+        b.softmax_backward(&y, &g, rows, cols, false).map(drop)
+    })?;
+    // Minimal traffic: forward reads x and writes y; backward reads y and g and writes dx.
+    let bytes = 5.0 * (rows * cols) as f64 * 4.0;
+    Ok(Row {
+        name: "softmax fwd+bwd".into(),
+        shape: format!("{rows}x{cols}"),
+        median_ms: secs * 1e3,
+        rate: bytes / secs / 1e9,
+        unit: "GB/s",
+    })
+}
+
+/// The three passes of a stride-1 convolution of `[n, c, h, h]` by `o` filters of k×k (padding
+/// `pad`, with bias), each timed on its own: the forward, the input gradient, and the weight
+/// gradient with its bias gradient (one backward call, as autograd makes it). Each pass is one
+/// product of `2·n·o·oh·ow·c·k·k` flops.
+fn bench_conv(
+    b: &WgpuBackend,
+    (n, c, h, o, k, pad): (usize, usize, usize, usize, usize, usize),
+    repeats: usize,
+) -> Result<Vec<Row>> {
+    let geom = ConvGeom::square(n, c, (h, h), k, 1, pad, 1)
+        .ok_or_else(|| rumus::Error::Gpu("bench_conv: the kernel does not fit the input".into()))?;
+    let args = Conv2dArgs { geom, out_channels: o, groups: 1 };
+    let x = random(b, n * c * h * h, 5)?;
+    let w = random(b, o * c * k * k, 6)?;
+    let bias = random(b, o, 7)?;
+    let gy = random(b, n * o * geom.out_h * geom.out_w, 8)?;
+    let shape = format!("{n}x{c}x{h}x{h}->{o}k{k}");
+    let flops = 2.0 * (n * o * geom.out_h * geom.out_w * c * k * k) as f64;
+    let (x, w, gy) = (&x, &w, &gy);
+    let forward = || -> Result<()> {
+        b.conv2d(x, w, Some(&bias), &args)?
+            .map(drop)
+            .ok_or_else(|| rumus::Error::Gpu("the wgpu backend declined the convolution".into()))
+    };
+    let backward = |wanted: Conv2dWanted| move || b.conv2d_backward(x, w, gy, &args, wanted).map(drop);
+    let input_grad = backward(Conv2dWanted { x: true, weight: false, bias: false });
+    let weight_grad = backward(Conv2dWanted { x: false, weight: true, bias: true });
+    let passes: [(&str, &dyn Fn() -> Result<()>); 3] =
+        [("conv2d forward", &forward), ("conv2d input grad", &input_grad), ("conv2d weight grad", &weight_grad)];
+    passes
+        .into_iter()
+        .map(|(name, pass)| {
+            let secs = time(b, 2, repeats, pass)?;
+            Ok(Row {
+                name: name.into(),
+                shape: shape.clone(),
+                median_ms: secs * 1e3,
+                rate: flops / secs / 1e12,
+                unit: "TFLOP/s",
+            })
+        })
+        .collect()
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let out_path = args.iter().find(|a| !a.starts_with("--")).cloned().unwrap_or_else(|| "bench_wgpu.json".into());
+    let device = Device::wgpu()?;
+    // Timed kernels, not the start-up warm-up's stand-ins.
+    device.wait_for_kernels()?;
+    let Device::Wgpu(b) = device else {
+        return Err(rumus::Error::Gpu("Device::wgpu returned another device".into()));
+    };
+    let ctx = b.context();
+    println!(
+        "adapter: {}  subgroups: {}  timestamps: {}",
+        ctx.adapter_name(),
+        ctx.has_subgroups(),
+        ctx.has_timestamps()
+    );
+    let (sizes, (rows, cols), repeats) =
+        if quick { (vec![128, 256], (4096, 1024), 3) } else { (vec![1024, 4096], (65536, 1024), 10) };
+    let mut rows_out = Vec::new();
+    let mut precisions = vec![MatmulPrecision::F32];
+    if ctx.has_tensor_cores() {
+        precisions.push(MatmulPrecision::F16TensorCores);
+    }
+    for precision in precisions {
+        for &size in &sizes {
+            rows_out.push(bench_matmul(&b, size, repeats, precision)?);
+        }
+    }
+    rows_out.push(bench_softmax(&b, rows, cols, repeats)?);
+    let resblock = if quick { (4, 16, 14, 16, 3, 1) } else { (32, 64, 56, 64, 3, 1) };
+    rows_out.extend(bench_conv(&b, resblock, repeats)?);
+
+    println!("{:<28} {:>16} {:>12} {:>14}", "kernel", "shape", "median ms", "rate");
+    for r in &rows_out {
+        println!("{:<28} {:>16} {:>12.3} {:>9.2} {}", r.name, r.shape, r.median_ms, r.rate, r.unit);
+    }
+    let entries: Vec<String> = rows_out
+        .iter()
+        .map(|r| {
+            format!(
+                "    {{\"kernel\": \"{}\", \"shape\": \"{}\", \"median_ms\": {:.4}, \"rate\": {:.4}, \"unit\": \"{}\"}}",
+                r.name, r.shape, r.median_ms, r.rate, r.unit
+            )
+        })
+        .collect();
+    let json = format!(
+        "{{\n  \"adapter\": \"{}\",\n  \"subgroups\": {},\n  \"timestamps\": {},\n  \"results\": [\n{}\n  ]\n}}\n",
+        ctx.adapter_name().replace('"', "'"),
+        ctx.has_subgroups(),
+        ctx.has_timestamps(),
+        entries.join(",\n")
+    );
+    std::fs::write(&out_path, json).map_err(|e| rumus::Error::Gpu(format!("writing {out_path}: {e}")))?;
+    println!("wrote {out_path}");
+    Ok(())
+}
