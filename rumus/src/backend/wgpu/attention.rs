@@ -136,7 +136,7 @@ fn dkdv_kernel(variant: &Variant, workgroup_bytes: usize) -> (&'static Shader, u
 
 /// The shader file of the dk/dv backward for head dimension `d` on an adapter with `limits`
 /// (`None` above [`MAX_HEAD_DIM`]): the dispatcher's own choice. For the test that every kernel
-/// fits WebGPU's default limits or is gated on the adapter's (`tests/shaders_validate.rs`).
+/// fits WebGPU's default limits or is gated on the adapter's (`tests/house/shaders_validate.rs`).
 pub(super) fn dkdv_kernel_under(limits: &::wgpu::Limits, d: usize) -> Option<&'static str> {
     let variant = variant(d)?;
     Some(dkdv_kernel(&variant, limits.max_compute_workgroup_storage_size as usize).0.name)

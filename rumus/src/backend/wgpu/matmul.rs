@@ -182,7 +182,7 @@ fn fit_under(limits: &::wgpu::Limits, args: &MatmulArgs) -> Fit {
 
 /// The `(shader file, entry point)` an f32 product of `args` runs on an adapter with `limits`:
 /// the dispatcher's own choice ([`choose_plan`], then [`tiles_kernel`]). For the test that every
-/// kernel fits WebGPU's default limits or is gated on the adapter's (`tests/shaders_validate.rs`).
+/// kernel fits WebGPU's default limits or is gated on the adapter's (`tests/house/shaders_validate.rs`).
 pub(super) fn matmul_kernel_under(limits: &::wgpu::Limits, args: &MatmulArgs) -> (&'static str, &'static str) {
     let plan = choose_plan(args, fit_under(limits, args));
     let run = if plan.slices == 1 { *args } else { split_k_args(args, plan.slices) };

@@ -86,7 +86,7 @@ pub fn kernel_parameters() -> Vec<(&'static str, ParamLayout)> {
 /// adapter with `limits`: `(shader file, entry point)` of an f32 matmul of `args`, the dk/dv
 /// attention backward's file for head dimension `d`, and whether tensor cores may be turned on
 /// (`Err` says why not). For the check against WebGPU's default limits in
-/// `tests/shaders_validate.rs`.
+/// `tests/house/shaders_validate.rs`.
 #[doc(hidden)]
 pub fn kernel_under_limits(limits: &::wgpu::Limits, matmul: &MatmulArgs, d: usize) -> LimitedChoice {
     LimitedChoice {
