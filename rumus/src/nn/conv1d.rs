@@ -1,6 +1,7 @@
 //! 1-D convolution layer.
 
-use super::{init, join_name, Module, Param};
+use super::module::visit_weight_and_bias;
+use super::{init, Module, Param};
 use crate::{Conv1dPadding, Device, Error, RawTensor, Result};
 
 /// Hyper-parameters of [`Conv1d`].
@@ -74,18 +75,14 @@ impl Conv1d {
         }
         let group_channels = cfg.in_channels / cfg.groups;
         let fan_in = group_channels * cfg.kernel;
-        let weight = Param::new(init::kaiming_uniform_default(
+        let (weight, bias) = init::conv_parameters(
+            device,
             &[cfg.out_channels, group_channels, cfg.kernel],
             fan_in,
+            cfg.out_channels,
+            cfg.bias,
             seed,
-            device,
-        )?)?;
-        let bias = if cfg.bias {
-            let bound = 1.0 / (fan_in as f32).sqrt();
-            Some(Param::new(init::uniform(&[cfg.out_channels], bound, seed.wrapping_add(1), device)?)?)
-        } else {
-            None
-        };
+        )?;
         Ok(Conv1d { weight, bias, config: cfg })
     }
 
@@ -109,10 +106,7 @@ impl Module for Conv1d {
     }
 
     fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param)) {
-        visitor(&join_name(prefix, "weight"), &self.weight);
-        if let Some(b) = &self.bias {
-            visitor(&join_name(prefix, "bias"), b);
-        }
+        visit_weight_and_bias(prefix, &self.weight, self.bias.as_ref(), visitor);
     }
 
     fn describe(&self) -> String {

@@ -1,7 +1,8 @@
 //! Transposed 2-D convolution layer.
 
 use super::conv::pair;
-use super::{init, join_name, Module, Param};
+use super::module::visit_weight_and_bias;
+use super::{init, Module, Param};
 use crate::{ConvTranspose2dArgs, Device, Error, RawTensor, Result};
 
 /// Hyper-parameters of [`ConvTranspose2d`], each pair `(height, width)`.
@@ -96,14 +97,14 @@ impl ConvTranspose2d {
         }
         let group_out = cfg.out_channels / cfg.groups;
         let fan_in = group_out * kh * kw;
-        let weight =
-            Param::new(init::kaiming_uniform_default(&[cfg.in_channels, group_out, kh, kw], fan_in, seed, device)?)?;
-        let bias = if cfg.bias {
-            let bound = 1.0 / (fan_in as f32).sqrt();
-            Some(Param::new(init::uniform(&[cfg.out_channels], bound, seed.wrapping_add(1), device)?)?)
-        } else {
-            None
-        };
+        let (weight, bias) = init::conv_parameters(
+            device,
+            &[cfg.in_channels, group_out, kh, kw],
+            fan_in,
+            cfg.out_channels,
+            cfg.bias,
+            seed,
+        )?;
         Ok(ConvTranspose2d { weight, bias, config: cfg })
     }
 
@@ -119,10 +120,7 @@ impl Module for ConvTranspose2d {
     }
 
     fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param)) {
-        visitor(&join_name(prefix, "weight"), &self.weight);
-        if let Some(b) = &self.bias {
-            visitor(&join_name(prefix, "bias"), b);
-        }
+        visit_weight_and_bias(prefix, &self.weight, self.bias.as_ref(), visitor);
     }
 
     fn describe(&self) -> String {

@@ -34,6 +34,19 @@ pub trait Module: Send + Sync {
     fn describe(&self) -> String;
 }
 
+/// Visits a layer's `weight` and, if it has one, its `bias` under PyTorch's names.
+pub(crate) fn visit_weight_and_bias(
+    prefix: &str,
+    weight: &Param,
+    bias: Option<&Param>,
+    visitor: &mut dyn FnMut(&str, &Param),
+) {
+    visitor(&join_name(prefix, "weight"), weight);
+    if let Some(b) = bias {
+        visitor(&join_name(prefix, "bias"), b);
+    }
+}
+
 /// Joins a prefix and a name with a dot, PyTorch style.
 pub fn join_name(prefix: &str, name: &str) -> String {
     if prefix.is_empty() {
