@@ -64,7 +64,9 @@ pub mod prelude {
     pub use crate::generate::{Generate, Generation};
     pub use crate::nn::Module;
     pub use crate::optim::{Adam, AdamW, Optimizer, RmsProp, Sgd};
-    pub use crate::train::{EarlyStopping, Fit, History, Loss, ModelCheckpoint, TerminateOnNaN, Verbosity};
+    pub use crate::train::{
+        CsvLogger, EarlyStopping, Fit, History, Loss, ModelCheckpoint, ReduceLROnPlateau, TerminateOnNaN, Verbosity,
+    };
     pub use crate::{layers, model};
     pub use crate::{no_grad, Device, Error, Model, RawTensor, Result, Shape, Shape1, Shape2, Shape3, Shape4, Tensor};
 }

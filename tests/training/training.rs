@@ -121,6 +121,83 @@ fn early_stopping_on_a_missing_metric_names_the_available_ones() -> Result<()> {
 }
 
 #[test]
+fn reduce_lr_on_plateau_cuts_the_rate_after_patience_and_stops_at_min_lr() -> Result<()> {
+    let data = regression_data(64, 3)?;
+    // The loss rises every epoch at lr 1.5: epoch 0 is the best, epochs 1 and 2 do not improve,
+    // so patience 2 halves the rate at the end of epoch 2 (logged from epoch 3 on).
+    let mut model = LinReg::new(4)?;
+    let history = model.fit(&data, diverging_fit().callback(ReduceLROnPlateau::new("loss").factor(0.5).patience(2)))?;
+    let lr = history.get("lr").unwrap();
+    assert_eq!(&lr[..4], &[1.5, 1.5, 1.5, 0.75], "{lr:?}");
+    // min_lr bounds every reduction: 1.5 · 0.1 would be 0.15, clamped to 1.0, then left there.
+    let mut model = LinReg::new(4)?;
+    let plateau = ReduceLROnPlateau::new("loss").factor(0.1).patience(1).min_lr(1.0);
+    let history = model.fit(&data, diverging_fit().callback(plateau))?;
+    let lr = history.get("lr").unwrap();
+    assert_eq!(lr[0], 1.5, "{lr:?}");
+    assert!(lr.iter().all(|&r| r >= 1.0), "{lr:?}");
+    assert!(lr.contains(&1.0), "{lr:?}");
+    Ok(())
+}
+
+#[test]
+fn reduce_lr_on_plateau_rejects_bad_settings_and_unknown_metrics_when_fit_starts() -> Result<()> {
+    let data = regression_data(32, 3)?;
+    let mut model = LinReg::new(4)?;
+    for (plateau, want) in [
+        (ReduceLROnPlateau::new("loss").factor(1.0), "factor 1"),
+        (ReduceLROnPlateau::new("loss").factor(0.0), "factor 0"),
+        (ReduceLROnPlateau::new("loss").min_lr(-1.0), "min_lr -1"),
+        (ReduceLROnPlateau::new("val_loss"), "val_loss"),
+    ] {
+        let before = weights(&model);
+        let err = model.fit(&data, Fit::epochs(2).callback(plateau).verbose(Verbosity::Quiet)).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("ReduceLROnPlateau") && msg.contains(want), "{msg}");
+        if want != "val_loss" {
+            assert_eq!(weights(&model), before, "a rejected setting must not train: {msg}");
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn csv_logger_streams_one_row_per_epoch_into_a_new_folder_and_appends_on_resume() -> Result<()> {
+    let dir = scratch("csv_logger");
+    let path = dir.join("runs/deeper/log.csv");
+    let data = regression_data(64, 3)?;
+    let mut model = LinReg::new(4)?;
+    let fit = || Fit::epochs(3).batch_size(16).no_shuffle().optimizer(Sgd::new(0.05)).verbose(Verbosity::Quiet);
+    let history = model.fit(&data, fit().callback(CsvLogger::new(&path)))?;
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "epoch,loss,lr", "{text}");
+    assert_eq!(lines.len(), 4, "{text}");
+    let loss = history.get("loss").unwrap();
+    for (epoch, line) in lines[1..].iter().enumerate() {
+        let cells: Vec<&str> = line.split(',').collect();
+        assert_eq!(cells[0], epoch.to_string(), "{text}");
+        assert_eq!(cells[1].parse::<f32>().unwrap(), loss[epoch], "{text}");
+        assert_eq!(cells[2].parse::<f32>().unwrap(), 0.05, "{text}");
+    }
+    // A resumed run appends rows without a second header; a fresh logger replaces the file.
+    model.fit(&data, fit().callback(CsvLogger::new(&path).append(true)))?;
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.lines().count(), 7, "{text}");
+    assert_eq!(text.lines().filter(|l| l.starts_with("epoch")).count(), 1, "{text}");
+    model.fit(&data, fit().callback(CsvLogger::new(&path)))?;
+    assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 4);
+    // A folder that cannot be made is an I/O error naming the path, before any training.
+    let blocker = dir.join("file");
+    std::fs::write(&blocker, b"x").unwrap();
+    let before = weights(&model);
+    let err = model.fit(&data, fit().callback(CsvLogger::new(blocker.join("log.csv")))).unwrap_err();
+    assert!(matches!(err, Error::Io { .. }) && err.to_string().contains("file"), "{err}");
+    assert_eq!(weights(&model), before);
+    Ok(())
+}
+
+#[test]
 fn model_checkpoint_with_save_best_only_writes_only_on_improvement() -> Result<()> {
     let dir = scratch("checkpoint_best_only");
     let data = regression_data(64, 3)?;
