@@ -19,16 +19,6 @@ const GELU_TANH_C: f32 = 0.044715;
 const INV_SQRT_2: f32 = 0.70710678118654752;
 const INV_SQRT_2PI: f32 = 0.3989423;
 
-fn sigmoid(v: f32) -> f32 {
-    return 1.0 / (1.0 + exp(-v));
-}
-
-// tanh through exp(-2|v|): never overflows, unlike some drivers' builtin for large |v|.
-fn stable_tanh(v: f32) -> f32 {
-    let e = exp(-2.0 * abs(v));
-    return sign(v) * (1.0 - e) / (1.0 + e);
-}
-
 // erf to ~1e-7 (Numerical Recipes' erfc Chebyshev fit).
 fn erf(v: f32) -> f32 {
     let z = abs(v);

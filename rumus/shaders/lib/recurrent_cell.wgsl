@@ -1,9 +1,10 @@
 // Shared by lstm_forward.wgsl, lstm_backward.wgsl, gru_forward.wgsl and gru_backward.wgsl
-// (placed before them by backend/wgpu/pipelines.rs): their parameters, the workgroup width and
-// the activations. Each workgroup owns one sequence of the batch (sequences walked with a grid
-// stride) and all its steps; its invocations split the hidden units, and a storage barrier
-// per step makes each step's states visible to the whole workgroup before the next step reads
-// them. Mirrors rumus/src/backend/cpu/recurrent.rs.
+// (placed before them by backend/wgpu/pipelines.rs, after lib/logistic.wgsl, which gives the
+// gates' sigmoid and stable_tanh): their parameters, the workgroup width and the time order.
+// Each workgroup owns one sequence of the batch (sequences walked with a grid stride) and all
+// its steps; its invocations split the hidden units, and a storage barrier per step makes each
+// step's states visible to the whole workgroup before the next step reads them. Mirrors
+// rumus/src/backend/cpu/recurrent.rs.
 
 struct Params {
     batch: u32,
@@ -15,16 +16,6 @@ struct Params {
 @group(0) @binding(0) var<uniform> p: Params;
 
 const RNN_WG: u32 = 128u;
-
-fn sigmoid(v: f32) -> f32 {
-    return 1.0 / (1.0 + exp(-v));
-}
-
-// tanh through exp(-2|v|): never overflows, unlike some drivers' builtin for large |v|.
-fn stable_tanh(v: f32) -> f32 {
-    let e = exp(-2.0 * abs(v));
-    return sign(v) * (1.0 - e) / (1.0 + e);
-}
 
 // The time index of processing step s.
 fn time_of(s: u32) -> u32 {

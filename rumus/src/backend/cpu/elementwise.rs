@@ -13,7 +13,8 @@ const GELU_TANH_C: f32 = 0.044_715;
 const INV_SQRT_2: f32 = std::f32::consts::FRAC_1_SQRT_2;
 const INV_SQRT_2PI: f32 = 0.398_942_3;
 
-fn sigmoid(x: f32) -> f32 {
+/// The logistic function (also the recurrent cells' gate, `recurrent.rs`).
+pub(super) fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())
 }
 

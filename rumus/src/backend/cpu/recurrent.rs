@@ -6,14 +6,11 @@
 use rayon::prelude::*;
 
 use super::buffer_pool;
+use super::elementwise::sigmoid;
 use crate::backend::{RecurrentArgs, RecurrentCell};
 use crate::Result;
 
 const OP: &str = "recurrent";
-
-fn sigmoid(v: f32) -> f32 {
-    1.0 / (1.0 + (-v).exp())
-}
 
 /// What the forward reads, each as [`RecurrentArgs`] lays it out.
 pub struct ForwardInputs<'a> {

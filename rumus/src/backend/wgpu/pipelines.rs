@@ -76,6 +76,7 @@ macro_rules! lib {
 
 pub(crate) const PRELUDE_SUBGROUP: &str = include_str!("../../../shaders/prelude_reduce_subgroup.wgsl");
 pub(crate) const PRELUDE_SHARED: &str = include_str!("../../../shaders/prelude_reduce_shared.wgsl");
+const LOGISTIC: &str = lib!("logistic");
 const ACTIVATION: &str = lib!("activation");
 const WINDOW: &str = lib!("window");
 const LINEAR: &str = lib!("linear");
@@ -89,9 +90,10 @@ const RECURRENT_CELL: &str = lib!("recurrent_cell");
 pub(crate) const FILL: Shader = shader!("fill", FillParams);
 pub(crate) const COPY_STRIDED: Shader = shader!("copy_strided", CopyParams);
 pub(crate) const RANDOM: Shader = shader!("random", RandomParams);
-pub(crate) const UNARY: Shader = shader!("unary", UnaryParams).with_constants(unary_constants).including(&[ACTIVATION]);
+pub(crate) const UNARY: Shader =
+    shader!("unary", UnaryParams).with_constants(unary_constants).including(&[LOGISTIC, ACTIVATION]);
 pub(crate) const UNARY_BACKWARD: Shader =
-    shader!("unary_backward", UnaryParams).with_constants(unary_constants).including(&[ACTIVATION]);
+    shader!("unary_backward", UnaryParams).with_constants(unary_constants).including(&[LOGISTIC, ACTIVATION]);
 pub(crate) const BINARY: Shader = shader!("binary", BinaryParams).with_constants(binary_constants);
 pub(crate) const REDUCE: Shader = shader!("reduce", ReduceParams).with_constants(reduce_constants).row_reduce();
 pub(crate) const ARGMAX: Shader = shader!("argmax", ArgmaxParams);
@@ -111,10 +113,11 @@ pub(crate) const CONV2D: Shader = shader!("conv2d", WindowParams).including(&[WI
 pub(crate) const CONV2D_DIRECT: Shader = shader!("conv2d_direct", WindowParams).including(&[WINDOW, LINEAR]);
 pub(crate) const POOLING: Shader = shader!("pooling", WindowParams).including(&[WINDOW, LINEAR]);
 pub(crate) const INDEX: Shader = shader!("index", IndexParams).including(&[LINEAR]);
-pub(crate) const LSTM_FORWARD: Shader = shader!("lstm_forward", RecurrentParams).including(&[RECURRENT_CELL]);
-pub(crate) const LSTM_BACKWARD: Shader = shader!("lstm_backward", RecurrentParams).including(&[RECURRENT_CELL]);
-pub(crate) const GRU_FORWARD: Shader = shader!("gru_forward", RecurrentParams).including(&[RECURRENT_CELL]);
-pub(crate) const GRU_BACKWARD: Shader = shader!("gru_backward", RecurrentParams).including(&[RECURRENT_CELL]);
+pub(crate) const LSTM_FORWARD: Shader = shader!("lstm_forward", RecurrentParams).including(&[LOGISTIC, RECURRENT_CELL]);
+pub(crate) const LSTM_BACKWARD: Shader =
+    shader!("lstm_backward", RecurrentParams).including(&[LOGISTIC, RECURRENT_CELL]);
+pub(crate) const GRU_FORWARD: Shader = shader!("gru_forward", RecurrentParams).including(&[LOGISTIC, RECURRENT_CELL]);
+pub(crate) const GRU_BACKWARD: Shader = shader!("gru_backward", RecurrentParams).including(&[LOGISTIC, RECURRENT_CELL]);
 pub(crate) const OPTIMIZER: Shader = shader!("optimizer", OptimizerParams).including(&[LINEAR]);
 
 /// One fused-attention file in the head-size variant whose constants `$constants` writes
