@@ -70,6 +70,7 @@ impl RecurrentStack {
         }
         let dirs = if config.bidirectional { 2 } else { 1 };
         let rows = crate::layout::checked_mul(name, "gates x hidden", gates, hidden)?;
+        let stacked = crate::layout::checked_mul(name, "hidden x directions", hidden, dirs)?;
         let bound = 1.0 / (hidden as f32).sqrt();
         let mut next_seed = seed;
         let mut param = |shape: &[usize]| -> Result<Param> {
@@ -78,7 +79,7 @@ impl RecurrentStack {
         };
         let mut directions = Vec::with_capacity(config.layers);
         for layer in 0..config.layers {
-            let features = if layer == 0 { input_size } else { hidden * dirs };
+            let features = if layer == 0 { input_size } else { stacked };
             let mut layer_dirs = Vec::with_capacity(dirs);
             for _ in 0..dirs {
                 layer_dirs.push(Direction {
