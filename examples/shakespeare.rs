@@ -101,7 +101,7 @@ fn optimizer() -> AdamW {
 }
 
 /// The optimizer, schedule and clipping of nanoGPT's `shakespeare_char`.
-fn fit_settings(s: &Settings, epochs: usize, steps_per_epoch: usize) -> Result<Fit> {
+fn fit_settings(s: &Settings, epochs: usize, steps_per_epoch: usize) -> Result<Fit<'static>> {
     Ok(Fit::epochs(epochs)
         .steps_per_epoch(steps_per_epoch)
         .batch_size(s.batch_size)

@@ -65,7 +65,8 @@ pub mod prelude {
     pub use crate::nn::Module;
     pub use crate::optim::{Adam, AdamW, Optimizer, RmsProp, Sgd};
     pub use crate::train::{
-        CsvLogger, EarlyStopping, Fit, History, Loss, ModelCheckpoint, ReduceLROnPlateau, TerminateOnNaN, Verbosity,
+        CsvLogger, EarlyStopping, Fit, History, Loss, Metric, ModelCheckpoint, ReduceLROnPlateau, TerminateOnNaN,
+        Verbosity,
     };
     pub use crate::{layers, model};
     pub use crate::{no_grad, Device, Error, Model, RawTensor, Result, Shape, Shape1, Shape2, Shape3, Shape4, Tensor};

@@ -62,7 +62,7 @@ pub trait Model: Module + Sized {
     /// assert_eq!(model.evaluate(&data)?.accuracy, 1.0);
     /// # Ok::<(), rumus::Error>(())
     /// ```
-    fn fit<D, V>(&mut self, train: &D, cfg: Fit<V>) -> Result<History>
+    fn fit<D, V>(&mut self, train: &D, cfg: Fit<'_, V>) -> Result<History>
     where
         D: Dataset,
         D::Sample: SampleFor<Self::Input>,

@@ -293,7 +293,7 @@ proptest! {
 
 /// One step per epoch with a learning rate that sends the weights to infinity, from a loss
 /// (computed before the step) that is finite.
-fn exploding_fit() -> Fit {
+fn exploding_fit() -> Fit<'static> {
     Fit::epochs(1).batch_size(64).no_shuffle().optimizer(Sgd::new(1e38)).verbose(Verbosity::Quiet)
 }
 

@@ -7,11 +7,13 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod callbacks;
 mod checkpoint;
 mod data;
 mod fetch;
 mod gpt_fixture;
 mod gpt_learns;
+mod metrics;
 mod seq_training;
 mod text_data;
 mod training;

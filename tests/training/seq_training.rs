@@ -79,7 +79,7 @@ impl Dataset for Shift {
     }
 }
 
-fn quiet(epochs: usize) -> Fit {
+fn quiet(epochs: usize) -> Fit<'static> {
     Fit::epochs(epochs).verbose(Verbosity::Quiet)
 }
 
@@ -144,7 +144,11 @@ fn the_loss_and_metrics_are_means_over_tokens_of_a_hand_computation() -> Result<
     }
     let (want_loss, want_acc, want_top3) = host_metrics(&host_logits, &host_targets, 0.0);
     // Batches of 3 and 1 samples: the means still weigh every token once.
-    let eval = evaluate_with(&model, &data, &EvalSettings { batch_size: 3, loss: None, top_k: Some(3) })?;
+    let eval = evaluate_with(
+        &model,
+        &data,
+        &EvalSettings { batch_size: 3, loss: None, top_k: Some(3), ..EvalSettings::default() },
+    )?;
     assert!((eval.loss as f64 - want_loss).abs() < 1e-5, "evaluate loss {}, by hand {want_loss}", eval.loss);
     assert!((eval.accuracy as f64 - want_acc).abs() < 1e-6, "token accuracy {}, by hand {want_acc}", eval.accuracy);
     assert!((eval.top_k_accuracy.unwrap() as f64 - want_top3).abs() < 1e-6);
@@ -357,8 +361,12 @@ fn token_metrics_on_wgpu_equal_the_cpu() -> Result<()> {
         return Ok(());
     };
     let data = Shift::new(6, 11);
-    let settings =
-        EvalSettings { batch_size: 4, loss: Some(Loss::CrossEntropy { label_smoothing: 0.1 }), top_k: Some(3) };
+    let settings = EvalSettings {
+        batch_size: 4,
+        loss: Some(Loss::CrossEntropy { label_smoothing: 0.1 }),
+        top_k: Some(3),
+        ..EvalSettings::default()
+    };
     let cpu = evaluate_with(&Tok::new(&Device::cpu(), 5)?, &data, &settings)?;
     let wgpu = evaluate_with(&Tok::new(&gpu, 5)?, &data, &settings)?;
     assert!((cpu.loss - wgpu.loss).abs() < 1e-5, "loss: cpu {}, wgpu {}", cpu.loss, wgpu.loss);

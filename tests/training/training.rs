@@ -81,7 +81,7 @@ fn regression_uses_mse_by_default_and_converges() -> Result<()> {
 
 /// SGD with lr 1.5 on this regression overshoots (the MSE Hessian's largest eigenvalue is
 /// about 2, so the top direction grows by |1 - 1.5·2| = 2 per step): the loss rises every epoch.
-fn diverging_fit() -> Fit {
+fn diverging_fit() -> Fit<'static> {
     Fit::epochs(8).batch_size(16).no_shuffle().optimizer(Sgd::new(1.5)).verbose(Verbosity::Quiet)
 }
 

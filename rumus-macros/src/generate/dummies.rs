@@ -248,7 +248,7 @@ fn dummy_inherent(name: &syn::Ident, k: &Known) -> TokenStream {
             }
             // The `Model` methods, inherent and loosely typed here so that an unknown output
             // shape does not make the caller's dataset look wrong.
-            pub fn fit<D, V>(&mut self, _train: &D, _cfg: ::rumus::train::Fit<V>) -> ::rumus::Result<::rumus::train::History> {
+            pub fn fit<D, V>(&mut self, _train: &D, _cfg: ::rumus::train::Fit<'_, V>) -> ::rumus::Result<::rumus::train::History> {
                 ::core::unimplemented!()
             }
             pub fn evaluate<D>(&self, _data: &D) -> ::rumus::Result<::rumus::train::Evaluation> {

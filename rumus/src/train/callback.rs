@@ -2,7 +2,7 @@
 
 use crate::nn::Module;
 use crate::optim::Optimizer;
-use crate::Result;
+use crate::{Error, Result};
 
 use super::{History, Logs};
 
@@ -13,6 +13,7 @@ pub struct TrainContext<'a> {
     pub(crate) history: &'a History,
     pub(crate) stop: &'a mut Option<String>,
     pub(crate) epochs: usize,
+    pub(crate) metric_names: &'a [String],
 }
 
 impl TrainContext<'_> {
@@ -50,12 +51,43 @@ impl TrainContext<'_> {
     pub fn epochs(&self) -> usize {
         self.epochs
     }
+
+    /// The names every epoch's logs (of `on_epoch_end`) will hold: `loss`, the chosen metrics,
+    /// their `val_` forms when there is validation data, and `lr`.
+    pub fn metric_names(&self) -> &[String] {
+        self.metric_names
+    }
+
+    /// An error for callback `who` unless `name` is one of [`metric_names`](Self::metric_names),
+    /// listing them (for a callback's `monitor`, checked in [`Callback::check`]).
+    pub fn require_metric(&self, who: &'static str, name: &str) -> Result<()> {
+        if self.metric_names.iter().any(|n| n == name) {
+            return Ok(());
+        }
+        let hint = if name.starts_with("val_") && !self.metric_names.iter().any(|n| n.starts_with("val_")) {
+            " (val_ metrics need validation data or validation_split)"
+        } else {
+            ""
+        };
+        Err(Error::invalid(
+            who,
+            format!("monitors `{name}`, which this fit does not log; it logs {}{hint}", self.metric_names.join(", ")),
+        ))
+    }
 }
 
 /// Hooks into `fit`, with Keras' semantics. Epochs are 0-based here (file name templates of
 /// [`ModelCheckpoint`](super::ModelCheckpoint) show them 1-based, as Keras does). Returning an
 /// error ends `fit` with that error.
 pub trait Callback: Send {
+    /// When `fit` starts, before any callback's `on_train_begin`: checks the callback's settings
+    /// against this run (e.g. that a monitored metric is among
+    /// [`metric_names`](TrainContext::metric_names)). An error ends `fit` before any step and
+    /// before any callback wrote a file.
+    fn check(&self, _ctx: &TrainContext<'_>) -> Result<()> {
+        Ok(())
+    }
+
     /// Before the first epoch. Returning an error ends `fit` before any step.
     fn on_train_begin(&mut self, _ctx: &mut TrainContext<'_>) -> Result<()> {
         Ok(())
@@ -82,6 +114,33 @@ pub trait Callback: Send {
     /// After the last epoch (also when a callback stopped training early), before `fit` returns.
     fn on_train_end(&mut self, _ctx: &mut TrainContext<'_>) -> Result<()> {
         Ok(())
+    }
+}
+
+/// A callback lent to `fit` (`.callback(&mut stopper)`), so it can be read afterwards.
+impl<C: Callback + ?Sized> Callback for &mut C {
+    fn check(&self, ctx: &TrainContext<'_>) -> Result<()> {
+        (**self).check(ctx)
+    }
+
+    fn on_train_begin(&mut self, ctx: &mut TrainContext<'_>) -> Result<()> {
+        (**self).on_train_begin(ctx)
+    }
+
+    fn on_epoch_begin(&mut self, epoch: usize, ctx: &mut TrainContext<'_>) -> Result<()> {
+        (**self).on_epoch_begin(epoch, ctx)
+    }
+
+    fn on_metrics(&mut self, epoch: usize, step: usize, logs: &Logs, ctx: &mut TrainContext<'_>) -> Result<()> {
+        (**self).on_metrics(epoch, step, logs, ctx)
+    }
+
+    fn on_epoch_end(&mut self, epoch: usize, logs: &Logs, ctx: &mut TrainContext<'_>) -> Result<()> {
+        (**self).on_epoch_end(epoch, logs, ctx)
+    }
+
+    fn on_train_end(&mut self, ctx: &mut TrainContext<'_>) -> Result<()> {
+        (**self).on_train_end(ctx)
     }
 }
 

@@ -9,7 +9,7 @@ use crate::optim::{Optimizer, Schedule};
 use crate::{Error, Model, Result};
 
 use super::evaluate::{evaluate_dataset, fixed_subset, EvalSettings, Evaluation};
-use super::{Callback, Loss};
+use super::{Callback, Loss, Metric};
 
 /// How much `fit` prints.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -73,7 +73,19 @@ where
 }
 
 /// Settings of [`fit`](super::fit): `Fit::epochs(10).batch_size(64).optimizer(Adam::new(1e-3))`.
-pub struct Fit<V = NoValidation> {
+///
+/// Callbacks may be borrowed (`'a`), so they can be read after `fit`:
+///
+/// ```no_run
+/// # fn run<M: rumus::Model, D: rumus::data::Dataset>(model: &mut M, train: &D) -> rumus::Result<()>
+/// # where D::Sample: rumus::data::SampleFor<M::Input>, D::Target: rumus::data::TargetFor<M::Output> {
+/// use rumus::train::{fit, EarlyStopping, Fit};
+/// let mut stopper = EarlyStopping::new("loss").patience(2);
+/// fit(model, train, Fit::epochs(20).callback(&mut stopper))?;
+/// println!("best epoch: {:?}", stopper.best_epoch());
+/// # Ok(()) }
+/// ```
+pub struct Fit<'a, V = NoValidation> {
     pub(crate) epochs: usize,
     pub(crate) batch_size: usize,
     pub(crate) validation_batch_size: usize,
@@ -83,11 +95,12 @@ pub struct Fit<V = NoValidation> {
     pub(crate) shuffle_seed: Option<u64>,
     pub(crate) drop_last: bool,
     pub(crate) loss: Option<Loss>,
-    pub(crate) callbacks: Vec<Box<dyn Callback>>,
+    pub(crate) callbacks: Vec<Box<dyn Callback + 'a>>,
     pub(crate) verbosity: Verbosity,
     pub(crate) clip_grad_norm: Option<f32>,
     pub(crate) schedule: Option<Box<dyn Schedule>>,
     pub(crate) top_k: Option<usize>,
+    pub(crate) metrics: Vec<Metric>,
     pub(crate) progress_every: usize,
     pub(crate) prefetch: bool,
     pub(crate) steps_per_epoch: Option<usize>,
@@ -95,7 +108,7 @@ pub struct Fit<V = NoValidation> {
     pub(crate) validation_steps: Option<usize>,
 }
 
-impl Fit<NoValidation> {
+impl Fit<'_, NoValidation> {
     /// Train for `epochs` epochs. Defaults: batch size 32, Adam(1e-3), shuffled with seed 0,
     /// the loss that fits the targets, a progress bar, no validation.
     pub fn epochs(epochs: usize) -> Self {
@@ -114,6 +127,7 @@ impl Fit<NoValidation> {
             clip_grad_norm: None,
             schedule: None,
             top_k: None,
+            metrics: Vec::new(),
             progress_every: 10,
             prefetch: true,
             steps_per_epoch: None,
@@ -123,7 +137,7 @@ impl Fit<NoValidation> {
     }
 }
 
-impl<V> Fit<V> {
+impl<'a, V> Fit<'a, V> {
     /// Samples per training step (default 32); 0 is an error when `fit` starts.
     pub fn batch_size(mut self, batch_size: usize) -> Self {
         self.batch_size = batch_size;
@@ -143,7 +157,7 @@ impl<V> Fit<V> {
     }
 
     /// Evaluates on `data` after every epoch (`val_loss`, `val_accuracy`).
-    pub fn validation<D: Dataset>(self, data: &D) -> Fit<ValidationData<'_, D>> {
+    pub fn validation<D: Dataset>(self, data: &D) -> Fit<'a, ValidationData<'_, D>> {
         Fit {
             epochs: self.epochs,
             batch_size: self.batch_size,
@@ -159,6 +173,7 @@ impl<V> Fit<V> {
             clip_grad_norm: self.clip_grad_norm,
             schedule: self.schedule,
             top_k: self.top_k,
+            metrics: self.metrics,
             progress_every: self.progress_every,
             prefetch: self.prefetch,
             steps_per_epoch: self.steps_per_epoch,
@@ -198,8 +213,9 @@ impl<V> Fit<V> {
         self
     }
 
-    /// Adds a callback; callbacks run in the order added.
-    pub fn callback(mut self, callback: impl Callback + 'static) -> Self {
+    /// Adds a callback; callbacks run in the order added. A callback lent as `&mut` can be read
+    /// after `fit` (`stopper.best_epoch()`, `checkpoint.saved()`).
+    pub fn callback(mut self, callback: impl Callback + 'a) -> Self {
         self.callbacks.push(Box::new(callback));
         self
     }
@@ -223,9 +239,19 @@ impl<V> Fit<V> {
         self
     }
 
-    /// Also reports `top{k}_accuracy` (class targets).
+    /// Also reports `top{k}_accuracy` (class targets): shorthand for
+    /// `.metrics([Metric::TopK(k)])`.
     pub fn top_k(mut self, k: usize) -> Self {
         self.top_k = Some(k);
+        self
+    }
+
+    /// Adds metrics computed on the device besides the loss (and, for class targets, the
+    /// accuracy), shown in the progress line and recorded in the [`History`](super::History):
+    /// `.metrics([Metric::F1, Metric::TopK(5), Metric::ConfusionMatrix])`. Checked against the
+    /// targets when `fit` starts (see [`Metric`]).
+    pub fn metrics(mut self, metrics: impl IntoIterator<Item = Metric>) -> Self {
+        self.metrics.extend(metrics);
         self
     }
 
@@ -294,9 +320,6 @@ impl<V> Fit<V> {
             if !(f > 0.0 && f < 1.0) {
                 return Err(Error::invalid("fit", format!("validation_split {f} must be in (0, 1)")));
             }
-        }
-        if self.top_k == Some(0) {
-            return Err(Error::invalid("fit", "top_k must be at least 1"));
         }
         Ok(())
     }

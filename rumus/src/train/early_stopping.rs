@@ -99,6 +99,10 @@ impl EarlyStopping {
 }
 
 impl Callback for EarlyStopping {
+    fn check(&self, ctx: &TrainContext<'_>) -> Result<()> {
+        ctx.require_metric("EarlyStopping", &self.monitor)
+    }
+
     fn on_train_begin(&mut self, _ctx: &mut TrainContext<'_>) -> Result<()> {
         self.wait = 0;
         self.best = None;
@@ -131,10 +135,10 @@ impl Callback for EarlyStopping {
         if self.wait >= self.patience && epoch > 0 {
             self.stopped_epoch = Some(epoch);
             ctx.stop_training(format!(
-                "EarlyStopping: {} did not improve for {} epochs (best {:.4} at epoch {})",
+                "EarlyStopping: {} did not improve for {} epochs (best {} at epoch {})",
                 self.monitor,
                 self.wait,
-                self.best.unwrap_or(f32::NAN),
+                super::significant::significant(self.best.unwrap_or(f32::NAN)),
                 self.best_epoch.map_or(0, |e| e + 1)
             ));
         }

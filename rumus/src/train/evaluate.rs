@@ -7,23 +7,27 @@ use crate::data::{DataLoader, Dataset, SampleFor, Target, TargetFor};
 use crate::nn::{named_params, EvalGuard, Module};
 use crate::{Device, Error, Model, Result, Tensor};
 
+use super::metric::MetricSet;
 use super::metrics::Stats;
-use super::Loss;
+use super::{ClassCounts, ConfusionMatrix, Logs, Loss, Metric};
 
 /// Settings of [`evaluate_with`].
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct EvalSettings {
     /// Samples per forward pass (default 256; it does not change the results).
     pub batch_size: usize,
     /// Default: the loss that fits the targets.
     pub loss: Option<Loss>,
-    /// Also compute top-k accuracy.
+    /// Also compute top-k accuracy (shorthand for `Metric::TopK(k)` in `metrics`).
     pub top_k: Option<usize>,
+    /// The metrics besides the loss (and, for class targets, the accuracy); checked against
+    /// the targets like [`Fit::metrics`](super::Fit::metrics).
+    pub metrics: Vec<Metric>,
 }
 
 impl Default for EvalSettings {
     fn default() -> Self {
-        EvalSettings { batch_size: 256, loss: None, top_k: None }
+        EvalSettings { batch_size: 256, loss: None, top_k: None, metrics: Vec::new() }
     }
 }
 
@@ -36,10 +40,18 @@ pub struct Evaluation {
     /// Fraction of samples (positions, for per-position targets) whose largest logit is the
     /// target class (NaN for regression).
     pub accuracy: f32,
-    /// Top-k accuracy (over positions like `accuracy`), when asked for.
+    /// Top-k accuracy (over positions like `accuracy`), when asked for (the first `k` asked for).
     pub top_k_accuracy: Option<f32>,
     /// Number of samples evaluated.
     pub samples: usize,
+    /// Every value by the name `fit` logs it under: `loss`, `accuracy`, `top{k}_accuracy`,
+    /// `precision`, `recall`, `f1`, `mae` (those that apply and were asked for).
+    pub metrics: Logs,
+    /// Per-class counts, precision, recall and F1, with [`Metric::Precision`],
+    /// [`Metric::Recall`] or [`Metric::F1`].
+    pub class_counts: Option<ClassCounts>,
+    /// The confusion matrix, with [`Metric::ConfusionMatrix`].
+    pub confusion_matrix: Option<ConfusionMatrix>,
 }
 
 /// The device of the model's first parameter (the CPU for a parameterless model).
@@ -74,7 +86,8 @@ pub(crate) fn evaluate_dataset<D: Dataset>(
     if let Some(indices) = indices {
         loader = loader.with_indices(indices)?;
     }
-    let mut stats = Stats::new(kind, settings.top_k, &device)?;
+    let metrics = MetricSet::resolve("evaluate", &settings.metrics, settings.top_k, kind)?;
+    let mut stats = Stats::new(kind, &metrics, &device)?;
     loader.for_each(0, |batch| {
         // The prefetch thread has its own grad switch; this closure runs here, under no_grad.
         let out = model.forward_raw(batch.inputs.raw())?;
@@ -85,16 +98,21 @@ pub(crate) fn evaluate_dataset<D: Dataset>(
     if stats.seen() == 0 {
         return Err(Error::Data("evaluate: the dataset has no samples".into()));
     }
-    let logs = stats.read("")?;
+    let reading = stats.read("")?;
+    let logs = reading.logs;
     Ok(Evaluation {
         loss: logs.get("loss").unwrap_or(f32::NAN),
         accuracy: logs.get("accuracy").unwrap_or(f32::NAN),
-        top_k_accuracy: settings.top_k.and_then(|k| logs.get(&format!("top{k}_accuracy"))),
+        top_k_accuracy: metrics.top_k.first().and_then(|k| logs.get(&format!("top{k}_accuracy"))),
         samples: stats.seen(),
+        metrics: logs,
+        class_counts: reading.class_counts,
+        confusion_matrix: reading.confusion,
     })
 }
 
-/// Mean loss and accuracy of `model` on `data`, in eval mode and without recording a graph.
+/// Mean loss and accuracy of `model` on `data` (and the metrics of [`evaluate_with`]'s
+/// settings, there), in eval mode and without recording a graph.
 /// The model is not changed: its layers act as in eval mode for this call only
 /// ([`EvalGuard`]), whatever mode it is in.
 pub fn evaluate<M: Model, D: Dataset>(model: &M, data: &D) -> Result<Evaluation>

@@ -26,7 +26,7 @@ enum Piece {
 }
 
 /// A parsed template: `{epoch}` is the 1-based epoch, `{name}` a metric (`loss`, `accuracy`,
-/// `lr`, `top<k>_accuracy`, each also with a `val_` prefix); `{{` and `}}` are literal braces.
+/// `lr`, `top<k>_accuracy`, `precision`, `recall`, `f1`, `mae`, each also with a `val_` prefix); `{{` and `}}` are literal braces.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileTemplate {
     source: String,
@@ -74,6 +74,31 @@ impl FileTemplate {
         Ok(FileTemplate { source: template.to_string(), pieces })
     }
 
+    /// The template as given.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The metric names the template uses, in order.
+    pub fn metric_names(&self) -> impl Iterator<Item = &str> {
+        self.pieces.iter().filter_map(|p| match p {
+            Piece::Metric { name, .. } => Some(name.as_str()),
+            _ => None,
+        })
+    }
+
+    /// The folder every filled-in name lies in, as far as it holds no field: `runs` for
+    /// `runs/ckpt-{epoch}.safetensors` and for `runs/{epoch}/model.safetensors`; `None` for a
+    /// name without a folder.
+    pub fn fixed_folder(&self) -> Option<std::path::PathBuf> {
+        let Some(Piece::Text(leading)) = self.pieces.first() else {
+            return None;
+        };
+        let end = leading.rfind(std::path::is_separator)?;
+        // `/model.safetensors` lies in the root, which exists.
+        (end > 0).then(|| std::path::PathBuf::from(&leading[..end]))
+    }
+
     /// The template filled in for `epoch` (0-based) and `logs`; a metric the logs lack (say
     /// `val_loss` without validation data) is an error listing what there is.
     pub fn fill(&self, epoch: usize, logs: &Logs) -> Result<String> {
@@ -114,7 +139,8 @@ fn parse_field(field: &str) -> std::result::Result<Piece, String> {
     }
     if !is_metric(name) {
         return Err(format!(
-            "unknown field `{{{field}}}`: fields are epoch, loss, accuracy, lr, top<k>_accuracy, and val_ of each"
+            "unknown field `{{{field}}}`: fields are epoch, loss, accuracy, lr, top<k>_accuracy, precision, \
+             recall, f1, mae, and val_ of each"
         ));
     }
     let precision = match spec.strip_prefix('.') {
@@ -138,12 +164,13 @@ fn parse_number(digits: &str, max: usize, what: &str, field: &str) -> std::resul
     Ok(n)
 }
 
-/// The metrics `fit` logs: loss, accuracy, lr, top<k>_accuracy, optionally prefixed `val_`.
+/// The metrics `fit` can log: loss, accuracy, lr, top<k>_accuracy, precision, recall, f1, mae,
+/// optionally prefixed `val_` (whether this run logs them is checked when `fit` starts).
 fn is_metric(name: &str) -> bool {
     let base = name.strip_prefix("val_").unwrap_or(name);
     let top_k = base
         .strip_prefix("top")
         .and_then(|r| r.strip_suffix("_accuracy"))
         .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()));
-    matches!(base, "loss" | "accuracy" | "lr") || top_k
+    matches!(base, "loss" | "accuracy" | "lr" | "precision" | "recall" | "f1" | "mae") || top_k
 }

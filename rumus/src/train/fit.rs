@@ -13,9 +13,10 @@ use crate::{Device, Error, Gradients, Model, Result};
 use super::accumulate::add_gradients;
 use super::epoch_batches::EpochBatches;
 use super::evaluate::{evaluate_dataset, fixed_subset, model_device, EvalSettings};
-use super::metrics::Stats;
+use super::metric::MetricSet;
+use super::metrics::{Reading, Stats};
 use super::progress::Progress;
-use super::{Callback, Fit, History, Logs, Loss, TrainContext, ValidationFor};
+use super::{Callback, ClassCounts, ConfusionMatrix, Fit, History, Logs, Loss, TrainContext, ValidationFor};
 
 /// Trains `model` on `train` as `cfg` says and returns the per-epoch metrics.
 ///
@@ -25,10 +26,13 @@ use super::{Callback, Fit, History, Logs, Loss, TrainContext, ValidationFor};
 /// [`accumulate_grad_batches`](Fit::accumulate_grad_batches) batches (default 1) the summed
 /// gradients are optionally clipped and the optimizer's fused update runs on the parameters'
 /// device. The loss sum and correct count stay on the device and are read only for the
-/// progress line and at the end of each epoch. An epoch whose training loss is NaN or infinite
+/// progress line and at the end of each epoch, as are the chosen [`metrics`](Fit::metrics),
+/// which are checked against the targets first. Every callback's [`check`](Callback::check)
+/// runs before any `on_train_begin` (so a monitored metric this run does not log is an error
+/// before any file is written). An epoch whose training loss is NaN or infinite
 /// ends `fit` with [`Error::NonFinite`] (after the callbacks saw it, so `TerminateOnNaN` can
 /// restore weights first). After `fit` the model is in eval mode.
-pub fn fit<M, D, V>(model: &mut M, train: &D, mut cfg: Fit<V>) -> Result<History>
+pub fn fit<M, D, V>(model: &mut M, train: &D, mut cfg: Fit<'_, V>) -> Result<History>
 where
     M: Model,
     D: Dataset,
@@ -43,6 +47,7 @@ where
     let kind = <D::Target as Target>::KIND;
     let loss = cfg.loss.unwrap_or(Loss::default_for(kind));
     loss.check(kind)?;
+    let metrics = MetricSet::resolve("fit", &cfg.metrics, cfg.top_k, kind)?;
     let device = model_device(&*model);
 
     // Keras holds out the last samples, before any shuffling.
@@ -59,7 +64,13 @@ where
     if cfg.validation_split.is_some() && n_val == 0 {
         return Err(Error::Data(format!("fit: validation_split leaves no validation sample out of {n}")));
     }
-    let eval_settings = EvalSettings { batch_size: cfg.validation_batch_size, loss: Some(loss), top_k: cfg.top_k };
+    let eval_settings = EvalSettings {
+        batch_size: cfg.validation_batch_size,
+        loss: Some(loss),
+        top_k: cfg.top_k,
+        metrics: cfg.metrics.clone(),
+    };
+    let validated = n_val > 0 || cfg.validation.present();
     let validation_samples = cfg.validation_steps.map(|steps| steps.saturating_mul(cfg.validation_batch_size));
     let validation_split = (n_val > 0).then(|| {
         let held_out = (n_train..n).collect::<Vec<_>>();
@@ -69,8 +80,9 @@ where
         }
     });
 
-    let mut trainer = Trainer::new(model, &mut cfg, loss, kind, &device, batches.len())?;
+    let mut trainer = Trainer::new(model, &mut cfg, loss, (kind, metrics, validated), &device, batches.len())?;
     super::build_warning::warn_once_if_debug_build();
+    trainer.check_callbacks()?;
     trainer.each_callback(|cb, ctx| cb.on_train_begin(ctx))?;
     for epoch in 0..trainer.epochs {
         let started = Instant::now();
@@ -89,7 +101,7 @@ where
 /// error when a pass would give no batch.
 fn train_loader<'a, D: Dataset, V>(
     train: &'a D,
-    cfg: &Fit<V>,
+    cfg: &Fit<'_, V>,
     device: &Device,
     n_train: usize,
 ) -> Result<DataLoader<'a, D>> {
@@ -113,10 +125,10 @@ fn train_loader<'a, D: Dataset, V>(
 /// The state of one `fit` run: the model, the optimizer, the callbacks and what they share,
 /// the per-step settings, and the progress display (which a failed run leaves as it is when
 /// the trainer is dropped).
-struct Trainer<'m, M: Model> {
+struct Trainer<'m, 'c, M: Model> {
     model: &'m mut M,
     optimizer: Box<dyn Optimizer>,
-    callbacks: Vec<Box<dyn Callback>>,
+    callbacks: Vec<Box<dyn Callback + 'c>>,
     history: History,
     stop: Option<String>,
     progress: Progress,
@@ -124,7 +136,12 @@ struct Trainer<'m, M: Model> {
     verbosity: super::Verbosity,
     step: StepSettings,
     kind: TargetKind,
-    top_k: Option<usize>,
+    metrics: MetricSet,
+    /// The names of every epoch's logs (what callbacks may monitor).
+    metric_names: Vec<String>,
+    /// The per-class counts and confusion matrices of the epoch so far, for the history:
+    /// training's, then validation's.
+    classes: Vec<(&'static str, Option<ClassCounts>, Option<ConfusionMatrix>)>,
     device: Device,
     /// Batches per epoch.
     batches: usize,
@@ -142,12 +159,13 @@ struct StepSettings {
     progress_every: usize,
 }
 
-impl<'m, M: Model> Trainer<'m, M> {
+impl<'m, 'c, M: Model> Trainer<'m, 'c, M> {
+    /// `targets`: the target kind, the metrics resolved for it, and whether there is validation.
     fn new<V>(
         model: &'m mut M,
-        cfg: &mut Fit<V>,
+        cfg: &mut Fit<'c, V>,
         loss: Loss,
-        kind: TargetKind,
+        (kind, metrics, validated): (TargetKind, MetricSet, bool),
         device: &Device,
         batches: usize,
     ) -> Result<Self> {
@@ -175,7 +193,9 @@ impl<'m, M: Model> Trainer<'m, M> {
             epochs: cfg.epochs,
             verbosity: cfg.verbosity,
             kind,
-            top_k: cfg.top_k,
+            metric_names: metric_names(&metrics, kind, validated),
+            metrics,
+            classes: Vec::new(),
             device: device.clone(),
             batches,
         })
@@ -184,6 +204,20 @@ impl<'m, M: Model> Trainer<'m, M> {
     /// Optimizer steps per epoch: one per `accumulate` batches (the last one may take fewer).
     fn steps(&self) -> usize {
         self.batches.div_ceil(self.step.accumulate)
+    }
+
+    /// Every callback's `check`, before any of them starts.
+    fn check_callbacks(&mut self) -> Result<()> {
+        let mut stop = None;
+        let ctx = TrainContext {
+            model: &*self.model,
+            optimizer: &mut *self.optimizer,
+            history: &self.history,
+            stop: &mut stop,
+            epochs: self.epochs,
+            metric_names: &self.metric_names,
+        };
+        self.callbacks.iter().try_for_each(|cb| cb.check(&ctx))
     }
 
     /// Runs `hook` on every callback with a `TrainContext` over the trainer's state.
@@ -198,6 +232,7 @@ impl<'m, M: Model> Trainer<'m, M> {
                 history: &self.history,
                 stop: &mut self.stop,
                 epochs: self.epochs,
+                metric_names: &self.metric_names,
             };
             hook(cb.as_mut(), &mut ctx)?;
         }
@@ -210,7 +245,7 @@ impl<'m, M: Model> Trainer<'m, M> {
         self.model.set_training(true);
         let steps = self.steps();
         self.progress.epoch_begin(epoch, steps);
-        let mut stats = Stats::new(self.kind, self.top_k, &self.device)?;
+        let mut stats = Stats::new(self.kind, &self.metrics, &self.device)?;
         let mut pending: Option<Gradients> = None;
         let mut seen = 0;
         let mut step = 0;
@@ -221,14 +256,15 @@ impl<'m, M: Model> Trainer<'m, M> {
                 self.optimizer_step(&mut pending)?;
                 step += 1;
                 if self.progress.live() && step % self.step.progress_every == 0 && step < steps {
-                    let logs = stats.read("")?;
+                    let logs = stats.read("")?.logs;
                     self.progress.update(step, &logs);
                     self.each_callback(|cb, ctx| cb.on_metrics(epoch, step, &logs, ctx))?;
                 }
             }
             Ok(ControlFlow::Continue(()))
         })?;
-        let logs = stats.read("")?;
+        let Reading { logs, class_counts, confusion } = stats.read("")?;
+        self.classes = vec![("", class_counts, confusion)];
         self.each_callback(|cb, ctx| cb.on_metrics(epoch, step, &logs, ctx))?;
         // Without a callback that handles it (TerminateOnNaN restores weights above), a
         // non-finite loss, or weights the epoch's last step made non-finite (which no loss
@@ -286,8 +322,8 @@ impl<'m, M: Model> Trainer<'m, M> {
         self.optimizer.step(&self.step.params, &grads)
     }
 
-    /// Switches the model to eval mode and adds `val_loss`, `val_accuracy` and
-    /// `val_top{k}_accuracy` to `logs`, from the `held_out` training samples if any, else from
+    /// Switches the model to eval mode and adds `val_loss`, `val_accuracy` and the chosen
+    /// metrics' `val_` values to `logs`, from the `held_out` training samples if any, else from
     /// the validation `data` (at most `samples` of them) if any.
     fn validate<D: Dataset, V: ValidationFor<M>>(
         &mut self,
@@ -302,13 +338,10 @@ impl<'m, M: Model> Trainer<'m, M> {
             None => data.evaluate_on(&*self.model, settings, samples)?,
         };
         if let Some(v) = validation {
-            logs.insert("val_loss", v.loss);
-            if !v.accuracy.is_nan() {
-                logs.insert("val_accuracy", v.accuracy);
+            for (name, value) in v.metrics.iter() {
+                logs.insert(format!("val_{name}"), value);
             }
-            if let (Some(k), Some(a)) = (settings.top_k, v.top_k_accuracy) {
-                logs.insert(format!("val_top{k}_accuracy"), a);
-            }
+            self.classes.push(("val_", v.class_counts, v.confusion_matrix));
         }
         Ok(())
     }
@@ -319,6 +352,9 @@ impl<'m, M: Model> Trainer<'m, M> {
         logs.insert("lr", self.optimizer.learning_rate());
         self.progress.epoch_end(epoch, self.steps(), &logs);
         self.history.push(&logs, started.elapsed().as_secs_f64());
+        for (prefix, counts, confusion) in std::mem::take(&mut self.classes) {
+            self.history.record_classes(prefix, counts, confusion);
+        }
         self.each_callback(|cb, ctx| cb.on_epoch_end(epoch, &logs, ctx))?;
         Ok(self.stop.is_some())
     }
@@ -336,6 +372,14 @@ impl<'m, M: Model> Trainer<'m, M> {
         history.set_stop_reason(self.stop.take());
         Ok(history)
     }
+}
+
+/// The names of every epoch's logs: the training metrics, their `val_` forms when there is
+/// validation data, and `lr`.
+fn metric_names(metrics: &MetricSet, kind: TargetKind, validated: bool) -> Vec<String> {
+    let names = metrics.names(kind);
+    let validation = names.iter().filter(|_| validated).map(|n| format!("val_{n}")).collect::<Vec<_>>();
+    names.iter().cloned().chain(validation).chain(["lr".to_string()]).collect()
 }
 
 /// The epoch's loss and the weights after its last step must be finite.

@@ -54,10 +54,11 @@ impl Logs {
 }
 
 impl fmt::Display for Logs {
-    /// Keras style: ` - loss: 0.0912 - accuracy: 0.9723`. The learning rate is left out.
+    /// Keras style with four significant digits: ` - loss: 0.09120 - accuracy: 0.9723`,
+    /// ` - loss: 1.234e-05`. The learning rate is left out.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (name, value) in self.entries.iter().filter(|(n, _)| n != "lr") {
-            write!(f, " - {name}: {value:.4}")?;
+            write!(f, " - {name}: {}", super::significant::significant(*value))?;
         }
         Ok(())
     }

@@ -1,23 +1,29 @@
-//! Epoch statistics accumulated on the device: the loss sum and the correct counts stay a
-//! small tensor there and are read only when a progress line or the epoch's end needs them.
+//! Epoch statistics accumulated on the device: the loss sum, the correct counts, the MAE sum
+//! and the per-class (or confusion) counts stay small tensors there and are read, in one
+//! transfer, only when a progress line or the epoch's end needs them.
 
 use crate::data::TargetKind;
 use crate::ops::{BinaryOp, DType};
 use crate::{Device, Error, RawTensor, Result};
 
 use super::loss::class_rows;
-use super::Logs;
+use super::metric::MetricSet;
+use super::{ClassCounts, ConfusionMatrix, Logs};
 
 /// Running sums of one epoch (or one evaluation).
 pub(crate) struct Stats {
     kind: TargetKind,
-    top_k: Option<usize>,
-    /// `[loss_sum, correct, top_k_correct]` (as many entries as there are metrics).
+    metrics: MetricSet,
+    /// `[loss_sum, correct, top_k_correct.., mae_sum]` (as many entries as there are metrics).
     sum: Option<RawTensor>,
+    /// Per-class counts: `[3, classes]` (true positives, predictions, targets) for precision,
+    /// recall and F1, or the `[classes, classes]` confusion counts when those are asked for
+    /// (the per-class counts follow from them).
+    class_sum: Option<RawTensor>,
     /// One-hot rows that place each per-batch scalar into `sum` without a concat op.
     basis: Vec<RawTensor>,
-    /// `k - 0.5` for top-k, made once so a step uploads nothing.
-    top_k_limit: Option<RawTensor>,
+    /// `k - 0.5` for each top-k, made once so a step uploads nothing.
+    top_k_limits: Vec<RawTensor>,
     /// The class indices `0, 1, ..` as f32, made on the first batch (the class count is known then).
     class_index: Option<RawTensor>,
     /// Samples added.
@@ -26,11 +32,19 @@ pub(crate) struct Stats {
     units: usize,
 }
 
+/// What one read of the sums gives: the means by name, and the per-class counts and confusion
+/// matrix when asked for.
+pub(crate) struct Reading {
+    pub(crate) logs: Logs,
+    pub(crate) class_counts: Option<ClassCounts>,
+    pub(crate) confusion: Option<ConfusionMatrix>,
+}
+
 impl Stats {
-    pub(crate) fn new(kind: TargetKind, top_k: Option<usize>, device: &Device) -> Result<Self> {
+    pub(crate) fn new(kind: TargetKind, metrics: &MetricSet, device: &Device) -> Result<Self> {
         let width = match kind {
-            TargetKind::Class { .. } => 2 + usize::from(top_k.is_some()),
-            TargetKind::Regression { .. } => 1,
+            TargetKind::Class { .. } => 2 + metrics.top_k.len(),
+            TargetKind::Regression { .. } => 1 + usize::from(metrics.mae),
         };
         let basis = (0..width)
             .map(|i| {
@@ -39,8 +53,19 @@ impl Stats {
                 RawTensor::from_vec(v, &[width], device)
             })
             .collect::<Result<Vec<_>>>()?;
-        let top_k_limit = top_k.map(|k| RawTensor::full(k as f32 - 0.5, &[1], device)).transpose()?;
-        Ok(Stats { kind, top_k, sum: None, basis, top_k_limit, class_index: None, seen: 0, units: 0 })
+        let top_k_limits =
+            metrics.top_k.iter().map(|&k| RawTensor::full(k as f32 - 0.5, &[1], device)).collect::<Result<_>>()?;
+        Ok(Stats {
+            kind,
+            metrics: metrics.clone(),
+            sum: None,
+            class_sum: None,
+            basis,
+            top_k_limits,
+            class_index: None,
+            seen: 0,
+            units: 0,
+        })
     }
 
     /// Adds a batch: its mean loss, the model outputs and the targets. No host read. Class
@@ -51,7 +76,7 @@ impl Stats {
         let samples = outputs.shape().first().copied().unwrap_or(0);
         let (parts, units) = match self.kind {
             TargetKind::Class { .. } => self.class_parts(loss, outputs, targets)?,
-            TargetKind::Regression { .. } => (vec![loss.detach().mul_scalar(samples as f32)?], samples),
+            TargetKind::Regression { .. } => (self.regression_parts(loss, outputs, targets, samples)?, samples),
         };
         let mut row: Option<RawTensor> = None;
         for (part, basis) in parts.iter().zip(&self.basis) {
@@ -72,7 +97,34 @@ impl Stats {
         Ok(())
     }
 
-    /// The loss sum, correct count and top-k count of a class batch, and its number of rows.
+    /// The loss sum and, with MAE, the sum of the per-sample mean absolute errors.
+    fn regression_parts(
+        &self,
+        loss: &RawTensor,
+        outputs: &RawTensor,
+        targets: &RawTensor,
+        samples: usize,
+    ) -> Result<Vec<RawTensor>> {
+        let mut parts = vec![loss.detach().mul_scalar(samples as f32)?];
+        if self.metrics.mae {
+            let outputs = outputs.detach();
+            if outputs.shape() != targets.shape() || outputs.numel() == 0 {
+                return Err(Error::shape(
+                    "mae",
+                    format!(
+                        "outputs {:?} and targets {:?} must have one equal shape",
+                        outputs.shape(),
+                        targets.shape()
+                    ),
+                ));
+            }
+            parts.push(outputs.sub(targets)?.abs()?.mean_all()?.mul_scalar(samples as f32)?);
+        }
+        Ok(parts)
+    }
+
+    /// The loss sum, correct count and top-k counts of a class batch, and its number of rows;
+    /// adds its per-class counts to `class_sum`.
     fn class_parts(
         &mut self,
         loss: &RawTensor,
@@ -83,34 +135,97 @@ impl Stats {
         check_class_batch(&logits, &targets)?;
         let rows = logits.shape()[0];
         let class_index = self.class_index(&logits)?;
-        let mut parts = vec![loss.detach().mul_scalar(rows as f32)?, correct_top1(&logits, &targets, &class_index)?];
-        if let Some(limit) = &self.top_k_limit {
+        let predicted = class_index.index_select(0, &logits.argmax(1)?)?;
+        let wanted = class_index.index_select(0, &targets)?;
+        let mut parts =
+            vec![loss.detach().mul_scalar(rows as f32)?, predicted.binary(BinaryOp::Eq, &wanted)?.sum_all()?];
+        if !self.top_k_limits.is_empty() {
             let rank = rank_of_target(&logits, &targets, &class_index)?;
-            parts.push(limit.binary(BinaryOp::Gt, &rank)?.sum_all()?);
+            for limit in &self.top_k_limits {
+                parts.push(limit.binary(BinaryOp::Gt, &rank)?.sum_all()?);
+            }
+        }
+        if self.metrics.confusion || self.metrics.per_class() {
+            let counts = self.class_counts(&predicted, &wanted, &class_index)?;
+            self.class_sum = Some(match self.class_sum.take() {
+                Some(s) => s.add(&counts)?,
+                None => counts,
+            });
         }
         Ok((parts, rows))
+    }
+
+    /// A batch's per-class counts from its predicted and target classes (f32 `[rows]`): the
+    /// one-hot targets' transpose times the one-hot predictions (the confusion counts, one
+    /// matmul), or the three rows true positives, predictions and targets.
+    fn class_counts(&self, predicted: &RawTensor, wanted: &RawTensor, class_index: &RawTensor) -> Result<RawTensor> {
+        let rows = predicted.numel();
+        let classes = class_index.reshape(&[1, class_index.numel()])?;
+        let predicted = predicted.reshape(&[rows, 1])?.binary(BinaryOp::Eq, &classes)?;
+        let wanted = wanted.reshape(&[rows, 1])?.binary(BinaryOp::Eq, &classes)?;
+        if self.metrics.confusion {
+            return wanted.transpose(0, 1)?.matmul(&predicted);
+        }
+        let hits = wanted.mul(&predicted)?.sum(&[0], false)?;
+        RawTensor::stack(&[&hits, &predicted.sum(&[0], false)?, &wanted.sum(&[0], false)?], 0)
     }
 
     pub(crate) fn seen(&self) -> usize {
         self.seen
     }
 
-    /// Reads the sums (one device → host transfer) as means: `loss`, `accuracy`, `top{k}_accuracy`.
-    pub(crate) fn read(&self, prefix: &str) -> Result<Logs> {
-        let mut logs = Logs::new();
+    /// Reads the sums (one device → host transfer) as means: `loss`, `accuracy`,
+    /// `top{k}_accuracy`, `precision`, `recall`, `f1`, `mae` (each name after `prefix`), with
+    /// the per-class counts and the confusion matrix when asked for.
+    pub(crate) fn read(&self, prefix: &str) -> Result<Reading> {
+        let mut reading = Reading { logs: Logs::new(), class_counts: None, confusion: None };
         let Some(sum) = &self.sum else {
-            return Ok(logs);
+            return Ok(reading);
         };
-        let values = sum.to_vec()?;
+        let scalars = sum.numel();
+        let values = match &self.class_sum {
+            Some(classes) => RawTensor::concat(&[sum, &classes.reshape(&[classes.numel()])?], 0)?.to_vec()?,
+            None => sum.to_vec()?,
+        };
+        let (values, class_values) = values.split_at(scalars);
         let n = self.units.max(1) as f32;
+        let logs = &mut reading.logs;
         logs.insert(format!("{prefix}loss"), values[0] / n);
-        if values.len() > 1 {
-            logs.insert(format!("{prefix}accuracy"), values[1] / n);
+        match self.kind {
+            TargetKind::Class { .. } => {
+                logs.insert(format!("{prefix}accuracy"), values[1] / n);
+                for (k, v) in self.metrics.top_k.iter().zip(&values[2..]) {
+                    logs.insert(format!("{prefix}top{k}_accuracy"), v / n);
+                }
+            }
+            TargetKind::Regression { .. } => {
+                if let (true, Some(v)) = (self.metrics.mae, values.get(1)) {
+                    logs.insert(format!("{prefix}mae"), v / n);
+                }
+            }
         }
-        if let (Some(k), Some(v)) = (self.top_k, values.get(2)) {
-            logs.insert(format!("{prefix}top{k}_accuracy"), v / n);
+        if !class_values.is_empty() {
+            let classes = self.class_index.as_ref().map_or(0, RawTensor::numel);
+            let counts = if self.metrics.confusion {
+                let matrix = ConfusionMatrix::from_values(class_values, classes);
+                let counts = matrix.class_counts();
+                reading.confusion = Some(matrix);
+                counts
+            } else {
+                ClassCounts::from_rows(class_values, classes)
+            };
+            for (on, name, value) in [
+                (self.metrics.precision, "precision", counts.macro_precision()),
+                (self.metrics.recall, "recall", counts.macro_recall()),
+                (self.metrics.f1, "f1", counts.macro_f1()),
+            ] {
+                if on {
+                    logs.insert(format!("{prefix}{name}"), value);
+                }
+            }
+            reading.class_counts = self.metrics.per_class().then_some(counts);
         }
-        Ok(logs)
+        Ok(reading)
     }
 }
 
@@ -147,16 +262,8 @@ fn check_class_batch(logits: &RawTensor, targets: &RawTensor) -> Result<()> {
     Ok(())
 }
 
-/// Rows whose argmax is the target, as a one-element tensor. Ties go to the first largest
-/// logit (PyTorch's `argmax`), so all-equal logits are correct only for class 0, never for all.
-fn correct_top1(logits: &RawTensor, targets: &RawTensor, class_index: &RawTensor) -> Result<RawTensor> {
-    let predicted = class_index.index_select(0, &logits.argmax(1)?)?;
-    let wanted = class_index.index_select(0, targets)?;
-    predicted.binary(BinaryOp::Eq, &wanted)?.sum_all()
-}
-
 /// For each row, the target's place in the order "larger logit first, then lower index" (the
-/// same tie rule as [`correct_top1`]): the logits strictly larger than the target's, plus the
+/// same tie rule as the accuracy's argmax, PyTorch's: ties go to the first largest logit): the logits strictly larger than the target's, plus the
 /// equal ones at a lower index. The prediction is correct at top-k when that is below k.
 fn rank_of_target(logits: &RawTensor, targets: &RawTensor, class_index: &RawTensor) -> Result<RawTensor> {
     let rows = logits.shape()[0];

@@ -20,14 +20,20 @@
 //! .optimizer(AdamW::new(1e-3).betas(0.9, 0.99).weight_decay(0.1).decay_matrices_only())
 //! .schedule(WarmupCosine::new(100, 1e-4)).clip_grad_norm(1.0)` (`rumus::optim::schedule::WarmupCosine`).
 //!
+//! Metrics besides the loss are chosen with [`Fit::metrics`]: top-k accuracy, macro precision,
+//! recall and F1 (per class in [`History::per_class`]), a [`ConfusionMatrix`] and MAE
+//! ([`Metric`]).
+//!
 //! The loop never reads the device in a training step except for the progress line: the
-//! epoch's loss sum and correct counts are accumulated as tensors on the device and read once
-//! every `progress_every` steps (progress-bar mode) or once per epoch.
+//! epoch's loss sum, correct counts and per-class counts are accumulated as tensors on the
+//! device and read once every `progress_every` steps (progress-bar mode) or once per epoch.
 
 mod accumulate;
 mod build_warning;
 mod callback;
+mod class_counts;
 mod config;
+mod confusion_matrix;
 mod csv_logger;
 mod early_stopping;
 mod epoch_batches;
@@ -39,16 +45,20 @@ mod history;
 mod logs;
 mod loss;
 mod lr_scheduler;
+mod metric;
 mod metrics;
 mod model_checkpoint;
 mod plot;
 mod progress;
 mod reduce_lr_on_plateau;
+mod significant;
 mod snapshot;
 mod terminate_on_nan;
 
 pub use callback::{Callback, Mode, TrainContext};
+pub use class_counts::ClassCounts;
 pub use config::{Fit, NoValidation, ValidationData, ValidationFor, Verbosity};
+pub use confusion_matrix::ConfusionMatrix;
 pub use csv_logger::CsvLogger;
 pub use early_stopping::EarlyStopping;
 pub use evaluate::{evaluate, evaluate_with, predict, EvalSettings, Evaluation};
@@ -58,6 +68,7 @@ pub use history::History;
 pub use logs::Logs;
 pub use loss::Loss;
 pub use lr_scheduler::LearningRateScheduler;
+pub use metric::{Metric, MAX_CONFUSION_CLASSES};
 pub use model_checkpoint::ModelCheckpoint;
 pub use reduce_lr_on_plateau::ReduceLROnPlateau;
 pub use snapshot::WeightSnapshot;

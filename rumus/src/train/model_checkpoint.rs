@@ -4,13 +4,16 @@ use std::path::PathBuf;
 
 use super::file_template::FileTemplate;
 use super::{Callback, Logs, Mode, TrainContext};
-use crate::Result;
+use crate::{Error, Result};
 
 /// Saves the model's weights (safetensors) at the end of epochs to a path made from a template:
 /// `{epoch}` is the 1-based epoch and any other `{name}` a metric of the epoch's logs, with an
 /// optional format: `{epoch:02}` pads to two digits, `{val_loss:.4}` keeps four decimals
 /// (Python's `02d` / `.4f` spellings work too). E.g. `"ckpt-{epoch:02}-{val_loss:.4}.safetensors"`.
-/// `{{` and `}}` are literal braces.
+/// `{{` and `}}` are literal braces. When `fit` starts, the metrics the template names (and
+/// `monitor`, with `save_best_only`) must be among those the run logs, else `fit` ends with an
+/// error before anything is written; the template's folder (as far as it holds no field) is
+/// created then, and any further folder when a file is saved.
 pub struct ModelCheckpoint {
     template: FileTemplate,
     monitor: String,
@@ -65,8 +68,30 @@ impl ModelCheckpoint {
 }
 
 impl Callback for ModelCheckpoint {
+    fn check(&self, ctx: &TrainContext<'_>) -> Result<()> {
+        if self.save_best_only {
+            ctx.require_metric("ModelCheckpoint", &self.monitor)?;
+        }
+        for name in self.template.metric_names() {
+            if !ctx.metric_names().iter().any(|n| n == name) {
+                return Err(Error::invalid(
+                    "ModelCheckpoint",
+                    format!(
+                        "file name template {:?} uses `{name}`, which this fit does not log; it logs epoch, {}",
+                        self.template.source(),
+                        ctx.metric_names().join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn on_train_begin(&mut self, _ctx: &mut TrainContext<'_>) -> Result<()> {
         self.best = None;
+        if let Some(folder) = self.template.fixed_folder() {
+            std::fs::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
+        }
         Ok(())
     }
 
@@ -84,6 +109,9 @@ impl Callback for ModelCheckpoint {
             self.best = Some(current);
         }
         let path = PathBuf::from(self.file_name(epoch, logs)?);
+        if let Some(folder) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(folder).map_err(|e| Error::io(folder, e))?;
+        }
         crate::io::save_module(ctx.model(), &path)?;
         self.saved.push(path);
         Ok(())

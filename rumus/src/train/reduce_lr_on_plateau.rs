@@ -9,7 +9,8 @@ const OP: &str = "ReduceLROnPlateau";
 /// Multiplies the learning rate by `factor` once `monitor` has not improved by more than
 /// `min_delta` for `patience` epochs, never below `min_lr`; after a reduction it waits
 /// `cooldown` epochs before counting again. Keras' defaults: factor 0.1, patience 10,
-/// min_delta 1e-4, no cooldown, min_lr 0.
+/// min_delta 1e-4, no cooldown, min_lr 0. Its settings and `monitor` (one of the metrics the
+/// run logs) are checked when `fit` starts.
 ///
 /// The new rate holds from the next step on; a per-step [`Fit::schedule`](super::Fit) sets the
 /// rate at every step and so overrides it (use one or the other).
@@ -117,7 +118,8 @@ impl ReduceLROnPlateau {
 }
 
 impl Callback for ReduceLROnPlateau {
-    fn on_train_begin(&mut self, _ctx: &mut TrainContext<'_>) -> Result<()> {
+    fn check(&self, ctx: &TrainContext<'_>) -> Result<()> {
+        ctx.require_metric(OP, &self.monitor)?;
         if !(self.factor > 0.0 && self.factor < 1.0) {
             return Err(Error::invalid(OP, format!("factor {} must be in (0, 1)", self.factor)));
         }
@@ -127,6 +129,10 @@ impl Callback for ReduceLROnPlateau {
         if !self.min_delta.is_finite() {
             return Err(Error::invalid(OP, format!("min_delta {} must be finite", self.min_delta)));
         }
+        Ok(())
+    }
+
+    fn on_train_begin(&mut self, _ctx: &mut TrainContext<'_>) -> Result<()> {
         self.best = None;
         self.wait = 0;
         self.cooldown_left = 0;
