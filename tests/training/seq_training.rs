@@ -399,3 +399,29 @@ fn validation_steps_evaluate_the_same_subset_every_epoch() -> Result<()> {
     assert_eq!(held_out.len(), 4, "{held_out:?}");
     Ok(())
 }
+
+#[test]
+fn per_token_confusion_counts_every_position_on_cpu_and_wgpu() -> Result<()> {
+    let data = Shift::new(5, 13);
+    let cpu = Device::cpu();
+    let model = Tok::new(&cpu, 5)?;
+    let (inputs, targets) = data.get_batch(&[0, 1, 2, 3, 4], &cpu)?;
+    let logits = model.predict(&inputs)?.raw().to_vec()?;
+    let mut want = vec![0u64; V * V];
+    for (row, &t) in logits.chunks(V).zip(&targets.to_vec_u32()?) {
+        let argmax = (0..V).fold(0, |b, j| if row[j] > row[b] { j } else { b });
+        want[t as usize * V + argmax] += 1;
+    }
+    let settings =
+        EvalSettings { batch_size: 2, metrics: vec![Metric::ConfusionMatrix, Metric::F1], ..EvalSettings::default() };
+    let on_cpu = evaluate_with(&model, &data, &settings)?;
+    let matrix = on_cpu.confusion_matrix.clone().unwrap();
+    assert_eq!(matrix.counts(), want, "one count per token:\n{matrix}");
+    assert_eq!(matrix.counts().iter().sum::<u64>(), 5 * T as u64);
+    assert_eq!(on_cpu.metrics.get("f1"), Some(matrix.class_counts().macro_f1()));
+    if let Some(gpu) = wgpu_or_skip() {
+        let on_gpu = evaluate_with(&Tok::new(&gpu, 5)?, &data, &settings)?;
+        assert_eq!(on_gpu.confusion_matrix, on_cpu.confusion_matrix);
+    }
+    Ok(())
+}
