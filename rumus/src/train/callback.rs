@@ -147,7 +147,8 @@ impl<C: Callback + ?Sized> Callback for &mut C {
 /// Whether a monitored metric improves by going down or up.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Mode {
-    /// `Max` for accuracy-like metrics (names containing `acc`), `Min` otherwise.
+    /// `Max` for accuracy-like metrics (names containing `acc`) and for `precision`, `recall`
+    /// and `f1` (with or without `val_`), `Min` otherwise (losses, `mae`).
     #[default]
     Auto,
     /// Smaller is better (losses).
@@ -160,9 +161,28 @@ impl Mode {
     /// True when larger is better for `monitor`.
     pub(crate) fn maximise(self, monitor: &str) -> bool {
         match self {
-            Mode::Auto => monitor.contains("acc"),
+            Mode::Auto => {
+                let base = monitor.strip_prefix("val_").unwrap_or(monitor);
+                base.contains("acc") || matches!(base, "precision" | "recall" | "f1")
+            }
             Mode::Min => false,
             Mode::Max => true,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Mode;
+
+    #[test]
+    fn auto_maximises_accuracies_precision_recall_and_f1_and_minimises_the_rest() {
+        for name in ["accuracy", "val_top5_accuracy", "precision", "val_recall", "f1", "val_f1"] {
+            assert!(Mode::Auto.maximise(name), "{name}");
+        }
+        for name in ["loss", "val_loss", "mae", "val_mae", "lr"] {
+            assert!(!Mode::Auto.maximise(name), "{name}");
+        }
+        assert!(Mode::Max.maximise("loss") && !Mode::Min.maximise("f1"));
     }
 }
