@@ -5,6 +5,7 @@
 use crate::common;
 
 use common::{regression_data, scratch, LinReg};
+use proptest::prelude::*;
 use rumus::data::ClassDataset;
 use rumus::nn::{join_name, Linear, Module, Param};
 use rumus::prelude::*;
@@ -290,4 +291,57 @@ fn a_confusion_matrix_prints_aligned_and_draws_an_svg() -> Result<()> {
     let svg = std::fs::read_to_string(&path).unwrap();
     assert!(svg.contains("<svg") && svg.contains("140") && svg.contains("emu") && svg.contains("predicted"));
     Ok(())
+}
+
+/// Outputs its input: the dataset's rows are the logits.
+struct Identity4;
+
+impl Module for Identity4 {
+    fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
+        Ok(x.clone())
+    }
+    fn visit_params(&self, _: &str, _: &mut dyn FnMut(&str, &Param)) {}
+    fn describe(&self) -> String {
+        "Identity4".into()
+    }
+}
+
+impl Model for Identity4 {
+    type Input = Shape1<4>;
+    type Output = Shape1<4>;
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Tied logits (values 0..3) go to the first index; the per-class counts accumulated on their
+    /// own (`[3, classes]`) equal those of the confusion matrix, which equals a host count.
+    #[test]
+    fn per_class_counts_with_and_without_the_confusion_matrix_match_a_host_count(
+        rows in proptest::collection::vec((proptest::collection::vec(0u8..3, 4), 0u32..4), 1..40),
+        batch_size in 1usize..9,
+    ) {
+        let logits: Vec<f32> = rows.iter().flat_map(|(r, _)| r.iter().map(|&v| v as f32)).collect();
+        let labels: Vec<u32> = rows.iter().map(|&(_, l)| l).collect();
+        let data = ClassDataset::<Shape1<4>, 4>::new(logits.clone(), labels.clone()).unwrap();
+        let mut want = vec![0u64; 16];
+        for (row, &t) in logits.chunks(4).zip(&labels) {
+            let argmax = (0..4).fold(0, |b, j| if row[j] > row[b] { j } else { b });
+            want[t as usize * 4 + argmax] += 1;
+        }
+        let prf = vec![Metric::Precision, Metric::Recall, Metric::F1];
+        let alone = EvalSettings { batch_size, metrics: prf.clone(), ..EvalSettings::default() };
+        let alone = evaluate_with(&Identity4, &data, &alone).unwrap();
+        let with_matrix = EvalSettings {
+            batch_size,
+            metrics: [prf, vec![Metric::ConfusionMatrix]].concat(),
+            ..EvalSettings::default()
+        };
+        let with_matrix = evaluate_with(&Identity4, &data, &with_matrix).unwrap();
+        let matrix = with_matrix.confusion_matrix.clone().unwrap();
+        prop_assert_eq!(matrix.counts(), want.as_slice());
+        prop_assert_eq!(alone.class_counts.as_ref(), Some(&matrix.class_counts()));
+        prop_assert_eq!(&alone.metrics, &with_matrix.metrics);
+        prop_assert!(alone.confusion_matrix.is_none());
+    }
 }
