@@ -174,3 +174,27 @@ fn is_metric(name: &str) -> bool {
         .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()));
     matches!(base, "loss" | "accuracy" | "lr" | "precision" | "recall" | "f1" | "mae") || top_k
 }
+
+#[cfg(test)]
+mod tests {
+    use super::FileTemplate;
+    use std::path::PathBuf;
+
+    #[test]
+    fn the_fixed_folder_ends_before_the_first_field() {
+        for (template, folder) in [
+            ("runs/ckpt-{epoch}.st", Some("runs")),
+            ("runs/a/{epoch}/m.st", Some("runs/a")),
+            ("runs/e{epoch}/m.st", Some("runs")),
+            ("{epoch}/m.st", None),
+            ("m-{loss}.st", None),
+            ("/m.st", None),
+            ("plain.st", None),
+        ] {
+            let parsed = FileTemplate::parse(template).unwrap();
+            assert_eq!(parsed.fixed_folder(), folder.map(PathBuf::from), "{template}");
+        }
+        let parsed = FileTemplate::parse("{val_f1:.3}-{epoch}-{mae}").unwrap();
+        assert_eq!(parsed.metric_names().collect::<Vec<_>>(), ["val_f1", "mae"]);
+    }
+}

@@ -160,7 +160,8 @@ struct StepSettings {
 }
 
 impl<'m, 'c, M: Model> Trainer<'m, 'c, M> {
-    /// `targets`: the target kind, the metrics resolved for it, and whether there is validation.
+    /// `(kind, metrics, validated)`: the target kind, the metrics resolved for it, and whether
+    /// there is validation data.
     fn new<V>(
         model: &'m mut M,
         cfg: &mut Fit<'c, V>,
