@@ -1,4 +1,5 @@
-//! Fashion-MNIST with a 784-256-128-10 MLP (dropout 0.1), AdamW and a cosine learning-rate schedule.
+//! Fashion-MNIST with a 784-256-128-10 MLP (dropout 0.1), AdamW and a cosine learning-rate schedule;
+//! macro F1 and the confusion matrix of the test images, printed with the class names.
 //!
 //! Needs the IDX files: `apt-get install dataset-fashion-mnist` puts them in
 //! `/usr/share/datasets/fashion-mnist` (or pass another folder with `--data DIR`).
@@ -31,10 +32,17 @@ fn main() -> Result<()> {
             .batch_size(batch_size)
             .optimizer(AdamW::new(1e-3))
             .schedule(CosineAnnealing { t_max: epochs, eta_min: 1e-5 })
+            .metrics([Metric::F1, Metric::ConfusionMatrix])
             .validation(&test),
     )?;
     history.to_csv("fashion-history.csv")?;
     history.plot("fashion-curves.svg")?;
+    history.plot_metric("f1", "fashion-f1.svg")?;
+    if let Some(matrix) = history.val_confusion_matrix() {
+        let matrix = matrix.clone().with_labels(fashion_mnist::CLASSES)?;
+        println!("test images, true class by row, predicted by column:\n{matrix}");
+        matrix.to_svg("fashion-confusion.svg")?;
+    }
     let eval = model.evaluate(&test)?;
     println!("test accuracy {:.2}%", 100.0 * eval.accuracy);
     // Show a few predictions by name.

@@ -290,6 +290,7 @@ fn a_confusion_matrix_prints_aligned_and_draws_an_svg() -> Result<()> {
     named.to_svg(&path)?;
     let svg = std::fs::read_to_string(&path).unwrap();
     assert!(svg.contains("<svg") && svg.contains("140") && svg.contains("emu") && svg.contains("predicted"));
+    ConfusionMatrix::new(1, vec![4]).unwrap().to_svg(path.with_file_name("one.svg"))?;
     Ok(())
 }
 

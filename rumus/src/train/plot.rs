@@ -143,37 +143,44 @@ pub(crate) fn render_metric_svg(history: &History, name: &str) -> Result<String>
 pub(crate) fn render_confusion_svg(matrix: &ConfusionMatrix) -> Result<String> {
     let classes = matrix.classes().max(1) as u32;
     let labels = matrix.labels().to_vec();
-    let side = (classes * 36).clamp(240, 1600);
+    // Cells wide enough for the longest label under each column (about 7 pixels a character).
+    let longest = labels.iter().map(|l| l.chars().count()).max().unwrap_or(1) as u32;
+    let cell = (7 * longest + 10).max(36);
+    let (width, height) = ((classes * cell).clamp(240, 2400), (classes * 36).clamp(240, 1600));
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (side + 120, side + 100)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (width + 20 + cell, height + 100)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_error)?;
         let label = |c: &u32| labels.get(*c as usize).cloned().unwrap_or_default();
         let mut chart = ChartBuilder::on(&root)
             .caption("confusion matrix", ("sans-serif", 20))
             .margin(12)
             .x_label_area_size(48)
-            .y_label_area_size(72)
-            .build_cartesian_2d((0u32..classes).into_segmented(), (0u32..classes).into_segmented())
+            .y_label_area_size(cell + 8)
+            .build_cartesian_2d((0u32..classes - 1).into_segmented(), (0u32..classes - 1).into_segmented())
             .map_err(plot_error)?;
-        let segment = |s: &SegmentValue<u32>| match s {
-            SegmentValue::CenterOf(c) | SegmentValue::Exact(c) => label(c),
-            SegmentValue::Last => String::new(),
+        // Rows are drawn top to bottom: target 0 at the top, as the printed table.
+        let row = |t: u32| classes - 1 - t;
+        let column_label = |s: &SegmentValue<u32>| match s {
+            SegmentValue::CenterOf(c) if *c < classes => label(c),
+            _ => String::new(),
+        };
+        let row_label = |s: &SegmentValue<u32>| match s {
+            SegmentValue::CenterOf(c) if *c < classes => label(&row(*c)),
+            _ => String::new(),
         };
         chart
             .configure_mesh()
             .disable_mesh()
             .x_labels(classes.min(40) as usize)
             .y_labels(classes.min(40) as usize)
-            .x_label_formatter(&segment)
-            .y_label_formatter(&segment)
+            .x_label_formatter(&column_label)
+            .y_label_formatter(&row_label)
             .x_desc("predicted")
             .y_desc("true")
             .draw()
             .map_err(plot_error)?;
         let counts = matrix.class_counts();
-        // Rows are drawn top to bottom: target 0 at the top, as the printed table.
-        let row = |t: u32| classes - 1 - t;
         chart
             .draw_series((0..classes).flat_map(|t| (0..classes).map(move |p| (t, p))).map(|(t, p)| {
                 let n = matrix.get(t as usize, p as usize);
