@@ -73,9 +73,9 @@ fn a_monitored_metric_the_fit_does_not_log_is_an_error_before_any_file_is_writte
         (Box::new(ModelCheckpoint::new(&checkpoints)?.monitor("val_f1").save_best_only(true)), "ModelCheckpoint"),
         (Box::new(ModelCheckpoint::new(dir.join("{val_mae:.3}.st").to_string_lossy())?), "ModelCheckpoint"),
     ];
-    for (mut bad, who) in cases {
+    for (bad, who) in cases {
         // The CsvLogger comes first: it would create its file in on_train_begin.
-        let fit = quiet(2).validation_split(0.25).callback(CsvLogger::new(&csv)).callback(&mut *bad);
+        let fit = quiet(2).validation_split(0.25).callback(CsvLogger::new(&csv)).callback(bad);
         let msg = model.fit(&data, fit).unwrap_err().to_string();
         assert!(msg.contains(who) && msg.contains("does not log") && msg.contains("loss, val_loss, lr"), "{msg}");
         assert!(!csv.exists() && !dir.join("ckpt").exists(), "{msg}: a file was written before the check");

@@ -145,9 +145,21 @@ fn evaluate_metrics_equal_a_host_computation_on_wgpu() -> Result<()> {
 }
 
 #[test]
-fn fit_logs_the_chosen_metrics_and_keeps_per_class_values_and_the_confusion_matrix() -> Result<()> {
+fn fit_logs_the_chosen_metrics_and_keeps_per_class_values_and_the_confusion_matrix_on_cpu() -> Result<()> {
+    fit_with_metrics(&Device::cpu())
+}
+
+#[test]
+fn fit_logs_the_chosen_metrics_and_keeps_per_class_values_and_the_confusion_matrix_on_wgpu() -> Result<()> {
+    let Some(device) = rumus::testing::wgpu_or_skip() else {
+        return Ok(());
+    };
+    fit_with_metrics(&device)
+}
+
+fn fit_with_metrics(device: &Device) -> Result<()> {
     let (train, test) = (points(160, 1)?, points(60, 2)?);
-    let mut model = Probe::new(&Device::cpu(), 3)?;
+    let mut model = Probe::new(device, 3)?;
     let history = model.fit(
         &train,
         Fit::epochs(3)

@@ -144,6 +144,33 @@ impl<C: Callback + ?Sized> Callback for &mut C {
     }
 }
 
+/// A boxed callback (e.g. one of a `Vec<Box<dyn Callback>>` chosen at run time).
+impl<C: Callback + ?Sized> Callback for Box<C> {
+    fn check(&self, ctx: &TrainContext<'_>) -> Result<()> {
+        (**self).check(ctx)
+    }
+
+    fn on_train_begin(&mut self, ctx: &mut TrainContext<'_>) -> Result<()> {
+        (**self).on_train_begin(ctx)
+    }
+
+    fn on_epoch_begin(&mut self, epoch: usize, ctx: &mut TrainContext<'_>) -> Result<()> {
+        (**self).on_epoch_begin(epoch, ctx)
+    }
+
+    fn on_metrics(&mut self, epoch: usize, step: usize, logs: &Logs, ctx: &mut TrainContext<'_>) -> Result<()> {
+        (**self).on_metrics(epoch, step, logs, ctx)
+    }
+
+    fn on_epoch_end(&mut self, epoch: usize, logs: &Logs, ctx: &mut TrainContext<'_>) -> Result<()> {
+        (**self).on_epoch_end(epoch, logs, ctx)
+    }
+
+    fn on_train_end(&mut self, ctx: &mut TrainContext<'_>) -> Result<()> {
+        (**self).on_train_end(ctx)
+    }
+}
+
 /// Whether a monitored metric improves by going down or up.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Mode {
