@@ -128,6 +128,12 @@ fn check_against_host(device: &Device) -> Result<()> {
     let counts = eval.class_counts.expect("asked for");
     assert_eq!(counts, matrix.class_counts());
     assert_eq!(counts.actual().iter().sum::<u64>(), 203);
+    // Without the confusion matrix the per-class counts are summed by index (bincount).
+    let per_class = vec![Metric::Precision, Metric::Recall, Metric::F1];
+    let settings = EvalSettings { batch_size: 64, metrics: per_class, ..EvalSettings::default() };
+    let alone = evaluate_with(&model, &data, &settings)?;
+    assert_eq!(alone.class_counts.as_ref(), Some(&counts), "on {device:?}");
+    assert!(alone.confusion_matrix.is_none());
     Ok(())
 }
 

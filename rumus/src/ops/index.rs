@@ -1,5 +1,6 @@
 //! Indexing with u32 index tensors: `index_select` (and `embedding` on top of it) with an
-//! `index_add` backward, and `gather` with a `scatter_add` backward.
+//! `index_add` backward, `gather` with a `scatter_add` backward, and `bincount` (weights summed
+//! into bins by index, outside autograd) on the `index_add` kernel.
 //!
 //! Indices are range-checked by the kernels of every backend, which fail the call with
 //! [`Error::IndexOutOfRange`] (the CPU's kernels scan the indices they read; see
@@ -96,6 +97,30 @@ impl RawTensor {
         }))
     }
 
+    /// Sums `weights` (f32 `[n]`) into `len` bins chosen by `self` (u32 `[n]`):
+    /// `out[b] = Σ weights[j] over j with self[j] == b`, PyTorch's
+    /// `torch.bincount(self, weights, minlength=len)` when every index is below `len` (one that
+    /// is not is [`Error::IndexOutOfRange`]). Records no graph. The per-class counts of the
+    /// training metrics: `O(n + len)` memory where one-hot rows would take `n · len`.
+    pub(crate) fn bincount(&self, weights: &RawTensor, len: usize) -> Result<RawTensor> {
+        const OP: &str = "bincount";
+        weights.check_f32(OP)?;
+        check_index_tensor(OP, weights, self)?;
+        if self.rank() != 1 || weights.shape() != self.shape() {
+            return Err(Error::shape(
+                OP,
+                format!("indices {:?} and weights {:?} must be one equal 1-D shape", self.shape(), weights.shape()),
+            ));
+        }
+        if len == 0 {
+            return Err(Error::invalid(OP, "needs at least one bin"));
+        }
+        let args = IndexArgs { outer: 1, len, inner: 1, count: self.numel() };
+        let (weights, indices) = (weights.contiguous()?, self.contiguous()?);
+        let storage = renamed(OP, weights.device().backend().index_add(weights.storage(), indices.storage(), &args))?;
+        Ok(RawTensor::from_kernel(storage, &[len], weights.device()))
+    }
+
     /// Looks up rows of `weight` (`[num_embeddings, dim]`) for the u32 indices in `self` (any
     /// shape); returns `self.shape() + [dim]`. Indices are range-checked like `index_select`'s.
     pub fn embedding(&self, weight: &RawTensor) -> Result<RawTensor> {
@@ -154,5 +179,22 @@ impl RawTensor {
         Ok(RawTensor::from_op_contiguous(storage, &shape, x.device(), &[&x], || {
             Box::new(GatherBackward { indices, args })
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Device, Error, RawTensor};
+
+    #[test]
+    fn bincount_sums_weights_by_index() {
+        let cpu = Device::cpu();
+        let idx = RawTensor::from_indices(&[2, 0, 2, 2, 1], &[5], &cpu).unwrap();
+        let w = RawTensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0], &[5], &cpu).unwrap();
+        // torch.bincount(torch.tensor([2, 0, 2, 2, 1]), torch.tensor([1., 2., 3., 4., 5.]), minlength=4)
+        assert_eq!(idx.bincount(&w, 4).unwrap().to_vec().unwrap(), [2.0, 5.0, 8.0, 0.0]);
+        assert!(matches!(idx.bincount(&w, 2), Err(Error::IndexOutOfRange { op: "bincount", .. })));
+        assert!(matches!(idx.bincount(&w.reshape(&[5, 1]).unwrap(), 4), Err(Error::Shape { .. })));
+        assert!(idx.bincount(&w, 0).is_err());
     }
 }

@@ -135,39 +135,35 @@ impl Stats {
         check_class_batch(&logits, &targets)?;
         let rows = logits.shape()[0];
         let class_index = self.class_index(&logits)?;
-        let predicted = class_index.index_select(0, &logits.argmax(1)?)?;
+        let argmax = logits.argmax(1)?;
+        let predicted = class_index.index_select(0, &argmax)?;
         let wanted = class_index.index_select(0, &targets)?;
-        let mut parts =
-            vec![loss.detach().mul_scalar(rows as f32)?, predicted.binary(BinaryOp::Eq, &wanted)?.sum_all()?];
+        let correct = predicted.binary(BinaryOp::Eq, &wanted)?;
+        let mut parts = vec![loss.detach().mul_scalar(rows as f32)?, correct.sum_all()?];
         if !self.top_k_limits.is_empty() {
             let rank = rank_of_target(&logits, &targets, &class_index)?;
             for limit in &self.top_k_limits {
                 parts.push(limit.binary(BinaryOp::Gt, &rank)?.sum_all()?);
             }
         }
-        if self.metrics.confusion || self.metrics.per_class() {
-            let counts = self.class_counts(&predicted, &wanted, &class_index)?;
+        let counts = if self.metrics.confusion {
+            Some(confusion_counts(&predicted, &wanted, &class_index)?)
+        } else if self.metrics.per_class() {
+            // True positives, predictions and targets per class: O(rows + classes) memory.
+            let classes = class_index.numel();
+            let ones = correct.mul_scalar(0.0)?.add_scalar(1.0)?;
+            let (hits, predicted) = (targets.bincount(&correct, classes)?, argmax.bincount(&ones, classes)?);
+            Some(RawTensor::stack(&[&hits, &predicted, &targets.bincount(&ones, classes)?], 0)?)
+        } else {
+            None
+        };
+        if let Some(counts) = counts {
             self.class_sum = Some(match self.class_sum.take() {
                 Some(s) => s.add(&counts)?,
                 None => counts,
             });
         }
         Ok((parts, rows))
-    }
-
-    /// A batch's per-class counts from its predicted and target classes (f32 `[rows]`): the
-    /// one-hot targets' transpose times the one-hot predictions (the confusion counts, one
-    /// matmul), or the three rows true positives, predictions and targets.
-    fn class_counts(&self, predicted: &RawTensor, wanted: &RawTensor, class_index: &RawTensor) -> Result<RawTensor> {
-        let rows = predicted.numel();
-        let classes = class_index.reshape(&[1, class_index.numel()])?;
-        let predicted = predicted.reshape(&[rows, 1])?.binary(BinaryOp::Eq, &classes)?;
-        let wanted = wanted.reshape(&[rows, 1])?.binary(BinaryOp::Eq, &classes)?;
-        if self.metrics.confusion {
-            return wanted.transpose(0, 1)?.matmul(&predicted);
-        }
-        let hits = wanted.mul(&predicted)?.sum(&[0], false)?;
-        RawTensor::stack(&[&hits, &predicted.sum(&[0], false)?, &wanted.sum(&[0], false)?], 0)
     }
 
     pub(crate) fn seen(&self) -> usize {
@@ -242,6 +238,17 @@ impl Stats {
             }
         }
     }
+}
+
+/// A batch's confusion counts `[classes, classes]` from its predicted and target classes (f32
+/// `[rows]`): the one-hot targets' transpose times the one-hot predictions, one matmul (its
+/// `rows · classes` one-hot rows are why the confusion matrix has a class limit).
+fn confusion_counts(predicted: &RawTensor, wanted: &RawTensor, class_index: &RawTensor) -> Result<RawTensor> {
+    let rows = predicted.numel();
+    let classes = class_index.reshape(&[1, class_index.numel()])?;
+    let predicted = predicted.reshape(&[rows, 1])?.binary(BinaryOp::Eq, &classes)?;
+    let wanted = wanted.reshape(&[rows, 1])?.binary(BinaryOp::Eq, &classes)?;
+    wanted.transpose(0, 1)?.matmul(&predicted)
 }
 
 /// Logits `[batch, classes]` (at least one class) and u32 targets `[batch]`.
