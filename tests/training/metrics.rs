@@ -364,3 +364,35 @@ proptest! {
         prop_assert!(alone.confusion_matrix.is_none());
     }
 }
+
+/// Device → host reads of a quiet `fit` of 2 epochs on wgpu with `metrics`.
+fn reads_of_fit(
+    device: &Device,
+    data: &ClassDataset<Shape1<4>, CLASSES>,
+    metrics: Vec<Metric>,
+    batch: usize,
+) -> Result<u64> {
+    let mut model = Probe::new(device, 3)?;
+    let before = rumus::backend::wgpu::transfer_count();
+    model.fit(data, Fit::epochs(2).batch_size(batch).metrics(metrics).verbose(Verbosity::Quiet))?;
+    Ok(rumus::backend::wgpu::transfer_count() - before)
+}
+
+#[test]
+fn metrics_add_no_device_read_per_step_on_wgpu() -> Result<()> {
+    if !common::in_child() {
+        common::run_child(&common::test_path(module_path!(), "metrics_add_no_device_read_per_step_on_wgpu"), &[]);
+        return Ok(());
+    }
+    let Some(device) = rumus::testing::wgpu_or_skip() else {
+        return Ok(());
+    };
+    let data = points(256, 1)?;
+    let plain = reads_of_fit(&device, &data, vec![], 32)?;
+    let per_class = reads_of_fit(&device, &data, vec![Metric::Precision, Metric::Recall, Metric::F1], 32)?;
+    let everything = reads_of_fit(&device, &data, all_metrics(), 32)?;
+    // 8 steps an epoch, then 2: the reads do not depend on the steps.
+    let fewer_steps = reads_of_fit(&device, &data, all_metrics(), 128)?;
+    assert_eq!((per_class, everything, fewer_steps), (plain, plain, plain), "reads of a 2-epoch fit");
+    Ok(())
+}
