@@ -3,13 +3,18 @@
 //!
 //! ```text
 //! let (train, test) = rumus::data::mnist::load_or_fetch("data/mnist")?;
+//! let mut stopper = EarlyStopping::new("val_f1").patience(3).restore_best_weights(true);
 //! let history = model.fit(&train, Fit::epochs(10).batch_size(64)
 //!     .optimizer(Adam::new(1e-3))
 //!     .schedule(CosineAnnealing { t_max: 10, eta_min: 0.0 })
+//!     .metrics([Metric::F1, Metric::TopK(3), Metric::ConfusionMatrix])
 //!     .validation(&test)
-//!     .callback(EarlyStopping::new("val_loss").patience(3).restore_best_weights(true))
-//!     .callback(ModelCheckpoint::new("ckpt-{epoch:02}-{val_loss:.4}.safetensors")?.save_best_only(true)))?;
+//!     .callback(&mut stopper)
+//!     .callback(ModelCheckpoint::new("runs/ckpt-{epoch:02}-{val_loss:.4}.safetensors")?.save_best_only(true)))?;
+//! println!("best epoch {:?}", stopper.best_epoch());
 //! history.plot("curves.svg")?;
+//! history.plot_metric("f1", "f1.svg")?; // f1 and val_f1
+//! println!("{}", history.val_confusion_matrix().unwrap());
 //! println!("{:.2}%", 100.0 * model.evaluate(&test)?.accuracy);
 //! ```
 //!
