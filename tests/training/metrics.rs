@@ -363,6 +363,29 @@ proptest! {
         prop_assert_eq!(&alone.metrics, &with_matrix.metrics);
         prop_assert!(alone.confusion_matrix.is_none());
     }
+
+    /// Any k: top-k is an error exactly when k is 0 or above the class count, never a panic.
+    #[test]
+    fn top_k_is_checked_against_the_classes(k in 0usize..40, via_shorthand in any::<bool>()) {
+        let data = points(8, 1).unwrap();
+        let model = Probe::new(&Device::cpu(), 1).unwrap();
+        let settings = if via_shorthand {
+            EvalSettings { top_k: Some(k), ..EvalSettings::default() }
+        } else {
+            EvalSettings { metrics: vec![Metric::TopK(k)], ..EvalSettings::default() }
+        };
+        match evaluate_with(&model, &data, &settings) {
+            Ok(eval) => {
+                prop_assert!((1..=CLASSES).contains(&k));
+                let got = eval.metrics.get(&format!("top{k}_accuracy")).unwrap();
+                prop_assert!(got >= eval.accuracy && (k < CLASSES || got == 1.0));
+            }
+            Err(e) => {
+                prop_assert!(k == 0 || k > CLASSES);
+                prop_assert!(matches!(e, Error::InvalidArgument { op: "evaluate", .. }), "{}", e);
+            }
+        }
+    }
 }
 
 /// Device → host reads of a quiet `fit` of 2 epochs on wgpu with `metrics`.
