@@ -10,6 +10,7 @@ mod common;
 mod checkpoint;
 mod data;
 mod fetch;
+mod fit_losses;
 mod gpt_fixture;
 mod gpt_learns;
 mod seq_training;

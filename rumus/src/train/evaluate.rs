@@ -11,7 +11,7 @@ use super::metrics::Stats;
 use super::Loss;
 
 /// Settings of [`evaluate_with`].
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct EvalSettings {
     /// Samples per forward pass (default 256; it does not change the results).
     pub batch_size: usize,
@@ -67,7 +67,7 @@ pub(crate) fn evaluate_dataset<D: Dataset>(
 ) -> Result<Evaluation> {
     let _no_grad = crate::autograd::NoGradGuard::new();
     let kind = <D::Target as Target>::KIND;
-    let loss = settings.loss.unwrap_or(Loss::default_for(kind));
+    let loss = settings.loss.clone().unwrap_or_else(|| Loss::default_for(kind));
     loss.check(kind)?;
     let device = model_device(model);
     let mut loader = DataLoader::new(data, settings.batch_size, &device)?;

@@ -41,7 +41,7 @@ where
         return Err(Error::invalid("fit", "give either validation data or validation_split, not both"));
     }
     let kind = <D::Target as Target>::KIND;
-    let loss = cfg.loss.unwrap_or(Loss::default_for(kind));
+    let loss = cfg.loss.clone().unwrap_or_else(|| Loss::default_for(kind));
     loss.check(kind)?;
     let device = model_device(&*model);
 
@@ -59,7 +59,8 @@ where
     if cfg.validation_split.is_some() && n_val == 0 {
         return Err(Error::Data(format!("fit: validation_split leaves no validation sample out of {n}")));
     }
-    let eval_settings = EvalSettings { batch_size: cfg.validation_batch_size, loss: Some(loss), top_k: cfg.top_k };
+    let eval_settings =
+        EvalSettings { batch_size: cfg.validation_batch_size, loss: Some(loss.clone()), top_k: cfg.top_k };
     let validation_samples = cfg.validation_steps.map(|steps| steps.saturating_mul(cfg.validation_batch_size));
     let validation_split = (n_val > 0).then(|| {
         let held_out = (n_train..n).collect::<Vec<_>>();
