@@ -10,6 +10,7 @@ mod common;
 mod checkpoint;
 mod data;
 mod fetch;
+mod file_datasets;
 mod fit_losses;
 mod gpt_fixture;
 mod gpt_learns;
