@@ -1,11 +1,132 @@
-//! The losses of `rumus::loss` (issue #30): finite-difference gradients of every loss and
-//! reduction, CPU ↔ wgpu parity of every loss (the fused weighted cross-entropy on short and
+//! The losses of `rumus::loss` (issue #30): every loss and reduction against PyTorch
+//! (`tests/fixtures/torch_losses.safetensors`, written by `make_loss_fixture.py`) on the CPU and
+//! on wgpu, finite-difference gradients of every loss and reduction, CPU ↔ wgpu parity of every loss (the fused weighted cross-entropy on short and
 //! wide rows and non-contiguous logits), and bad input as errors.
+
+use std::collections::HashMap;
+use std::path::Path;
 
 use proptest::prelude::*;
 use rumus::loss::{self, CrossEntropyOptions, Reduction};
 use rumus::testing::{assert_close, grad_check, wgpu_or_skip, GradCheck};
 use rumus::{Device, Error, RawTensor, Result};
+
+type Fixture = HashMap<String, (Vec<usize>, Vec<f32>)>;
+
+fn fixture() -> Fixture {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch_losses.safetensors");
+    let bytes = std::fs::read(&path).expect("tests/fixtures/torch_losses.safetensors (make_loss_fixture.py)");
+    let file = safetensors::SafeTensors::deserialize(&bytes).expect("a safetensors file");
+    file.tensors()
+        .into_iter()
+        .map(|(name, t)| {
+            assert_eq!(t.dtype(), safetensors::Dtype::F32, "{name}");
+            let v = t.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            (name, (t.shape().to_vec(), v))
+        })
+        .collect()
+}
+
+fn reduction(name: &str) -> Reduction {
+    match name {
+        "mean" => Reduction::Mean,
+        "sum" => Reduction::Sum,
+        "none" => Reduction::None,
+        "batchmean" => Reduction::BatchMean,
+        other => panic!("unknown reduction {other}"),
+    }
+}
+
+/// A loss of the fixture: `(x, t, w, reduction)`, `t` as u32 indices when `classes`.
+type LossCase = fn(&RawTensor, &RawTensor, Option<&RawTensor>, Reduction) -> Result<RawTensor>;
+
+const CE_IGNORE: u32 = 7;
+
+/// `(case, class targets, reductions, loss)`, with the hyper-parameters of make_loss_fixture.py.
+const CASES: &[(&str, bool, &[&str], LossCase)] = &[
+    ("ce_full", true, &["mean", "sum", "none"], |x, t, w, r| {
+        let o = CrossEntropyOptions::default().ignore_index(CE_IGNORE).label_smoothing(0.1).reduction(r);
+        loss::cross_entropy_with(x, t, &o.weight(w.expect("weights").clone()))
+    }),
+    ("ce_weight", true, &["mean", "sum", "none"], |x, t, w, r| {
+        let o = CrossEntropyOptions::default().reduction(r).weight(w.expect("weights").clone());
+        loss::cross_entropy_with(x, t, &o)
+    }),
+    ("ce_wide", true, &["mean", "sum", "none"], |x, t, _, r| {
+        let o = CrossEntropyOptions::default().ignore_index(0).label_smoothing(0.2).reduction(r);
+        loss::cross_entropy_with(x, t, &o)
+    }),
+    ("ce_seq", true, &["mean", "sum", "none"], |x, t, w, r| {
+        let o = CrossEntropyOptions::default().ignore_index(9).reduction(r).weight(w.expect("weights").clone());
+        loss::cross_entropy_with(x, t, &o)
+    }),
+    ("bce", false, &["mean", "sum", "none"], |x, t, _, r| loss::binary_cross_entropy(x, t, r)),
+    ("bce_logits_pw", false, &["mean", "sum", "none"], |x, t, w, r| loss::bce_with_logits_with(x, t, w, r)),
+    ("bce_logits", false, &["mean", "sum", "none"], |x, t, _, r| loss::bce_with_logits_with(x, t, None, r)),
+    ("mse", false, &["mean", "sum", "none"], |x, t, _, r| loss::mse_loss_with(x, t, r)),
+    ("l1", false, &["mean", "sum", "none"], |x, t, _, r| loss::l1_loss(x, t, r)),
+    ("huber", false, &["mean", "sum", "none"], |x, t, _, r| loss::huber_loss(x, t, 0.7, r)),
+    ("smooth_l1", false, &["mean", "sum", "none"], |x, t, _, r| loss::smooth_l1_loss(x, t, 0.5, r)),
+    ("smooth_l1_b0", false, &["mean", "sum", "none"], |x, t, _, r| loss::smooth_l1_loss(x, t, 0.0, r)),
+    ("kl", false, &["batchmean", "sum", "mean", "none"], |x, t, _, r| loss::kl_div(x, t, r, false)),
+    ("kl_log", false, &["batchmean", "sum", "mean", "none"], |x, t, _, r| loss::kl_div(x, t, r, true)),
+];
+
+/// Relative tolerance: f32 against PyTorch's float64; BCE's gradients at its floors reach 1e12.
+const TOL: f32 = 2e-5;
+
+fn check_fixture_on(device: &Device) -> Result<()> {
+    let f = fixture();
+    let tensor = |name: &str| -> Result<Option<RawTensor>> {
+        f.get(name).map(|(shape, v)| RawTensor::from_slice(v, shape, device)).transpose()
+    };
+    for &(case, classes, reductions, op) in CASES {
+        let x = tensor(&format!("{case}.x"))?.expect("every case has an input").requires_grad_()?;
+        let (t_shape, t_values) = &f[&format!("{case}.t")];
+        let t = if classes {
+            let indices: Vec<u32> = t_values.iter().map(|&v| v as u32).collect();
+            RawTensor::from_indices(&indices, t_shape, device)?
+        } else {
+            RawTensor::from_slice(t_values, t_shape, device)?.requires_grad_()?
+        };
+        let w = tensor(&format!("{case}.w"))?;
+        for &red in reductions {
+            let at = format!("{case} ({red}) on {device}");
+            let y = op(&x, &t, w.as_ref(), reduction(red))?;
+            let (want_shape, want) = &f[&format!("{case}.{red}.y")];
+            assert_eq!(y.shape(), &want_shape[..], "{at}: output shape");
+            assert_close(&format!("{at}: value"), &y.contiguous()?.to_vec()?, want, TOL);
+            let gy = tensor(&format!("{case}.{red}.gy"))?.expect("upstream gradient");
+            let grads = y.mul(&gy)?.sum_all()?.backward()?;
+            let gx = grads.get(&x).unwrap_or_else(|| panic!("{at}: no input gradient")).to_vec()?;
+            assert_close(&format!("{at}: input gradient"), &gx, &f[&format!("{case}.{red}.grad.x")].1, TOL);
+            if !classes {
+                let gt = grads.get(&t).unwrap_or_else(|| panic!("{at}: no target gradient")).to_vec()?;
+                // PyTorch's kl_div differentiates xlogy(t, t) into 0/0 = NaN where t = 0; rumus
+                // gives 0 there (the limit of the loss's slope, t·log t being flat at 0).
+                let want: Vec<f32> = f[&format!("{case}.{red}.grad.t")]
+                    .1
+                    .iter()
+                    .zip(t_values)
+                    .map(|(&g, &tv)| if g.is_nan() && tv == 0.0 && case == "kl" { 0.0 } else { g })
+                    .collect();
+                assert_close(&format!("{at}: target gradient"), &gt, &want, TOL);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn every_loss_and_reduction_matches_pytorch_on_the_cpu() -> Result<()> {
+    check_fixture_on(&Device::cpu())
+}
+
+#[test]
+fn every_loss_and_reduction_matches_pytorch_on_wgpu() -> Result<()> {
+    let Some(gpu) = wgpu_or_skip() else { return Ok(()) };
+    check_fixture_on(&gpu)
+}
 
 fn uniform(shape: &[usize], lo: f32, hi: f32, seed: u64) -> Result<RawTensor> {
     RawTensor::rand_uniform(shape, lo, hi, seed, &Device::cpu())

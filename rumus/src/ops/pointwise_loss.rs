@@ -228,7 +228,8 @@ fn safe_log(t: &RawTensor) -> Result<RawTensor> {
     t.clamp(f32::MIN_POSITIVE, f32::INFINITY)?.log()
 }
 
-/// PyTorch's gradients of `kl_div`: `d/dx = -t` and `d/dt = log(t) + 1 - x` (0 where `t = 0`),
+/// PyTorch's gradients of `kl_div`: `d/dx = -t` and `d/dt = log(t) + 1 - x` (0 where `t = 0`,
+/// where PyTorch's `xlogy` gives 0/0 = NaN),
 /// or with `log_target` `d/dx = -exp(t)` and `d/dt = exp(t)·(t + 1 - x)`.
 struct KlDivBackward {
     log_target: bool,
