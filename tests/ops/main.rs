@@ -11,6 +11,7 @@ mod common;
 mod attention;
 mod core_ops;
 mod layer_norm_fused;
+mod losses;
 mod ops_nn;
 mod wgpu_autograd_memory;
 mod wgpu_parity;

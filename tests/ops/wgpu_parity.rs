@@ -474,18 +474,30 @@ fn random_streams_match_bit_for_bit() {
 
 #[test]
 fn cross_entropy_kernels_match() {
-    for (rows, classes, smoothing) in
-        [(1usize, 1usize, 0.0f32), (63, 10, 0.0), (65, 64, 0.1), (70_000, 3, 0.0), (2_000, 33, 0.1), (4, 300, 0.2)]
-    {
+    for (rows, classes, smoothing, weighted) in [
+        (1usize, 1usize, 0.0f32, false),
+        (63, 10, 0.0, true),
+        (65, 64, 0.1, false),
+        (70_000, 3, 0.0, false),
+        (2_000, 33, 0.1, true),
+        (4, 300, 0.2, true),
+    ] {
         let logits = data(rows * classes, 51);
-        let targets: Vec<u32> = (0..rows as u32).map(|r| (r * 7 + 3) % classes as u32).collect();
+        // With weights, every fifth row holds the ignored target (past the classes).
+        let ignore_index = weighted.then_some(classes as u32 + 5);
+        let targets: Vec<u32> = (0..rows as u32)
+            .map(|r| if weighted && r % 5 == 4 { classes as u32 + 5 } else { (r * 7 + 3) % classes as u32 })
+            .collect();
+        let weights = positive(classes, 53);
         let grad_rows = positive(rows, 52);
-        let args = CrossEntropyArgs { rows, classes, smoothing };
-        kernel_parity(&format!("cross_entropy {rows}x{classes} s={smoothing}"), 1e-4, |b| {
+        let args = CrossEntropyArgs { rows, classes, smoothing, weighted, ignore_index };
+        kernel_parity(&format!("cross_entropy {rows}x{classes} s={smoothing} weighted={weighted}"), 1e-4, |b| {
             let x = b.from_f32(&logits)?;
             let t = b.from_u32(&targets)?;
+            let w = b.from_f32(&weights)?;
+            let w = weighted.then_some(&w);
             let g = b.from_f32(&grad_rows)?;
-            Ok(vec![b.cross_entropy(&x, &t, &args)?, b.cross_entropy_backward(&x, &t, &g, &args)?])
+            Ok(vec![b.cross_entropy(&x, &t, w, &args)?, b.cross_entropy_backward(&x, &t, w, &g, &args)?])
         });
     }
 }

@@ -390,13 +390,13 @@ fn cross_entropy_kernels_past_65535_workgroups() {
     // A workgroup per row past 65,535 rows (64 classes), and one invocation per row past
     // 65,535 workgroups of 256 rows (one class: the only short-row size under 128 MiB).
     for (rows, classes) in [(70_000, 64), (N, 1)] {
-        let args = CrossEntropyArgs { rows, classes, smoothing: 0.1 };
+        let args = CrossEntropyArgs { rows, classes, smoothing: 0.1, weighted: false, ignore_index: None };
         let targets: Vec<u32> = (0..rows as u32).map(|r| rumus::rng::pcg_hash(r) % classes as u32).collect();
         big_parity("cross_entropy", 1e-5, |b| {
             let logits = b.random(RandomKind::Normal, rows * classes, 46)?;
             let t = b.from_u32(&targets)?;
-            let loss = b.cross_entropy(&logits, &t, &args)?;
-            let grad = b.cross_entropy_backward(&logits, &t, &loss, &args)?;
+            let loss = b.cross_entropy(&logits, &t, None, &args)?;
+            let grad = b.cross_entropy_backward(&logits, &t, None, &loss, &args)?;
             Ok(vec![loss, grad])
         });
     }

@@ -11,6 +11,8 @@ mod callbacks;
 mod checkpoint;
 mod data;
 mod fetch;
+mod file_datasets;
+mod fit_losses;
 mod gpt_fixture;
 mod gpt_learns;
 mod metrics;

@@ -194,16 +194,35 @@ pub struct MatmulArgs {
     pub rhs: MatrixLayout,
 }
 
-/// Cross-entropy of logits `[rows, classes]` against u32 class targets `[rows]`, averaged over
-/// the rows.
+/// Cross-entropy of logits `[rows, classes]` against u32 class targets `[rows]`, per row, with
+/// optional class weights `[classes]` and an ignored target value (PyTorch's `weight` and
+/// `ignore_index`). Row `r` with target `t` (not ignored) has the loss
+/// `(1-s)·w[t]·(lse - x[t]) + (s/classes)·Σ_j w[j]·(lse - x[j])` and the weight `w[t]`; an
+/// ignored row has loss 0 and weight 0 (`w` is all ones when unweighted).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CrossEntropyArgs {
     /// Samples (or sequence positions), one target each.
     pub rows: usize,
-    /// Logits per row; every target must be below it.
+    /// Logits per row; every target must be below it (or equal `ignore_index`).
     pub classes: usize,
     /// Label smoothing in `[0, 1)`: the target distribution is `(1-s)·onehot + s/classes`.
     pub smoothing: f32,
+    /// Whether a `[classes]` weight storage is passed.
+    pub weighted: bool,
+    /// The target value whose rows are skipped (any u32, in range or not).
+    pub ignore_index: Option<u32>,
+}
+
+impl CrossEntropyArgs {
+    /// Values the forward writes per row: the loss, and the row's weight (the divisor of the
+    /// mean) when weighted or ignoring.
+    pub fn outputs_per_row(&self) -> usize {
+        if self.weighted || self.ignore_index.is_some() {
+            2
+        } else {
+            1
+        }
+    }
 }
 
 /// Fused scaled dot-product attention over `batch` independent heads: queries `[batch, tq, d]`,

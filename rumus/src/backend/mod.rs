@@ -87,13 +87,25 @@ pub trait Backend: Send + Sync {
     fn softmax(&self, x: &Storage, rows: usize, cols: usize, log: bool) -> Result<Storage>;
     /// Given the forward output `y` and the incoming gradient.
     fn softmax_backward(&self, y: &Storage, grad: &Storage, rows: usize, cols: usize, log: bool) -> Result<Storage>;
-    /// Per-row cross-entropy of logits against u32 class targets, with label smoothing.
-    fn cross_entropy(&self, logits: &Storage, targets: &Storage, args: &CrossEntropyArgs) -> Result<Storage>;
-    /// Gradient w.r.t. the logits, given the per-row incoming gradient.
+    /// Per-row cross-entropy of contiguous logits `[rows, classes]` against u32 class targets
+    /// `[rows]` (see [`CrossEntropyArgs`]), with `weights` `[classes]` when `args.weighted`:
+    /// the rows' losses, then, with weights or an ignored value, the rows' weights (`w[t]`, 0 for
+    /// an ignored row): [`CrossEntropyArgs::outputs_per_row`] values per row.
+    /// A target `>= classes` that is not `ignore_index` is [`Error::IndexOutOfRange`](crate::Error).
+    fn cross_entropy(
+        &self,
+        logits: &Storage,
+        targets: &Storage,
+        weights: Option<&Storage>,
+        args: &CrossEntropyArgs,
+    ) -> Result<Storage>;
+    /// Gradient w.r.t. the logits `[rows, classes]`, given the incoming gradient of each row's
+    /// loss (`grad_rows`, `rows` values); 0 on ignored rows.
     fn cross_entropy_backward(
         &self,
         logits: &Storage,
         targets: &Storage,
+        weights: Option<&Storage>,
         grad_rows: &Storage,
         args: &CrossEntropyArgs,
     ) -> Result<Storage>;

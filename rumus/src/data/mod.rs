@@ -5,10 +5,14 @@
 //! reject at compile time a dataset that does not fit the model.
 
 mod char_tokenizer;
+#[cfg(feature = "csv")]
+mod csv_dataset;
 mod dataset;
 pub mod fashion_mnist;
 mod fetch;
 mod idx;
+#[cfg(feature = "image-folder")]
+mod image_folder;
 mod in_memory;
 mod loader;
 pub mod mnist;
@@ -17,8 +21,12 @@ mod target;
 mod text_windows;
 
 pub use char_tokenizer::CharTokenizer;
+#[cfg(feature = "csv")]
+pub use csv_dataset::CsvDataset;
 pub use dataset::{Dataset, SampleFor};
 pub use idx::{parse_idx, read_idx, IdxArray};
+#[cfg(feature = "image-folder")]
+pub use image_folder::ImageFolder;
 pub use in_memory::{ClassDataset, TensorDataset};
 pub use loader::{Batch, DataLoader};
 pub use target::{Class, Regression, SeqClass, Target, TargetFor, TargetKind};

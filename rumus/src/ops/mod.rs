@@ -17,6 +17,7 @@ mod loss;
 mod matmul;
 mod norm;
 mod optimizer_step;
+mod pointwise_loss;
 mod pool;
 mod recurrent;
 mod reduce;
@@ -28,6 +29,7 @@ pub(crate) mod view;
 
 pub use conv1d::Conv1dPadding;
 pub use conv_transpose::{conv_transpose_extent, ConvTranspose2dArgs};
+pub use loss::{CrossEntropyOptions, Reduction};
 pub use norm::RunningStats;
 pub(crate) use optimizer_step::optimizer_step;
 pub use recurrent::{RecurrentOutput, RecurrentWeights};

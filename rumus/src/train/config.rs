@@ -6,7 +6,7 @@
 
 use crate::data::{Dataset, SampleFor, TargetFor};
 use crate::optim::{Optimizer, Schedule};
-use crate::{Error, Model, Result};
+use crate::{Error, Model, RawTensor, Result};
 
 use super::evaluate::{evaluate_dataset, fixed_subset, EvalSettings, Evaluation};
 use super::{Callback, Loss, Metric};
@@ -207,10 +207,27 @@ impl<'a, V> Fit<'a, V> {
         self
     }
 
-    /// The loss (default: cross-entropy for class targets, MSE for regression targets).
+    /// The loss (default: cross-entropy for class targets, MSE for regression targets); see
+    /// [`Loss`] for each loss's target kind, checked when `fit` starts.
     pub fn loss(mut self, loss: Loss) -> Self {
         self.loss = Some(loss);
         self
+    }
+
+    /// A user-written loss: `f(outputs, targets)` over the model's raw outputs and the batch's
+    /// targets returns the batch's loss, a differentiable scalar (anything else ends `fit` with
+    /// an error at the first batch). The dataset's targets are still matched to the model's
+    /// output at compile time.
+    ///
+    /// ```
+    /// use rumus::prelude::*;
+    ///
+    /// // Mean absolute error, written by hand.
+    /// let cfg = Fit::epochs(1).loss_fn(|outputs, targets| outputs.sub(targets)?.abs()?.mean_all());
+    /// # let _ = cfg;
+    /// ```
+    pub fn loss_fn(self, f: impl Fn(&RawTensor, &RawTensor) -> Result<RawTensor> + Send + Sync + 'static) -> Self {
+        self.loss(Loss::custom(f))
     }
 
     /// Adds a callback; callbacks run in the order added. A callback lent as `&mut` can be read

@@ -79,7 +79,7 @@ pub(crate) fn evaluate_dataset<D: Dataset>(
 ) -> Result<Evaluation> {
     let _no_grad = crate::autograd::NoGradGuard::new();
     let kind = <D::Target as Target>::KIND;
-    let loss = settings.loss.unwrap_or(Loss::default_for(kind));
+    let loss = settings.loss.clone().unwrap_or_else(|| Loss::default_for(kind));
     loss.check(kind)?;
     let device = model_device(model);
     let mut loader = DataLoader::new(data, settings.batch_size, &device)?;

@@ -45,7 +45,7 @@ where
         return Err(Error::invalid("fit", "give either validation data or validation_split, not both"));
     }
     let kind = <D::Target as Target>::KIND;
-    let loss = cfg.loss.unwrap_or(Loss::default_for(kind));
+    let loss = cfg.loss.clone().unwrap_or_else(|| Loss::default_for(kind));
     loss.check(kind)?;
     let metrics = MetricSet::resolve("fit", &cfg.metrics, cfg.top_k, kind)?;
     let device = model_device(&*model);
@@ -66,7 +66,7 @@ where
     }
     let eval_settings = EvalSettings {
         batch_size: cfg.validation_batch_size,
-        loss: Some(loss),
+        loss: Some(loss.clone()),
         top_k: cfg.top_k,
         metrics: cfg.metrics.clone(),
     };

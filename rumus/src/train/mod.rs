@@ -71,7 +71,7 @@ pub use file_template::FileTemplate;
 pub use fit::fit;
 pub use history::History;
 pub use logs::Logs;
-pub use loss::Loss;
+pub use loss::{CustomLoss, Loss, LossFn};
 pub use lr_scheduler::LearningRateScheduler;
 pub use metric::{Metric, MAX_CONFUSION_CLASSES};
 pub use model_checkpoint::ModelCheckpoint;

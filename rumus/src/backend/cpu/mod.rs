@@ -236,30 +236,43 @@ impl Backend for CpuBackend {
         Ok(f32_storage(softmax::softmax_backward(y, g, cols, log)?))
     }
 
-    fn cross_entropy(&self, logits: &Storage, targets: &Storage, args: &CrossEntropyArgs) -> Result<Storage> {
+    fn cross_entropy(
+        &self,
+        logits: &Storage,
+        targets: &Storage,
+        weights: Option<&Storage>,
+        args: &CrossEntropyArgs,
+    ) -> Result<Storage> {
         const OP: &str = "cross_entropy";
-        let locked = read_all(OP, &[logits, targets])?;
+        let mut inputs = vec![logits, targets];
+        inputs.extend(weights);
+        let locked = read_all(OP, &inputs)?;
         let (x, t) = (locked.f32(0, OP)?, locked.u32(1, OP)?);
+        let w = class_weights(OP, &locked, weights.is_some().then_some(2), args)?;
         check_dims(OP, &[args.rows, args.classes], x.len())?;
         check_dims(OP, &[args.rows], t.len())?;
-        check_indices(OP, &t[..args.rows], args.classes)?;
-        Ok(f32_storage(softmax::cross_entropy(x, t, args)?))
+        check_targets(OP, &t[..args.rows], args)?;
+        Ok(f32_storage(softmax::cross_entropy(x, t, w, args)?))
     }
 
     fn cross_entropy_backward(
         &self,
         logits: &Storage,
         targets: &Storage,
+        weights: Option<&Storage>,
         grad_rows: &Storage,
         args: &CrossEntropyArgs,
     ) -> Result<Storage> {
         const OP: &str = "cross_entropy";
-        let locked = read_all(OP, &[logits, targets, grad_rows])?;
+        let mut inputs = vec![logits, targets, grad_rows];
+        inputs.extend(weights);
+        let locked = read_all(OP, &inputs)?;
         let (x, t, g) = (locked.f32(0, OP)?, locked.u32(1, OP)?, locked.f32(2, OP)?);
+        let w = class_weights(OP, &locked, weights.is_some().then_some(3), args)?;
         check_dims(OP, &[args.rows, args.classes], x.len())?;
         check_dims(OP, &[args.rows], t.len().min(g.len()))?;
-        check_indices(OP, &t[..args.rows], args.classes)?;
-        Ok(f32_storage(softmax::cross_entropy_backward(x, t, g, args)?))
+        check_targets(OP, &t[..args.rows], args)?;
+        Ok(f32_storage(softmax::cross_entropy_backward(x, t, w, g, args)?))
     }
 
     fn attention_forward(
@@ -620,6 +633,36 @@ fn check_pool_grad(op: &'static str, geom: &ConvGeom, len: usize) -> Result<()> 
 }
 
 /// Every index below `limit`, or `IndexOutOfRange` at the first that is not.
+/// Class targets below `args.classes`, or equal to its `ignore_index`.
+fn check_targets(op: &'static str, targets: &[u32], args: &CrossEntropyArgs) -> Result<()> {
+    let bad = |&t: &u32| t as usize >= args.classes && Some(t) != args.ignore_index;
+    match targets.iter().position(bad) {
+        None => Ok(()),
+        Some(position) => {
+            Err(Error::IndexOutOfRange { op, index: targets[position] as i64, limit: args.classes, position })
+        }
+    }
+}
+
+/// The `[classes]` weights, locked storage `slot` when passed (which `args.weighted` must agree
+/// with).
+fn class_weights<'a>(
+    op: &'static str,
+    locked: &'a Locked<'_>,
+    slot: Option<usize>,
+    args: &CrossEntropyArgs,
+) -> Result<Option<&'a [f32]>> {
+    if slot.is_some() != args.weighted {
+        return Err(Error::invalid(op, "the weight storage and the arguments disagree"));
+    }
+    let Some(slot) = slot else {
+        return Ok(None);
+    };
+    let w = locked.f32(slot, op)?;
+    check_dims(op, &[args.classes], w.len())?;
+    Ok(Some(&w[..args.classes]))
+}
+
 fn check_indices(op: &'static str, indices: &[u32], limit: usize) -> Result<()> {
     match indices.iter().position(|&i| i as usize >= limit) {
         None => Ok(()),

@@ -58,48 +58,78 @@ pub fn softmax_backward(y: &[f32], grad: &[f32], cols: usize, log: bool) -> Resu
     Ok(out)
 }
 
-/// Per-row loss `-sum(q * log_softmax(x))` with `q = (1-s)·onehot(t) + s/C`.
-pub fn cross_entropy(logits: &[f32], targets: &[u32], args: &CrossEntropyArgs) -> Result<Vec<f32>> {
-    let c = args.classes;
+/// The weight of class `j` (1 when unweighted).
+fn weight_of(w: Option<&[f32]>, j: usize) -> f32 {
+    w.map_or(1.0, |w| w[j])
+}
+
+/// The row's target class, `None` when the row is ignored.
+fn target_class(t: u32, args: &CrossEntropyArgs) -> Option<usize> {
+    (Some(t) != args.ignore_index).then_some(t as usize)
+}
+
+/// Per-row loss `-sum(q * w * log_softmax(x))` with `q = (1-s)·onehot(t) + s/C` (see
+/// [`CrossEntropyArgs`]), then (with weights or an ignored value) the rows' weights `w[t]`.
+pub fn cross_entropy(logits: &[f32], targets: &[u32], w: Option<&[f32]>, args: &CrossEntropyArgs) -> Result<Vec<f32>> {
+    let (c, rows) = (args.classes, args.rows);
     let s = args.smoothing;
-    let mut out = super::buffer_pool::zeroed("cross_entropy", args.rows)?;
-    out.par_iter_mut().enumerate().for_each(|(r, o)| {
+    let mut out = super::buffer_pool::zeroed("cross_entropy", rows * args.outputs_per_row())?;
+    let (losses, weights) = out.split_at_mut(rows);
+    losses.par_iter_mut().enumerate().for_each(|(r, o)| {
+        let Some(target) = target_class(targets[r], args) else {
+            *o = 0.0;
+            return;
+        };
         let row = &logits[r * c..(r + 1) * c];
         let (max, sum) = max_and_sum_exp(row);
         let log_sum = sum.ln();
-        let target = targets[r] as usize;
-        let nll = (max - row[target]) + log_sum;
+        let nll = weight_of(w, target) * ((max - row[target]) + log_sum);
         *o = if s > 0.0 {
-            // Mean of the gaps to the maximum, each in [0, spread]: exact at any logit size,
+            // Sum of the gaps to the maximum, each in [0, spread]: exact at any logit size,
             // where summing the raw logits first would cancel catastrophically.
-            let mean_nll = row.iter().map(|&x| max - x).sum::<f32>() / c as f32 + log_sum;
-            (1.0 - s) * nll + s * mean_nll
+            let (gaps, total) = match w {
+                None => (row.iter().map(|&x| max - x).sum::<f32>(), c as f32),
+                Some(w) => (row.iter().zip(w).map(|(&x, &w)| w * (max - x)).sum::<f32>(), w.iter().sum()),
+            };
+            (1.0 - s) * nll + s / c as f32 * (gaps + total * log_sum)
         } else {
             nll
         };
     });
+    // Empty unless weighted or ignoring.
+    for (o, &t) in weights.iter_mut().zip(targets) {
+        *o = target_class(t, args).map_or(0.0, |t| weight_of(w, t));
+    }
     Ok(out)
 }
 
-/// `d loss_r / d logits = g_r * (softmax(x_r) - q_r)`.
+/// `d loss_r / d x_j = g_r * (A·softmax(x_r)_j - q_j)` with `A = (1-s)·w[t] + (s/C)·Σw` and
+/// `q_j = (1-s)·w[t]·[j = t] + (s/C)·w[j]`; zero on ignored rows.
 pub fn cross_entropy_backward(
     logits: &[f32],
     targets: &[u32],
+    w: Option<&[f32]>,
     grad_rows: &[f32],
     args: &CrossEntropyArgs,
 ) -> Result<Vec<f32>> {
     let c = args.classes;
     let s = args.smoothing;
+    let total = w.map_or(c as f32, |w| w.iter().sum());
     let mut out = super::buffer_pool::take("cross_entropy", args.rows * c)?;
     out.par_chunks_mut(c.max(1)).enumerate().for_each(|(r, o)| {
+        let Some(target) = target_class(targets[r], args) else {
+            o.fill(0.0);
+            return;
+        };
         let row = &logits[r * c..(r + 1) * c];
         let (max, sum) = max_and_sum_exp(row);
         let inv_sum = 1.0 / sum;
         let g = grad_rows[r];
-        let target = targets[r] as usize;
+        let wt = (1.0 - s) * weight_of(w, target);
+        let a = wt + s / c as f32 * total;
         for (j, o) in o.iter_mut().enumerate() {
-            let q = s / c as f32 + if j == target { 1.0 - s } else { 0.0 };
-            *o = g * ((row[j] - max).exp() * inv_sum - q);
+            let q = s / c as f32 * weight_of(w, j) + if j == target { wt } else { 0.0 };
+            *o = g * (a * (row[j] - max).exp() * inv_sum - q);
         }
     });
     Ok(out)

@@ -305,18 +305,25 @@ impl Backend for WgpuBackend {
         self.softmax_backward_kernel(y, grad, rows, cols, log)
     }
 
-    fn cross_entropy(&self, logits: &Storage, targets: &Storage, args: &CrossEntropyArgs) -> Result<Storage> {
-        self.cross_entropy_kernel(logits, targets, args)
+    fn cross_entropy(
+        &self,
+        logits: &Storage,
+        targets: &Storage,
+        weights: Option<&Storage>,
+        args: &CrossEntropyArgs,
+    ) -> Result<Storage> {
+        self.cross_entropy_kernel(logits, targets, weights, args)
     }
 
     fn cross_entropy_backward(
         &self,
         logits: &Storage,
         targets: &Storage,
+        weights: Option<&Storage>,
         grad_rows: &Storage,
         args: &CrossEntropyArgs,
     ) -> Result<Storage> {
-        self.cross_entropy_backward_kernel(logits, targets, grad_rows, args)
+        self.cross_entropy_backward_kernel(logits, targets, weights, grad_rows, args)
     }
 
     fn attention_forward(

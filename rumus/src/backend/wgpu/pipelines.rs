@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use super::attention::{constants_128, constants_32, constants_64, AttentionParams};
 use super::copy::CopyParams;
-use super::cross_entropy::CrossEntropyParams;
+use super::cross_entropy::{cross_entropy_constants, CrossEntropyParams};
 use super::elementwise::{binary_constants, unary_constants, BinaryParams, UnaryParams};
 use super::fill::FillParams;
 use super::index::IndexParams;
@@ -105,8 +105,10 @@ pub(crate) const SOFTMAX: Shader = shader!("softmax", SoftmaxParams).row_reduce(
 pub(crate) const SOFTMAX_BACKWARD: Shader = shader!("softmax_backward", SoftmaxBackwardParams).row_reduce();
 pub(crate) const LAYER_NORM: Shader = shader!("layer_norm", LayerNormParams).row_reduce();
 pub(crate) const LAYER_NORM_BACKWARD: Shader = shader!("layer_norm_backward", LayerNormParams).row_reduce();
-pub(crate) const CROSS_ENTROPY: Shader =
-    shader!("cross_entropy", CrossEntropyParams).row_reduce().including(&[ROW_MAX_SUM]);
+pub(crate) const CROSS_ENTROPY: Shader = shader!("cross_entropy", CrossEntropyParams)
+    .with_constants(cross_entropy_constants)
+    .row_reduce()
+    .including(&[ROW_MAX_SUM]);
 pub(crate) const IM2COL: Shader = shader!("im2col", WindowParams).including(&[WINDOW]);
 pub(crate) const COL2IM: Shader = shader!("col2im", WindowParams).including(&[WINDOW]);
 pub(crate) const CONV2D: Shader = shader!("conv2d", WindowParams).including(&[WINDOW]);

@@ -269,14 +269,15 @@ pub(crate) fn binary(b: &WgpuBackend) -> Result<()> {
 }
 
 /// Two rows of ten classes (the short-row kernels).
-const CROSS_ENTROPY: CrossEntropyArgs = CrossEntropyArgs { rows: 2, classes: 10, smoothing: 0.0 };
+const CROSS_ENTROPY: CrossEntropyArgs =
+    CrossEntropyArgs { rows: 2, classes: 10, smoothing: 0.0, weighted: false, ignore_index: None };
 
 pub(crate) fn cross_entropy(b: &WgpuBackend) -> Result<()> {
-    b.cross_entropy(&upload(b, 20)?, &b.from_u32(&[1, 7])?, &CROSS_ENTROPY).map(drop)
+    b.cross_entropy(&upload(b, 20)?, &b.from_u32(&[1, 7])?, None, &CROSS_ENTROPY).map(drop)
 }
 
 pub(crate) fn cross_entropy_backward(b: &WgpuBackend) -> Result<()> {
-    b.cross_entropy_backward(&upload(b, 20)?, &b.from_u32(&[1, 7])?, &upload(b, 2)?, &CROSS_ENTROPY).map(drop)
+    b.cross_entropy_backward(&upload(b, 20)?, &b.from_u32(&[1, 7])?, None, &upload(b, 2)?, &CROSS_ENTROPY).map(drop)
 }
 
 /// Sums over a batch axis (bias gradients)...
