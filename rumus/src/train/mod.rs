@@ -51,6 +51,7 @@ pub use callback::{Callback, Mode, TrainContext};
 pub use config::{Fit, NoValidation, ValidationData, ValidationFor, Verbosity};
 pub use csv_logger::CsvLogger;
 pub use early_stopping::EarlyStopping;
+pub(crate) use evaluate::evaluate_dataset;
 pub use evaluate::{evaluate, evaluate_with, predict, EvalSettings, Evaluation};
 pub use file_template::FileTemplate;
 pub use fit::fit;
