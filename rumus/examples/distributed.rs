@@ -8,7 +8,7 @@
 //!
 //! Flags: `--synthetic` (an MLP on 256 fixed random samples, on the CPU, SGD), `--epochs N`,
 //! `--batch-size B` (per rank), `--out DIR` (every rank asks to save `weights.safetensors`,
-//! `history.csv` and `ckpt-{epoch}.safetensors` there: only rank 0 writes), `--nan-rank R`
+//! `history.csv`, `ckpt-{epoch}.safetensors` and `rank{r}.txt` there: only rank 0 writes), `--nan-rank R`
 //! (rank R's inputs are NaN), `--exit-rank R` (rank R exits with status 3 after the first
 //! epoch), `--bench N` (also times N all-reduces of the model's gradient bucket). MNIST comes
 //! from `data/mnist` (or `RUMUS_MNIST_DIR`), fetched on first use.
@@ -121,6 +121,8 @@ where
         // Every rank asks; only rank 0 writes.
         model.save(dir.join("weights.safetensors"))?;
         history.to_csv(dir.join("history.csv"))?;
+        let note = format!("written by rank {} of {}\n", dist.rank(), dist.size());
+        rumus::io::write_atomic(&dir.join(format!("rank{}.txt", dist.rank())), note.as_bytes())?;
     }
     let epochs = history.epoch_seconds();
     let last = epochs.last().copied().unwrap_or(0.0);

@@ -15,6 +15,7 @@ pub fn writes_files() -> bool {
 }
 
 /// Sets [`writes_files`].
+#[cfg(feature = "mpi")]
 pub(crate) fn set_writes_files(writes: bool) {
     WRITES.store(writes, Ordering::Relaxed);
 }
