@@ -10,7 +10,8 @@
 //! `--batch-size B` (per rank), `--out DIR` (every rank asks to save `weights.safetensors`,
 //! `history.csv`, `ckpt-{epoch}.safetensors` and `rank{r}.txt` there: only rank 0 writes), `--nan-rank R`
 //! (rank R's inputs are NaN), `--exit-rank R` (rank R exits with status 3 after the first
-//! epoch), `--bench N` (also times N all-reduces of the model's gradient bucket). MNIST comes
+//! epoch), `--steps N` (MNIST: N steps per epoch), `--random N` (N random MNIST-shaped
+//! images instead of MNIST, for timing), `--bench N` (also times N all-reduces of the model's gradient bucket). MNIST comes
 //! from `data/mnist` (or `RUMUS_MNIST_DIR`), fetched on first use.
 
 use std::path::PathBuf;
@@ -88,6 +89,14 @@ fn synthetic() -> Result<ClassDataset<Shape1<16>, 4>> {
         labels.push(class);
         data.extend(x);
     }
+    ClassDataset::new(data, labels)
+}
+
+/// `n` random MNIST-shaped images with random labels (`--random N`: timing without the data).
+fn random_images(n: usize, seed: u64) -> Result<rumus::data::mnist::Mnist> {
+    let mut rng = rumus::rng::Rng::new(seed);
+    let data = (0..n * 784).map(|_| rng.uniform()).collect();
+    let labels = (0..n).map(|_| rng.below(10) as u32).collect();
     ClassDataset::new(data, labels)
 }
 
@@ -178,11 +187,18 @@ fn run(dist: &Distributed) -> Result<()> {
     }
     let batch = number("--batch-size", 64);
     let device = Device::best();
-    let (train_set, test) = rumus::data::mnist::load_or_fetch("data/mnist")?;
+    let (train_set, test) = match setting("--random").and_then(|n| n.parse::<usize>().ok()) {
+        Some(n) => (random_images(n, 1)?, random_images(n.div_ceil(8), 2)?),
+        None => rumus::data::mnist::load_or_fetch("data/mnist")?,
+    };
     let mut model = LeNet::new(&device, 42)?;
     if dist.is_root() {
         println!("LeNet-5 on {device}, {} ranks ({dist:?}), {batch} samples per rank and step", dist.size());
     }
-    let fit = Fit::epochs(epochs).batch_size(batch).optimizer(Adam::new(1e-3)).validation(&test);
+    let mut fit = Fit::epochs(epochs).batch_size(batch).optimizer(Adam::new(1e-3));
+    if let Some(steps) = setting("--steps").and_then(|s| s.parse().ok()) {
+        fit = fit.steps_per_epoch(steps);
+    }
+    let fit = fit.validation(&test);
     train(dist, &mut model, &train_set, &test, fit)
 }
