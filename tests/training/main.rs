@@ -9,6 +9,7 @@ mod common;
 
 mod checkpoint;
 mod data;
+mod distributed;
 mod fetch;
 mod gpt_fixture;
 mod gpt_learns;
