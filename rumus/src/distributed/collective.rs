@@ -8,7 +8,7 @@ use crate::train::{EvalSettings, Evaluation};
 use crate::{Model, Result};
 
 /// The operations over every process of a job that data-parallel training uses. MPI implements
-/// it ([`Mpi`](super::Mpi), with the `mpi` feature); an NCCL or Gloo engine would be another
+/// it (`Mpi`, with the `mpi` feature); an NCCL or Gloo engine would be another
 /// implementation. Every rank must call the same operations in the same order with buffers of
 /// the same length.
 pub trait Collective {

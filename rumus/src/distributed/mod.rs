@@ -2,7 +2,7 @@
 //! the whole model, trains on its share of each global batch, and the gradients are averaged
 //! over the ranks before every optimizer step, so every rank takes the same step.
 //!
-//! The engine is a [`Collective`]: MPI ([`Mpi`], with the `mpi` feature, launched by
+//! The engine is a [`Collective`]: MPI (`Mpi`, with the `mpi` feature, launched by
 //! `mpirun`), or [`Distributed::single`] (one process, for tests and for code that runs either
 //! way). Another engine (NCCL, Gloo) is another implementation of the trait. Hand the handle to
 //! [`Fit::distributed`](crate::train::Fit::distributed):
