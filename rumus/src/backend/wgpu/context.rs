@@ -283,6 +283,35 @@ mod tests {
 
     const ALL: Backends = Backends::VULKAN.union(Backends::METAL).union(Backends::DX12).union(Backends::GL);
 
+    fn adapter(name: &str, bus: &str) -> ::wgpu::AdapterInfo {
+        ::wgpu::AdapterInfo {
+            name: name.into(),
+            vendor: 0x10de,
+            device: 0,
+            device_type: ::wgpu::DeviceType::DiscreteGpu,
+            device_pci_bus_id: bus.into(),
+            driver: String::new(),
+            driver_info: String::new(),
+            backend: ::wgpu::Backend::Vulkan,
+            subgroup_min_size: 32,
+            subgroup_max_size: 32,
+            transient_saves_memory: None,
+            limit_bucket: None,
+        }
+    }
+
+    #[test]
+    fn an_adapter_is_named_by_index_or_pci_bus_id_and_a_wrong_name_lists_them() {
+        let infos = [adapter("gpu0", "0000:3b:00.0"), adapter("gpu1", "0000:86:00.0"), adapter("llvmpipe", "")];
+        assert_eq!(adapter_index("1", &infos), Ok(1));
+        assert_eq!(adapter_index("0000:86:00.0", &infos), Ok(1));
+        assert_eq!(adapter_index("3B:00.0", &infos), Ok(0));
+        for wrong in ["3", "0000:00:00.0", "first"] {
+            let err = adapter_index(wrong, &infos).unwrap_err();
+            assert!(err.contains(&format!("{wrong:?}")) && err.contains("1: gpu1"), "{err}");
+        }
+    }
+
     #[test]
     fn unset_or_empty_tries_vulkan_metal_and_dx12() {
         for forced in [None, Some(""), Some("  ")] {
