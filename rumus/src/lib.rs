@@ -27,6 +27,7 @@ pub mod autograd;
 pub mod backend;
 pub mod data;
 mod device;
+pub mod distributed;
 mod error;
 pub mod generate;
 pub mod io;

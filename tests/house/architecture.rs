@@ -1,8 +1,8 @@
 //! The layering of docs/ARCHITECTURE.md, checked on the source: bottom to top, error/rng →
 //! backend (kernels only) → tensor/autograd → ops (the only callers of `Backend`) → nn/optim →
-//! data/io → train/model.
+//! data/io → train/model/distributed.
 //!
-//! - `nn/`, `optim/`, `data/`, `io/`, `train/`, `model.rs` and `warmup.rs` never name the
+//! - `nn/`, `optim/`, `data/`, `io/`, `train/`, `distributed/`, `model.rs` and `warmup.rs` never name the
 //!   backend: no `crate::backend` path (also inside `use crate::{…}` groups) and no `.backend()`
 //!   call. They reach kernels through ops; the plain kernel vocabulary they need (`BinaryOp`,
 //!   `DType`, `OptimizerStep`) is re-exported by `ops`. `EXCEPTIONS` lists, with reasons, the
@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 
 /// Layers above `ops`, relative to `rumus/src`.
-const ABOVE_OPS: &[&str] = &["nn", "optim", "data", "io", "train", "model.rs", "warmup.rs"];
+const ABOVE_OPS: &[&str] = &["nn", "optim", "data", "io", "train", "distributed", "model.rs", "warmup.rs"];
 
 /// What `backend/` may name of the crate (`crate::<this>`): the modules below it and their items.
 const BELOW_BACKEND: &[&str] =

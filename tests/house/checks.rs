@@ -97,6 +97,25 @@ fn clippy_finds_nothing() {
             "warnings",
         ]),
     );
+    // The `mpi` feature (rumus::distributed::Mpi, the distributed example) needs an MPI library;
+    // tests/reliability/mpi.rs says when it is missing.
+    if Command::new("mpicc").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        check(
+            "clippy warns on the `mpi` feature (denied)",
+            &mut cargo(&[
+                "clippy",
+                "-p",
+                "rumus",
+                "--features",
+                "mpi",
+                "--all-targets",
+                "--release",
+                "--",
+                "-D",
+                "warnings",
+            ]),
+        );
+    }
 }
 
 /// Broken intra-doc links, bare URLs, unclosed HTML tags ... in any crate's docs. `--release`

@@ -11,4 +11,5 @@ mod checkpoint;
 mod data;
 mod gpu;
 mod long_run;
+mod mpi;
 mod tensors;

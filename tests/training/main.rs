@@ -10,6 +10,7 @@ mod common;
 mod callbacks;
 mod checkpoint;
 mod data;
+mod distributed;
 mod fetch;
 mod file_datasets;
 mod fit_losses;

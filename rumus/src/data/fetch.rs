@@ -118,7 +118,7 @@ pub(crate) fn fetch_mnist(dir: &Path, wanted: &[&str]) -> Result<()> {
         };
         let bytes = read_entry(&mut entry, MAX_ENTRY_BYTES, name, &tarball)?;
         let target = dir.join(name);
-        crate::io::write_atomic(&target, &bytes)?;
+        crate::io::write_atomic_always(&target, &bytes)?;
         found.push(name.to_string());
     }
     let missing: Vec<&&str> = wanted.iter().filter(|w| !found.iter().any(|f| f == *w)).collect();

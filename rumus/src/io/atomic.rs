@@ -50,14 +50,31 @@ fn create_temp(path: &Path) -> std::io::Result<(PathBuf, File)> {
     Err(last.unwrap_or_else(|| std::io::Error::new(ErrorKind::AlreadyExists, "no free temporary name")))
 }
 
-/// Replaces `path` with `bytes` atomically.
+/// Replaces `path` with `bytes` atomically (nothing is written where
+/// [`writes_files`](super::writes_files) is false: ranks other than 0 of a distributed job).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic_with(path, |file| file.write_all(bytes))
 }
 
+/// [`write_atomic`] in every process, the ranks of a distributed job included: for data
+/// downloads, which each rank reads back.
+#[cfg(feature = "fetch")]
+pub(crate) fn write_atomic_always(path: &Path, bytes: &[u8]) -> Result<()> {
+    replace_with(path, |file| file.write_all(bytes))
+}
+
 /// Replaces `path` with what `write` writes, atomically: if `write`, the flush or the rename
-/// fails, the temporary file is removed and `path` keeps its previous contents.
+/// fails, the temporary file is removed and `path` keeps its previous contents. Where
+/// [`writes_files`](super::writes_files) is false (ranks other than 0 of a distributed job) it
+/// writes nothing and returns `Ok`.
 pub fn write_atomic_with(path: &Path, write: impl FnOnce(&mut File) -> std::io::Result<()>) -> Result<()> {
+    if !super::writes_files() {
+        return Ok(());
+    }
+    replace_with(path, write)
+}
+
+fn replace_with(path: &Path, write: impl FnOnce(&mut File) -> std::io::Result<()>) -> Result<()> {
     if path.file_name().is_none() {
         return Err(Error::invalid("save", format!("{} is not a file path", path.display())));
     }

@@ -5,7 +5,13 @@
 mod atomic;
 mod checkpoint;
 mod optimizer_state;
+mod writer_rank;
 
+#[cfg(feature = "fetch")]
+pub(crate) use atomic::write_atomic_always;
 pub use atomic::{write_atomic, write_atomic_with};
 pub use checkpoint::{load_module, module_from_bytes, module_to_bytes, save_module};
 pub use optimizer_state::{load_optimizer, save_optimizer};
+#[cfg(feature = "mpi")]
+pub(crate) use writer_rank::set_writes_files;
+pub use writer_rank::writes_files;

@@ -5,6 +5,7 @@
 //! types are checked against the model at compile time like the training data's.
 
 use crate::data::{Dataset, SampleFor, TargetFor};
+use crate::distributed::{DataParallel, Distributed};
 use crate::optim::{Optimizer, Schedule};
 use crate::{Error, Model, RawTensor, Result};
 
@@ -45,6 +46,16 @@ pub trait ValidationFor<M: Model> {
     /// Whether there is validation data.
     #[doc(hidden)]
     fn present(&self) -> bool;
+
+    /// [`evaluate_on`](Self::evaluate_on) sharded over the ranks of `dist`, the sums reduced.
+    #[doc(hidden)]
+    fn evaluate_distributed(
+        &self,
+        model: &M,
+        settings: &EvalSettings,
+        samples: Option<usize>,
+        dist: &Distributed,
+    ) -> Result<Option<Evaluation>>;
 }
 
 impl<M: Model> ValidationFor<M> for NoValidation {
@@ -54,6 +65,16 @@ impl<M: Model> ValidationFor<M> for NoValidation {
 
     fn present(&self) -> bool {
         false
+    }
+
+    fn evaluate_distributed(
+        &self,
+        _: &M,
+        _: &EvalSettings,
+        _: Option<usize>,
+        _: &Distributed,
+    ) -> Result<Option<Evaluation>> {
+        Ok(None)
     }
 }
 
@@ -69,6 +90,21 @@ where
 
     fn present(&self) -> bool {
         true
+    }
+
+    fn evaluate_distributed(
+        &self,
+        model: &M,
+        settings: &EvalSettings,
+        samples: Option<usize>,
+        dist: &Distributed,
+    ) -> Result<Option<Evaluation>> {
+        let all: Vec<usize> = (0..self.0.len()).collect();
+        let indices = match samples {
+            Some(n) => fixed_subset(all, n),
+            None => all,
+        };
+        DataParallel::new(dist.clone()).evaluate(model, self.0, indices, settings).map(Some)
     }
 }
 
@@ -106,6 +142,7 @@ pub struct Fit<'a, V = NoValidation> {
     pub(crate) steps_per_epoch: Option<usize>,
     pub(crate) accumulate_grad_batches: usize,
     pub(crate) validation_steps: Option<usize>,
+    pub(crate) distributed: Option<Distributed>,
 }
 
 impl Fit<'_, NoValidation> {
@@ -133,6 +170,7 @@ impl Fit<'_, NoValidation> {
             steps_per_epoch: None,
             accumulate_grad_batches: 1,
             validation_steps: None,
+            distributed: None,
         }
     }
 }
@@ -179,6 +217,7 @@ impl<'a, V> Fit<'a, V> {
             steps_per_epoch: self.steps_per_epoch,
             accumulate_grad_batches: self.accumulate_grad_batches,
             validation_steps: self.validation_steps,
+            distributed: self.distributed,
         }
     }
 
@@ -317,6 +356,19 @@ impl<'a, V> Fit<'a, V> {
     /// evaluate whole every epoch. Default: all of them. 0 is an error.
     pub fn validation_steps(mut self, steps: usize) -> Self {
         self.validation_steps = Some(steps);
+        self
+    }
+
+    /// Data-parallel training over the ranks of `dist` (see [`crate::distributed`]):
+    /// [`batch_size`](Self::batch_size) is per rank, so each step averages the gradients of
+    /// `batch_size · dist.size()` samples, and an incomplete last global batch of an epoch is
+    /// dropped (with one rank: as [`drop_last`](Self::drop_last)). Rank 0's weights are
+    /// broadcast when `fit` starts; every rank gets the same reduced metrics and `History`;
+    /// only rank 0 prints and writes files. A step where a rank's gradients are NaN or
+    /// infinite, or its step fails, ends `fit` on every rank with an error naming that rank;
+    /// any other failure of one rank ends the whole job (`Collective::abort`).
+    pub fn distributed(mut self, dist: &Distributed) -> Self {
+        self.distributed = Some(dist.clone());
         self
     }
 

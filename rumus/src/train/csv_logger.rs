@@ -63,6 +63,9 @@ fn field(value: &str) -> String {
 
 impl Callback for CsvLogger {
     fn on_train_begin(&mut self, _ctx: &mut TrainContext<'_>) -> Result<()> {
+        if !crate::io::writes_files() {
+            return Ok(()); // a rank other than 0 of a distributed job
+        }
         if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
         }
@@ -78,6 +81,9 @@ impl Callback for CsvLogger {
     }
 
     fn on_epoch_end(&mut self, epoch: usize, logs: &Logs, _ctx: &mut TrainContext<'_>) -> Result<()> {
+        if !crate::io::writes_files() {
+            return Ok(());
+        }
         if self.columns.is_empty() {
             self.columns = logs.names().map(str::to_string).collect();
             let empty = std::fs::metadata(&self.path).map_err(|e| Error::io(&self.path, e))?.len() == 0;

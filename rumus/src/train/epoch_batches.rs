@@ -15,6 +15,8 @@ pub(crate) struct EpochBatches<'a, D: Dataset> {
     loader: DataLoader<'a, D>,
     prefetch: bool,
     stream: Option<Stream>,
+    /// Data-parallel: `(rank, size)`; this rank takes its slice of every global batch.
+    shard: Option<(usize, usize)>,
 }
 
 /// The sample stream behind fixed-size epochs: the loader's pass orders one after another.
@@ -38,12 +40,38 @@ impl<'a, D: Dataset> EpochBatches<'a, D> {
         batches: Option<usize>,
     ) -> Self {
         let stream = batches.map(|batches| Stream { batches, pending: VecDeque::new(), next_pass: 0 });
-        EpochBatches { dataset, device: device.clone(), loader, prefetch, stream }
+        EpochBatches { dataset, device: device.clone(), loader, prefetch, stream, shard: None }
+    }
+
+    /// Rank `rank` of `size` trains on the `rank`-th `batch_size` samples of every global batch
+    /// of `batch_size · size` (see `distributed::shard_global_batches`).
+    pub(crate) fn shard(mut self, rank: usize, size: usize) -> Self {
+        self.shard = Some((rank, size));
+        self
+    }
+
+    /// Whether an epoch has no batch.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Batches per epoch.
     pub(crate) fn len(&self) -> usize {
-        self.stream.as_ref().map_or(self.loader.len(), |s| s.batches)
+        match (&self.stream, self.shard) {
+            (Some(s), _) => s.batches,
+            (None, Some((_, size))) => self.loader.num_samples() / self.loader.batch_size().saturating_mul(size).max(1),
+            (None, None) => self.loader.len(),
+        }
+    }
+
+    /// The samples of `order` this rank trains on, in order.
+    fn mine(&self, order: Vec<usize>) -> Vec<usize> {
+        match self.shard {
+            Some((rank, size)) => {
+                crate::distributed::shard_global_batches(&order, self.loader.batch_size(), rank, size)
+            }
+            None => order,
+        }
     }
 
     /// Runs `f` on every batch of epoch `epoch` in order.
@@ -52,11 +80,19 @@ impl<'a, D: Dataset> EpochBatches<'a, D> {
         epoch: usize,
         f: impl FnMut(Batch<D::Sample>) -> Result<ControlFlow<()>>,
     ) -> Result<()> {
-        let Some(stream) = &mut self.stream else {
-            return self.loader.for_each(epoch, f);
-        };
         let batch_size = self.loader.batch_size();
-        let need = stream.batches.checked_mul(batch_size).ok_or_else(|| {
+        let Some(stream) = &mut self.stream else {
+            if self.shard.is_none() {
+                return self.loader.for_each(epoch, f);
+            }
+            let indices = self.mine(self.loader.epoch_order(epoch));
+            return DataLoader::new(self.dataset, batch_size, &self.device)?
+                .prefetch(self.prefetch)
+                .with_indices(indices)?
+                .for_each(0, f);
+        };
+        let ranks = self.shard.map_or(1, |(_, size)| size);
+        let need = stream.batches.checked_mul(batch_size).and_then(|n| n.checked_mul(ranks)).ok_or_else(|| {
             Error::invalid("fit", format!("steps_per_epoch: {} batches of {batch_size} overflow", stream.batches))
         })?;
         while stream.pending.len() < need {
@@ -68,6 +104,7 @@ impl<'a, D: Dataset> EpochBatches<'a, D> {
             stream.next_pass += 1;
         }
         let indices: Vec<usize> = stream.pending.drain(..need).collect();
+        let indices = self.mine(indices);
         DataLoader::new(self.dataset, batch_size, &self.device)?
             .prefetch(self.prefetch)
             .with_indices(indices)?

@@ -5,6 +5,7 @@ use std::ops::ControlFlow;
 use std::time::Instant;
 
 use crate::data::{Batch, DataLoader, Dataset, SampleFor, Target, TargetFor, TargetKind};
+use crate::distributed::DataParallel;
 use crate::nn::{named_parameters, Param};
 use crate::optim::schedule::Progress as SchedulePoint;
 use crate::optim::{clip_grad_norm, Adam, Optimizer, Schedule};
@@ -61,6 +62,17 @@ where
         cfg.prefetch,
         cfg.steps_per_epoch.map(|steps| steps.saturating_mul(cfg.accumulate_grad_batches)),
     );
+    let dp = cfg.distributed.take().map(DataParallel::new);
+    if let Some(dp) = &dp {
+        batches = batches.shard(dp.rank(), dp.size());
+        if batches.is_empty() {
+            return Err(Error::Data(format!(
+                "fit: {n_train} training samples give no global batch of {} ranks x {}",
+                dp.size(),
+                cfg.batch_size
+            )));
+        }
+    }
     if cfg.validation_split.is_some() && n_val == 0 {
         return Err(Error::Data(format!("fit: validation_split leaves no validation sample out of {n}")));
     }
@@ -80,21 +92,35 @@ where
         }
     });
 
-    let mut trainer = Trainer::new(model, &mut cfg, loss, (kind, metrics, validated), &device, batches.len())?;
-    super::build_warning::warn_once_if_debug_build();
-    trainer.check_callbacks()?;
-    trainer.each_callback(|cb, ctx| cb.on_train_begin(ctx))?;
-    for epoch in 0..trainer.epochs {
-        let started = Instant::now();
-        trainer.each_callback(|cb, ctx| cb.on_epoch_begin(epoch, ctx))?;
-        let mut logs = trainer.train_epoch(epoch, &mut batches)?;
-        let held_out = validation_split.as_deref().map(|indices| (train, indices));
-        trainer.validate(held_out, (&cfg.validation, validation_samples), &eval_settings, &mut logs)?;
-        if trainer.end_epoch(epoch, logs, started)? {
-            break;
-        }
+    let mut trainer = Trainer::new(model, &mut cfg, loss, (kind, metrics, validated), &device, batches.len(), dp)?;
+    if trainer.dp.as_ref().is_none_or(|dp| dp.rank() == 0) {
+        super::build_warning::warn_once_if_debug_build();
     }
-    trainer.finish()
+    // Every rank checks the same callbacks against the same names, so a mistake ends each
+    // rank here, before any collective.
+    trainer.check_callbacks()?;
+    let run = (|| {
+        if let Some(dp) = &trainer.dp {
+            dp.broadcast_model(&*trainer.model)?;
+        }
+        trainer.each_callback(|cb, ctx| cb.on_train_begin(ctx))?;
+        for epoch in 0..trainer.epochs {
+            let started = Instant::now();
+            trainer.each_callback(|cb, ctx| cb.on_epoch_begin(epoch, ctx))?;
+            let mut logs = trainer.train_epoch(epoch, &mut batches)?;
+            let held_out = validation_split.as_deref().map(|indices| (train, indices));
+            trainer.validate(held_out, (&cfg.validation, validation_samples), &eval_settings, &mut logs)?;
+            if trainer.end_epoch(epoch, logs, started)? {
+                break;
+            }
+        }
+        Ok(())
+    })();
+    match (run, &trainer.dp) {
+        (Ok(()), _) => trainer.finish(),
+        (Err(e), Some(dp)) => Err(dp.fail(e)),
+        (Err(e), None) => Err(e),
+    }
 }
 
 /// The loader of the training samples `0..n_train`, shuffled per epoch as `cfg` says; an
@@ -145,6 +171,8 @@ struct Trainer<'m, 'c, M: Model> {
     device: Device,
     /// Batches per epoch.
     batches: usize,
+    /// Data-parallel training: this rank's side of the collectives.
+    dp: Option<DataParallel>,
 }
 
 /// What each training step needs from the `Fit` settings.
@@ -169,12 +197,16 @@ impl<'m, 'c, M: Model> Trainer<'m, 'c, M> {
         (kind, metrics, validated): (TargetKind, MetricSet, bool),
         device: &Device,
         batches: usize,
+        dp: Option<DataParallel>,
     ) -> Result<Self> {
         let optimizer: Box<dyn Optimizer> = cfg.optimizer.take().unwrap_or_else(|| Box::new(Adam::new(1e-3)));
         let steps = batches.div_ceil(cfg.accumulate_grad_batches);
         if cfg.epochs.checked_mul(steps).is_none() {
             return Err(Error::invalid("fit", format!("{} epochs of {steps} steps overflow", cfg.epochs)));
         }
+        // Only rank 0 of a data-parallel job prints.
+        let verbosity =
+            if dp.as_ref().is_some_and(|dp| dp.rank() != 0) { super::Verbosity::Quiet } else { cfg.verbosity };
         Ok(Trainer {
             step: StepSettings {
                 params: named_parameters(&*model),
@@ -190,15 +222,16 @@ impl<'m, 'c, M: Model> Trainer<'m, 'c, M> {
             callbacks: std::mem::take(&mut cfg.callbacks),
             history: History::new(),
             stop: None,
-            progress: Progress::new(cfg.verbosity, cfg.epochs),
+            progress: Progress::new(verbosity, cfg.epochs),
             epochs: cfg.epochs,
-            verbosity: cfg.verbosity,
+            verbosity,
             kind,
             metric_names: metric_names(&metrics, kind, validated),
             metrics,
             classes: Vec::new(),
             device: device.clone(),
             batches,
+            dp,
         })
     }
 
@@ -251,10 +284,15 @@ impl<'m, 'c, M: Model> Trainer<'m, 'c, M> {
         let mut seen = 0;
         let mut step = 0;
         batches.for_each(epoch, |batch| {
-            self.train_batch(epoch, seen, batch, &mut stats, &mut pending)?;
+            if let Err(e) = self.train_batch(epoch, seen, batch, &mut stats, &mut pending) {
+                if let Some(dp) = &self.dp {
+                    dp.announce_failure(&self.step.params, (epoch, step));
+                }
+                return Err(e);
+            }
             seen += 1;
             if seen % self.step.accumulate == 0 || seen == self.batches {
-                self.optimizer_step(&mut pending)?;
+                self.optimizer_step(&mut pending, (epoch, step))?;
                 step += 1;
                 if self.progress.live() && step % self.step.progress_every == 0 && step < steps {
                     let logs = stats.read("")?.logs;
@@ -264,7 +302,12 @@ impl<'m, 'c, M: Model> Trainer<'m, 'c, M> {
             }
             Ok(ControlFlow::Continue(()))
         })?;
-        let Reading { logs, class_counts, confusion } = stats.read("")?;
+        let mut reading = stats.read("")?;
+        if let Some(dp) = &self.dp {
+            dp.reduce_reading(&mut reading, "")?;
+            dp.average_buffers(&*self.model)?;
+        }
+        let Reading { logs, class_counts, confusion } = reading;
         self.classes = vec![("", class_counts, confusion)];
         self.each_callback(|cb, ctx| cb.on_metrics(epoch, step, &logs, ctx))?;
         // Without a callback that handles it (TerminateOnNaN restores weights above), a
@@ -312,11 +355,14 @@ impl<'m, 'c, M: Model> Trainer<'m, 'c, M> {
         }
     }
 
-    /// Clips and applies the accumulated gradients.
-    fn optimizer_step(&mut self, pending: &mut Option<Gradients>) -> Result<()> {
+    /// Averages the accumulated gradients over the ranks (data-parallel), clips and applies them.
+    fn optimizer_step(&mut self, pending: &mut Option<Gradients>, at: (usize, usize)) -> Result<()> {
         let Some(mut grads) = pending.take() else {
             return Ok(());
         };
+        if let Some(dp) = &self.dp {
+            dp.average_gradients(&self.step.params, &mut grads, at)?;
+        }
         if let Some(max_norm) = self.step.clip_grad_norm {
             clip_grad_norm(&self.step.params, &mut grads, max_norm)?;
         }
@@ -334,9 +380,13 @@ impl<'m, 'c, M: Model> Trainer<'m, 'c, M> {
         logs: &mut Logs,
     ) -> Result<()> {
         self.model.set_training(false);
-        let validation = match held_out {
-            Some((train, indices)) => Some(evaluate_dataset(&*self.model, train, Some(indices.to_vec()), settings)?),
-            None => data.evaluate_on(&*self.model, settings, samples)?,
+        let validation = match (held_out, &self.dp) {
+            (Some((train, indices)), Some(dp)) => Some(dp.evaluate(&*self.model, train, indices.to_vec(), settings)?),
+            (Some((train, indices)), None) => {
+                Some(evaluate_dataset(&*self.model, train, Some(indices.to_vec()), settings)?)
+            }
+            (None, Some(dp)) => data.evaluate_distributed(&*self.model, settings, samples, dp.handle())?,
+            (None, None) => data.evaluate_on(&*self.model, settings, samples)?,
         };
         if let Some(v) = validation {
             for (name, value) in v.metrics.iter() {

@@ -1,6 +1,7 @@
 //! One wgpu instance, adapter, device and queue per process, created on first use. The adapter
 //! comes from Vulkan, Metal or DX12, whichever this platform has (`RUMUS_WGPU_BACKEND` forces
-//! one).
+//! one); `RUMUS_WGPU_ADAPTER` (an index or a PCI bus id) or, under an MPI launcher, the local
+//! rank chooses among several, so each process of a job on one host takes its own GPU.
 
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -72,6 +73,64 @@ fn choose_backends(forced: Option<&str>, compiled: ::wgpu::Backends) -> std::res
     Ok(backends)
 }
 
+/// Chooses the adapter by index or PCI bus id (one process per GPU).
+const ADAPTER_ENV: &str = "RUMUS_WGPU_ADAPTER";
+
+/// The launcher variables holding this process's rank among those on its host (Open MPI,
+/// MPICH/Intel MPI, Slurm): the default adapter index of a distributed job.
+const LOCAL_RANK_ENVS: [&str; 3] = ["OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"];
+
+/// The adapter `RUMUS_WGPU_ADAPTER` names (an index into the adapters, GPUs first, or a PCI bus
+/// id such as `0000:3b:00.0`), else, under an MPI launcher, the one at the local rank (modulo
+/// the GPUs present), else `None`: wgpu's high-performance choice.
+fn pick_adapter(
+    instance: &::wgpu::Instance,
+    backends: ::wgpu::Backends,
+) -> std::result::Result<Option<::wgpu::Adapter>, String> {
+    let named = std::env::var(ADAPTER_ENV).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    let local_rank =
+        LOCAL_RANK_ENVS.iter().find_map(|name| std::env::var(name).ok().and_then(|v| v.trim().parse::<usize>().ok()));
+    if named.is_none() && local_rank.is_none() {
+        return Ok(None);
+    }
+    let mut adapters = pollster::block_on(instance.enumerate_adapters(backends));
+    // Real GPUs first (stable: the driver's order otherwise), so indices 0.. are the GPUs.
+    adapters.sort_by_key(|a| !is_gpu(&a.get_info()));
+    let infos: Vec<::wgpu::AdapterInfo> = adapters.iter().map(|a| a.get_info()).collect();
+    let index = match named {
+        Some(name) => Some(adapter_index(&name, &infos)?),
+        None => {
+            let gpus = infos.iter().filter(|i| is_gpu(i)).count();
+            let count = if gpus > 0 { gpus } else { infos.len() };
+            local_rank.filter(|_| count > 0).map(|r| r % count)
+        }
+    };
+    Ok(index.map(|i| adapters.swap_remove(i)))
+}
+
+fn is_gpu(info: &::wgpu::AdapterInfo) -> bool {
+    matches!(info.device_type, ::wgpu::DeviceType::DiscreteGpu | ::wgpu::DeviceType::IntegratedGpu)
+}
+
+/// The position in `infos` that `name` (an index or a PCI bus id) names; an error listing them.
+fn adapter_index(name: &str, infos: &[::wgpu::AdapterInfo]) -> std::result::Result<usize, String> {
+    let found = match name.parse::<usize>() {
+        Ok(i) => (i < infos.len()).then_some(i),
+        Err(_) => {
+            let bus = |id: &str| id.trim().to_ascii_lowercase().trim_start_matches("0000:").to_string();
+            infos.iter().position(|i| !i.device_pci_bus_id.is_empty() && bus(&i.device_pci_bus_id) == bus(name))
+        }
+    };
+    found.ok_or_else(|| {
+        let list: Vec<String> = infos
+            .iter()
+            .enumerate()
+            .map(|(k, i)| format!("{k}: {} ({:?}, PCI {:?})", i.name, i.backend, i.device_pci_bus_id))
+            .collect();
+        format!("{ADAPTER_ENV}={name:?} names no adapter; the adapters are [{}]", list.join("; "))
+    })
+}
+
 impl WgpuContext {
     /// The shared context, created on the first call. Every later call returns the same one (or
     /// the same error).
@@ -93,8 +152,11 @@ impl WgpuContext {
             // Real limits: bucketing only matters for untrusted (browser) content.
             apply_limit_buckets: false,
         };
-        let adapter = pollster::block_on(instance.request_adapter(&options))
-            .map_err(|e| format!("{NO_ADAPTER_HELP} (tried {backends:?}: {e})"))?;
+        let adapter = match pick_adapter(&instance, backends)? {
+            Some(adapter) => adapter,
+            None => pollster::block_on(instance.request_adapter(&options))
+                .map_err(|e| format!("{NO_ADAPTER_HELP} (tried {backends:?}: {e})"))?,
+        };
         let info = adapter.get_info();
         let available = adapter.features();
         // Ask only for what the kernels use. SHADER_F16 only together with cooperative
@@ -220,6 +282,35 @@ mod tests {
     use ::wgpu::Backends;
 
     const ALL: Backends = Backends::VULKAN.union(Backends::METAL).union(Backends::DX12).union(Backends::GL);
+
+    fn adapter(name: &str, bus: &str) -> ::wgpu::AdapterInfo {
+        ::wgpu::AdapterInfo {
+            name: name.into(),
+            vendor: 0x10de,
+            device: 0,
+            device_type: ::wgpu::DeviceType::DiscreteGpu,
+            device_pci_bus_id: bus.into(),
+            driver: String::new(),
+            driver_info: String::new(),
+            backend: ::wgpu::Backend::Vulkan,
+            subgroup_min_size: 32,
+            subgroup_max_size: 32,
+            transient_saves_memory: None,
+            limit_bucket: None,
+        }
+    }
+
+    #[test]
+    fn an_adapter_is_named_by_index_or_pci_bus_id_and_a_wrong_name_lists_them() {
+        let infos = [adapter("gpu0", "0000:3b:00.0"), adapter("gpu1", "0000:86:00.0"), adapter("llvmpipe", "")];
+        assert_eq!(adapter_index("1", &infos), Ok(1));
+        assert_eq!(adapter_index("0000:86:00.0", &infos), Ok(1));
+        assert_eq!(adapter_index("3B:00.0", &infos), Ok(0));
+        for wrong in ["3", "0000:00:00.0", "first"] {
+            let err = adapter_index(wrong, &infos).unwrap_err();
+            assert!(err.contains(&format!("{wrong:?}")) && err.contains("1: gpu1"), "{err}");
+        }
+    }
 
     #[test]
     fn unset_or_empty_tries_vulkan_metal_and_dx12() {

