@@ -182,7 +182,13 @@ fn run(dist: &Distributed) -> Result<()> {
         let batch = number("--batch-size", 8);
         let data = synthetic()?;
         let mut model = Tiny::new(&Device::cpu(), 1 + dist.rank() as u64)?; // rank 0's weights win
-        let fit = Fit::epochs(epochs).batch_size(batch).optimizer(Sgd::new(0.1)).verbose(Verbosity::OneLinePerEpoch);
+                                                                            // F1 and the confusion matrix: their counts are summed over the ranks (not their scores
+                                                                            // averaged), so two ranks report the F1 of one.
+        let fit = Fit::epochs(epochs)
+            .batch_size(batch)
+            .optimizer(Sgd::new(0.1))
+            .metrics([Metric::F1, Metric::ConfusionMatrix])
+            .verbose(Verbosity::OneLinePerEpoch);
         return train(dist, &mut model, &data, &data, fit);
     }
     let batch = number("--batch-size", 64);

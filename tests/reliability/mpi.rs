@@ -107,6 +107,15 @@ fn tensors(path: &Path) -> Vec<(String, Vec<f32>)> {
     out
 }
 
+/// The values of column `name` of a history CSV, one per epoch.
+fn column(path: &Path, name: &str) -> Vec<f32> {
+    let text = std::fs::read_to_string(path).expect("history.csv");
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let at = header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("no {name} in {header:?}"));
+    lines.map(|l| l.split(',').nth(at).and_then(|v| v.parse().ok()).expect("a number")).collect()
+}
+
 fn files(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .expect("folder")
@@ -157,6 +166,12 @@ fn two_ranks_of_batch_b_train_the_weights_of_one_rank_of_batch_2b_and_only_rank_
         }
     }
     assert!(worst <= TOLERANCE, "two ranks of 8 and one of 16 differ by {worst} (> {TOLERANCE})");
+    // The epochs' F1 (from per-class counts summed over the ranks) is the one rank's.
+    let (f1_two, f1_one) = (column(&two.join("history.csv"), "f1"), column(&one.join("history.csv"), "f1"));
+    assert_eq!(f1_two.len(), 2, "{f1_two:?}");
+    for (p, q) in f1_two.iter().zip(&f1_one) {
+        assert!((p - q).abs() <= 1e-6, "F1 of two ranks {f1_two:?}, of one {f1_one:?}");
+    }
     // And training moved the weights: the first checkpoint differs from the last.
     let first = tensors(&one.join("ckpt-1.safetensors"));
     assert!(first.iter().zip(&b).any(|(f, l)| f.1 != l.1), "the weights did not change");
