@@ -12,6 +12,7 @@ mod layers;
 mod macro_gpt;
 mod macro_modules;
 mod macro_runtime;
+mod norms;
 mod optim;
 mod recurrent;
 mod recurrent_fixture;

@@ -256,7 +256,8 @@ impl AttentionArgs {
     }
 }
 
-/// Layer normalisation of each row of `[rows, cols]` with `eps` added to the (biased) variance.
+/// Layer normalisation of each row of `[rows, cols]` with `eps` added to the (biased) variance;
+/// RMS normalisation takes the same arguments, `eps` added to the mean square.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LayerNormArgs {
     /// Rows normalised independently.

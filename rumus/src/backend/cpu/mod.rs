@@ -15,6 +15,7 @@ mod optim;
 mod parallel;
 mod recurrent;
 mod reduce;
+mod rms_norm;
 mod softmax;
 mod storage;
 
@@ -338,6 +339,36 @@ impl Backend for CpuBackend {
         let (mean, rstd) = (prefix(OP, locked.f32(1, OP)?, args.rows)?, prefix(OP, locked.f32(2, OP)?, args.rows)?);
         let w = weight.is_some().then(|| prefix(OP, locked.f32(4, OP)?, args.cols)).transpose()?;
         Ok(f32_storage(layer_norm::layer_norm_backward(x, w, mean, rstd, dy, args)?))
+    }
+
+    fn rms_norm(&self, x: &Storage, weight: Option<&Storage>, args: &LayerNormArgs) -> Result<(Storage, Storage)> {
+        const OP: &str = "rms_norm";
+        args.check(OP)?;
+        let storages: Vec<&Storage> = [Some(x), weight].into_iter().flatten().collect();
+        let locked = read_all(OP, &storages)?;
+        check_dims(OP, &[args.rows, args.cols], locked.f32(0, OP)?.len())?;
+        let w = weight.is_some().then(|| prefix(OP, locked.f32(1, OP)?, args.cols)).transpose()?;
+        let (y, rstd) = rms_norm::rms_norm(locked.f32(0, OP)?, w, args)?;
+        Ok((f32_storage(y), f32_storage(rstd)))
+    }
+
+    fn rms_norm_backward(
+        &self,
+        x: &Storage,
+        weight: Option<&Storage>,
+        rstd: &Storage,
+        dy: &Storage,
+        args: &LayerNormArgs,
+    ) -> Result<Storage> {
+        const OP: &str = "rms_norm";
+        args.check(OP)?;
+        let storages: Vec<&Storage> = [Some(x), Some(rstd), Some(dy), weight].into_iter().flatten().collect();
+        let locked = read_all(OP, &storages)?;
+        let len = area(OP, args.rows, args.cols)?;
+        let (x, dy) = (prefix(OP, locked.f32(0, OP)?, len)?, prefix(OP, locked.f32(2, OP)?, len)?);
+        let rstd = prefix(OP, locked.f32(1, OP)?, args.rows)?;
+        let w = weight.is_some().then(|| prefix(OP, locked.f32(3, OP)?, args.cols)).transpose()?;
+        Ok(f32_storage(rms_norm::rms_norm_backward(x, w, rstd, dy, args)?))
     }
 
     fn recurrent_forward(

@@ -32,6 +32,7 @@ mod pooling;
 mod random;
 mod recurrent;
 mod reduce;
+mod rms_norm;
 mod runtime_dir;
 mod softmax;
 mod storage;
@@ -387,6 +388,21 @@ impl Backend for WgpuBackend {
         args: &LayerNormArgs,
     ) -> Result<Storage> {
         self.layer_norm_backward_kernel(x, weight, mean, rstd, dy, args)
+    }
+
+    fn rms_norm(&self, x: &Storage, weight: Option<&Storage>, args: &LayerNormArgs) -> Result<(Storage, Storage)> {
+        self.rms_norm_kernel(x, weight, args)
+    }
+
+    fn rms_norm_backward(
+        &self,
+        x: &Storage,
+        weight: Option<&Storage>,
+        rstd: &Storage,
+        dy: &Storage,
+        args: &LayerNormArgs,
+    ) -> Result<Storage> {
+        self.rms_norm_backward_kernel(x, weight, rstd, dy, args)
     }
 
     fn im2col(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage> {

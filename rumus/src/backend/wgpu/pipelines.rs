@@ -105,6 +105,8 @@ pub(crate) const SOFTMAX: Shader = shader!("softmax", SoftmaxParams).row_reduce(
 pub(crate) const SOFTMAX_BACKWARD: Shader = shader!("softmax_backward", SoftmaxBackwardParams).row_reduce();
 pub(crate) const LAYER_NORM: Shader = shader!("layer_norm", LayerNormParams).row_reduce();
 pub(crate) const LAYER_NORM_BACKWARD: Shader = shader!("layer_norm_backward", LayerNormParams).row_reduce();
+pub(crate) const RMS_NORM: Shader = shader!("rms_norm", LayerNormParams).row_reduce();
+pub(crate) const RMS_NORM_BACKWARD: Shader = shader!("rms_norm_backward", LayerNormParams).row_reduce();
 pub(crate) const CROSS_ENTROPY: Shader =
     shader!("cross_entropy", CrossEntropyParams).row_reduce().including(&[ROW_MAX_SUM]);
 pub(crate) const IM2COL: Shader = shader!("im2col", WindowParams).including(&[WINDOW]);
@@ -178,6 +180,8 @@ pub(crate) const ALL: &[Shader] = &[
     CROSS_ENTROPY,
     LAYER_NORM,
     LAYER_NORM_BACKWARD,
+    RMS_NORM,
+    RMS_NORM_BACKWARD,
     IM2COL,
     COL2IM,
     CONV2D,
