@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod augment;
 mod checkpoint;
 mod data;
 mod fetch;

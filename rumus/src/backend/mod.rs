@@ -196,6 +196,11 @@ pub trait Backend: Send + Sync {
         args: &RecurrentArgs,
     ) -> Result<(Storage, Option<Storage>, Storage, Option<Storage>)>;
 
+    // ----- resampling (NCHW) -----
+    /// `x [n, c, h, w]` resampled through one affine map per sample, `matrices [n, 6]` (see
+    /// [`WarpArgs`]): a new `[n, c, h, w]`, zero where the source falls outside the image.
+    fn affine_warp(&self, x: &Storage, matrices: &Storage, args: &WarpArgs) -> Result<Storage>;
+
     // ----- convolution and pooling (NCHW) -----
     /// `[n, c, h, w]` → columns `[n, c*kh*kw, oh*ow]`.
     fn im2col(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage>;

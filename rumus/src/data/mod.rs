@@ -15,6 +15,7 @@ pub mod mnist;
 pub mod shakespeare;
 mod target;
 mod text_windows;
+pub mod transforms;
 
 pub use char_tokenizer::CharTokenizer;
 pub use dataset::{Dataset, SampleFor};

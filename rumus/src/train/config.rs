@@ -4,6 +4,7 @@
 //! holding `&D`, so the data outlives the call without being copied, and its sample and target
 //! types are checked against the model at compile time like the training data's.
 
+use crate::data::transforms::Augment;
 use crate::data::{Dataset, SampleFor, TargetFor};
 use crate::optim::{Optimizer, Schedule};
 use crate::{Error, Model, Result};
@@ -93,6 +94,7 @@ pub struct Fit<V = NoValidation> {
     pub(crate) steps_per_epoch: Option<usize>,
     pub(crate) accumulate_grad_batches: usize,
     pub(crate) validation_steps: Option<usize>,
+    pub(crate) augment: Option<Augment>,
 }
 
 impl Fit<NoValidation> {
@@ -119,6 +121,7 @@ impl Fit<NoValidation> {
             steps_per_epoch: None,
             accumulate_grad_batches: 1,
             validation_steps: None,
+            augment: None,
         }
     }
 }
@@ -164,6 +167,7 @@ impl<V> Fit<V> {
             steps_per_epoch: self.steps_per_epoch,
             accumulate_grad_batches: self.accumulate_grad_batches,
             validation_steps: self.validation_steps,
+            augment: self.augment,
         }
     }
 
@@ -233,6 +237,13 @@ impl<V> Fit<V> {
     /// read is one small device → host transfer.
     pub fn progress_every(mut self, steps: usize) -> Self {
         self.progress_every = steps.max(1);
+        self
+    }
+
+    /// Augments every training batch with `augment` (images `[n, c, h, w]`; never the
+    /// validation or evaluation batches). Its draws depend on its seed, the epoch and the batch.
+    pub fn augment(mut self, augment: Augment) -> Self {
+        self.augment = Some(augment);
         self
     }
 

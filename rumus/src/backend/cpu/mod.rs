@@ -18,6 +18,7 @@ mod reduce;
 mod rms_norm;
 mod softmax;
 mod storage;
+mod warp;
 
 pub(crate) use buffer_pool::filled_with as try_filled;
 pub use buffer_pool::pooled_bytes;
@@ -433,6 +434,15 @@ impl Backend for CpuBackend {
         };
         let (dgx, dgh, dh0, dc0) = recurrent::backward(&inputs, args)?;
         Ok((f32_storage(dgx), dgh.map(f32_storage), f32_storage(dh0), dc0.map(f32_storage)))
+    }
+
+    fn affine_warp(&self, x: &Storage, matrices: &Storage, args: &WarpArgs) -> Result<Storage> {
+        const OP: &str = "affine_warp";
+        let locked = read_all(OP, &[x, matrices])?;
+        let (x, m) = (locked.f32(0, OP)?, locked.f32(1, OP)?);
+        check_dims(OP, &[args.batch, args.channels, args.height, args.width], x.len())?;
+        check_dims(OP, &[args.batch, 6], m.len())?;
+        Ok(f32_storage(warp::affine_warp(x, m, args)?))
     }
 
     fn im2col(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage> {

@@ -38,6 +38,7 @@ mod softmax;
 mod storage;
 mod timer;
 pub(crate) mod warmup;
+mod warp;
 mod window;
 
 pub use buffer_pool::PoolStats;
@@ -403,6 +404,10 @@ impl Backend for WgpuBackend {
         args: &LayerNormArgs,
     ) -> Result<Storage> {
         self.rms_norm_backward_kernel(x, weight, rstd, dy, args)
+    }
+
+    fn affine_warp(&self, x: &Storage, matrices: &Storage, args: &WarpArgs) -> Result<Storage> {
+        self.affine_warp_kernel(x, matrices, args)
     }
 
     fn im2col(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage> {

@@ -20,6 +20,7 @@ use super::random::RandomParams;
 use super::recurrent::RecurrentParams;
 use super::reduce::{reduce_constants, ArgmaxParams, ReduceParams};
 use super::softmax::{SoftmaxBackwardParams, SoftmaxParams};
+use super::warp::WarpParams;
 use super::window::WindowParams;
 use crate::{Error, Result};
 
@@ -107,6 +108,7 @@ pub(crate) const LAYER_NORM: Shader = shader!("layer_norm", LayerNormParams).row
 pub(crate) const LAYER_NORM_BACKWARD: Shader = shader!("layer_norm_backward", LayerNormParams).row_reduce();
 pub(crate) const RMS_NORM: Shader = shader!("rms_norm", LayerNormParams).row_reduce();
 pub(crate) const RMS_NORM_BACKWARD: Shader = shader!("rms_norm_backward", LayerNormParams).row_reduce();
+pub(crate) const AFFINE_WARP: Shader = shader!("affine_warp", WarpParams);
 pub(crate) const CROSS_ENTROPY: Shader =
     shader!("cross_entropy", CrossEntropyParams).row_reduce().including(&[ROW_MAX_SUM]);
 pub(crate) const IM2COL: Shader = shader!("im2col", WindowParams).including(&[WINDOW]);
@@ -182,6 +184,7 @@ pub(crate) const ALL: &[Shader] = &[
     LAYER_NORM_BACKWARD,
     RMS_NORM,
     RMS_NORM_BACKWARD,
+    AFFINE_WARP,
     IM2COL,
     COL2IM,
     CONV2D,
