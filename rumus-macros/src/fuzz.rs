@@ -14,11 +14,11 @@ const CORPUS: &[(&str, &str)] = &[
     ("input = [784]", "struct Mlp { body: layers![Linear(784 => 300), Relu, Dropout(0.2), Linear(100), Relu, Linear(10), LogSoftmax] }"),
     (
         "input = [3, 32, 32]",
-        "struct Res { stem: layers![Conv2d(3 => 16, kernel = (3, 3), stride = 1, padding = same, bias = false), BatchNorm2d(16, eps = 1e-5, momentum = 0.1), Relu, Residual(Conv2d(16, kernel = 3, padding = 1), Relu), AvgPool2d(2, stride = 2), AdaptiveAvgPool2d(1, 1), Flatten, Linear(10)] }",
+        "struct Res { stem: layers![Conv2d(3 => 16, kernel = (3, 3), stride = 1, padding = same, bias = false), BatchNorm2d(16, eps = 1e-5, momentum = 0.1), GroupNorm(4), InstanceNorm2d(affine = true), Relu, Residual(Conv2d(16, kernel = 3, padding = 1), Relu), AvgPool2d(2, stride = 2), AdaptiveAvgPool2d(1, 1), Flatten, Linear(10)] }",
     ),
     (
         "input = [16], output = [16, 32], forward = custom",
-        "struct Lm { #[input = [16]] emb: layers![Embedding(100, 32), MultiHeadAttention(4), LayerNorm(32, eps = 1e-6), Gelu, GeluTanh, Silu, Sigmoid, Tanh, LeakyRelu(0.1), Softmax(axis = -1)], other: Inner }",
+        "struct Lm { #[input = [16]] emb: layers![Embedding(100, 32), MultiHeadAttention(4), LayerNorm(32, eps = 1e-6), RmsNorm(eps = 1e-5), Gelu, GeluTanh, Silu, Sigmoid, Tanh, LeakyRelu(0.1), Softmax(axis = -1)], other: Inner }",
     ),
     (
         "input = [32]",

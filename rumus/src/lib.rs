@@ -53,8 +53,8 @@ pub use error::{Error, Result};
 pub use layout::Layout;
 pub use model::Model;
 pub use ops::{
-    conv_transpose_extent, Conv1dPadding, ConvTranspose2dArgs, RecurrentOutput, RecurrentWeights, RunningStats,
-    UpsampleMode,
+    conv_transpose_extent, Conv1dPadding, ConvTranspose2dArgs, Interpolation, RecurrentOutput, RecurrentWeights,
+    RunningStats, UpsampleMode,
 };
 pub use precision::MatmulPrecision;
 pub use tensor::{RawTensor, Shape, Shape1, Shape2, Shape3, Shape4, Tensor, TensorId};

@@ -12,6 +12,8 @@ mod layers;
 mod macro_gpt;
 mod macro_modules;
 mod macro_runtime;
+mod norms;
+mod norms_fixture;
 mod optim;
 mod recurrent;
 mod recurrent_fixture;

@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod affine_warp;
 mod attention;
 mod core_ops;
 mod layer_norm_fused;

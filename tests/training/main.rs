@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod augment;
 mod callbacks;
 mod checkpoint;
 mod data;

@@ -93,6 +93,22 @@ pub enum LayerKind {
         eps: f32,
         affine: bool,
     },
+    GroupNorm {
+        groups: usize,
+        channels: usize,
+        eps: f32,
+        affine: bool,
+    },
+    InstanceNorm2d {
+        features: usize,
+        eps: f32,
+        affine: bool,
+    },
+    RmsNorm {
+        shape: Shape,
+        eps: f32,
+        affine: bool,
+    },
     /// `std: None` is PyTorch's N(0, 1) (`Embedding::new`).
     Embedding {
         num: usize,

@@ -372,6 +372,32 @@ mod tests {
     }
 
     #[test]
+    fn group_instance_and_rms_norms_keep_the_shape_and_count_pytorch_parameters() {
+        // sum(p.numel() for p in torch.nn.GroupNorm(4, 16).parameters()) == 32
+        let (outs, last) = run(
+            "GroupNorm(4), GroupNorm(2, 16, affine = false), InstanceNorm2d, InstanceNorm2d(16, affine = true)",
+            &[16, 5, 6],
+        )
+        .unwrap();
+        assert_eq!(last.shape, vec![16, 5, 6]);
+        assert_eq!(outs.iter().map(|o| o.trainable).collect::<Vec<_>>(), [32, 0, 0, 32]);
+        assert!(matches!(outs[0].kind, LayerKind::GroupNorm { groups: 4, channels: 16, affine: true, .. }));
+        assert_eq!(shapes("GroupNorm(3)", &[6, 10]), [vec![6, 10]]);
+        // sum(p.numel() for p in torch.nn.RMSNorm([4, 8]).parameters()) == 32
+        let (outs, _) = run("RmsNorm, RmsNorm(4, 8, eps = 1e-5), RmsNorm(affine = false)", &[4, 8]).unwrap();
+        assert_eq!(outs.iter().map(|o| o.trainable).collect::<Vec<_>>(), [8, 32, 0]);
+        assert!(matches!(&outs[0].kind, LayerKind::RmsNorm { shape, eps, .. } if shape == &[8] && *eps == 1e-6));
+        assert_eq!(
+            message("GroupNorm(3)", &[16, 4, 4]),
+            "GroupNorm(3) splits the channels into 3 groups of equal size, but 3 does not divide the 16 channels: the model input is [16, 4, 4]\nhint: choose groups dividing 16 (1, 2, 4, 8, 16)"
+        );
+        assert!(message("GroupNorm(4, 8)", &[16, 4, 4]).contains("expects 8 channels"));
+        assert!(message("InstanceNorm2d", &[16, 4]).contains("use `GroupNorm(C)`"));
+        assert!(message("InstanceNorm2d(8)", &[16, 4, 4]).contains("`InstanceNorm2d(16)`"));
+        assert!(message("RmsNorm(4)", &[4, 8]).contains("write `RmsNorm` to normalize the last axis, or `RmsNorm(8)`"));
+    }
+
+    #[test]
     fn the_issue_example_message() {
         let m = message("Conv2d(16, kernel = 5), MaxPool2d(2), Flatten, Linear(400 => 120)", &[1, 12, 12]);
         assert!(

@@ -65,6 +65,18 @@ pub fn ctor(layer: &Layer) -> TokenStream {
             let shape = dims(shape);
             quote!(::rumus::nn::LayerNorm::new(device, &#shape, #eps, #affine)?)
         }
+        LayerKind::GroupNorm { groups, channels, eps, affine } => {
+            let (g, c) = (lit(*groups), lit(*channels));
+            quote!(::rumus::nn::GroupNorm::new(device, #g, #c, #eps, #affine)?)
+        }
+        LayerKind::InstanceNorm2d { features, eps, affine } => {
+            let c = lit(*features);
+            quote!(::rumus::nn::InstanceNorm2d::new(device, #c, #eps, #affine)?)
+        }
+        LayerKind::RmsNorm { shape, eps, affine } => {
+            let shape = dims(shape);
+            quote!(::rumus::nn::RmsNorm::new(device, &#shape, #eps, #affine)?)
+        }
         LayerKind::Embedding { num, dim, std, seed } => embedding(*num, *dim, *std, *seed),
         LayerKind::PositionalEmbedding { block, dim, std, seed: k } => {
             let (b, e, seed) = (lit(*block), lit(*dim), seed(*k));

@@ -78,9 +78,18 @@ pub const ARGS: &[(&[&str], &str, &str, &str)] = &[
     (&["Linear"], "tie_weights", "tie", "`tie = embed.0`"),
     (&["Repeat"], "times", "n", "`Repeat(6, TransformerBlock(6))`"),
     (&["BatchNorm1d", "BatchNorm2d"], "num_features", "features", "`BatchNorm2d` (inferred) or `BatchNorm2d(c)`"),
-    (&["BatchNorm1d", "BatchNorm2d", "LayerNorm"], "epsilon", "eps", "`eps = 1e-5`"),
+    (
+        &["BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "InstanceNorm2d", "RmsNorm"],
+        "epsilon",
+        "eps",
+        "`eps = 1e-5`",
+    ),
     (&["LayerNorm"], "normalized_shape", "shape", "`LayerNorm` (the last axis) or `LayerNorm(d0, d1)`"),
-    (&["LayerNorm"], "elementwise_affine", "affine", "`affine = false`"),
+    (&["LayerNorm", "RmsNorm"], "elementwise_affine", "affine", "`affine = false`"),
+    (&["RmsNorm"], "normalized_shape", "shape", "`RmsNorm` (the last axis) or `RmsNorm(d0, d1)`"),
+    (&["GroupNorm"], "num_groups", "groups", "`GroupNorm(4)`; the channels are inferred"),
+    (&["GroupNorm"], "num_channels", "channels", "`GroupNorm(4)` (inferred) or `GroupNorm(4, c)`"),
+    (&["InstanceNorm2d"], "num_features", "features", "`InstanceNorm2d` (inferred) or `InstanceNorm2d(c)`"),
     (&["LeakyRelu"], "negative_slope", "slope", "`LeakyRelu(0.2)`"),
     (&["LeakyRelu"], "alpha", "slope", "`LeakyRelu(0.2)`"),
     (&["Softmax", "LogSoftmax"], "dim", "axis", "`Softmax(axis = -1)`"),
@@ -146,6 +155,8 @@ pub const LAYERS: &[(&str, &str)] = &[
     ("Conv2D", "Conv2d"),
     ("LSTM", "Lstm"),
     ("GRU", "Gru"),
+    ("RMSNorm", "RmsNorm"),
+    ("GroupNormalization", "GroupNorm"),
 ];
 
 #[cfg(test)]

@@ -342,6 +342,43 @@ pub static LAYERS: &[LayerSpec] = &[
         keeps_shape: true,
     },
     LayerSpec {
+        name: "GroupNorm",
+        args: &[
+            pos("groups", Kind::Size),
+            pos_opt("channels", Kind::Size, "inferred"),
+            named("eps", Kind::PosFloat, "1e-5"),
+            named("affine", Kind::Bool, "true"),
+        ],
+        doc_rule: "[C, ...] → the same shape, groups divides C",
+        rule: Rule::Layer(norm::group_norm),
+        example: "e.g. `GroupNorm(4)` (the number of groups, a divisor of the channels)",
+        keeps_shape: true,
+    },
+    LayerSpec {
+        name: "InstanceNorm2d",
+        args: &[
+            pos_opt("features", Kind::Size, "inferred"),
+            named("eps", Kind::PosFloat, "1e-5"),
+            named("affine", Kind::Bool, "false"),
+        ],
+        doc_rule: "[C, H, W] → the same shape (each channel of each sample normalised over H·W)",
+        rule: Rule::Layer(norm::instance_norm2d),
+        example: SEE_DOCS,
+        keeps_shape: false,
+    },
+    LayerSpec {
+        name: "RmsNorm",
+        args: &[
+            pos_opt("shape", Kind::Dims, "last axis"),
+            named("eps", Kind::PosFloat, "1e-6"),
+            named("affine", Kind::Bool, "true"),
+        ],
+        doc_rule: "[..., *shape] → the same shape, x / √(mean(x²) + eps) · weight",
+        rule: Rule::Layer(norm::rms_norm),
+        example: SEE_DOCS,
+        keeps_shape: true,
+    },
+    LayerSpec {
         name: "Embedding",
         args: &[pos("num", Kind::Size), pos("dim", Kind::Size), named("std", Kind::PosFloat, "1.0")],
         doc_rule: "[T] token indices → [T, dim]",

@@ -275,7 +275,8 @@ impl AttentionArgs {
     }
 }
 
-/// Layer normalisation of each row of `[rows, cols]` with `eps` added to the (biased) variance.
+/// Layer normalisation of each row of `[rows, cols]` with `eps` added to the (biased) variance;
+/// RMS normalisation takes the same arguments, `eps` added to the mean square.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LayerNormArgs {
     /// Rows normalised independently.
@@ -299,6 +300,24 @@ impl LayerNormArgs {
         }
         Ok(())
     }
+}
+
+/// Per-sample affine resampling of images `[batch, channels, height, width]` into the same
+/// shape: each sample's six coefficients `[a, b, c, d, e, f]` map an output pixel `(x, y)`
+/// (column, row) to the source position `(a·x + b·y + c, d·x + e·y + f)`, read by the nearest
+/// pixel (`floor(s + 0.5)`) or bilinearly; sources outside the image read zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WarpArgs {
+    /// Samples (N).
+    pub batch: usize,
+    /// Channels (C).
+    pub channels: usize,
+    /// Rows (H).
+    pub height: usize,
+    /// Columns (W).
+    pub width: usize,
+    /// Bilinear interpolation; nearest pixel otherwise.
+    pub bilinear: bool,
 }
 
 /// Geometry of a 2-D sliding window over NCHW input: convolution, pooling and im2col share it.

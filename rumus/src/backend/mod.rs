@@ -161,6 +161,21 @@ pub trait Backend: Send + Sync {
         args: &LayerNormArgs,
     ) -> Result<Storage>;
 
+    // ----- RMS normalisation (rows of the last axis, see [`LayerNormArgs`]) -----
+    /// `y = x·rstd·weight` per row of `x [rows, cols]` (`weight` `[cols]`, optional), with
+    /// `rstd = 1/√(mean(x²) + eps)` per row, `[rows]`, saved for the backward.
+    fn rms_norm(&self, x: &Storage, weight: Option<&Storage>, args: &LayerNormArgs) -> Result<(Storage, Storage)>;
+    /// The gradient w.r.t. `x` of [`Backend::rms_norm`] given `dy`:
+    /// `dx = rstd·(g - x̂·mean(g·x̂))` per row, with `g = dy·weight` and `x̂ = x·rstd`.
+    fn rms_norm_backward(
+        &self,
+        x: &Storage,
+        weight: Option<&Storage>,
+        rstd: &Storage,
+        dy: &Storage,
+        args: &LayerNormArgs,
+    ) -> Result<Storage>;
+
     // ----- recurrent cells over whole sequences (see [`RecurrentArgs`] for the layouts) -----
     /// One direction of an LSTM or GRU layer over `args.steps` steps: the pre-activations are
     /// `xproj[t] + b_hh + W_hh·h` (the GRU's `n` gate takes `r ⊙ (W_hn·h + b_hn)`), `w_hh_t`
@@ -192,6 +207,11 @@ pub trait Backend: Send + Sync {
         c0: Option<&Storage>,
         args: &RecurrentArgs,
     ) -> Result<(Storage, Option<Storage>, Storage, Option<Storage>)>;
+
+    // ----- resampling (NCHW) -----
+    /// `x [n, c, h, w]` resampled through one affine map per sample, `matrices [n, 6]` (see
+    /// [`WarpArgs`]): a new `[n, c, h, w]`, zero where the source falls outside the image.
+    fn affine_warp(&self, x: &Storage, matrices: &Storage, args: &WarpArgs) -> Result<Storage>;
 
     // ----- convolution and pooling (NCHW) -----
     /// `[n, c, h, w]` → columns `[n, c*kh*kw, oh*ow]`.

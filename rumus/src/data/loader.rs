@@ -4,6 +4,7 @@
 use std::ops::ControlFlow;
 use std::sync::mpsc;
 
+use super::transforms::Augment;
 use super::Dataset;
 use crate::rng::Rng;
 use crate::{Device, Error, RawTensor, Result, Tensor};
@@ -38,6 +39,7 @@ pub struct DataLoader<'a, D: Dataset> {
     drop_last: bool,
     prefetch: bool,
     device: Device,
+    augment: Option<Augment>,
 }
 
 impl<'a, D: Dataset> DataLoader<'a, D> {
@@ -55,6 +57,7 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
             drop_last: false,
             prefetch: true,
             device: device.clone(),
+            augment: None,
         })
     }
 
@@ -74,6 +77,18 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
     pub fn prefetch(mut self, prefetch: bool) -> Self {
         self.prefetch = prefetch;
         self
+    }
+
+    /// Transforms every batch's inputs with `augment` (batch `b` of epoch `e` draws from
+    /// `(seed, e, b)`), on the loader's device; `None` leaves them as they are.
+    pub fn augment(mut self, augment: Option<Augment>) -> Self {
+        self.augment = augment.filter(|a| !a.is_empty());
+        self
+    }
+
+    /// The augmentation applied to each batch, if any.
+    pub fn augmentation(&self) -> Option<&Augment> {
+        self.augment.as_ref()
     }
 
     /// Restricts the loader to these sample indices (e.g. a train/validation split).
@@ -131,11 +146,16 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
     pub fn iter(&self, epoch: usize) -> impl Iterator<Item = Result<Batch<D::Sample>>> + '_ {
         let order = self.epoch_order(epoch);
         let chunks: Vec<Vec<usize>> = order.chunks(self.batch_size).map(|c| c.to_vec()).collect();
-        chunks.into_iter().map(move |chunk| self.load(&chunk))
+        chunks.into_iter().enumerate().map(move |(b, chunk)| self.load(&chunk, epoch, b))
     }
 
-    fn load(&self, indices: &[usize]) -> Result<Batch<D::Sample>> {
+    /// Batch `b` of epoch `epoch`, the samples at `indices`, augmented if asked.
+    fn load(&self, indices: &[usize], epoch: usize, b: usize) -> Result<Batch<D::Sample>> {
         let (inputs, targets) = self.dataset.get_batch(indices, &self.device)?;
+        let inputs = match &self.augment {
+            Some(augment) => Tensor::from_raw(augment.apply(inputs.raw(), epoch, b)?)?,
+            None => inputs,
+        };
         Ok(Batch { inputs, targets })
     }
 
@@ -157,8 +177,8 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
             let (tx, rx) = mpsc::sync_channel::<Result<Batch<D::Sample>>>(1);
             let order = &order;
             scope.spawn(move || {
-                for chunk in order.chunks(self.batch_size) {
-                    if tx.send(self.load(chunk)).is_err() {
+                for (b, chunk) in order.chunks(self.batch_size).enumerate() {
+                    if tx.send(self.load(chunk, epoch, b)).is_err() {
                         break; // the consumer stopped early
                     }
                 }

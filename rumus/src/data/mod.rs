@@ -19,6 +19,7 @@ pub mod mnist;
 pub mod shakespeare;
 mod target;
 mod text_windows;
+pub mod transforms;
 
 pub use char_tokenizer::CharTokenizer;
 #[cfg(feature = "csv")]

@@ -26,6 +26,7 @@ mod softmax;
 mod unary;
 mod upsample;
 pub(crate) mod view;
+mod warp;
 
 pub use conv1d::Conv1dPadding;
 pub use conv_transpose::{conv_transpose_extent, ConvTranspose2dArgs};
@@ -34,6 +35,7 @@ pub use norm::RunningStats;
 pub(crate) use optimizer_step::optimizer_step;
 pub use recurrent::{RecurrentOutput, RecurrentWeights};
 pub use upsample::UpsampleMode;
+pub use warp::Interpolation;
 
 /// Plain kernel vocabulary that the layers above `ops` name (op codes, element types, optimizer
 /// hyper-parameters): re-exported here so that `nn`, `optim`, `data`, `io` and `train` never

@@ -1,7 +1,10 @@
-//! Batch and layer normalisation. Batch normalisation is composed from elementwise ops and
-//! reductions, so its backward comes from autograd; layer normalisation runs the device's fused
-//! kernels ([`Backend::layer_norm`](crate::backend::Backend::layer_norm)), with the composed
-//! [`RawTensor::layer_norm_reference`] kept as the reference they are tested against.
+//! Batch, layer, group and RMS normalisation. Batch normalisation is composed from elementwise
+//! ops and reductions, so its backward comes from autograd; layer normalisation runs the device's
+//! fused kernels ([`Backend::layer_norm`](crate::backend::Backend::layer_norm)), with the composed
+//! [`RawTensor::layer_norm_reference`] kept as the reference they are tested against. Group
+//! (and instance) normalisation is the fused layer norm of each group's slab, then a per-channel
+//! affine map; RMS normalisation has fused kernels of its own
+//! ([`Backend::rms_norm`](crate::backend::Backend::rms_norm)).
 
 use crate::autograd::BackwardOp;
 use crate::backend::LayerNormArgs;
@@ -66,6 +69,50 @@ impl BackwardOp for LayerNormBackward {
     }
 }
 
+/// The fused RMS norm's backward: `dx` from the kernel, `dweight = Σ_rows dy·x·rstd` from ops.
+struct RmsNormBackward {
+    rstd: RawTensor,
+    args: LayerNormArgs,
+    has_weight: bool,
+}
+
+impl BackwardOp for RmsNormBackward {
+    fn name(&self) -> &'static str {
+        "rms_norm"
+    }
+    fn backward(&self, inputs: &[RawTensor], grad: &RawTensor) -> Result<Vec<Option<RawTensor>>> {
+        let x = &inputs[0];
+        let weight = if self.has_weight { inputs.get(1) } else { None };
+        let dy = grad.contiguous()?;
+        let (rows, cols) = (self.args.rows, self.args.cols);
+        let dx = x
+            .requires_grad()
+            .then(|| {
+                let storage = x.device().backend().rms_norm_backward(
+                    x.storage(),
+                    weight.map(|w| w.storage()),
+                    self.rstd.storage(),
+                    dy.storage(),
+                    &self.args,
+                )?;
+                Ok::<_, Error>(RawTensor::from_kernel(storage, x.shape(), x.device()))
+            })
+            .transpose()?;
+        let dw = weight
+            .filter(|w| w.requires_grad())
+            .map(|w| {
+                let xhat = x.reshape(&[rows, cols])?.mul(&self.rstd.reshape(&[rows, 1])?)?;
+                dy.reshape(&[rows, cols])?.mul(&xhat)?.sum(&[0], false)?.reshape(w.shape())
+            })
+            .transpose()?;
+        let mut grads = vec![dx];
+        if self.has_weight {
+            grads.push(dw);
+        }
+        Ok(grads)
+    }
+}
+
 /// Running statistics of a batch-norm layer, updated in place while training.
 #[derive(Clone, Copy, Debug)]
 pub struct RunningStats<'a> {
@@ -103,22 +150,34 @@ fn check_layer_norm(
     bias: Option<&RawTensor>,
     eps: f32,
 ) -> Result<()> {
-    const OP: &str = "layer_norm";
-    x.check_f32(OP)?;
+    check_trailing_norm("layer_norm", x, normalized_shape, weight, bias, eps)
+}
+
+/// Checks the input of a norm over trailing axes (layer or RMS norm, named `OP`): the
+/// normalised shape (trailing axes of `x`, none empty), weight, bias and `eps`.
+fn check_trailing_norm(
+    op: &'static str,
+    x: &RawTensor,
+    normalized_shape: &[usize],
+    weight: Option<&RawTensor>,
+    bias: Option<&RawTensor>,
+    eps: f32,
+) -> Result<()> {
+    x.check_f32(op)?;
     let k = normalized_shape.len();
     if k == 0 || k > x.rank() || &x.shape()[x.rank() - k..] != normalized_shape {
         return Err(Error::shape(
-            OP,
+            op,
             format!("input {:?}: trailing axes must be the normalized shape {normalized_shape:?}", x.shape()),
         ));
     }
     if normalized_shape.contains(&0) {
-        return Err(Error::shape(OP, format!("normalized shape {normalized_shape:?} is empty")));
+        return Err(Error::shape(op, format!("normalized shape {normalized_shape:?} is empty")));
     }
-    check_feature_tensor(OP, "weight", x, weight, normalized_shape)?;
-    check_feature_tensor(OP, "bias", x, bias, normalized_shape)?;
+    check_feature_tensor(op, "weight", x, weight, normalized_shape)?;
+    check_feature_tensor(op, "bias", x, bias, normalized_shape)?;
     if eps.is_nan() || eps < 0.0 {
-        return Err(Error::invalid(OP, format!("eps {eps} must be non-negative")));
+        return Err(Error::invalid(op, format!("eps {eps} must be non-negative")));
     }
     Ok(())
 }
@@ -266,5 +325,69 @@ impl RawTensor {
         let var = centered.mul(&centered)?.mean(&axes, true)?;
         let normalized = centered.div(&var.add_scalar(eps)?.sqrt()?)?;
         affine(normalized, weight, bias)
+    }
+    /// RMS normalisation over the trailing `normalized_shape` axes (PyTorch's `rms_norm`):
+    /// `x / √(mean(x²) + eps) · weight`, with an optional elementwise `weight` of
+    /// `normalized_shape`, through the device's fused kernels.
+    pub fn rms_norm(&self, normalized_shape: &[usize], weight: Option<&RawTensor>, eps: f32) -> Result<RawTensor> {
+        const OP: &str = "rms_norm";
+        check_trailing_norm(OP, self, normalized_shape, weight, None, eps)?;
+        let cols = crate::layout::checked_numel(OP, normalized_shape)?;
+        let args = LayerNormArgs { rows: self.numel() / cols, cols, eps };
+        args.check(OP)?;
+        let x = self.contiguous()?;
+        let weight = weight.map(|w| w.contiguous()).transpose()?;
+        let device = x.device();
+        let (y, rstd) = device.backend().rms_norm(x.storage(), weight.as_ref().map(|w| w.storage()), &args)?;
+        let rstd = RawTensor::from_kernel(rstd, &[args.rows], device);
+        let has_weight = weight.is_some();
+        let inputs: Vec<&RawTensor> = [Some(&x), weight.as_ref()].into_iter().flatten().collect();
+        Ok(RawTensor::from_op_contiguous(y, x.shape(), device, &inputs, || {
+            Box::new(RmsNormBackward { rstd, args, has_weight })
+        }))
+    }
+
+    /// Group normalisation of `[n, c, ...]` (PyTorch's `group_norm`): the channels are split
+    /// into `groups` groups of `c / groups` consecutive channels, each sample's group is
+    /// normalised over its channels and every trailing axis (biased variance, `eps` added),
+    /// then `weight` and `bias` (`[c]`, each optional) scale and shift each channel. With
+    /// `groups = c` it is instance normalisation. The normalisation is the fused layer norm of
+    /// each group's slab, the affine map elementwise ops.
+    pub fn group_norm(
+        &self,
+        groups: usize,
+        weight: Option<&RawTensor>,
+        bias: Option<&RawTensor>,
+        eps: f32,
+    ) -> Result<RawTensor> {
+        const OP: &str = "group_norm";
+        self.check_f32(OP)?;
+        if self.rank() < 2 {
+            return Err(Error::shape(OP, format!("input {:?}: expected [batch, channels, ...]", self.shape())));
+        }
+        let channels = self.shape()[1];
+        if groups == 0 || !channels.is_multiple_of(groups) {
+            return Err(Error::invalid(
+                OP,
+                format!("input {:?}: {groups} groups must divide the {channels} channels", self.shape()),
+            ));
+        }
+        check_feature_tensor(OP, "weight", self, weight, &[channels])?;
+        check_feature_tensor(OP, "bias", self, bias, &[channels])?;
+        if eps.is_nan() || eps < 0.0 {
+            return Err(Error::invalid(OP, format!("eps {eps} must be non-negative")));
+        }
+        let slab = crate::layout::checked_numel(OP, &self.shape()[1..])? / groups;
+        if slab == 0 {
+            return Err(Error::shape(OP, format!("input {:?}: each group is empty", self.shape())));
+        }
+        let rows = self.shape()[0] * groups;
+        let normalized = self.reshape(&[rows, slab])?.layer_norm(&[slab], None, None, eps)?.reshape(self.shape())?;
+        // Per-channel tensors broadcast as [c, 1, ...] against [n, c, ...].
+        let mut channel_shape = vec![1; self.rank() - 1];
+        channel_shape[0] = channels;
+        let per_channel = |t: Option<&RawTensor>| t.map(|t| t.reshape(&channel_shape)).transpose();
+        let (weight, bias) = (per_channel(weight)?, per_channel(bias)?);
+        affine(normalized, weight.as_ref(), bias.as_ref())
     }
 }

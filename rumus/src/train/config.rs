@@ -4,6 +4,7 @@
 //! holding `&D`, so the data outlives the call without being copied, and its sample and target
 //! types are checked against the model at compile time like the training data's.
 
+use crate::data::transforms::Augment;
 use crate::data::{Dataset, SampleFor, TargetFor};
 use crate::distributed::{DataParallel, Distributed};
 use crate::optim::{Optimizer, Schedule};
@@ -143,6 +144,7 @@ pub struct Fit<'a, V = NoValidation> {
     pub(crate) accumulate_grad_batches: usize,
     pub(crate) validation_steps: Option<usize>,
     pub(crate) distributed: Option<Distributed>,
+    pub(crate) augment: Option<Augment>,
 }
 
 impl Fit<'_, NoValidation> {
@@ -171,6 +173,7 @@ impl Fit<'_, NoValidation> {
             accumulate_grad_batches: 1,
             validation_steps: None,
             distributed: None,
+            augment: None,
         }
     }
 }
@@ -218,6 +221,7 @@ impl<'a, V> Fit<'a, V> {
             accumulate_grad_batches: self.accumulate_grad_batches,
             validation_steps: self.validation_steps,
             distributed: self.distributed,
+            augment: self.augment,
         }
     }
 
@@ -315,6 +319,13 @@ impl<'a, V> Fit<'a, V> {
     /// read is one small device → host transfer.
     pub fn progress_every(mut self, steps: usize) -> Self {
         self.progress_every = steps.max(1);
+        self
+    }
+
+    /// Augments every training batch with `augment` (images `[n, c, h, w]`; never the
+    /// validation or evaluation batches). Its draws depend on its seed, the epoch and the batch.
+    pub fn augment(mut self, augment: Augment) -> Self {
+        self.augment = Some(augment);
         self
     }
 

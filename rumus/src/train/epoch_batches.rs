@@ -104,10 +104,12 @@ impl<'a, D: Dataset> EpochBatches<'a, D> {
             stream.next_pass += 1;
         }
         let indices: Vec<usize> = stream.pending.drain(..need).collect();
+        // The epoch numbers the augmentation's draws (the indices are already in order).
         let indices = self.mine(indices);
         DataLoader::new(self.dataset, batch_size, &self.device)?
             .prefetch(self.prefetch)
             .with_indices(indices)?
-            .for_each(0, f)
+            .augment(self.loader.augmentation().cloned())
+            .for_each(epoch, f)
     }
 }

@@ -134,7 +134,8 @@ fn train_loader<'a, D: Dataset, V>(
     let mut loader = DataLoader::new(train, cfg.batch_size, device)?
         .drop_last(cfg.drop_last)
         .prefetch(cfg.prefetch)
-        .with_indices((0..n_train).collect())?;
+        .with_indices((0..n_train).collect())?
+        .augment(cfg.augment.clone());
     if let Some(seed) = cfg.shuffle_seed {
         loader = loader.shuffle(seed);
     }

@@ -6,6 +6,8 @@ pub struct Vision {
     convs: layers![
         Conv2d(3 => 12, kernel = (3, 5), stride = 1, padding = same, dilation = 1, groups = 3, bias = false),
         BatchNorm2d(12, eps = 1e-3, momentum = 0.2),
+        GroupNorm(4, 12, eps = 1e-5, affine = true),
+        InstanceNorm2d(affine = true),
         LeakyRelu(slope = 0.1),
         MaxPool2d(3, stride = 2, padding = 1, dilation = 1),
         Conv2d(12, kernel = 3, dilation = 2, padding = valid),
@@ -26,6 +28,7 @@ pub struct Sequence {
         MultiHeadAttention(4),
         LayerNorm(16, eps = 1e-5, affine = true),
         LayerNorm,
+        RmsNorm(16, eps = 1e-6, affine = true),
         Linear(8)
     ],
 }

@@ -15,8 +15,10 @@ mod optim;
 mod parallel;
 mod recurrent;
 mod reduce;
+mod rms_norm;
 mod softmax;
 mod storage;
+mod warp;
 
 pub(crate) use buffer_pool::filled_with as try_filled;
 pub use buffer_pool::pooled_bytes;
@@ -353,6 +355,36 @@ impl Backend for CpuBackend {
         Ok(f32_storage(layer_norm::layer_norm_backward(x, w, mean, rstd, dy, args)?))
     }
 
+    fn rms_norm(&self, x: &Storage, weight: Option<&Storage>, args: &LayerNormArgs) -> Result<(Storage, Storage)> {
+        const OP: &str = "rms_norm";
+        args.check(OP)?;
+        let storages: Vec<&Storage> = [Some(x), weight].into_iter().flatten().collect();
+        let locked = read_all(OP, &storages)?;
+        check_dims(OP, &[args.rows, args.cols], locked.f32(0, OP)?.len())?;
+        let w = weight.is_some().then(|| prefix(OP, locked.f32(1, OP)?, args.cols)).transpose()?;
+        let (y, rstd) = rms_norm::rms_norm(locked.f32(0, OP)?, w, args)?;
+        Ok((f32_storage(y), f32_storage(rstd)))
+    }
+
+    fn rms_norm_backward(
+        &self,
+        x: &Storage,
+        weight: Option<&Storage>,
+        rstd: &Storage,
+        dy: &Storage,
+        args: &LayerNormArgs,
+    ) -> Result<Storage> {
+        const OP: &str = "rms_norm";
+        args.check(OP)?;
+        let storages: Vec<&Storage> = [Some(x), Some(rstd), Some(dy), weight].into_iter().flatten().collect();
+        let locked = read_all(OP, &storages)?;
+        let len = area(OP, args.rows, args.cols)?;
+        let (x, dy) = (prefix(OP, locked.f32(0, OP)?, len)?, prefix(OP, locked.f32(2, OP)?, len)?);
+        let rstd = prefix(OP, locked.f32(1, OP)?, args.rows)?;
+        let w = weight.is_some().then(|| prefix(OP, locked.f32(3, OP)?, args.cols)).transpose()?;
+        Ok(f32_storage(rms_norm::rms_norm_backward(x, w, rstd, dy, args)?))
+    }
+
     fn recurrent_forward(
         &self,
         xproj: &Storage,
@@ -415,6 +447,15 @@ impl Backend for CpuBackend {
         };
         let (dgx, dgh, dh0, dc0) = recurrent::backward(&inputs, args)?;
         Ok((f32_storage(dgx), dgh.map(f32_storage), f32_storage(dh0), dc0.map(f32_storage)))
+    }
+
+    fn affine_warp(&self, x: &Storage, matrices: &Storage, args: &WarpArgs) -> Result<Storage> {
+        const OP: &str = "affine_warp";
+        let locked = read_all(OP, &[x, matrices])?;
+        let (x, m) = (locked.f32(0, OP)?, locked.f32(1, OP)?);
+        check_dims(OP, &[args.batch, args.channels, args.height, args.width], x.len())?;
+        check_dims(OP, &[args.batch, 6], m.len())?;
+        Ok(f32_storage(warp::affine_warp(x, m, args)?))
     }
 
     fn im2col(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage> {

@@ -13,8 +13,8 @@ use Access::{Read as R, Write as W};
 const OP: &str = "layer_norm";
 
 kernel_params! {
-    /// `layer_norm.wgsl`, `layer_norm_backward.wgsl`: `rows` rows of `cols`, `eps`, and whether
-    /// a weight and a bias are bound.
+    /// `layer_norm.wgsl`, `layer_norm_backward.wgsl` (and the `rms_norm` pair, without a bias):
+    /// `rows` rows of `cols`, `eps`, and whether a weight and a bias are bound.
     struct LayerNormParams {
         rows: u32,
         cols: u32,

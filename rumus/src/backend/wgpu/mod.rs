@@ -32,11 +32,13 @@ mod pooling;
 mod random;
 mod recurrent;
 mod reduce;
+mod rms_norm;
 mod runtime_dir;
 mod softmax;
 mod storage;
 mod timer;
 pub(crate) mod warmup;
+mod warp;
 mod window;
 
 pub use buffer_pool::PoolStats;
@@ -394,6 +396,25 @@ impl Backend for WgpuBackend {
         args: &LayerNormArgs,
     ) -> Result<Storage> {
         self.layer_norm_backward_kernel(x, weight, mean, rstd, dy, args)
+    }
+
+    fn rms_norm(&self, x: &Storage, weight: Option<&Storage>, args: &LayerNormArgs) -> Result<(Storage, Storage)> {
+        self.rms_norm_kernel(x, weight, args)
+    }
+
+    fn rms_norm_backward(
+        &self,
+        x: &Storage,
+        weight: Option<&Storage>,
+        rstd: &Storage,
+        dy: &Storage,
+        args: &LayerNormArgs,
+    ) -> Result<Storage> {
+        self.rms_norm_backward_kernel(x, weight, rstd, dy, args)
+    }
+
+    fn affine_warp(&self, x: &Storage, matrices: &Storage, args: &WarpArgs) -> Result<Storage> {
+        self.affine_warp_kernel(x, matrices, args)
     }
 
     fn im2col(&self, x: &Storage, geom: &ConvGeom) -> Result<Storage> {

@@ -20,6 +20,7 @@ use super::random::RandomParams;
 use super::recurrent::RecurrentParams;
 use super::reduce::{reduce_constants, ArgmaxParams, ReduceParams};
 use super::softmax::{SoftmaxBackwardParams, SoftmaxParams};
+use super::warp::WarpParams;
 use super::window::WindowParams;
 use crate::{Error, Result};
 
@@ -105,6 +106,9 @@ pub(crate) const SOFTMAX: Shader = shader!("softmax", SoftmaxParams).row_reduce(
 pub(crate) const SOFTMAX_BACKWARD: Shader = shader!("softmax_backward", SoftmaxBackwardParams).row_reduce();
 pub(crate) const LAYER_NORM: Shader = shader!("layer_norm", LayerNormParams).row_reduce();
 pub(crate) const LAYER_NORM_BACKWARD: Shader = shader!("layer_norm_backward", LayerNormParams).row_reduce();
+pub(crate) const RMS_NORM: Shader = shader!("rms_norm", LayerNormParams).row_reduce();
+pub(crate) const RMS_NORM_BACKWARD: Shader = shader!("rms_norm_backward", LayerNormParams).row_reduce();
+pub(crate) const AFFINE_WARP: Shader = shader!("affine_warp", WarpParams);
 pub(crate) const CROSS_ENTROPY: Shader = shader!("cross_entropy", CrossEntropyParams)
     .with_constants(cross_entropy_constants)
     .row_reduce()
@@ -180,6 +184,9 @@ pub(crate) const ALL: &[Shader] = &[
     CROSS_ENTROPY,
     LAYER_NORM,
     LAYER_NORM_BACKWARD,
+    RMS_NORM,
+    RMS_NORM_BACKWARD,
+    AFFINE_WARP,
     IM2COL,
     COL2IM,
     CONV2D,
