@@ -1,6 +1,8 @@
 //! Models and data shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod torch_fixture;
+
 use std::sync::OnceLock;
 
 use rumus::data::mnist::Mnist;

@@ -3,9 +3,7 @@
 //! reference from tests/fixtures/make_conv_fixture.py) on the CPU and on wgpu, against finite
 //! differences, CPU against wgpu on non-contiguous inputs, and bad input as errors.
 
-use std::collections::HashMap;
-use std::path::Path;
-
+use crate::common::torch_fixture::TorchFixture;
 use rumus::nn::{
     AvgPool1d, Conv1d, Conv1dConfig, ConvTranspose2d, ConvTranspose2dConfig, GlobalAvgPool, GlobalMaxPool, MaxPool1d,
     Module, Upsample,
@@ -59,32 +57,16 @@ const CASES: &[(&str, Op)] = &[
     ("avgpool1d", |x, _, _| x.avg_pool1d(3, 2, 1)),
 ];
 
-fn fixture() -> HashMap<String, (Vec<usize>, Vec<f32>)> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch_conv_family.safetensors");
-    let bytes = std::fs::read(&path).expect("tests/fixtures/torch_conv_family.safetensors (make_conv_fixture.py)");
-    let file = safetensors::SafeTensors::deserialize(&bytes).expect("a safetensors file");
-    file.tensors()
-        .into_iter()
-        .map(|(name, t)| {
-            assert_eq!(t.dtype(), safetensors::Dtype::F32, "{name}");
-            let v = t.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-            (name, (t.shape().to_vec(), v))
-        })
-        .collect()
-}
-
 fn check_fixture_on(device: &Device) -> Result<()> {
-    let f = fixture();
+    let f = TorchFixture::load("torch_conv_family.safetensors");
     let get = |case: &str, what: &str| -> Result<Option<RawTensor>> {
-        f.get(&format!("{case}.{what}"))
-            .map(|(shape, v)| RawTensor::from_slice(v, shape, device)?.requires_grad_())
-            .transpose()
+        f.optional(&format!("{case}.{what}"), device)?.map(|t| t.requires_grad_()).transpose()
     };
     for (case, op) in CASES {
         let x = get(case, "x")?.expect("every case has an input");
         let (w, b) = (get(case, "weight")?, get(case, "bias")?);
         let y = op(&x, w.as_ref(), b.as_ref())?;
-        let (want_shape, want) = &f[&format!("{case}.y")];
+        let (want_shape, want) = f.entry(&format!("{case}.y"));
         assert_eq!(y.shape(), &want_shape[..], "{case}: output shape");
         assert_close(&format!("{case} output on {device}"), &y.contiguous()?.to_vec()?, want, 1e-4);
         let gy = get(case, "gy")?.expect("upstream gradient");
@@ -95,7 +77,7 @@ fn check_fixture_on(device: &Device) -> Result<()> {
             assert_close(
                 &format!("{case} gradient of {name} on {device}"),
                 &got,
-                &f[&format!("{case}.grad.{name}")].1,
+                f.get(&format!("{case}.grad.{name}")),
                 1e-4,
             );
         }

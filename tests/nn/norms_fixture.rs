@@ -3,9 +3,7 @@
 //! (`tests/fixtures/make_norm_fixture.py`). rumus's layers, given PyTorch's weights by name, and
 //! the models `#[model]` generates must give PyTorch's numbers on the CPU and on wgpu.
 
-use std::collections::HashMap;
-use std::path::Path;
-
+use crate::common::torch_fixture::TorchFixture;
 use rumus::nn::{named_parameters, GroupNorm, InstanceNorm2d, Module, RmsNorm};
 use rumus::prelude::*;
 use rumus::testing::{assert_close, wgpu_or_skip};
@@ -28,42 +26,12 @@ pub struct InstanceNet {
     norm: layers![InstanceNorm2d],
 }
 
-const FIXTURE: &str = "tests/fixtures/torch_norms.safetensors";
 const TOL: f32 = 2e-5;
 const GRAD_TOL: f32 = 1e-4;
 
-struct Fixture {
-    shapes: HashMap<String, Vec<usize>>,
-    values: HashMap<String, Vec<f32>>,
-}
-
-impl Fixture {
-    fn load() -> Fixture {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE);
-        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{FIXTURE} (make_norm_fixture.py): {e}"));
-        let file = safetensors::SafeTensors::deserialize(&bytes).expect("a safetensors file");
-        let mut out = Fixture { shapes: HashMap::new(), values: HashMap::new() };
-        for (name, t) in file.tensors() {
-            assert_eq!(t.dtype(), safetensors::Dtype::F32, "{name}");
-            let v = t.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-            out.shapes.insert(name.clone(), t.shape().to_vec());
-            out.values.insert(name, v);
-        }
-        out
-    }
-
-    fn get(&self, name: &str) -> &[f32] {
-        self.values.get(name).unwrap_or_else(|| panic!("{name} missing from {FIXTURE}"))
-    }
-
-    fn tensor(&self, name: &str, device: &Device) -> Result<RawTensor> {
-        RawTensor::from_slice(self.get(name), &self.shapes[name], device)
-    }
-}
-
 /// One case: the layer given PyTorch's weights by name, its output, the loss and the gradients
 /// of the input and every parameter.
-fn check_layer(f: &Fixture, case: &str, layer: &dyn Module, params: usize, device: &Device) -> Result<()> {
+fn check_layer(f: &TorchFixture, case: &str, layer: &dyn Module, params: usize, device: &Device) -> Result<()> {
     let at = format!("{case} on {device}");
     let named = named_parameters(layer);
     assert_eq!(named.len(), params, "{at}: parameters");
@@ -86,7 +54,7 @@ fn check_layer(f: &Fixture, case: &str, layer: &dyn Module, params: usize, devic
 }
 
 /// The generated models, PyTorch's weights loaded under their names (`norm.0.weight` ...).
-fn check_generated(f: &Fixture, device: &Device) -> Result<()> {
+fn check_generated(f: &TorchFixture, device: &Device) -> Result<()> {
     let load = |model: &dyn Module, case: &str| -> Result<()> {
         for (name, p) in named_parameters(model) {
             let torch_name = name.strip_prefix("norm.0.").expect("parameters of the norm field");
@@ -113,7 +81,7 @@ fn check_generated(f: &Fixture, device: &Device) -> Result<()> {
 }
 
 fn check_all(device: &Device) -> Result<()> {
-    let f = Fixture::load();
+    let f = TorchFixture::load("torch_norms.safetensors");
     check_layer(&f, "group_chw", &GroupNorm::new(device, 4, 8, 1e-5, true)?, 2, device)?;
     check_layer(&f, "group_cl", &GroupNorm::new(device, 2, 6, 1e-3, true)?, 2, device)?;
     check_layer(&f, "instance", &InstanceNorm2d::new(device, 4, 1e-5, false)?, 0, device)?;

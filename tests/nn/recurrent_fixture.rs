@@ -3,9 +3,7 @@
 //! by PyTorch in float64 (`tests/fixtures/make_rnn_fixture.py`). rumus's ops and layers, given
 //! PyTorch's weights by name, must give PyTorch's numbers on the CPU and on wgpu.
 
-use std::collections::HashMap;
-use std::path::Path;
-
+use crate::common::torch_fixture::TorchFixture;
 use rumus::nn::{named_parameters, Gru, Lstm, Module, RecurrentConfig};
 use rumus::prelude::*;
 use rumus::testing::{assert_close, wgpu_or_skip};
@@ -23,51 +21,19 @@ pub struct BiGruLast {
     rnn: layers![Gru(4, layers = 2, bidirectional = true, return_sequences = false)],
 }
 
-const FIXTURE: &str = "tests/fixtures/torch_rnn.safetensors";
 const TOL: f32 = 2e-5;
 const GRAD_TOL: f32 = 1e-4;
 
-struct Fixture {
-    shapes: HashMap<String, Vec<usize>>,
-    values: HashMap<String, Vec<f32>>,
-}
-
-impl Fixture {
-    fn load() -> Fixture {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE);
-        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{FIXTURE} (make_rnn_fixture.py): {e}"));
-        let file = safetensors::SafeTensors::deserialize(&bytes).expect("a safetensors file");
-        let mut out = Fixture { shapes: HashMap::new(), values: HashMap::new() };
-        for (name, t) in file.tensors() {
-            assert_eq!(t.dtype(), safetensors::Dtype::F32, "{name}");
-            let v = t.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-            out.shapes.insert(name.clone(), t.shape().to_vec());
-            out.values.insert(name, v);
-        }
-        out
-    }
-
-    fn get(&self, name: &str) -> &[f32] {
-        self.values.get(name).unwrap_or_else(|| panic!("{name} missing from {FIXTURE}"))
-    }
-
-    fn tensor(&self, name: &str, device: &Device) -> Result<RawTensor> {
-        RawTensor::from_slice(self.get(name), &self.shapes[name], device)
-    }
-
-    /// A leaf that records its gradient.
-    fn leaf(&self, name: &str, device: &Device) -> Result<RawTensor> {
-        self.tensor(name, device)?.requires_grad_()
-    }
-}
-
 /// The one-layer cases through the ops, with the initial states: `y`, `h_n`, `c_n`, the loss
 /// and the gradients of the input, the four weights and the initial states.
-fn check_op(f: &Fixture, case: &str, device: &Device) -> Result<()> {
+fn check_op(f: &TorchFixture, case: &str, device: &Device) -> Result<()> {
     let lstm = case == "lstm";
     let names = ["input", "weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "h0", "c0"];
     let names = if lstm { &names[..] } else { &names[..6] };
-    let leaves = names.iter().map(|n| f.leaf(&format!("{case}.{n}"), device)).collect::<Result<Vec<RawTensor>>>()?;
+    let leaves = names
+        .iter()
+        .map(|n| f.tensor(&format!("{case}.{n}"), device).and_then(|t| t.requires_grad_()))
+        .collect::<Result<Vec<RawTensor>>>()?;
     let w = RecurrentWeights { w_ih: &leaves[1], w_hh: &leaves[2], b_ih: Some(&leaves[3]), b_hh: Some(&leaves[4]) };
     let out = if lstm {
         leaves[0].lstm(&w, Some(&leaves[5]), Some(&leaves[6]), false)?
@@ -94,7 +60,7 @@ fn check_op(f: &Fixture, case: &str, device: &Device) -> Result<()> {
 
 /// The two-layer bidirectional cases through the layers, PyTorch's weights loaded by name:
 /// the output, the last state and the gradients of the input and every parameter.
-fn check_layer(f: &Fixture, case: &str, device: &Device) -> Result<()> {
+fn check_layer(f: &TorchFixture, case: &str, device: &Device) -> Result<()> {
     let config = RecurrentConfig { layers: 2, bidirectional: true, dropout: 0.0, return_sequences: true };
     let build = |config: RecurrentConfig| -> Result<Box<dyn Module>> {
         let layer: Box<dyn Module> = if case.starts_with("lstm") {
@@ -109,7 +75,7 @@ fn check_layer(f: &Fixture, case: &str, device: &Device) -> Result<()> {
     };
     let layer = build(config)?;
     let at = format!("{case} on {device}");
-    let x = f.leaf(&format!("{case}.input"), device)?;
+    let x = f.tensor(&format!("{case}.input"), device)?.requires_grad_()?;
     let y = layer.forward_raw(&x)?;
     assert_close(&format!("{at}: y"), &y.to_vec()?, f.get(&format!("{case}.y")), TOL);
     let last = build(RecurrentConfig { return_sequences: false, ..config })?.forward_raw(&x)?;
@@ -129,7 +95,7 @@ fn check_layer(f: &Fixture, case: &str, device: &Device) -> Result<()> {
 }
 
 /// The generated models, PyTorch's weights loaded under their names (`rnn.0.weight_ih_l0` ...).
-fn check_generated(f: &Fixture, device: &Device) -> Result<()> {
+fn check_generated(f: &TorchFixture, device: &Device) -> Result<()> {
     let load = |model: &dyn Module, case: &str| -> Result<()> {
         for (name, p) in named_parameters(model) {
             let torch_name = name.strip_prefix("rnn.0.").expect("parameters of the rnn field");
@@ -152,7 +118,7 @@ fn check_generated(f: &Fixture, device: &Device) -> Result<()> {
 }
 
 fn check_all(device: &Device) -> Result<()> {
-    let f = Fixture::load();
+    let f = TorchFixture::load("torch_rnn.safetensors");
     check_op(&f, "lstm", device)?;
     check_op(&f, "gru", device)?;
     check_layer(&f, "lstm_bi2", device)?;

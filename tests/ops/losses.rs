@@ -3,29 +3,11 @@
 //! on wgpu, finite-difference gradients of every loss and reduction, CPU ↔ wgpu parity of every loss (the fused weighted cross-entropy on short and
 //! wide rows and non-contiguous logits), and bad input as errors.
 
-use std::collections::HashMap;
-use std::path::Path;
-
+use crate::common::torch_fixture::TorchFixture;
 use proptest::prelude::*;
 use rumus::loss::{self, CrossEntropyOptions, Reduction};
 use rumus::testing::{assert_close, grad_check, wgpu_or_skip, GradCheck};
 use rumus::{Device, Error, RawTensor, Result};
-
-type Fixture = HashMap<String, (Vec<usize>, Vec<f32>)>;
-
-fn fixture() -> Fixture {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch_losses.safetensors");
-    let bytes = std::fs::read(&path).expect("tests/fixtures/torch_losses.safetensors (make_loss_fixture.py)");
-    let file = safetensors::SafeTensors::deserialize(&bytes).expect("a safetensors file");
-    file.tensors()
-        .into_iter()
-        .map(|(name, t)| {
-            assert_eq!(t.dtype(), safetensors::Dtype::F32, "{name}");
-            let v = t.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-            (name, (t.shape().to_vec(), v))
-        })
-        .collect()
-}
 
 fn reduction(name: &str) -> Reduction {
     match name {
@@ -76,13 +58,11 @@ const CASES: &[(&str, bool, &[&str], LossCase)] = &[
 const TOL: f32 = 2e-5;
 
 fn check_fixture_on(device: &Device) -> Result<()> {
-    let f = fixture();
-    let tensor = |name: &str| -> Result<Option<RawTensor>> {
-        f.get(name).map(|(shape, v)| RawTensor::from_slice(v, shape, device)).transpose()
-    };
+    let f = TorchFixture::load("torch_losses.safetensors");
+    let tensor = |name: &str| f.optional(name, device);
     for &(case, classes, reductions, op) in CASES {
         let x = tensor(&format!("{case}.x"))?.expect("every case has an input").requires_grad_()?;
-        let (t_shape, t_values) = &f[&format!("{case}.t")];
+        let (t_shape, t_values) = f.entry(&format!("{case}.t"));
         let t = if classes {
             let indices: Vec<u32> = t_values.iter().map(|&v| v as u32).collect();
             RawTensor::from_indices(&indices, t_shape, device)?
@@ -93,18 +73,19 @@ fn check_fixture_on(device: &Device) -> Result<()> {
         for &red in reductions {
             let at = format!("{case} ({red}) on {device}");
             let y = op(&x, &t, w.as_ref(), reduction(red))?;
-            let (want_shape, want) = &f[&format!("{case}.{red}.y")];
+            let (want_shape, want) = f.entry(&format!("{case}.{red}.y"));
             assert_eq!(y.shape(), &want_shape[..], "{at}: output shape");
             assert_close(&format!("{at}: value"), &y.contiguous()?.to_vec()?, want, TOL);
             let gy = tensor(&format!("{case}.{red}.gy"))?.expect("upstream gradient");
             let grads = y.mul(&gy)?.sum_all()?.backward()?;
             let gx = grads.get(&x).unwrap_or_else(|| panic!("{at}: no input gradient")).to_vec()?;
-            assert_close(&format!("{at}: input gradient"), &gx, &f[&format!("{case}.{red}.grad.x")].1, TOL);
+            assert_close(&format!("{at}: input gradient"), &gx, f.get(&format!("{case}.{red}.grad.x")), TOL);
             if !classes {
                 let gt = grads.get(&t).unwrap_or_else(|| panic!("{at}: no target gradient")).to_vec()?;
                 // PyTorch's kl_div differentiates xlogy(t, t) into 0/0 = NaN where t = 0; rumus
                 // gives 0 there (the limit of the loss's slope, t·log t being flat at 0).
-                let want: Vec<f32> = f[&format!("{case}.{red}.grad.t")]
+                let want: Vec<f32> = f
+                    .entry(&format!("{case}.{red}.grad.t"))
                     .1
                     .iter()
                     .zip(t_values)
