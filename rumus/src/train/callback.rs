@@ -117,59 +117,46 @@ pub trait Callback: Send {
     }
 }
 
-/// A callback lent to `fit` (`.callback(&mut stopper)`), so it can be read afterwards.
-impl<C: Callback + ?Sized> Callback for &mut C {
-    fn check(&self, ctx: &TrainContext<'_>) -> Result<()> {
-        (**self).check(ctx)
-    }
+/// `Callback` for a pointer type by forwarding every hook to the callback it points to.
+macro_rules! forward_callback {
+    ($(#[$doc:meta])* $pointer:ty) => {
+        $(#[$doc])*
+        impl<C: Callback + ?Sized> Callback for $pointer {
+            fn check(&self, ctx: &TrainContext<'_>) -> Result<()> {
+                (**self).check(ctx)
+            }
 
-    fn on_train_begin(&mut self, ctx: &mut TrainContext<'_>) -> Result<()> {
-        (**self).on_train_begin(ctx)
-    }
+            fn on_train_begin(&mut self, ctx: &mut TrainContext<'_>) -> Result<()> {
+                (**self).on_train_begin(ctx)
+            }
 
-    fn on_epoch_begin(&mut self, epoch: usize, ctx: &mut TrainContext<'_>) -> Result<()> {
-        (**self).on_epoch_begin(epoch, ctx)
-    }
+            fn on_epoch_begin(&mut self, epoch: usize, ctx: &mut TrainContext<'_>) -> Result<()> {
+                (**self).on_epoch_begin(epoch, ctx)
+            }
 
-    fn on_metrics(&mut self, epoch: usize, step: usize, logs: &Logs, ctx: &mut TrainContext<'_>) -> Result<()> {
-        (**self).on_metrics(epoch, step, logs, ctx)
-    }
+            fn on_metrics(&mut self, epoch: usize, step: usize, logs: &Logs, ctx: &mut TrainContext<'_>) -> Result<()> {
+                (**self).on_metrics(epoch, step, logs, ctx)
+            }
 
-    fn on_epoch_end(&mut self, epoch: usize, logs: &Logs, ctx: &mut TrainContext<'_>) -> Result<()> {
-        (**self).on_epoch_end(epoch, logs, ctx)
-    }
+            fn on_epoch_end(&mut self, epoch: usize, logs: &Logs, ctx: &mut TrainContext<'_>) -> Result<()> {
+                (**self).on_epoch_end(epoch, logs, ctx)
+            }
 
-    fn on_train_end(&mut self, ctx: &mut TrainContext<'_>) -> Result<()> {
-        (**self).on_train_end(ctx)
-    }
+            fn on_train_end(&mut self, ctx: &mut TrainContext<'_>) -> Result<()> {
+                (**self).on_train_end(ctx)
+            }
+        }
+    };
 }
 
-/// A boxed callback (e.g. one of a `Vec<Box<dyn Callback>>` chosen at run time).
-impl<C: Callback + ?Sized> Callback for Box<C> {
-    fn check(&self, ctx: &TrainContext<'_>) -> Result<()> {
-        (**self).check(ctx)
-    }
-
-    fn on_train_begin(&mut self, ctx: &mut TrainContext<'_>) -> Result<()> {
-        (**self).on_train_begin(ctx)
-    }
-
-    fn on_epoch_begin(&mut self, epoch: usize, ctx: &mut TrainContext<'_>) -> Result<()> {
-        (**self).on_epoch_begin(epoch, ctx)
-    }
-
-    fn on_metrics(&mut self, epoch: usize, step: usize, logs: &Logs, ctx: &mut TrainContext<'_>) -> Result<()> {
-        (**self).on_metrics(epoch, step, logs, ctx)
-    }
-
-    fn on_epoch_end(&mut self, epoch: usize, logs: &Logs, ctx: &mut TrainContext<'_>) -> Result<()> {
-        (**self).on_epoch_end(epoch, logs, ctx)
-    }
-
-    fn on_train_end(&mut self, ctx: &mut TrainContext<'_>) -> Result<()> {
-        (**self).on_train_end(ctx)
-    }
-}
+forward_callback!(
+    /// A callback lent to `fit` (`.callback(&mut stopper)`), so it can be read afterwards.
+    &mut C
+);
+forward_callback!(
+    /// A boxed callback (e.g. one of a `Vec<Box<dyn Callback>>` chosen at run time).
+    Box<C>
+);
 
 /// Whether a monitored metric improves by going down or up.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
