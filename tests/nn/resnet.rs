@@ -71,20 +71,21 @@ fn losses(model: &ResNet18, device: &Device, steps: usize) -> Result<Vec<f32>> {
 #[test]
 fn loss_falls_on_a_fixed_batch_on_the_cpu() -> Result<()> {
     let model = ResNet18::new(&Device::cpu(), 3)?;
-    let l = losses(&model, &Device::cpu(), 5)?;
+    let l = losses(&model, &Device::cpu(), 3)?;
     assert!(l.iter().all(|v| v.is_finite()), "losses {l:?}");
-    assert!(l[4] < 0.5 * l[0], "the loss on 2 fixed images should fall: {l:?}");
+    assert!(l[2] < 0.5 * l[0], "the loss on 2 fixed images should fall: {l:?}");
     Ok(())
 }
 
-/// One forward and backward pass on wgpu gives the CPU's loss and gradients (same seed, same
-/// initial weights), and a few steps there lower the loss too.
+/// The first training step on wgpu gives the CPU's loss and gradients (same seed, same initial
+/// weights), and the loss is lower at the second.
 #[test]
 fn wgpu_training_steps_match_the_cpu() -> Result<()> {
     let Some(gpu) = wgpu_or_skip() else { return Ok(()) };
     let cpu = Device::cpu();
     let (on_cpu, on_gpu) = (ResNet18::new(&cpu, 4)?, ResNet18::new(&gpu, 4)?);
-    let grad_of = |model: &ResNet18, device: &Device| -> Result<(f32, Vec<f32>, Vec<f32>)> {
+    let mut sgd = Sgd::new(0.01).momentum(0.9);
+    let mut step = |model: &ResNet18, device: &Device| -> Result<(f32, Vec<f32>, Vec<f32>)> {
         let (x, y) = batch(device)?;
         let loss = model.forward_raw(&x)?.cross_entropy(&y, 0.0)?;
         let grads = loss.backward()?;
@@ -93,17 +94,21 @@ fn wgpu_training_steps_match_the_cpu() -> Result<()> {
             let (_, p) = params.iter().find(|(n, _)| n == name).expect("the parameter exists");
             grads.get(p.tensor()).expect("a gradient").to_vec()
         };
-        Ok((loss.item()?, grad("head.1.weight")?, grad("stem.0.weight")?))
+        let seen = (loss.item()?, grad("head.1.weight")?, grad("stem.0.weight")?);
+        if device.same(&gpu) {
+            sgd.step(&params, &grads)?;
+        }
+        Ok(seen)
     };
-    let (loss_cpu, head_cpu, stem_cpu) = grad_of(&on_cpu, &cpu)?;
-    let (loss_gpu, head_gpu, stem_gpu) = grad_of(&on_gpu, &gpu)?;
+    let (loss_cpu, head_cpu, stem_cpu) = step(&on_cpu, &cpu)?;
+    let (loss_gpu, head_gpu, stem_gpu) = step(&on_gpu, &gpu)?;
     assert_close("loss", &[loss_gpu], &[loss_cpu], 1e-3);
     assert_close("head.1.weight gradient", &head_gpu, &head_cpu, 1e-3);
     let scale = stem_cpu.iter().fold(0f32, |m, v| m.max(v.abs()));
     let stem_cpu: Vec<f32> = stem_cpu.iter().map(|v| v / scale).collect();
     let stem_gpu: Vec<f32> = stem_gpu.iter().map(|v| v / scale).collect();
     assert_close("stem.0.weight gradient (relative to its largest)", &stem_gpu, &stem_cpu, 1e-2);
-    let l = losses(&on_gpu, &gpu, 3)?;
-    assert!(l[2] < l[0], "the loss on wgpu should fall: {l:?}");
+    let (second, _, _) = step(&on_gpu, &gpu)?;
+    assert!(second < loss_gpu, "the loss on wgpu should fall: {loss_gpu} then {second}");
     Ok(())
 }
