@@ -5,6 +5,10 @@ median-of-repeats, so the two can run in one session and be compared as ratios.
     python3 tools/bench/torch_bench.py --device cpu --threads 2
     python3 tools/bench/torch_bench.py --device cuda --only matmul,softmax,convpass --gpu-time
     python3 tools/bench/torch_bench.py --device cuda --only attention      # fused attention, f32   # bench_wgpu's twin
+    python3 tools/bench/torch_bench.py --device cuda --only resnet [--resnet-batch 128]
+
+`resnet` (ResNet-18 training steps; on CUDA f32, TF32, bf16 autocast, torch.compile default and
+reduce-overhead) runs only when `--only` names it, as in bench.
 
 TF32 is off (PyTorch's default for matmul is plain fp32 unless allowed). Each repeat is timed
 on the wall clock up to a synchronize, as `bench` times rumus up to a read-back; with
@@ -332,7 +336,7 @@ def main():
         for b in (64, 256):
             add(f"lenet train step b{b}", train_step_bench(dev, LeNet(), b, 50))
         add("mlp train step b64", train_step_bench(dev, mlp(), 64, 50))
-    if wanted("resnet"):
+    if "resnet" in a.only.split(","):  # only when named, as in bench
         # The twin of bench's resnet row: ResNet-18 (CIFAR form) training steps on synthetic
         # 3x32x32 images; on CUDA also TF32, bf16 autocast and torch.compile (default and
         # reduce-overhead) where they are available.
