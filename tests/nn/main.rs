@@ -17,4 +17,5 @@ mod norms_fixture;
 mod optim;
 mod recurrent;
 mod recurrent_fixture;
+mod resnet;
 mod transformer_layers;

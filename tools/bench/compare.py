@@ -53,6 +53,14 @@ def workload_rows(rumus, peer_doc):
             yield r["name"], r["median_s"], r["rate"], r["unit"], peer
 
 
+def resnet_rows(rumus, peer_doc):
+    """rumus's f32 ResNet-18 step against each of the twin's modes (f32, tf32, bf16, compile, ...)."""
+    for r in rumus["results"] if rumus else []:
+        for peer in peer_doc["results"] if peer_doc else []:
+            if peer["name"] == r["name"] or peer["name"].startswith(r["name"] + " "):
+                yield f"{r['name']} vs {peer['name'][len(r['name']):].strip() or 'f32'}", r["median_s"], None, r["unit"], peer
+
+
 SCALE = {"GFLOP/s": 1.0, "TFLOP/s": 1e3, "GB/s": 1.0}
 
 
@@ -110,7 +118,7 @@ def cold_ratios(out):
 
 def gpu_name(out):
     """The GPU the PyTorch twin ran on (the lent machines are H200s or H100s), for the titles."""
-    for name in ["kernels_torch.json", "cuda_torch.json", "cold_torch.json"]:
+    for name in ["kernels_torch.json", "cuda_torch.json", "cold_torch.json", "resnet_torch.json"]:
         doc = load(out, name)
         if doc and doc.get("device"):
             return doc["device"].replace("NVIDIA ", "")
@@ -124,6 +132,8 @@ def main():
     cuda = load(out, "cuda_torch.json")
     table(f"{gpu} workloads, rumus wgpu vs PyTorch CUDA", workload_rows(load(out, "wgpu_rumus.json"), cuda))
     table(f"{gpu} workloads, second rumus run", workload_rows(load(out, "wgpu_rumus2.json"), cuda))
+    table(f"{gpu} ResNet-18 training step, rumus wgpu (f32) vs PyTorch CUDA modes",
+          resnet_rows(load(out, "resnet_rumus.json"), load(out, "resnet_torch.json")))
     for i, name in cold_runs(out):
         table(f"{gpu} cold start {i}", workload_rows(load(out, name), load(out, "cold_torch.json")))
     cold_ratios(out)

@@ -6,13 +6,15 @@
 # BIN_DIR holds the release binaries built elsewhere: `cargo build --release -p rumus-tools`
 # (target/release/{bench,bench_wgpu,matmul_lab,kernel_stats}) and
 # `cargo build --release --example mnist` (target/release/examples/mnist). OUT_DIR receives
-# the logs and JSON, PARTS is a comma list of lab,kernels,workloads,cold,cpu,mnist (default:
-# all). `tools/bench/compare.py OUT_DIR` prints the
+# the logs and JSON, PARTS is a comma list of lab,kernels,workloads,resnet,cold,cpu,mnist (default:
+# all). `resnet`: ResNet-18 (CIFAR form) training steps at batch 128 on synthetic 3x32x32
+# images, rumus on wgpu, then PyTorch (f32, TF32, bf16 autocast, torch.compile default and
+# reduce-overhead). `tools/bench/compare.py OUT_DIR` prints the
 # ratio tables from the JSON. The device machine needs a Vulkan loader (see docs/BENCHMARKS.md).
 set -uo pipefail
 BIN=$1
 OUT=$2
-PARTS=${3:-lab,kernels,workloads,cold,cpu,mnist}
+PARTS=${3:-lab,kernels,workloads,resnet,cold,cpu,mnist}
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
 cd "$(dirname "$0")/../.."
 mkdir -p "$OUT"
@@ -44,6 +46,12 @@ if want workloads; then
     run "$BIN/bench" --device wgpu --json "$OUT/wgpu_rumus.json"
     run python3 tools/bench/torch_bench.py --device cuda --json "$OUT/cuda_torch.json"
     run "$BIN/bench" --device wgpu --only matmul,step,epoch --json "$OUT/wgpu_rumus2.json"
+fi
+
+if want resnet; then
+    stamp "resnet18 train step b128: rumus wgpu, PyTorch CUDA"
+    run "$BIN/bench" --device wgpu --only resnet --resnet-batch 128 --json "$OUT/resnet_rumus.json"
+    run python3 tools/bench/torch_bench.py --device cuda --only resnet --resnet-batch 128 --json "$OUT/resnet_torch.json"
 fi
 
 if want cold; then

@@ -5,6 +5,10 @@ median-of-repeats, so the two can run in one session and be compared as ratios.
     python3 tools/bench/torch_bench.py --device cpu --threads 2
     python3 tools/bench/torch_bench.py --device cuda --only matmul,softmax,convpass --gpu-time
     python3 tools/bench/torch_bench.py --device cuda --only attention      # fused attention, f32   # bench_wgpu's twin
+    python3 tools/bench/torch_bench.py --device cuda --only resnet [--resnet-batch 128]
+
+`resnet` (ResNet-18 training steps; on CUDA f32, TF32, bf16 autocast, torch.compile default and
+reduce-overhead) runs only when `--only` names it, as in bench.
 
 TF32 is off (PyTorch's default for matmul is plain fp32 unless allowed). Each repeat is timed
 on the wall clock up to a synchronize, as `bench` times rumus up to a read-back; with
@@ -65,6 +69,101 @@ class LeNet(nn.Module):
         return self.head(self.features(x))
 
 
+class Residual(nn.Sequential):
+    """rumus's `Residual(layers..)`: x + layers(x), its layers named 0, 1, ... as in a Sequential."""
+
+    def forward(self, x):
+        return x + super().forward(x)
+
+
+def identity_block(c):
+    """A BasicBlock whose shortcut is the identity, as rumus's ResNet18 writes it in a stage's list:
+    `Residual(conv, bn, relu, conv, bn), Relu`."""
+    return [
+        Residual(nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(),
+                 nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)),
+        nn.ReLU(),
+    ]
+
+
+class Down(nn.Module):
+    """A stride-2 BasicBlock with a 1x1 conv + BN projection shortcut (rumus's Down128/256/512)."""
+
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.main = nn.Sequential(
+            nn.Conv2d(cin, cout, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(),
+            nn.Conv2d(cout, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout),
+        )
+        self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=2, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        return F.relu(self.main(x) + self.shortcut(x))
+
+
+class GlobalAvgPool(nn.Module):
+    def forward(self, x):
+        return x.mean((2, 3))
+
+
+class ResNet18(nn.Module):
+    """ResNet-18, CIFAR form (3x3 stem of 64 without max-pool, stages [64, 128, 256, 512] x 2
+    BasicBlocks, projection shortcuts on downsampling, global average pool, linear 10):
+    11,173,962 parameters. The twin of `rumus_test_models::ResNet18` (tests/models/src/lib.rs)
+    with the same state_dict names (rumus keeps no `num_batches_tracked`)."""
+
+    def __init__(self, in_channels=3, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(in_channels, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU())
+        self.layer1 = nn.Sequential(*identity_block(64), *identity_block(64))
+        self.layer2_0 = Down(64, 128)
+        self.layer2 = nn.Sequential(*identity_block(128))
+        self.layer3_0 = Down(128, 256)
+        self.layer3 = nn.Sequential(*identity_block(256))
+        self.layer4_0 = Down(256, 512)
+        self.layer4 = nn.Sequential(*identity_block(512))
+        self.head = nn.Sequential(GlobalAvgPool(), nn.Linear(512, classes))
+
+    def forward(self, x):
+        x = self.layer1(self.stem(x))
+        x = self.layer2(self.layer2_0(x))
+        x = self.layer3(self.layer3_0(x))
+        return self.head(self.layer4(self.layer4_0(x)))
+
+
+def resnet_step_bench(device, batch, steps, mode):
+    """One ResNet-18 training step (forward, cross-entropy, backward, SGD with momentum 0.9) on a
+    synthetic [batch, 3, 32, 32] batch. `mode`: "f32" (TF32 off), "tf32", "bf16" (autocast),
+    "compile" (torch.compile, f32) or "compile-ro" (mode="reduce-overhead")."""
+    torch.manual_seed(0)
+    model = ResNet18().to(device).train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(batch, 3, 32, 32, device=device)
+    y = torch.randint(0, 10, (batch,), device=device)
+    tf32 = mode == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    forward = model
+    if mode == "compile":
+        forward = torch.compile(model)
+    elif mode == "compile-ro":
+        forward = torch.compile(model, mode="reduce-overhead")
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=mode == "bf16"):
+            loss = F.cross_entropy(forward(x), y)
+        loss.backward()
+        opt.step()
+        loss.item()
+
+    try:
+        return timer(device, 10 if mode.startswith("compile") else 3, steps, step)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+
+
 def mlp():
     return nn.Sequential(nn.Flatten(), nn.Linear(784, 300), nn.ReLU(), nn.Linear(300, 100), nn.ReLU(), nn.Linear(100, 10))
 
@@ -120,6 +219,7 @@ def main():
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--only", default="")
     p.add_argument("--json", default="")
+    p.add_argument("--resnet-batch", type=int, default=128, help="batch of the resnet workload")
     p.add_argument("--gpu-time", action="store_true", help="time kernels with CUDA events (GPU time alone)")
     a = p.parse_args()
     global GPU_TIME
@@ -236,6 +336,22 @@ def main():
         for b in (64, 256):
             add(f"lenet train step b{b}", train_step_bench(dev, LeNet(), b, 50))
         add("mlp train step b64", train_step_bench(dev, mlp(), 64, 50))
+    if "resnet" in a.only.split(","):  # only when named, as in bench
+        # The twin of bench's resnet row: ResNet-18 (CIFAR form) training steps on synthetic
+        # 3x32x32 images; on CUDA also TF32, bf16 autocast and torch.compile (default and
+        # reduce-overhead) where they are available.
+        b = a.resnet_batch
+        modes = ["f32"] if dev != "cuda" else ["f32", "tf32", "bf16", "compile", "compile-ro"]
+        for mode in modes:
+            if mode.startswith("compile") and not hasattr(torch, "compile"):
+                continue
+            try:
+                s = resnet_step_bench(dev, b, 20, mode)
+            except Exception as e:  # torch.compile needs a compiler toolchain; report, go on
+                print(f"resnet18 {mode}: skipped ({type(e).__name__}: {e})")
+                continue
+            suffix = "" if mode == "f32" else f" {mode}"
+            add(f"resnet18 train step b{b}{suffix}", s, b / s, "samples/s")
     if wanted("epoch"):
         for b in (64, 256):
             first, steady = epoch_bench(dev, b)

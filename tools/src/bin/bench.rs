@@ -3,8 +3,11 @@
 //! `tools/bench/torch_bench.py`; run both in the same session and compare ratios (docs/BENCHMARKS.md).
 //!
 //! ```text
-//! cargo run --release -p rumus-tools --bin bench -- [--device cpu|wgpu] [--only matmul,linear,softmax,attention,conv,step,memory,epoch] [--json out.json]
+//! cargo run --release -p rumus-tools --bin bench -- [--device cpu|wgpu] [--only matmul,linear,softmax,attention,conv,step,memory,epoch,resnet] [--resnet-batch N] [--json out.json]
 //! ```
+//!
+//! `resnet` (ResNet-18 training steps, batch 128 unless `--resnet-batch` says otherwise) runs only
+//! when `--only` names it.
 //!
 //! The LeNet epoch benchmark reports its first epoch apart: run alone (`--only epoch`) in a
 //! fresh process, that is the cold start, kernels compiled on the spot.
@@ -12,8 +15,9 @@
 use std::time::Instant;
 
 use rumus::nn::{Conv2d, Conv2dConfig, Flatten, Linear, MaxPool2d, Module, Relu, Sequential};
-use rumus::optim::{Adam, Optimizer};
+use rumus::optim::{Adam, Optimizer, Sgd};
 use rumus::{no_grad, Device, RawTensor, Result};
+use rumus_test_models::ResNet18;
 
 /// One measured workload.
 struct Record {
@@ -199,6 +203,31 @@ fn bench_step(device: &Device, name: &str, model: Sequential, batch: usize) -> R
     })
 }
 
+/// One ResNet-18 training step (CIFAR form, `rumus_test_models::ResNet18`: forward in training
+/// mode, cross-entropy, backward, SGD with momentum 0.9) on a synthetic `[batch, 3, 32, 32]` batch,
+/// f32. The twin is `resnet_step_bench` in tools/bench/torch_bench.py.
+fn bench_resnet_step(device: &Device, batch: usize) -> Result<Record> {
+    let model = ResNet18::new(device, 1)?;
+    let params = model.named_parameters();
+    let mut sgd = Sgd::new(0.01).momentum(0.9);
+    let x = RawTensor::randn(&[batch, 3, 32, 32], 0.0, 1.0, 6, device)?;
+    let labels: Vec<u32> = (0..batch as u32).map(|i| i % 10).collect();
+    let y = RawTensor::from_indices(&labels, &[batch], device)?;
+    let repeats = if device.is_cpu() { 5 } else { 20 };
+    let secs = time(3, repeats, || {
+        let loss = model.forward_raw(&x)?.cross_entropy(&y, 0.0)?;
+        let grads = loss.backward()?;
+        sgd.step(&params, &grads)?;
+        loss.item().map(|_| ())
+    })?;
+    Ok(Record {
+        name: format!("resnet18 train step b{batch}"),
+        median_s: secs,
+        rate: batch as f64 / secs,
+        unit: "samples/s",
+    })
+}
+
 /// Peak device memory of one LeNet-5 training step at batch 64, counted from before the model
 /// exists (parameters, Adam state, batch, activations, gradients), like the PyTorch twin's
 /// `max_memory_allocated` difference. Only the wgpu pool counts bytes.
@@ -350,6 +379,11 @@ fn main() -> Result<()> {
         for batch in [64, 256] {
             records.extend(bench_lenet_epoch(&device, batch)?);
         }
+    }
+    // Minutes on a CPU: only when asked for by name.
+    if only.as_ref().is_some_and(|o| o.split(',').any(|w| w == "resnet")) {
+        let batch = value("--resnet-batch").and_then(|b| b.parse().ok()).unwrap_or(128);
+        records.push(bench_resnet_step(&device, batch)?);
     }
 
     println!("rumus on {} ({} threads)", device.name(), rayon::current_num_threads());
