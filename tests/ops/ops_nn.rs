@@ -383,6 +383,57 @@ fn batch_norm_gradients_in_training_and_eval() -> Result<()> {
     Ok(())
 }
 
+/// Forward values, the input, weight and bias gradients, and the running statistics of
+/// `batch_norm` against `batch_norm_reference` (composed from ops, backward from autograd).
+fn batch_norm_against_reference(shape: &[usize], affine: bool, training: bool, seed: u64) -> Result<()> {
+    let c = shape[1];
+    let run = |fused: bool| -> Result<Vec<Vec<f32>>> {
+        let x = randn(shape, seed).mul_scalar(3.0)?.add_scalar(1.5)?.requires_grad_()?;
+        let w = randn(&[c], seed + 1).requires_grad_()?;
+        let b = randn(&[c], seed + 2).requires_grad_()?;
+        let (rm, rv) = (randn(&[c], seed + 3), randn(&[c], seed + 4).abs()?.add_scalar(0.5)?);
+        let stats = RunningStats { mean: &rm, var: &rv, momentum: 0.1 };
+        let (wo, bo) = if affine { (Some(&w), Some(&b)) } else { (None, None) };
+        let y = if fused {
+            x.batch_norm(wo, bo, Some(stats), training, 1e-5)?
+        } else {
+            x.batch_norm_reference(wo, bo, Some(stats), training, 1e-5)?
+        };
+        // A weighted sum so that the gradient is not the trivially zero one of Σy.
+        let probe = randn(shape, seed + 5);
+        let grads = y.mul(&probe)?.sum_all()?.backward()?;
+        let grad = |t: &RawTensor| grads.get(t).expect("a gradient").to_vec();
+        let mut out = vec![y.to_vec()?, grad(&x)?, rm.to_vec()?, rv.to_vec()?];
+        if affine {
+            out.push(grad(&w)?);
+            out.push(grad(&b)?);
+        }
+        Ok(out)
+    };
+    let (fused, reference) = (run(true)?, run(false)?);
+    for (k, (f, r)) in fused.iter().zip(&reference).enumerate() {
+        let scale = r.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+        let worst = f.iter().zip(r).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+        assert!(worst <= 2e-4 * scale, "{shape:?} affine {affine} training {training}: output {k} off by {worst}");
+    }
+    Ok(())
+}
+
+#[test]
+fn batch_norm_fused_kernels_match_the_composed_reference() -> Result<()> {
+    // [64, 8, 8, 8] crosses the CPU kernels' parallel threshold; the others run on one thread.
+    for (shape, seed) in
+        [(&[64usize, 8, 8, 8][..], 130u64), (&[5, 3, 4, 2][..], 140), (&[6, 4][..], 150), (&[3, 2, 7][..], 160)]
+    {
+        for affine in [true, false] {
+            for training in [true, false] {
+                batch_norm_against_reference(shape, affine, training, seed)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn layer_norm_values_and_gradients() -> Result<()> {
     let x = t(&[1.0, 2.0, 3.0, 4.0, -1.0, 0.0, 1.0, 6.0], &[2, 4]);

@@ -3,7 +3,7 @@
 //! `tools/bench/torch_bench.py`; run both in the same session and compare ratios (docs/BENCHMARKS.md).
 //!
 //! ```text
-//! cargo run --release -p rumus-tools --bin bench -- [--device cpu|wgpu] [--only matmul,linear,softmax,attention,conv,step,memory,epoch] [--json out.json]
+//! cargo run --release -p rumus-tools --bin bench -- [--device cpu|wgpu] [--only matmul,linear,softmax,attention,conv,step,bn,memory,epoch] [--json out.json]
 //! ```
 //!
 //! The LeNet epoch benchmark reports its first epoch apart: run alone (`--only epoch`) in a
@@ -11,7 +11,7 @@
 
 use std::time::Instant;
 
-use rumus::nn::{Conv2d, Conv2dConfig, Flatten, Linear, MaxPool2d, Module, Relu, Sequential};
+use rumus::nn::{BatchNorm2d, Conv2d, Conv2dConfig, Flatten, Linear, MaxPool2d, Module, Relu, Sequential};
 use rumus::optim::{Adam, Optimizer};
 use rumus::{no_grad, Device, RawTensor, Result};
 
@@ -175,6 +175,23 @@ fn lenet(device: &Device) -> Result<Sequential> {
         .with(Linear::new(device, 120, 84, true, 4)?)
         .with(Relu)
         .with(Linear::new(device, 84, 10, true, 5)?))
+}
+
+/// The small CNN of issue #32 (as `cnn()` in tools/bench/torch_bench.py): two blocks of
+/// conv 3×3 (padding 1), BatchNorm2d when `batch_norm` (conv bias dropped then, as usual),
+/// ReLU and a 2×2 max pool, 1→16→32 channels on 28×28, then a linear layer to 10 classes.
+fn cnn(device: &Device, batch_norm: bool) -> Result<Sequential> {
+    let conv = |cin, cout| Conv2dConfig { padding: (1, 1), bias: !batch_norm, ..Conv2dConfig::new(cin, cout, (3, 3)) };
+    let pool = || MaxPool2d::new((2, 2), (2, 2), (0, 0), (1, 1));
+    let mut model = Sequential::new();
+    for (i, (cin, cout)) in [(1, 16), (16, 32)].into_iter().enumerate() {
+        model = model.with(Conv2d::new(device, conv(cin, cout), 20 + i as u64)?);
+        if batch_norm {
+            model = model.with(BatchNorm2d::new(device, cout, 1e-5, 0.1)?);
+        }
+        model = model.with(Relu).with(pool());
+    }
+    Ok(model.with(Flatten::new()).with(Linear::new(device, 32 * 7 * 7, 10, true, 22)?))
 }
 
 /// One training step (forward, cross-entropy, backward, Adam update) of `model` on MNIST-shaped
@@ -342,6 +359,11 @@ fn main() -> Result<()> {
             records.push(bench_step(&device, "lenet", lenet(&device)?, batch)?);
         }
         records.push(bench_step(&device, "mlp", mlp(&device)?, 64)?);
+    }
+    if wanted("bn") {
+        // Issue #32: the cost of BatchNorm2d in a small CNN's training step.
+        records.push(bench_step(&device, "cnn", cnn(&device, false)?, 64)?);
+        records.push(bench_step(&device, "cnn+bn", cnn(&device, true)?, 64)?);
     }
     if wanted("memory") {
         records.extend(bench_lenet_memory(&device)?);
