@@ -11,9 +11,9 @@
 
 use std::time::Instant;
 
-use rumus::nn::{BatchNorm2d, Conv2d, Conv2dConfig, Flatten, Linear, MaxPool2d, Module, Relu, Sequential};
+use rumus::nn::{BatchNorm2d, Conv2d, Conv2dConfig, Flatten, Linear, MaxPool2d, Module, Param, Relu, Sequential};
 use rumus::optim::{Adam, Optimizer};
-use rumus::{no_grad, Device, RawTensor, Result};
+use rumus::{no_grad, Device, RawTensor, Result, RunningStats};
 
 /// One measured workload.
 struct Record {
@@ -177,18 +177,50 @@ fn lenet(device: &Device) -> Result<Sequential> {
         .with(Linear::new(device, 84, 10, true, 5)?))
 }
 
+/// Which batch norm the small CNN of [`cnn`] has.
+#[derive(Clone, Copy, PartialEq)]
+enum Norm {
+    None,
+    /// `BatchNorm2d`: the fused kernels on the CPU.
+    Fused,
+    /// A `BatchNorm2d` whose forward is `batch_norm_reference`, the composed form every device
+    /// ran before the fused kernels (the "before" of issue #32).
+    Composed,
+}
+
+/// A training-mode `BatchNorm2d` through the composed ops.
+struct ComposedBatchNorm(BatchNorm2d);
+
+impl Module for ComposedBatchNorm {
+    fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
+        let bn = &self.0;
+        let running = RunningStats { mean: bn.running_mean().tensor(), var: bn.running_var().tensor(), momentum: 0.1 };
+        x.batch_norm_reference(Some(bn.weight().tensor()), Some(bn.bias().tensor()), Some(running), true, 1e-5)
+    }
+    fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param)) {
+        self.0.visit_params(prefix, visitor)
+    }
+    fn describe(&self) -> String {
+        format!("composed {}", self.0.describe())
+    }
+}
+
 /// The small CNN of issue #32 (as `cnn()` in tools/bench/torch_bench.py): two blocks of
-/// conv 3×3 (padding 1), BatchNorm2d when `batch_norm` (conv bias dropped then, as usual),
-/// ReLU and a 2×2 max pool, 1→16→32 channels on 28×28, then a linear layer to 10 classes.
-fn cnn(device: &Device, batch_norm: bool) -> Result<Sequential> {
-    let conv = |cin, cout| Conv2dConfig { padding: (1, 1), bias: !batch_norm, ..Conv2dConfig::new(cin, cout, (3, 3)) };
+/// conv 3×3 (padding 1), batch norm per `norm` (conv bias dropped then, as usual), ReLU and a
+/// 2×2 max pool, 1→16→32 channels on 28×28, then a linear layer to 10 classes.
+fn cnn(device: &Device, norm: Norm) -> Result<Sequential> {
+    let with_norm = norm != Norm::None;
+    let conv = |cin, cout| Conv2dConfig { padding: (1, 1), bias: !with_norm, ..Conv2dConfig::new(cin, cout, (3, 3)) };
     let pool = || MaxPool2d::new((2, 2), (2, 2), (0, 0), (1, 1));
     let mut model = Sequential::new();
     for (i, (cin, cout)) in [(1, 16), (16, 32)].into_iter().enumerate() {
         model = model.with(Conv2d::new(device, conv(cin, cout), 20 + i as u64)?);
-        if batch_norm {
-            model = model.with(BatchNorm2d::new(device, cout, 1e-5, 0.1)?);
-        }
+        let bn = || BatchNorm2d::new(device, cout, 1e-5, 0.1);
+        model = match norm {
+            Norm::None => model,
+            Norm::Fused => model.with(bn()?),
+            Norm::Composed => model.with(ComposedBatchNorm(bn()?)),
+        };
         model = model.with(Relu).with(pool());
     }
     Ok(model.with(Flatten::new()).with(Linear::new(device, 32 * 7 * 7, 10, true, 22)?))
@@ -362,8 +394,9 @@ fn main() -> Result<()> {
     }
     if wanted("bn") {
         // Issue #32: the cost of BatchNorm2d in a small CNN's training step.
-        records.push(bench_step(&device, "cnn", cnn(&device, false)?, 64)?);
-        records.push(bench_step(&device, "cnn+bn", cnn(&device, true)?, 64)?);
+        records.push(bench_step(&device, "cnn", cnn(&device, Norm::None)?, 64)?);
+        records.push(bench_step(&device, "cnn+bn", cnn(&device, Norm::Fused)?, 64)?);
+        records.push(bench_step(&device, "cnn+bn composed", cnn(&device, Norm::Composed)?, 64)?);
     }
     if wanted("memory") {
         records.extend(bench_lenet_memory(&device)?);

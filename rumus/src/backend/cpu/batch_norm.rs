@@ -17,6 +17,41 @@ fn runs<'a>(x: &'a [f32], a: &BatchNormArgs, c: usize) -> impl Iterator<Item = &
     (0..a.batch).map(move |n| &x[n * stride + c * inner..n * stride + (c + 1) * inner])
 }
 
+/// Lanes of the partial sums: independent accumulators the compiler keeps in SIMD registers
+/// (one f32 accumulator would chain every add on the one before).
+const LANES: usize = 8;
+
+/// `Σ f(x_i)` over a run, in [`LANES`] partial sums.
+fn lane_sum(x: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    let chunks = x.chunks_exact(LANES);
+    let tail: f32 = chunks.remainder().iter().map(|&v| f(v)).sum();
+    for chunk in chunks {
+        for (a, &v) in acc.iter_mut().zip(chunk) {
+            *a += f(v);
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// `(Σ dy_i, Σ dy_i·(x_i - mu))` over a run, in [`LANES`] partial sums each.
+fn lane_sums_dy(x: &[f32], dy: &[f32], mu: f32) -> (f32, f32) {
+    let (mut s, mut sx) = ([0.0f32; LANES], [0.0f32; LANES]);
+    let (xc, gc) = (x.chunks_exact(LANES), dy.chunks_exact(LANES));
+    let (mut ts, mut tsx) = (0.0f32, 0.0f32);
+    for (&x, &g) in xc.remainder().iter().zip(gc.remainder()) {
+        ts += g;
+        tsx += g * (x - mu);
+    }
+    for (x, g) in xc.zip(gc) {
+        for l in 0..LANES {
+            s[l] += g[l];
+            sx[l] += g[l] * (x[l] - mu);
+        }
+    }
+    (s.iter().sum::<f32>() + ts, sx.iter().sum::<f32>() + tsx)
+}
+
 /// Per-channel values `f(c)` computed in parallel when the tensor is large.
 fn per_channel(a: &BatchNormArgs, f: impl Fn(usize) -> (f32, f32) + Sync + Send) -> (Vec<f32>, Vec<f32>) {
     let min_len = (PAR_THRESHOLD / a.count().max(1)).max(1);
@@ -50,9 +85,9 @@ pub fn batch_norm(
             let count = a.count() as f64;
             per_channel(a, |c| {
                 // Two passes (mean, then squared deviations): runs summed in f32, runs in f64.
-                let sum: f64 = runs(x, a, c).map(|r| r.iter().sum::<f32>() as f64).sum();
+                let sum: f64 = runs(x, a, c).map(|r| lane_sum(r, |v| v) as f64).sum();
                 let mu = (sum / count) as f32;
-                let sq: f64 = runs(x, a, c).map(|r| r.iter().map(|&v| (v - mu) * (v - mu)).sum::<f32>() as f64).sum();
+                let sq: f64 = runs(x, a, c).map(|r| lane_sum(r, |v| (v - mu) * (v - mu)) as f64).sum();
                 (mu, (sq / count) as f32)
             })
         }
@@ -86,11 +121,7 @@ pub fn batch_norm_backward(
         let (mu, inv) = (mean[c], rstd[c]);
         let (mut s, mut sx) = (0.0f64, 0.0f64);
         for (x, dy) in runs(x, a, c).zip(runs(dy, a, c)) {
-            let (mut rs, mut rsx) = (0.0f32, 0.0f32);
-            for (&x, &g) in x.iter().zip(dy) {
-                rs += g;
-                rsx += g * (x - mu);
-            }
+            let (rs, rsx) = lane_sums_dy(x, dy, mu);
             s += rs as f64;
             sx += rsx as f64;
         }
