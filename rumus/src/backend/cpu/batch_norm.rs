@@ -21,17 +21,23 @@ fn runs<'a>(x: &'a [f32], a: &BatchNormArgs, c: usize) -> impl Iterator<Item = &
 /// (one f32 accumulator would chain every add on the one before).
 const LANES: usize = 8;
 
-/// `Σ f(x_i)` over a run, in [`LANES`] partial sums.
-fn lane_sum(x: &[f32], f: impl Fn(f32) -> f32) -> f32 {
-    let mut acc = [0.0f32; LANES];
+/// `(Σ (x_i - shift), Σ (x_i - shift)²)` over a run, in [`LANES`] partial sums each.
+fn lane_moments(x: &[f32], shift: f32) -> (f32, f32) {
+    let (mut s, mut q) = ([0.0f32; LANES], [0.0f32; LANES]);
     let chunks = x.chunks_exact(LANES);
-    let tail: f32 = chunks.remainder().iter().map(|&v| f(v)).sum();
+    let (mut ts, mut tq) = (0.0f32, 0.0f32);
+    for &v in chunks.remainder() {
+        ts += v - shift;
+        tq += (v - shift) * (v - shift);
+    }
     for chunk in chunks {
-        for (a, &v) in acc.iter_mut().zip(chunk) {
-            *a += f(v);
+        for l in 0..LANES {
+            let d = chunk[l] - shift;
+            s[l] += d;
+            q[l] += d * d;
         }
     }
-    acc.iter().sum::<f32>() + tail
+    (s.iter().sum::<f32>() + ts, q.iter().sum::<f32>() + tq)
 }
 
 /// `(Σ dy_i, Σ dy_i·(x_i - mu))` over a run, in [`LANES`] partial sums each.
@@ -84,11 +90,17 @@ pub fn batch_norm(
         _ => {
             let count = a.count() as f64;
             per_channel(a, |c| {
-                // Two passes (mean, then squared deviations): runs summed in f32, runs in f64.
-                let sum: f64 = runs(x, a, c).map(|r| lane_sum(r, |v| v) as f64).sum();
-                let mu = (sum / count) as f32;
-                let sq: f64 = runs(x, a, c).map(|r| lane_sum(r, |v| (v - mu) * (v - mu)) as f64).sum();
-                (mu, (sq / count) as f32)
+                // One pass of sums shifted by the channel's first value (no cancellation when
+                // the mean is large against the spread): runs summed in f32 lanes, runs in f64.
+                let shift = x[c * a.inner];
+                let (mut sum, mut sq) = (0.0f64, 0.0f64);
+                for r in runs(x, a, c) {
+                    let (s, q) = lane_moments(r, shift);
+                    sum += s as f64;
+                    sq += q as f64;
+                }
+                let d = sum / count;
+                (shift + d as f32, (sq / count - d * d).max(0.0) as f32)
             })
         }
     };
