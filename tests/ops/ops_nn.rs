@@ -384,6 +384,96 @@ fn batch_norm_gradients_in_training_and_eval() -> Result<()> {
 }
 
 #[test]
+fn batch_norm_matches_pytorch_in_training_and_eval() -> Result<()> {
+    // bn = torch.nn.BatchNorm2d(3, eps=1e-5, momentum=0.1), weight [0.5, 1.5, -1], bias
+    // [0.1, -0.2, 0.3], float64; x[i] = ((7i) % 11)·0.3 - 1.5 and p[i] = ((5i) % 7)·0.25 - 0.75,
+    // both [2, 3, 2, 2]; y = bn(x); (y * p).sum().backward(); then bn.eval(); bn(x).
+    let n = 24;
+    let x =
+        t(&(0..n).map(|i| ((i * 7) % 11) as f32 * 0.3 - 1.5).collect::<Vec<_>>(), &[2, 3, 2, 2]).requires_grad_()?;
+    let p = t(&(0..n).map(|i| ((i * 5) % 7) as f32 * 0.25 - 0.75).collect::<Vec<_>>(), &[2, 3, 2, 2]);
+    let w = t(&[0.5, 1.5, -1.0], &[3]).requires_grad_()?;
+    let b = t(&[0.1, -0.2, 0.3], &[3]).requires_grad_()?;
+    let (rm, rv) = (RawTensor::zeros(&[3], &cpu())?, RawTensor::ones(&[3], &cpu())?);
+    let y = x.batch_norm(Some(&w), Some(&b), Some(RunningStats { mean: &rm, var: &rv, momentum: 0.1 }), true, 1e-5)?;
+    let grads = y.mul(&p)?.sum_all()?.backward()?;
+    let grad = |t: &RawTensor| grads.get(t).expect("a gradient").to_vec();
+    #[rustfmt::skip]
+    let y_torch = [-0.7693139, 0.2889813, -0.3157588, 0.7425363, 0.383652, -1.691555, 1.940057, -0.1351498,
+        1.237037, -0.9493833, 0.3, 1.549383, 0.2889813, -0.3157588, 0.7425363, 0.1377963, -1.691555, 1.940057,
+        -0.1351498, -2.210357, -0.9493833, 0.3, 1.549383, -0.6370375];
+    #[rustfmt::skip]
+    let dx_torch = [-0.2901315, 0.3095694, 0.07487246, -0.2073393, 1.303468, 0.03151989, -0.1204129, -1.392361,
+        -0.2023613, -0.3483694, 0.5531124, -0.3674231, 0.1835819, -0.05111506, -0.3333268, 0.3138889, -0.4008149,
+        -0.5527477, 1.201648, -0.07029967, -0.0880812, 0.8134006, -0.1071349, -0.253143];
+    assert_close(&y.to_vec()?, &y_torch, 2e-5);
+    assert_close(&grad(&x)?, &dx_torch, 2e-5);
+    assert_close(&grad(&w)?, &[0.2267775, -1.361855, -2.342594], 2e-5);
+    assert_close(&grad(&b)?, &[-1.0, 0.5, 0.25], 2e-5);
+    assert_close(&rm.to_vec()?, &[0.0225, -0.00375, -0.03], 1e-6);
+    assert_close(&rv.to_vec()?, &[1.0125, 0.9859821, 1.005429], 1e-6);
+    let eval =
+        x.batch_norm(Some(&w), Some(&b), Some(RunningStats { mean: &rm, var: &rv, momentum: 0.1 }), false, 1e-5)?;
+    #[rustfmt::skip]
+    let eval_torch = [-0.6565326, 0.3869606, -0.2093212, 0.834172, 0.2588501, -1.553891, 1.618406, -0.1943352,
+        1.466831, -0.6274813, 0.5692688, 1.766019, 0.3869606, -0.2093212, 0.834172, 0.2378902, -1.553891,
+        1.618406, -0.1943352, -2.007076, -0.6274813, 0.5692688, 1.766019, -0.3282938];
+    assert_close(&eval.to_vec()?, &eval_torch, 2e-5);
+    Ok(())
+}
+
+/// Forward values, the input, weight and bias gradients, and the running statistics of
+/// `batch_norm` against `batch_norm_reference` (composed from ops, backward from autograd).
+fn batch_norm_against_reference(shape: &[usize], affine: bool, training: bool, seed: u64) -> Result<()> {
+    let c = shape[1];
+    let run = |fused: bool| -> Result<Vec<Vec<f32>>> {
+        let x = randn(shape, seed).mul_scalar(3.0)?.add_scalar(1.5)?.requires_grad_()?;
+        let w = randn(&[c], seed + 1).requires_grad_()?;
+        let b = randn(&[c], seed + 2).requires_grad_()?;
+        let (rm, rv) = (randn(&[c], seed + 3), randn(&[c], seed + 4).abs()?.add_scalar(0.5)?);
+        let stats = RunningStats { mean: &rm, var: &rv, momentum: 0.1 };
+        let (wo, bo) = if affine { (Some(&w), Some(&b)) } else { (None, None) };
+        let y = if fused {
+            x.batch_norm(wo, bo, Some(stats), training, 1e-5)?
+        } else {
+            x.batch_norm_reference(wo, bo, Some(stats), training, 1e-5)?
+        };
+        // A weighted sum so that the gradient is not the trivially zero one of Σy.
+        let probe = randn(shape, seed + 5);
+        let grads = y.mul(&probe)?.sum_all()?.backward()?;
+        let grad = |t: &RawTensor| grads.get(t).expect("a gradient").to_vec();
+        let mut out = vec![y.to_vec()?, grad(&x)?, rm.to_vec()?, rv.to_vec()?];
+        if affine {
+            out.push(grad(&w)?);
+            out.push(grad(&b)?);
+        }
+        Ok(out)
+    };
+    let (fused, reference) = (run(true)?, run(false)?);
+    for (k, (f, r)) in fused.iter().zip(&reference).enumerate() {
+        let scale = r.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+        let worst = f.iter().zip(r).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+        assert!(worst <= 2e-4 * scale, "{shape:?} affine {affine} training {training}: output {k} off by {worst}");
+    }
+    Ok(())
+}
+
+#[test]
+fn batch_norm_fused_kernels_match_the_composed_reference() -> Result<()> {
+    // [64, 8, 8, 8] crosses the CPU kernels' parallel threshold; the others run on one thread.
+    for (shape, seed) in
+        [(&[64usize, 8, 8, 8][..], 130u64), (&[5, 3, 4, 2][..], 140), (&[6, 4][..], 150), (&[3, 2, 7][..], 160)]
+    {
+        for affine in [true, false] {
+            for training in [true, false] {
+                batch_norm_against_reference(shape, affine, training, seed)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
 fn layer_norm_values_and_gradients() -> Result<()> {
     let x = t(&[1.0, 2.0, 3.0, 4.0, -1.0, 0.0, 1.0, 6.0], &[2, 4]);
     let y = x.layer_norm(&[4], None, None, 0.0)?.to_vec()?;

@@ -874,6 +874,14 @@ fn normalisation_and_dropout_ops_match() {
     parity(&gpu, "batch_norm training", &[x.clone(), w.clone(), b.clone()], 1e-4, |t| {
         t[0].batch_norm(Some(&t[1]), Some(&t[2]), None, true, 1e-5)
     });
+    // Evaluation: the running statistics normalise, and the gradients treat them as constants.
+    let (rm, rv) = (input(&[3], 117), input(&[3], 118));
+    parity(&gpu, "batch_norm eval", &[x.clone(), w.clone(), b.clone(), rm, rv], 1e-4, |t| {
+        let var = t[4].detach().abs()?.add_scalar(0.5)?;
+        let mean = t[3].detach();
+        let running = rumus::RunningStats { mean: &mean, var: &var, momentum: 0.1 };
+        t[0].batch_norm(Some(&t[1]), Some(&t[2]), Some(running), false, 1e-5)
+    });
     // Running statistics update in place on the device and feed evaluation.
     let stats = |d: &Device| -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
         let xt = RawTensor::from_slice(&x.data, &x.shape, d)?;

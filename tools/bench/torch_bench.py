@@ -168,6 +168,18 @@ def mlp():
     return nn.Sequential(nn.Flatten(), nn.Linear(784, 300), nn.ReLU(), nn.Linear(300, 100), nn.ReLU(), nn.Linear(100, 10))
 
 
+def cnn(batch_norm):
+    """The small CNN of issue #32, as cnn() in tools/src/bin/bench.rs: two blocks of conv 3x3
+    (padding 1; no conv bias with BatchNorm2d), BatchNorm2d, ReLU, 2x2 max pool, then a linear."""
+    layers = []
+    for cin, cout in [(1, 16), (16, 32)]:
+        layers.append(nn.Conv2d(cin, cout, 3, padding=1, bias=not batch_norm))
+        if batch_norm:
+            layers.append(nn.BatchNorm2d(cout))
+        layers += [nn.ReLU(), nn.MaxPool2d(2)]
+    return nn.Sequential(*layers, nn.Flatten(), nn.Linear(32 * 7 * 7, 10))
+
+
 def train_step_bench(device, model, batch, steps):
     model = model.to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -336,6 +348,10 @@ def main():
         for b in (64, 256):
             add(f"lenet train step b{b}", train_step_bench(dev, LeNet(), b, 50))
         add("mlp train step b64", train_step_bench(dev, mlp(), 64, 50))
+    if wanted("bn"):
+        # Issue #32: the cost of BatchNorm2d in a small CNN's training step (bench's `bn` rows).
+        add("cnn train step b64", train_step_bench(dev, cnn(False), 64, 30))
+        add("cnn+bn train step b64", train_step_bench(dev, cnn(True), 64, 30))
     if "resnet" in a.only.split(","):  # only when named, as in bench
         # The twin of bench's resnet row: ResNet-18 (CIFAR form) training steps on synthetic
         # 3x32x32 images; on CUDA also TF32, bf16 autocast and torch.compile (default and

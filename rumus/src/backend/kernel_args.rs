@@ -302,6 +302,43 @@ impl LayerNormArgs {
     }
 }
 
+/// A fused batch normalisation of contiguous `x [batch, channels, inner]`: statistics per
+/// channel over the batch and the `inner` trailing elements (PyTorch's `[N, C, H·W]`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BatchNormArgs {
+    /// Samples (N).
+    pub batch: usize,
+    /// Channels (C), each with its own statistics.
+    pub channels: usize,
+    /// Elements per sample and channel (the product of the trailing axes; 1 for `[N, C]`).
+    pub inner: usize,
+    /// Added to the variance before the square root; non-negative.
+    pub eps: f32,
+    /// True: the batch's own mean and biased variance normalise it (training). False: given
+    /// statistics (the running ones) do, and the backward treats them as constants.
+    pub batch_stats: bool,
+}
+
+impl BatchNormArgs {
+    /// Values normalised by each channel's statistics (`batch·inner`).
+    pub fn count(&self) -> usize {
+        self.batch * self.inner
+    }
+
+    /// `Ok` when `[batch, channels, inner]` has a valid element count, no axis is empty and
+    /// `eps` is a non-negative number. Errors name `op`.
+    pub fn check(&self, op: &'static str) -> crate::Result<()> {
+        crate::layout::checked_numel(op, &[self.batch, self.channels, self.inner])?;
+        if self.batch == 0 || self.channels == 0 || self.inner == 0 {
+            return Err(crate::Error::shape(op, "an empty batch has no statistics"));
+        }
+        if self.eps.is_nan() || self.eps < 0.0 {
+            return Err(crate::Error::invalid(op, format!("eps {} must be non-negative", self.eps)));
+        }
+        Ok(())
+    }
+}
+
 /// Per-sample affine resampling of images `[batch, channels, height, width]` into the same
 /// shape: each sample's six coefficients `[a, b, c, d, e, f]` map an output pixel `(x, y)`
 /// (column, row) to the source position `(a·x + b·y + c, d·x + e·y + f)`, read by the nearest

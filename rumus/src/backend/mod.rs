@@ -161,6 +161,47 @@ pub trait Backend: Send + Sync {
         args: &LayerNormArgs,
     ) -> Result<Storage>;
 
+    // ----- batch normalisation (channels of `[N, C, inner]`, see [`BatchNormArgs`]) -----
+    /// Whether [`Backend::batch_norm`] and [`Backend::batch_norm_backward`] are implemented;
+    /// where not, the op composes batch norm from elementwise ops and reductions.
+    fn fuses_batch_norm(&self) -> bool {
+        false
+    }
+    /// `y = (x - mean)·rstd·weight + bias` per channel of `x [batch, channels, inner]`, with
+    /// `rstd = 1/√(var + eps)` and `weight`, `bias` `[channels]` (each optional). With
+    /// `args.batch_stats` the mean and biased variance are the batch's own and `stats` is
+    /// ignored; otherwise `stats` holds them (`(mean, var)`, `[channels]` each). Returns
+    /// `(y, mean, var)`, the statistics used. By default an error: see
+    /// [`Backend::fuses_batch_norm`].
+    fn batch_norm(
+        &self,
+        x: &Storage,
+        weight: Option<&Storage>,
+        bias: Option<&Storage>,
+        stats: Option<(&Storage, &Storage)>,
+        args: &BatchNormArgs,
+    ) -> Result<(Storage, Storage, Storage)> {
+        let _ = (x, weight, bias, stats, args);
+        Err(crate::Error::invalid("batch_norm", format!("no fused batch norm on {}", self.name())))
+    }
+    /// The gradients `(dx, dweight, dbias)` of [`Backend::batch_norm`] given `dy`, the
+    /// statistics it used (`mean`, `var`) and the same `args`: with `x̂ = (x - mean)·rstd`,
+    /// `dweight = Σ dy·x̂` and `dbias = Σ dy` per channel, and `dx = weight·rstd·(dy - Σdy/M -
+    /// x̂·Σdy·x̂/M)` (`M = batch·inner`) with batch statistics, `weight·rstd·dy` without. By
+    /// default an error: see [`Backend::fuses_batch_norm`].
+    fn batch_norm_backward(
+        &self,
+        x: &Storage,
+        weight: Option<&Storage>,
+        mean: &Storage,
+        var: &Storage,
+        dy: &Storage,
+        args: &BatchNormArgs,
+    ) -> Result<(Storage, Storage, Storage)> {
+        let _ = (x, weight, mean, var, dy, args);
+        Err(crate::Error::invalid("batch_norm", format!("no fused batch norm on {}", self.name())))
+    }
+
     // ----- RMS normalisation (rows of the last axis, see [`LayerNormArgs`]) -----
     /// `y = x·rstd·weight` per row of `x [rows, cols]` (`weight` `[cols]`, optional), with
     /// `rstd = 1/√(mean(x²) + eps)` per row, `[rows]`, saved for the backward.

@@ -1,5 +1,7 @@
-//! Batch, layer, group and RMS normalisation. Batch normalisation is composed from elementwise
-//! ops and reductions, so its backward comes from autograd; layer normalisation runs the device's
+//! Batch, layer, group and RMS normalisation. Batch normalisation runs the device's fused
+//! kernels where it has them ([`Backend::batch_norm`](crate::backend::Backend::batch_norm), the
+//! CPU), and is composed from elementwise ops and reductions elsewhere (its backward then from
+//! autograd), the composed form kept as [`RawTensor::batch_norm_reference`]; layer normalisation runs the device's
 //! fused kernels ([`Backend::layer_norm`](crate::backend::Backend::layer_norm)), with the composed
 //! [`RawTensor::layer_norm_reference`] kept as the reference they are tested against. Group
 //! (and instance) normalisation is the fused layer norm of each group's slab, then a per-channel
@@ -7,7 +9,7 @@
 //! ([`Backend::rms_norm`](crate::backend::Backend::rms_norm)).
 
 use crate::autograd::BackwardOp;
-use crate::backend::LayerNormArgs;
+use crate::backend::{BatchNormArgs, LayerNormArgs};
 use crate::tensor::RawTensor;
 use crate::{no_grad, Error, Result};
 
@@ -64,6 +66,44 @@ impl BackwardOp for LayerNormBackward {
         }
         if self.has_bias {
             grads.push(db);
+        }
+        Ok(grads)
+    }
+}
+
+/// The fused batch norm's backward: `(dx, dweight, dbias)` from one kernel.
+struct BatchNormBackward {
+    mean: RawTensor,
+    var: RawTensor,
+    args: BatchNormArgs,
+    has_weight: bool,
+    has_bias: bool,
+}
+
+impl BackwardOp for BatchNormBackward {
+    fn name(&self) -> &'static str {
+        "batch_norm"
+    }
+    fn backward(&self, inputs: &[RawTensor], grad: &RawTensor) -> Result<Vec<Option<RawTensor>>> {
+        let x = &inputs[0];
+        let weight = if self.has_weight { inputs.get(1) } else { None };
+        let dy = grad.contiguous()?;
+        let device = x.device();
+        let (dx, dw, db) = device.backend().batch_norm_backward(
+            x.storage(),
+            weight.map(|w| w.storage()),
+            self.mean.storage(),
+            self.var.storage(),
+            dy.storage(),
+            &self.args,
+        )?;
+        let channels = [self.args.channels];
+        let mut grads = vec![x.requires_grad().then(|| RawTensor::from_kernel(dx, x.shape(), device))];
+        if self.has_weight {
+            grads.push(Some(RawTensor::from_kernel(dw, &channels, device)));
+        }
+        if self.has_bias {
+            grads.push(Some(RawTensor::from_kernel(db, &channels, device)));
         }
         Ok(grads)
     }
@@ -188,6 +228,57 @@ fn write_in_place(dst: &RawTensor, src: &RawTensor) -> Result<()> {
     dst.device().backend().copy_strided(src.storage(), src.layout(), dst.storage(), dst.layout())
 }
 
+/// Checks a batch norm's input (`[n, c, ...]`, more than one value per channel when
+/// training), weight, bias, running statistics and `eps`.
+fn check_batch_norm(
+    x: &RawTensor,
+    weight: Option<&RawTensor>,
+    bias: Option<&RawTensor>,
+    running: Option<&RunningStats<'_>>,
+    training: bool,
+    eps: f32,
+) -> Result<()> {
+    const OP: &str = "batch_norm";
+    x.check_f32(OP)?;
+    if x.rank() < 2 {
+        return Err(Error::shape(OP, format!("input {:?}: expected [batch, channels, ...]", x.shape())));
+    }
+    let channels = x.shape()[1];
+    check_feature_tensor(OP, "weight", x, weight, &[channels])?;
+    check_feature_tensor(OP, "bias", x, bias, &[channels])?;
+    if let Some(stats) = running {
+        check_feature_tensor(OP, "running_mean", x, Some(stats.mean), &[channels])?;
+        check_feature_tensor(OP, "running_var", x, Some(stats.var), &[channels])?;
+        if !(0.0..=1.0).contains(&stats.momentum) {
+            return Err(Error::invalid(OP, format!("momentum {} must be in [0, 1]", stats.momentum)));
+        }
+    }
+    if eps.is_nan() || eps < 0.0 {
+        return Err(Error::invalid(OP, format!("eps {eps} must be non-negative")));
+    }
+    let count = x.numel() / channels.max(1);
+    if count <= 1 && training {
+        return Err(Error::shape(
+            OP,
+            format!("input {:?}: expected more than 1 value per channel when training", x.shape()),
+        ));
+    }
+    Ok(())
+}
+
+/// Running statistics updated in place from a batch's `mean` and biased `var` (`[c]`) over
+/// `count` values per channel: `(1 - m)·running + m·batch`, the variance made unbiased.
+fn update_running(stats: RunningStats<'_>, mean: &RawTensor, var: &RawTensor, count: usize) -> Result<()> {
+    no_grad(|| -> Result<()> {
+        let m = stats.momentum;
+        let unbiased = count as f32 / (count.max(2) - 1) as f32;
+        let new_mean = stats.mean.mul_scalar(1.0 - m)?.add(&mean.mul_scalar(m)?)?;
+        let new_var = stats.var.mul_scalar(1.0 - m)?.add(&var.mul_scalar(m * unbiased)?)?;
+        write_in_place(stats.mean, &new_mean)?;
+        write_in_place(stats.var, &new_var)
+    })
+}
+
 /// `x·weight + bias` with optional terms.
 fn affine(x: RawTensor, weight: Option<&RawTensor>, bias: Option<&RawTensor>) -> Result<RawTensor> {
     let x = match weight {
@@ -206,7 +297,9 @@ impl RawTensor {
     /// With `training` (or without running statistics) it normalises with the batch mean and the
     /// biased batch variance; with `training` and `running` it also updates the running mean and
     /// the running variance (unbiased) in place, like PyTorch. Otherwise it uses the running
-    /// statistics. `weight` and `bias` are `[c]`.
+    /// statistics. `weight` and `bias` are `[c]`. On a device with fused kernels (the CPU) the
+    /// forward and the backward are one kernel each; elsewhere it is
+    /// [`RawTensor::batch_norm_reference`].
     pub fn batch_norm(
         &self,
         weight: Option<&RawTensor>,
@@ -216,23 +309,56 @@ impl RawTensor {
         eps: f32,
     ) -> Result<RawTensor> {
         const OP: &str = "batch_norm";
-        self.check_f32(OP)?;
-        if self.rank() < 2 {
-            return Err(Error::shape(OP, format!("input {:?}: expected [batch, channels, ...]", self.shape())));
+        check_batch_norm(self, weight, bias, running.as_ref(), training, eps)?;
+        if !self.device().backend().fuses_batch_norm() || self.numel() == 0 {
+            return self.batch_norm_reference(weight, bias, running, training, eps);
         }
         let channels = self.shape()[1];
-        check_feature_tensor(OP, "weight", self, weight, &[channels])?;
-        check_feature_tensor(OP, "bias", self, bias, &[channels])?;
-        if let Some(stats) = &running {
-            check_feature_tensor(OP, "running_mean", self, Some(stats.mean), &[channels])?;
-            check_feature_tensor(OP, "running_var", self, Some(stats.var), &[channels])?;
-            if !(0.0..=1.0).contains(&stats.momentum) {
-                return Err(Error::invalid(OP, format!("momentum {} must be in [0, 1]", stats.momentum)));
-            }
+        let batch = self.shape()[0];
+        let inner = crate::layout::checked_numel(OP, &self.shape()[2..])?;
+        let batch_stats = training || running.is_none();
+        let args = BatchNormArgs { batch, channels, inner, eps, batch_stats };
+        args.check(OP)?;
+        let x = self.contiguous()?;
+        let weight = weight.map(|w| w.contiguous()).transpose()?;
+        let bias = bias.map(|b| b.contiguous()).transpose()?;
+        let given = match (&running, batch_stats) {
+            (Some(stats), false) => Some((stats.mean.contiguous()?, stats.var.contiguous()?)),
+            _ => None,
+        };
+        let device = x.device();
+        let (y, mean, var) = device.backend().batch_norm(
+            x.storage(),
+            weight.as_ref().map(|w| w.storage()),
+            bias.as_ref().map(|b| b.storage()),
+            given.as_ref().map(|(m, v)| (m.storage(), v.storage())),
+            &args,
+        )?;
+        let mean = RawTensor::from_kernel(mean, &[channels], device);
+        let var = RawTensor::from_kernel(var, &[channels], device);
+        if let (Some(stats), true) = (running, training) {
+            update_running(stats, &mean, &var, args.count())?;
         }
-        if eps.is_nan() || eps < 0.0 {
-            return Err(Error::invalid(OP, format!("eps {eps} must be non-negative")));
-        }
+        let (has_weight, has_bias) = (weight.is_some(), bias.is_some());
+        let inputs: Vec<&RawTensor> = [Some(&x), weight.as_ref(), bias.as_ref()].into_iter().flatten().collect();
+        Ok(RawTensor::from_op_contiguous(y, x.shape(), device, &inputs, || {
+            Box::new(BatchNormBackward { mean, var, args, has_weight, has_bias })
+        }))
+    }
+
+    /// [`RawTensor::batch_norm`] composed from elementwise ops and reductions (its backward
+    /// from autograd): the path of devices without fused kernels and the reference the fused
+    /// ones are tested against.
+    pub fn batch_norm_reference(
+        &self,
+        weight: Option<&RawTensor>,
+        bias: Option<&RawTensor>,
+        running: Option<RunningStats<'_>>,
+        training: bool,
+        eps: f32,
+    ) -> Result<RawTensor> {
+        check_batch_norm(self, weight, bias, running.as_ref(), training, eps)?;
+        let channels = self.shape()[1];
         // Per-channel tensors broadcast as [1, c, 1, ...].
         let mut stat_shape = vec![1; self.rank()];
         stat_shape[1] = channels;
@@ -247,27 +373,12 @@ impl RawTensor {
             }
             _ => {
                 let count = self.numel() / channels.max(1);
-                if count <= 1 && training {
-                    return Err(Error::shape(
-                        OP,
-                        format!("input {:?}: expected more than 1 value per channel when training", self.shape()),
-                    ));
-                }
                 let axes: Vec<isize> = (0..self.rank() as isize).filter(|&a| a != 1).collect();
                 let mean = self.mean(&axes, true)?;
                 let centered = self.sub(&mean)?;
                 let var = centered.mul(&centered)?.mean(&axes, true)?;
                 if let (Some(stats), true) = (running, training) {
-                    no_grad(|| -> Result<()> {
-                        let m = stats.momentum;
-                        let unbiased = count as f32 / (count - 1) as f32;
-                        let new_mean =
-                            stats.mean.mul_scalar(1.0 - m)?.add(&mean.reshape(&[channels])?.mul_scalar(m)?)?;
-                        let new_var =
-                            stats.var.mul_scalar(1.0 - m)?.add(&var.reshape(&[channels])?.mul_scalar(m * unbiased)?)?;
-                        write_in_place(stats.mean, &new_mean)?;
-                        write_in_place(stats.var, &new_var)
-                    })?;
+                    update_running(stats, &mean.reshape(&[channels])?, &var.reshape(&[channels])?, count)?;
                 }
                 centered.div(&var.add_scalar(eps)?.sqrt()?)?
             }

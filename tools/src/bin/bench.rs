@@ -3,7 +3,7 @@
 //! `tools/bench/torch_bench.py`; run both in the same session and compare ratios (docs/BENCHMARKS.md).
 //!
 //! ```text
-//! cargo run --release -p rumus-tools --bin bench -- [--device cpu|wgpu] [--only matmul,linear,softmax,attention,conv,step,memory,epoch,resnet] [--resnet-batch N] [--json out.json]
+//! cargo run --release -p rumus-tools --bin bench -- [--device cpu|wgpu] [--only matmul,linear,softmax,attention,conv,step,bn,memory,epoch,resnet] [--resnet-batch N] [--json out.json]
 //! ```
 //!
 //! `resnet` (ResNet-18 training steps, batch 128 unless `--resnet-batch` says otherwise) runs only
@@ -14,9 +14,9 @@
 
 use std::time::Instant;
 
-use rumus::nn::{Conv2d, Conv2dConfig, Flatten, Linear, MaxPool2d, Module, Relu, Sequential};
+use rumus::nn::{BatchNorm2d, Conv2d, Conv2dConfig, Flatten, Linear, MaxPool2d, Module, Param, Relu, Sequential};
 use rumus::optim::{Adam, Optimizer, Sgd};
-use rumus::{no_grad, Device, RawTensor, Result};
+use rumus::{no_grad, Device, RawTensor, Result, RunningStats};
 use rumus_test_models::ResNet18;
 
 /// One measured workload.
@@ -179,6 +179,55 @@ fn lenet(device: &Device) -> Result<Sequential> {
         .with(Linear::new(device, 120, 84, true, 4)?)
         .with(Relu)
         .with(Linear::new(device, 84, 10, true, 5)?))
+}
+
+/// Which batch norm the small CNN of [`cnn`] has.
+#[derive(Clone, Copy, PartialEq)]
+enum Norm {
+    None,
+    /// `BatchNorm2d`: the fused kernels on the CPU.
+    Fused,
+    /// A `BatchNorm2d` whose forward is `batch_norm_reference`, the composed form every device
+    /// ran before the fused kernels (the "before" of issue #32).
+    Composed,
+}
+
+/// A training-mode `BatchNorm2d` through the composed ops.
+struct ComposedBatchNorm(BatchNorm2d);
+
+impl Module for ComposedBatchNorm {
+    fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
+        let bn = &self.0;
+        let running = RunningStats { mean: bn.running_mean().tensor(), var: bn.running_var().tensor(), momentum: 0.1 };
+        x.batch_norm_reference(Some(bn.weight().tensor()), Some(bn.bias().tensor()), Some(running), true, 1e-5)
+    }
+    fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param)) {
+        self.0.visit_params(prefix, visitor)
+    }
+    fn describe(&self) -> String {
+        format!("composed {}", self.0.describe())
+    }
+}
+
+/// The small CNN of issue #32 (as `cnn()` in tools/bench/torch_bench.py): two blocks of
+/// conv 3×3 (padding 1), batch norm per `norm` (conv bias dropped then, as usual), ReLU and a
+/// 2×2 max pool, 1→16→32 channels on 28×28, then a linear layer to 10 classes.
+fn cnn(device: &Device, norm: Norm) -> Result<Sequential> {
+    let with_norm = norm != Norm::None;
+    let conv = |cin, cout| Conv2dConfig { padding: (1, 1), bias: !with_norm, ..Conv2dConfig::new(cin, cout, (3, 3)) };
+    let pool = || MaxPool2d::new((2, 2), (2, 2), (0, 0), (1, 1));
+    let mut model = Sequential::new();
+    for (i, (cin, cout)) in [(1, 16), (16, 32)].into_iter().enumerate() {
+        model = model.with(Conv2d::new(device, conv(cin, cout), 20 + i as u64)?);
+        let bn = || BatchNorm2d::new(device, cout, 1e-5, 0.1);
+        model = match norm {
+            Norm::None => model,
+            Norm::Fused => model.with(bn()?),
+            Norm::Composed => model.with(ComposedBatchNorm(bn()?)),
+        };
+        model = model.with(Relu).with(pool());
+    }
+    Ok(model.with(Flatten::new()).with(Linear::new(device, 32 * 7 * 7, 10, true, 22)?))
 }
 
 /// One training step (forward, cross-entropy, backward, Adam update) of `model` on MNIST-shaped
@@ -371,6 +420,12 @@ fn main() -> Result<()> {
             records.push(bench_step(&device, "lenet", lenet(&device)?, batch)?);
         }
         records.push(bench_step(&device, "mlp", mlp(&device)?, 64)?);
+    }
+    if wanted("bn") {
+        // Issue #32: the cost of BatchNorm2d in a small CNN's training step.
+        records.push(bench_step(&device, "cnn", cnn(&device, Norm::None)?, 64)?);
+        records.push(bench_step(&device, "cnn+bn", cnn(&device, Norm::Fused)?, 64)?);
+        records.push(bench_step(&device, "cnn+bn composed", cnn(&device, Norm::Composed)?, 64)?);
     }
     if wanted("memory") {
         records.extend(bench_lenet_memory(&device)?);

@@ -1,6 +1,7 @@
 //! The CPU backend: `gemm` for matmul, rayon across cores for everything large.
 
 mod attention;
+mod batch_norm;
 mod buffer_pool;
 mod conv;
 mod conv2d;
@@ -314,6 +315,66 @@ impl Backend for CpuBackend {
         check_dims(OP, &[args.batch, args.tq], lse.len())?;
         let (dq, dk, dv) = attention::attention_backward(q, k, v, out, lse, dout, args)?;
         Ok((f32_storage(dq), f32_storage(dk), f32_storage(dv)))
+    }
+
+    fn fuses_batch_norm(&self) -> bool {
+        true
+    }
+
+    fn batch_norm(
+        &self,
+        x: &Storage,
+        weight: Option<&Storage>,
+        bias: Option<&Storage>,
+        stats: Option<(&Storage, &Storage)>,
+        args: &BatchNormArgs,
+    ) -> Result<(Storage, Storage, Storage)> {
+        const OP: &str = "batch_norm";
+        args.check(OP)?;
+        let stats = if args.batch_stats { None } else { stats };
+        if !args.batch_stats && stats.is_none() {
+            return Err(Error::invalid(OP, "normalising without batch statistics needs the running ones"));
+        }
+        let (mean, var) = stats.unzip();
+        let storages: Vec<&Storage> = [Some(x), weight, bias, mean, var].into_iter().flatten().collect();
+        let locked = read_all(OP, &storages)?;
+        let len = crate::layout::checked_numel(OP, &[args.batch, args.channels, args.inner])?;
+        let xs = prefix(OP, locked.f32(0, OP)?, len)?;
+        let mut next = 1;
+        let mut feature = |given: bool| -> Result<Option<&[f32]>> {
+            if !given {
+                return Ok(None);
+            }
+            next += 1;
+            Ok(Some(prefix(OP, locked.f32(next - 1, OP)?, args.channels)?))
+        };
+        let (w, b) = (feature(weight.is_some())?, feature(bias.is_some())?);
+        let (m, v) = (feature(mean.is_some())?, feature(var.is_some())?);
+        let (y, mean, var) = batch_norm::batch_norm(xs, w, b, m.zip(v), args)?;
+        Ok((f32_storage(y), f32_storage(mean), f32_storage(var)))
+    }
+
+    fn batch_norm_backward(
+        &self,
+        x: &Storage,
+        weight: Option<&Storage>,
+        mean: &Storage,
+        var: &Storage,
+        dy: &Storage,
+        args: &BatchNormArgs,
+    ) -> Result<(Storage, Storage, Storage)> {
+        const OP: &str = "batch_norm";
+        args.check(OP)?;
+        let storages: Vec<&Storage> =
+            [Some(x), Some(mean), Some(var), Some(dy), weight].into_iter().flatten().collect();
+        let locked = read_all(OP, &storages)?;
+        let len = crate::layout::checked_numel(OP, &[args.batch, args.channels, args.inner])?;
+        let (x, dy) = (prefix(OP, locked.f32(0, OP)?, len)?, prefix(OP, locked.f32(3, OP)?, len)?);
+        let (mean, var) =
+            (prefix(OP, locked.f32(1, OP)?, args.channels)?, prefix(OP, locked.f32(2, OP)?, args.channels)?);
+        let w = weight.is_some().then(|| prefix(OP, locked.f32(4, OP)?, args.channels)).transpose()?;
+        let (dx, dw, db) = batch_norm::batch_norm_backward(x, w, mean, var, dy, args)?;
+        Ok((f32_storage(dx), f32_storage(dw), f32_storage(db)))
     }
 
     fn layer_norm(

@@ -1,0 +1,162 @@
+//! Batch normalisation over the channels of `[batch, channels, inner]`, forward and backward:
+//! per-channel sums over contiguous `inner` runs (channels in parallel), then one elementwise
+//! pass (samples in parallel).
+
+use rayon::prelude::*;
+
+use super::buffer_pool;
+use super::parallel::PAR_THRESHOLD;
+use crate::backend::BatchNormArgs;
+use crate::Result;
+
+const OP: &str = "batch_norm";
+
+/// The `inner`-long runs of channel `c`, one per sample.
+fn runs<'a>(x: &'a [f32], a: &BatchNormArgs, c: usize) -> impl Iterator<Item = &'a [f32]> + 'a {
+    let (inner, stride) = (a.inner, a.channels * a.inner);
+    (0..a.batch).map(move |n| &x[n * stride + c * inner..n * stride + (c + 1) * inner])
+}
+
+/// Lanes of the partial sums: independent accumulators the compiler keeps in SIMD registers
+/// (one f32 accumulator would chain every add on the one before).
+const LANES: usize = 8;
+
+/// `(Σ (x_i - shift), Σ (x_i - shift)²)` over a run, in [`LANES`] partial sums each.
+fn lane_moments(x: &[f32], shift: f32) -> (f32, f32) {
+    let (mut s, mut q) = ([0.0f32; LANES], [0.0f32; LANES]);
+    let chunks = x.chunks_exact(LANES);
+    let (mut ts, mut tq) = (0.0f32, 0.0f32);
+    for &v in chunks.remainder() {
+        ts += v - shift;
+        tq += (v - shift) * (v - shift);
+    }
+    for chunk in chunks {
+        for l in 0..LANES {
+            let d = chunk[l] - shift;
+            s[l] += d;
+            q[l] += d * d;
+        }
+    }
+    (s.iter().sum::<f32>() + ts, q.iter().sum::<f32>() + tq)
+}
+
+/// `(Σ dy_i, Σ dy_i·(x_i - mu))` over a run, in [`LANES`] partial sums each.
+fn lane_sums_dy(x: &[f32], dy: &[f32], mu: f32) -> (f32, f32) {
+    let (mut s, mut sx) = ([0.0f32; LANES], [0.0f32; LANES]);
+    let (xc, gc) = (x.chunks_exact(LANES), dy.chunks_exact(LANES));
+    let (mut ts, mut tsx) = (0.0f32, 0.0f32);
+    for (&x, &g) in xc.remainder().iter().zip(gc.remainder()) {
+        ts += g;
+        tsx += g * (x - mu);
+    }
+    for (x, g) in xc.zip(gc) {
+        for l in 0..LANES {
+            s[l] += g[l];
+            sx[l] += g[l] * (x[l] - mu);
+        }
+    }
+    (s.iter().sum::<f32>() + ts, sx.iter().sum::<f32>() + tsx)
+}
+
+/// Per-channel values `f(c)` computed in parallel when the tensor is large.
+fn per_channel(a: &BatchNormArgs, f: impl Fn(usize) -> (f32, f32) + Sync + Send) -> (Vec<f32>, Vec<f32>) {
+    let min_len = (PAR_THRESHOLD / a.count().max(1)).max(1);
+    (0..a.channels).into_par_iter().with_min_len(min_len).map(f).unzip()
+}
+
+/// Writes `out[n, c, i] = f(c, x[n, c, i], y[n, c, i])`-style results sample by sample, in
+/// parallel when the tensor is large: `row(c, out_run, n_offset)` fills one run.
+fn each_run(out: &mut [f32], a: &BatchNormArgs, row: impl Fn(usize, &mut [f32], usize) + Sync + Send) {
+    let sample = a.channels * a.inner;
+    let min_len = (PAR_THRESHOLD / sample.max(1)).max(1);
+    out.par_chunks_mut(sample).with_min_len(min_len).enumerate().for_each(|(n, out)| {
+        for (c, run) in out.chunks_mut(a.inner).enumerate() {
+            row(c, run, n * sample + c * a.inner);
+        }
+    });
+}
+
+/// `(y, mean, var)`: each channel normalised by the batch's mean and biased variance (or by
+/// `stats` without `batch_stats`), scaled by `weight` and shifted by `bias` where given.
+pub fn batch_norm(
+    x: &[f32],
+    weight: Option<&[f32]>,
+    bias: Option<&[f32]>,
+    stats: Option<(&[f32], &[f32])>,
+    a: &BatchNormArgs,
+) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
+    let (mean, var) = match stats {
+        Some((m, v)) if !a.batch_stats => (m.to_vec(), v.to_vec()),
+        _ => {
+            let count = a.count() as f64;
+            per_channel(a, |c| {
+                // One pass of sums shifted by the channel's first value (no cancellation when
+                // the mean is large against the spread): runs summed in f32 lanes, runs in f64.
+                let shift = x[c * a.inner];
+                let (mut sum, mut sq) = (0.0f64, 0.0f64);
+                for r in runs(x, a, c) {
+                    let (s, q) = lane_moments(r, shift);
+                    sum += s as f64;
+                    sq += q as f64;
+                }
+                let d = sum / count;
+                (shift + d as f32, (sq / count - d * d).max(0.0) as f32)
+            })
+        }
+    };
+    // y = (x - mean)·scale + bias per channel.
+    let coef: Vec<(f32, f32, f32)> = (0..a.channels)
+        .map(|c| (mean[c], weight.map_or(1.0, |w| w[c]) / (var[c] + a.eps).sqrt(), bias.map_or(0.0, |b| b[c])))
+        .collect();
+    let mut y = buffer_pool::take(OP, x.len())?;
+    each_run(&mut y, a, |c, y, at| {
+        let (mu, scale, shift) = coef[c];
+        for (y, &x) in y.iter_mut().zip(&x[at..at + a.inner]) {
+            *y = (x - mu) * scale + shift;
+        }
+    });
+    Ok((y, mean, var))
+}
+
+/// `(dx, dweight, dbias)` of [`batch_norm`]: see `Backend::batch_norm_backward`.
+pub fn batch_norm_backward(
+    x: &[f32],
+    weight: Option<&[f32]>,
+    mean: &[f32],
+    var: &[f32],
+    dy: &[f32],
+    a: &BatchNormArgs,
+) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
+    let rstd: Vec<f32> = var.iter().map(|&v| 1.0 / (v + a.eps).sqrt()).collect();
+    // Σ dy and Σ dy·x̂ per channel, in one pass over x and dy.
+    let (db, dw) = per_channel(a, |c| {
+        let (mu, inv) = (mean[c], rstd[c]);
+        let (mut s, mut sx) = (0.0f64, 0.0f64);
+        for (x, dy) in runs(x, a, c).zip(runs(dy, a, c)) {
+            let (rs, rsx) = lane_sums_dy(x, dy, mu);
+            s += rs as f64;
+            sx += rsx as f64;
+        }
+        (s as f32, (sx as f32) * inv)
+    });
+    let m = a.count() as f32;
+    // dx = k·dy + kx·(x - mean) + k0 per channel.
+    let coef: Vec<(f32, f32, f32, f32)> = (0..a.channels)
+        .map(|c| {
+            let k = weight.map_or(1.0, |w| w[c]) * rstd[c];
+            if a.batch_stats {
+                (mean[c], k, -k * rstd[c] * dw[c] / m, -k * db[c] / m)
+            } else {
+                (mean[c], k, 0.0, 0.0)
+            }
+        })
+        .collect();
+    let mut dx = buffer_pool::take(OP, x.len())?;
+    each_run(&mut dx, a, |c, dx, at| {
+        let (mu, k, kx, k0) = coef[c];
+        for ((dx, &g), &x) in dx.iter_mut().zip(&dy[at..at + a.inner]).zip(&x[at..at + a.inner]) {
+            *dx = k * g + kx * (x - mu) + k0;
+        }
+    });
+    Ok((dx, dw, db))
+}
