@@ -33,7 +33,7 @@ pub struct TokenEmbedder {
 ///
 /// An identity block is `Residual(conv, bn, relu, conv, bn), Relu` inside a stage's layer list;
 /// a downsampling block, whose shortcut is not the identity, is a nested model of its own
-/// ([`resnet::Down`]`128`, `Down256`, `Down512`).
+/// (`resnet::Down128`, `Down256`, `Down512`).
 pub mod resnet {
     use rumus::prelude::*;
 
