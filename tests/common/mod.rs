@@ -1,6 +1,7 @@
 //! Models and data shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod layer_parity;
 pub mod torch_fixture;
 
 use std::sync::OnceLock;

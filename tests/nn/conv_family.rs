@@ -3,6 +3,7 @@
 //! reference from tests/fixtures/make_conv_fixture.py) on the CPU and on wgpu, against finite
 //! differences, CPU against wgpu on non-contiguous inputs, and bad input as errors.
 
+use crate::common::layer_parity::{assert_layer_parity, Build};
 use crate::common::torch_fixture::TorchFixture;
 use rumus::nn::{
     AvgPool1d, Conv1d, Conv1dConfig, ConvTranspose2d, ConvTranspose2dConfig, GlobalAvgPool, GlobalMaxPool, MaxPool1d,
@@ -148,9 +149,6 @@ fn gradients_match_finite_differences_on_wgpu() -> Result<()> {
     check_gradients(&gpu)
 }
 
-/// One layer's output, input gradient and parameter gradients on one device.
-type Run = (Vec<f32>, Vec<f32>, Vec<Vec<f32>>);
-
 /// The layers on both devices from the same weights, on non-contiguous (transposed) inputs.
 #[test]
 fn layers_agree_between_cpu_and_wgpu_on_views() -> Result<()> {
@@ -163,7 +161,6 @@ fn layers_agree_between_cpu_and_wgpu_on_views() -> Result<()> {
         ..ConvTranspose2dConfig::new(4, 6, (3, 3))
     };
     let c1_cfg = Conv1dConfig { padding: Conv1dPadding::Same, dilation: 2, groups: 2, ..Conv1dConfig::new(4, 6, 3) };
-    type Build = Box<dyn Fn(&Device) -> Result<Box<dyn Module>>>;
     let layers: Vec<(&str, Vec<usize>, Build)> = vec![
         ("ConvTranspose2d", vec![2, 4, 7, 5], Box::new(move |d| Ok(Box::new(ConvTranspose2d::new(d, ct_cfg, 3)?)))),
         ("Conv1d", vec![2, 4, 9], Box::new(move |d| Ok(Box::new(Conv1d::new(d, c1_cfg, 4)?)))),
@@ -188,24 +185,7 @@ fn layers_agree_between_cpu_and_wgpu_on_views() -> Result<()> {
         let r = stored.len();
         stored.swap(r - 1, r - 2);
         let data = randn(&stored, 20);
-        let run = |device: &Device| -> Result<Run> {
-            let layer = build(device)?;
-            let x = data.to_device(device)?.requires_grad_()?;
-            let y = layer.forward_raw(&x.transpose(-1, -2)?)?;
-            let weights = RawTensor::rand_uniform(y.shape(), 0.5, 1.5, 7, &Device::cpu())?.to_device(device)?;
-            let grads = y.mul(&weights)?.sum_all()?.backward()?;
-            let mut params = Vec::new();
-            layer.visit_params("", &mut |_, p| params.push(p.tensor().clone()));
-            let gp =
-                params.iter().map(|p| grads.get(p).expect("parameter gradient").to_vec()).collect::<Result<_>>()?;
-            Ok((y.contiguous()?.to_vec()?, grads.get(&x).expect("input gradient").to_vec()?, gp))
-        };
-        let (a, b) = (run(&cpu)?, run(&gpu)?);
-        assert_close(&format!("{name} output, cpu vs wgpu"), &b.0, &a.0, 1e-4);
-        assert_close(&format!("{name} input gradient, cpu vs wgpu"), &b.1, &a.1, 1e-4);
-        for (k, (pa, pb)) in a.2.iter().zip(&b.2).enumerate() {
-            assert_close(&format!("{name} parameter {k} gradient, cpu vs wgpu"), pb, pa, 1e-4);
-        }
+        assert_layer_parity(name, &data, &build, None, (&cpu, &gpu))?;
     }
     Ok(())
 }

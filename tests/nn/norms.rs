@@ -3,6 +3,7 @@
 //! layers on the CPU against wgpu on strided inputs, PyTorch's names and layouts, and bad input as
 //! errors (property-based for group counts). PyTorch's numbers are in `norms_fixture.rs`.
 
+use crate::common::layer_parity::{assert_layer_parity, Build};
 use proptest::prelude::*;
 use rumus::nn::{GroupNorm, InstanceNorm2d, Module, RmsNorm, RMS_NORM_EPS};
 use rumus::testing::{assert_close, grad_check, wgpu_or_skip, GradCheck};
@@ -127,15 +128,11 @@ fn fused_kernels_and_compositions_match_their_references_on_wgpu() -> Result<()>
     check_references(&gpu)
 }
 
-/// One layer's output, input gradient and parameter gradients on one device.
-type Run = (Vec<f32>, Vec<f32>, Vec<Vec<f32>>);
-
 /// The layers on both devices from the same (random) weights, on non-contiguous inputs.
 #[test]
 fn layers_agree_between_cpu_and_wgpu_on_views() -> Result<()> {
     let Some(gpu) = wgpu_or_skip() else { return Ok(()) };
     let cpu = Device::cpu();
-    type Build = Box<dyn Fn(&Device) -> Result<Box<dyn Module>>>;
     let layers: Vec<(&str, Vec<usize>, Build)> = vec![
         ("GroupNorm image", vec![2, 6, 4, 5], Box::new(|d| Ok(Box::new(GroupNorm::new(d, 3, 6, 1e-5, true)?)))),
         ("GroupNorm sequence", vec![3, 4, 7], Box::new(|d| Ok(Box::new(GroupNorm::new(d, 2, 4, 1e-5, true)?)))),
@@ -148,31 +145,8 @@ fn layers_agree_between_cpu_and_wgpu_on_views() -> Result<()> {
         let r = stored.len();
         stored.swap(r - 1, r - 2);
         let data = randn(&stored, 20);
-        let run = |device: &Device| -> Result<Run> {
-            let layer = build(device)?;
-            let mut seed = 30;
-            layer.visit_params("", &mut |_, p| {
-                seed += 1;
-                let value = RawTensor::randn(p.tensor().shape(), 1.0, 0.5, seed, &Device::cpu()).expect("randn");
-                p.assign(&value.to_device(device).expect("to_device")).expect("assign");
-            });
-            let x = data.to_device(device)?.requires_grad_()?;
-            let y = layer.forward_raw(&x.transpose(-1, -2)?)?;
-            let weights = RawTensor::rand_uniform(y.shape(), 0.5, 1.5, 7, &Device::cpu())?.to_device(device)?;
-            let grads = y.mul(&weights)?.sum_all()?.backward()?;
-            let mut params = Vec::new();
-            layer.visit_params("", &mut |_, p| params.push(p.tensor().clone()));
-            let gp =
-                params.iter().map(|p| grads.get(p).expect("parameter gradient").to_vec()).collect::<Result<_>>()?;
-            Ok((y.contiguous()?.to_vec()?, grads.get(&x).expect("input gradient").to_vec()?, gp))
-        };
-        let (a, b) = (run(&cpu)?, run(&gpu)?);
-        assert!(!a.2.is_empty(), "{name} has parameters");
-        assert_close(&format!("{name} output, cpu vs wgpu"), &b.0, &a.0, 1e-4);
-        assert_close(&format!("{name} input gradient, cpu vs wgpu"), &b.1, &a.1, 1e-4);
-        for (k, (pa, pb)) in a.2.iter().zip(&b.2).enumerate() {
-            assert_close(&format!("{name} parameter {k} gradient, cpu vs wgpu"), pb, pa, 1e-4);
-        }
+        let param_grads = assert_layer_parity(name, &data, &build, Some(30), (&cpu, &gpu))?;
+        assert!(!param_grads.is_empty(), "{name} has parameters");
     }
     Ok(())
 }
