@@ -131,6 +131,28 @@ class ResNet18(nn.Module):
         return self.head(self.layer4(self.layer4_0(x)))
 
 
+def convpass_bench(dev, shape, add):
+    """One convolution's three passes apart, as autograd runs them (cuDNN's forward,
+    backward-data, and backward-filter with bias)."""
+    n, c, h, o, k, pad = shape
+    x = torch.randn(n, c, h, h, device=dev)
+    w = torch.randn(o, c, k, k, device=dev)
+    bias = torch.randn(o, device=dev)
+    gy = torch.randn(n, o, h + 2 * pad + 1 - k, h + 2 * pad + 1 - k, device=dev)
+    flops = 2 * n * o * gy.shape[2] * gy.shape[3] * c * k * k
+    conv_bwd = torch.ops.aten.convolution_backward
+    passes = {
+        "forward": lambda: F.conv2d(x, w, bias, padding=pad),
+        "input grad": lambda: conv_bwd(gy, x, w, None, [1, 1], [pad, pad], [1, 1], False, [0, 0], 1,
+                                       [True, False, False]),
+        "weight grad": lambda: conv_bwd(gy, x, w, [o], [1, 1], [pad, pad], [1, 1], False, [0, 0], 1,
+                                        [False, True, True]),
+    }
+    for name, f in passes.items():
+        s = timer(dev, 3, 10, f)
+        add(f"conv2d {name} {n}x{c}x{h}x{h}->{o}k{k}", s, flops / s / 1e9, "GFLOP/s")
+
+
 def resnet_step_bench(device, batch, steps, mode):
     """One ResNet-18 training step (forward, cross-entropy, backward, SGD with momentum 0.9) on a
     synthetic [batch, 3, 32, 32] batch. `mode`: "f32" (TF32 off), "tf32", "bf16" (autocast),
@@ -231,6 +253,7 @@ def main():
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--only", default="")
     p.add_argument("--json", default="")
+    p.add_argument("--resnet18", action="store_true", help="convpass: also ResNet-18's 3x3 convolutions")
     p.add_argument("--resnet-batch", type=int, default=128, help="batch of the resnet workload")
     p.add_argument("--gpu-time", action="store_true", help="time kernels with CUDA events (GPU time alone)")
     a = p.parse_args()
@@ -327,23 +350,11 @@ def main():
     if wanted("convpass") and dev == "cuda":
         # The twin of bench_wgpu's conv rows: the ResNet-block convolution's three passes apart,
         # as autograd runs them (cuDNN's forward, backward-data, and backward-filter with bias).
-        n, c, h, o, k, pad = 32, 64, 56, 64, 3, 1
-        x = torch.randn(n, c, h, h, device=dev)
-        w = torch.randn(o, c, k, k, device=dev)
-        bias = torch.randn(o, device=dev)
-        gy = torch.randn(n, o, h + 2 * pad + 1 - k, h + 2 * pad + 1 - k, device=dev)
-        flops = 2 * n * o * gy.shape[2] * gy.shape[3] * c * k * k
-        conv_bwd = torch.ops.aten.convolution_backward
-        passes = {
-            "forward": lambda: F.conv2d(x, w, bias, padding=pad),
-            "input grad": lambda: conv_bwd(gy, x, w, None, [1, 1], [pad, pad], [1, 1], False, [0, 0], 1,
-                                           [True, False, False]),
-            "weight grad": lambda: conv_bwd(gy, x, w, [o], [1, 1], [pad, pad], [1, 1], False, [0, 0], 1,
-                                            [False, True, True]),
-        }
-        for name, f in passes.items():
-            s = timer(dev, 3, 10, f)
-            add(f"conv2d {name} {n}x{c}x{h}x{h}->{o}k{k}", s, flops / s / 1e9, "GFLOP/s")
+        shapes = [(32, 64, 56, 64, 3, 1)]
+        if a.resnet18:  # bench_wgpu --resnet18: the 3x3 convolutions of ResNet-18's four stages
+            shapes += [(128, c, h, c, 3, 1) for c, h in ((64, 32), (128, 16), (256, 8), (512, 4))]
+        for shape in shapes:
+            convpass_bench(dev, shape, add)
     if wanted("step"):
         for b in (64, 256):
             add(f"lenet train step b{b}", train_step_bench(dev, LeNet(), b, 50))

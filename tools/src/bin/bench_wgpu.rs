@@ -7,6 +7,7 @@
 //! ```text
 //! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json          # the real sizes
 //! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json --quick  # small sizes (lavapipe)
+//! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json --resnet18 # + ResNet-18's 3×3 convs
 //! ```
 
 use rumus::backend::wgpu::WgpuBackend;
@@ -85,6 +86,10 @@ fn bench_softmax(b: &WgpuBackend, rows: usize, cols: usize, repeats: usize) -> R
     })
 }
 
+/// Channels and side of the stride-1 3×3 convolutions in each stage of ResNet-18 (CIFAR form):
+/// `--resnet18` times them at batch 128, as `torch_bench.py --only convpass --resnet18` does.
+const RESNET18_STAGES: [(usize, usize); 4] = [(64, 32), (128, 16), (256, 8), (512, 4)];
+
 /// The three passes of a stride-1 convolution of `[n, c, h, h]` by `o` filters of k×k (padding
 /// `pad`, with bias), each timed on its own: the forward, the input gradient, and the weight
 /// gradient with its bias gradient (one backward call, as autograd makes it). Each pass is one
@@ -161,6 +166,13 @@ fn main() -> Result<()> {
     rows_out.push(bench_softmax(&b, rows, cols, repeats)?);
     let resblock = if quick { (4, 16, 14, 16, 3, 1) } else { (32, 64, 56, 64, 3, 1) };
     rows_out.extend(bench_conv(&b, resblock, repeats)?);
+    if args.iter().any(|a| a == "--resnet18") {
+        // The 3×3 convolutions of ResNet-18's four stages (CIFAR form, batch 128), which make
+        // up most of its training step.
+        for (c, h) in RESNET18_STAGES {
+            rows_out.extend(bench_conv(&b, (128, c, h, c, 3, 1), repeats)?);
+        }
+    }
 
     println!("{:<28} {:>16} {:>12} {:>14}", "kernel", "shape", "median ms", "rate");
     for r in &rows_out {
