@@ -544,6 +544,18 @@ mod tests {
         assert!(m.starts_with("Linear(4 => 8) expects 4 input features, but the input of Residual is 16"), "{m}");
     }
 
+    /// docs/DSL.md quotes the error of tests/ui/fail/residual_shortcut_mismatch.rs as written.
+    #[test]
+    fn docs_quote_the_shortcut_mismatch() {
+        let m = message(
+            "Residual(Conv2d(128, 3, stride = 2, padding = 1, bias = false), BatchNorm2d, Relu, Conv2d(128, 3, padding = 1, bias = false), BatchNorm2d, shortcut = (Conv2d(128, 1, bias = false), BatchNorm2d))",
+            &[64, 32, 32],
+        );
+        let (first, hint) = m.split_once('\n').expect("a hint");
+        let quoted = format!("  error: {first}\n         {hint}\n");
+        assert!(include_str!("../../../docs/DSL.md").contains(&quoted), "docs/DSL.md should quote:\n{quoted}");
+    }
+
     #[test]
     fn residual_shortcut_arguments_are_checked() {
         let m = message("Residual(Relu, shortcut = ())", &[4]);

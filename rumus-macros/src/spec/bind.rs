@@ -337,7 +337,7 @@ fn convert(layer: &str, a: &ArgSpec, v: &Value) -> Result<Val> {
             None if layer == "Residual" && matches!(v.kind, ValueKind::Tuple(_)) => {
                 return Err(Error::new_spanned(
                     v,
-                    format!("Residual's layers are listed without parentheses, got `{v}`\nhint: a projection shortcut is written `shortcut = {v}` after the layers"),
+                    format!("Residual's layers are listed without parentheses: `{v}` is not a layer\nhint: a projection shortcut is written `shortcut = {v}` after the layers"),
                 ))
             }
             None => {

@@ -1,0 +1,19 @@
+// `shortcut` takes a layer or layers in parentheses; an empty list is not the identity.
+use rumus::prelude::*;
+
+#[model(input = [16])]
+pub struct Numbers {
+    body: layers![Residual(Linear(16), shortcut = (Linear(16), 2))],
+}
+
+#[model(input = [16])]
+pub struct Empty {
+    body: layers![Residual(Linear(16), shortcut = ())],
+}
+
+#[model(input = [16])]
+pub struct Positional {
+    body: layers![Residual(Linear(32), Relu, (Linear(32), Relu))],
+}
+
+fn main() {}
