@@ -1,14 +1,16 @@
 //! `Residual` with a projection shortcut (`Residual::with_shortcut`, `layers!`'s
 //! `Residual(.., shortcut = (..))`): parameter names, the forward against its two branches
-//! added, finite-difference gradients, CPU against wgpu, and a checkpoint round trip.
+//! added, PyTorch's values and gradients (tests/fixtures/make_residual_fixture.py),
+//! finite-difference gradients, CPU against wgpu, and a checkpoint round trip.
 
 use rumus::nn::{named_params, BatchNorm2d, Conv2d, Conv2dConfig, Linear, Module, Relu, Residual, Sequential, Tanh};
 use rumus::prelude::*;
-use rumus::testing::{grad_check, wgpu_or_skip, GradCheck};
+use rumus::testing::{assert_close, grad_check, wgpu_or_skip, GradCheck};
 
 use crate::common::layer_parity::{assert_layer_parity, Build};
 use crate::common::param_grad_check::param_grad_check;
 use crate::common::scratch;
+use crate::common::torch_fixture::TorchFixture;
 
 fn randn(shape: &[usize], seed: u64) -> RawTensor {
     RawTensor::randn(shape, 0.0, 1.0, seed, &Device::cpu()).expect("randn")
@@ -88,6 +90,58 @@ fn forward_adds_the_shortcut_to_the_layers() -> Result<()> {
         "Residual: input [3, 4]: inner layers produce [3, 6] and the shortcut [3, 1], which cannot be added"
     );
     Ok(())
+}
+
+/// The twin's block of tests/fixtures/make_residual_fixture.py, 2 → 4 channels without biases,
+/// its weights and running statistics set from the fixture by their PyTorch names.
+fn torch_block(d: &Device, fixture: &TorchFixture) -> Result<Residual> {
+    let conv = |(cin, cout): (usize, usize), k: usize, s: usize| {
+        let cfg = Conv2dConfig {
+            stride: (s, s),
+            padding: (k / 2, k / 2),
+            bias: false,
+            ..Conv2dConfig::new(cin, cout, (k, k))
+        };
+        Conv2d::new(d, cfg, 0)
+    };
+    let bn = || BatchNorm2d::new(d, 4, 1e-5, 0.1);
+    let main = Sequential::new().with(conv((2, 4), 3, 2)?).with(bn()?).with(Relu).with(conv((4, 4), 3, 1)?).with(bn()?);
+    let block = Residual::with_shortcut(main, Sequential::new().with(conv((2, 4), 1, 2)?).with(bn()?));
+    for (name, p) in named_params(&block) {
+        p.assign(&fixture.tensor(&name, d)?)?;
+    }
+    Ok(block)
+}
+
+/// Output, every gradient and the running statistics after one training pass, against PyTorch's.
+fn agrees_with_pytorch(d: &Device) -> Result<()> {
+    let fixture = TorchFixture::load("torch_residual.safetensors");
+    let block = torch_block(d, &fixture)?;
+    let x = fixture.tensor("input", d)?.requires_grad_()?;
+    let y = block.forward_raw(&x)?;
+    assert_close("output", &y.to_vec()?, fixture.get("y"), 1e-4);
+    let grads = y.mul(&fixture.tensor("wy", d)?)?.sum_all()?.backward()?;
+    assert_close("input gradient", &grads.get(&x).expect("a gradient").to_vec()?, fixture.get("grad.input"), 1e-4);
+    for (name, p) in named_params(&block) {
+        if p.is_trainable() {
+            let g = grads.get(p.tensor()).expect("a gradient").to_vec()?;
+            assert_close(&format!("{name} gradient"), &g, fixture.get(&format!("grad.{name}")), 1e-4);
+        } else {
+            assert_close(&format!("{name} after the pass"), &p.to_vec()?, fixture.get(&format!("after.{name}")), 1e-5);
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn values_and_gradients_match_pytorch_on_the_cpu() -> Result<()> {
+    agrees_with_pytorch(&Device::cpu())
+}
+
+#[test]
+fn values_and_gradients_match_pytorch_on_wgpu() -> Result<()> {
+    let Some(gpu) = wgpu_or_skip() else { return Ok(()) };
+    agrees_with_pytorch(&gpu)
 }
 
 /// Tanh instead of ReLU keeps the block smooth, so central differences apply everywhere.
