@@ -1,4 +1,5 @@
-// `shortcut` takes a layer or layers in parentheses; an empty list is not the identity.
+// `shortcut` takes a layer or layers in parentheses, after a comma; an empty list is not the
+// identity.
 use rumus::prelude::*;
 
 #[model(input = [16])]
@@ -14,6 +15,11 @@ pub struct Empty {
 #[model(input = [16])]
 pub struct Positional {
     body: layers![Residual(Linear(32), Relu, (Linear(32), Relu))],
+}
+
+#[model(input = [16])]
+pub struct Semicolon {
+    body: layers![Residual(Linear(16), Relu; shortcut = Linear(16))],
 }
 
 fn main() {}
