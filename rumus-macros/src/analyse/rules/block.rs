@@ -1,5 +1,5 @@
-//! Layers made of layers: `Residual` (x + layers(x), or shortcut(x) + layers(x)) and `Repeat` (the layers n times in a row,
-//! expanded in place).
+//! Layers made of layers: `Residual` (x + layers(x), or shortcut(x) + layers(x) with a projection
+//! shortcut) and `Repeat` (the layers n times in a row, expanded in place).
 
 use syn::Error;
 
@@ -109,8 +109,9 @@ fn sum(layers: &[Layer], f: impl Fn(&Layer) -> u128) -> u128 {
 fn projection(input: &[usize], output: &[usize]) -> Option<String> {
     match (input, output) {
         ([_, h, w], [c, oh, ow]) if *oh > 0 && *ow > 0 => {
+            // The smallest stride that brings H down to at most H' (sizes are positive).
             let stride = h.div_ceil(*oh);
-            if stride == 0 || h.div_ceil(stride) != *oh || w.div_ceil(stride) != *ow {
+            if h.div_ceil(stride) != *oh || w.div_ceil(stride) != *ow {
                 return None;
             }
             let stride = if stride == 1 { String::new() } else { format!(", stride = {stride}") };
