@@ -30,6 +30,10 @@ const CORPUS: &[(&str, &str)] = &[
         "struct Ae { enc: layers![Conv2d(4, kernel = 3, stride = 2, padding = 1), GlobalMaxPool, Reshape(4, 1, 1), ConvTranspose2d(4 => 2, kernel = (3, 3), stride = 2, padding = 1, output_padding = 1, bias = false), Upsample(2, mode = bilinear), GlobalAvgPool], seq: layers![Reshape(1, 2), Conv1d(4, kernel = 1, padding = same), MaxPool1d(1, dilation = 1), AvgPool1d(1, stride = 1, padding = 0)] }",
     ),
     (
+        "input = [4, 9, 9]",
+        "struct Down { block: layers![Residual(Conv2d(8, 3, stride = 2, padding = 1, bias = false), BatchNorm2d, Relu, Conv2d(8, 3, padding = 1, bias = false), BatchNorm2d, shortcut = (Conv2d(8, 1, stride = 2, bias = false), BatchNorm2d)), Relu, Flatten, Residual(Linear(16), shortcut = Linear(16))] }",
+    ),
+    (
         "input = [28, 28]",
         "struct Rnn { body: layers![Lstm(32, layers = 2, bidirectional = true, dropout = 0.1), Gru(16, return_sequences = false), Linear(10)] }",
     ),
@@ -75,6 +79,7 @@ fn random_token(rng: &mut Rng) -> TokenTree {
                 "struct",
                 "input",
                 "Residual",
+                "shortcut",
                 "groups",
                 "x",
                 "in",

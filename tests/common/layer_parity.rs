@@ -14,8 +14,9 @@ type Run = (Vec<f32>, Vec<f32>, Vec<Vec<f32>>);
 /// Runs `build`'s layer on `cpu` and on `gpu` and asserts that the output, the input gradient
 /// and every parameter gradient agree within 1e-4. `stored` is the input with its last two axes
 /// swapped; the layer sees it transposed back, a strided view. With `param_seed`, every
-/// parameter is first set to random values drawn from it (the same on both devices). Returns
-/// the CPU's parameter gradients.
+/// trainable parameter is first set to random values drawn from it (the same on both devices).
+/// Returns the CPU's gradients of the trainable parameters (buffers such as batch-norm running
+/// statistics take none).
 pub fn assert_layer_parity(
     name: &str,
     stored: &RawTensor,
@@ -27,6 +28,9 @@ pub fn assert_layer_parity(
         let layer = build(device)?;
         if let Some(mut seed) = param_seed {
             layer.visit_params("", &mut |_, p| {
+                if !p.is_trainable() {
+                    return;
+                }
                 seed += 1;
                 let value = RawTensor::randn(p.tensor().shape(), 1.0, 0.5, seed, &Device::cpu()).expect("randn");
                 p.assign(&value.to_device(device).expect("to_device")).expect("assign");
@@ -37,7 +41,11 @@ pub fn assert_layer_parity(
         let weights = RawTensor::rand_uniform(y.shape(), 0.5, 1.5, 7, &Device::cpu())?.to_device(device)?;
         let grads = y.mul(&weights)?.sum_all()?.backward()?;
         let mut params = Vec::new();
-        layer.visit_params("", &mut |_, p| params.push(p.tensor().clone()));
+        layer.visit_params("", &mut |_, p| {
+            if p.is_trainable() {
+                params.push(p.tensor().clone())
+            }
+        });
         let gp = params.iter().map(|p| grads.get(p).expect("parameter gradient").to_vec()).collect::<Result<_>>()?;
         Ok((y.contiguous()?.to_vec()?, grads.get(&x).expect("input gradient").to_vec()?, gp))
     };

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod layer_parity;
+pub mod param_grad_check;
 pub mod torch_fixture;
 
 use std::sync::OnceLock;

@@ -17,5 +17,6 @@ mod norms_fixture;
 mod optim;
 mod recurrent;
 mod recurrent_fixture;
+mod residual;
 mod resnet;
 mod transformer_layers;

@@ -69,36 +69,36 @@ class LeNet(nn.Module):
         return self.head(self.features(x))
 
 
-class Residual(nn.Sequential):
-    """rumus's `Residual(layers..)`: x + layers(x), its layers named 0, 1, ... as in a Sequential."""
+class Residual(nn.Module):
+    """rumus's `Residual(layers.., shortcut = (..))`: shortcut(x) + layers(x), the shortcut the
+    identity unless given. Its layers are named 0, 1, ... as in a Sequential, the shortcut's
+    layers shortcut.0, shortcut.1, ... after them."""
+
+    def __init__(self, *layers, shortcut=None):
+        super().__init__()
+        for i, layer in enumerate(layers):
+            self.add_module(str(i), layer)
+        self.depth = len(layers)
+        self.shortcut = nn.Sequential(*shortcut) if shortcut else None
 
     def forward(self, x):
-        return x + super().forward(x)
+        h = x
+        for i in range(self.depth):
+            h = getattr(self, str(i))(h)
+        return (x if self.shortcut is None else self.shortcut(x)) + h
 
 
-def identity_block(c):
-    """A BasicBlock whose shortcut is the identity, as rumus's ResNet18 writes it in a stage's list:
-    `Residual(conv, bn, relu, conv, bn), Relu`."""
+def basic_block(cin, cout, stride=1):
+    """A BasicBlock as rumus's ResNet18 writes it in a stage's list: `Residual(conv, bn, relu,
+    conv, bn), Relu`, with `shortcut = (conv1x1, bn)` where it changes the channels or the size."""
+    shortcut = None
+    if stride != 1 or cin != cout:
+        shortcut = (nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
     return [
-        Residual(nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(),
-                 nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)),
+        Residual(nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(),
+                 nn.Conv2d(cout, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), shortcut=shortcut),
         nn.ReLU(),
     ]
-
-
-class Down(nn.Module):
-    """A stride-2 BasicBlock with a 1x1 conv + BN projection shortcut (rumus's Down128/256/512)."""
-
-    def __init__(self, cin, cout):
-        super().__init__()
-        self.main = nn.Sequential(
-            nn.Conv2d(cin, cout, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(),
-            nn.Conv2d(cout, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout),
-        )
-        self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=2, bias=False), nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        return F.relu(self.main(x) + self.shortcut(x))
 
 
 class GlobalAvgPool(nn.Module):
@@ -115,20 +115,15 @@ class ResNet18(nn.Module):
     def __init__(self, in_channels=3, classes=10):
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(in_channels, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU())
-        self.layer1 = nn.Sequential(*identity_block(64), *identity_block(64))
-        self.layer2_0 = Down(64, 128)
-        self.layer2 = nn.Sequential(*identity_block(128))
-        self.layer3_0 = Down(128, 256)
-        self.layer3 = nn.Sequential(*identity_block(256))
-        self.layer4_0 = Down(256, 512)
-        self.layer4 = nn.Sequential(*identity_block(512))
+        self.layer1 = nn.Sequential(*basic_block(64, 64), *basic_block(64, 64))
+        self.layer2 = nn.Sequential(*basic_block(64, 128, 2), *basic_block(128, 128))
+        self.layer3 = nn.Sequential(*basic_block(128, 256, 2), *basic_block(256, 256))
+        self.layer4 = nn.Sequential(*basic_block(256, 512, 2), *basic_block(512, 512))
         self.head = nn.Sequential(GlobalAvgPool(), nn.Linear(512, classes))
 
     def forward(self, x):
-        x = self.layer1(self.stem(x))
-        x = self.layer2(self.layer2_0(x))
-        x = self.layer3(self.layer3_0(x))
-        return self.head(self.layer4(self.layer4_0(x)))
+        x = self.layer2(self.layer1(self.stem(x)))
+        return self.head(self.layer4(self.layer3(x)))
 
 
 def convpass_bench(dev, shape, add):

@@ -137,8 +137,10 @@ pub enum LayerKind {
     LogSoftmax {
         axis: isize,
     },
+    /// `shortcut: None` is the identity.
     Residual {
         layers: Vec<Layer>,
+        shortcut: Option<Vec<Layer>>,
     },
     MultiHeadAttention {
         embed: usize,

@@ -272,7 +272,7 @@ fn lookup(call: &LayerCall) -> Result<&'static LayerSpec> {
 pub fn check_call(call: &LayerCall) -> Result<()> {
     let b = spec::bind(lookup(call)?, call)?;
     let mut result: Result<()> = Ok(());
-    for inner in b.layers() {
+    for inner in b.all_layers() {
         if let Err(e) = check_call(inner) {
             match &mut result {
                 Ok(()) => result = Err(e),
@@ -486,6 +486,101 @@ mod tests {
         assert!(message("Repeat(0, Relu)", &[4]).starts_with("Repeat(0, ..) would repeat its layers 0 times"));
         assert!(message("Repeat(4097, Relu)", &[4]).contains("more than 4096 layers"));
         assert!(message("Repeat(65, Repeat(64, Relu))", &[4]).contains("more than 4096 layers"));
+    }
+
+    /// ResNet's downsampling block on [4, 9, 9]: 3×3 stride 2 and 3×3 convolutions with batch
+    /// norms, a 1×1 stride-2 projection and batch norm beside them.
+    const DOWN: &str = "Residual(Conv2d(8, 3, stride = 2, padding = 1, bias = false), BatchNorm2d, Relu, Conv2d(8, 3, padding = 1, bias = false), BatchNorm2d, shortcut = (Conv2d(8, 1, stride = 2, bias = false), BatchNorm2d)), Relu";
+
+    #[test]
+    fn residual_shortcut_projects_the_input_beside_the_layers() {
+        let (outs, last) = run(DOWN, &[4, 9, 9]).unwrap();
+        assert_eq!(last.shape, vec![8, 5, 5]);
+        assert_eq!(outs.len(), 2, "the block is one layer, its Relu another");
+        // sum(p.numel()) of Conv2d(4, 8, 3), BatchNorm2d(8), Conv2d(8, 8, 3), BatchNorm2d(8),
+        // Conv2d(4, 8, 1), BatchNorm2d(8): 288 + 16 + 576 + 16 + 32 + 16.
+        assert_eq!((outs[0].trainable, outs[0].buffers), (944, 48));
+        let LayerKind::Residual { layers, shortcut: Some(side) } = &outs[0].kind else { panic!("{:?}", outs[0].kind) };
+        assert_eq!((layers.len(), side.len()), (5, 2));
+        let seed = |l: &Layer| match &l.kind {
+            LayerKind::Conv2d(c) => (c.in_channels, c.kernel, c.stride, c.seed),
+            other => panic!("{other:?}"),
+        };
+        // Seeds in order: the layers first, then the shortcut.
+        assert_eq!(seed(&layers[0]), (4, (3, 3), (2, 2), 0));
+        assert_eq!(seed(&layers[3]), (8, (3, 3), (1, 1), 1));
+        assert_eq!(seed(&side[0]), (4, (1, 1), (2, 2), 2));
+        assert!(
+            outs[0].display.ends_with(
+                "BatchNorm2d(8), shortcut = (Conv2d(4 => 8, kernel = 1, stride = 2, bias = false), BatchNorm2d(8)))"
+            ),
+            "{}",
+            outs[0].display
+        );
+        // One layer needs no parentheses; a block without a shortcut is the identity's.
+        let (outs, last) = run("Residual(Linear(32), Relu, Linear(32), shortcut = Linear(32))", &[16]).unwrap();
+        assert_eq!((last.shape, outs[0].trainable), (vec![32], 3 * (16 * 32 + 32) + 32 * 32 - 16 * 32));
+        assert!(matches!(&run("Residual(Relu)", &[16]).unwrap().0[0].kind, LayerKind::Residual { shortcut: None, .. }));
+    }
+
+    #[test]
+    fn residual_branches_must_produce_the_same_shape() {
+        let m =
+            message(&DOWN.replace("Conv2d(8, 1, stride = 2, bias = false)", "Conv2d(8, 1, bias = false)"), &[4, 9, 9]);
+        assert_eq!(
+            m,
+            "Residual adds its shortcut's output to its layers' output, so both must produce the same shape, but the layers' last layer BatchNorm2d(8) produces [8, 5, 5], and the shortcut's last layer BatchNorm2d(8) produces [8, 9, 9]\nhint: the shortcut must turn the block's input [4, 9, 9] into [8, 5, 5], e.g. `shortcut = (Conv2d(8, 1, stride = 2, bias = false), BatchNorm2d)`"
+        );
+        // Without a shortcut, the hint offers one.
+        let m = message("Residual(Conv2d(8, 3, stride = 2, padding = 1), Relu)", &[4, 9, 9]);
+        assert!(m.starts_with("Residual adds its input to its layers' output, so the layers must keep the shape [4, 9, 9], but its last layer Relu produces [8, 5, 5]"), "{m}");
+        assert!(m.ends_with("or give it a projection shortcut that produces [8, 5, 5], e.g. `shortcut = (Conv2d(8, 1, stride = 2, bias = false), BatchNorm2d)`"), "{m}");
+        let m = message("Residual(Linear(8), shortcut = Linear(4))", &[6, 16]);
+        assert!(m.contains("and the shortcut's last layer Linear(16 => 4) produces [6, 4]\nhint: the shortcut must turn the block's input [6, 16] into [6, 8], e.g. `shortcut = Linear(8)`"), "{m}");
+        let m = message("Residual(Flatten, shortcut = Relu)", &[2, 3]);
+        assert!(m.ends_with("hint: end the shortcut with a layer that produces [6]"), "{m}");
+        // Errors inside the shortcut name its layer and what it receives.
+        let m = message("Residual(Linear(8), shortcut = (Linear(4 => 8)))", &[16]);
+        assert!(m.starts_with("Linear(4 => 8) expects 4 input features, but the input of Residual is 16"), "{m}");
+    }
+
+    /// docs/DSL.md quotes the error of tests/ui/fail/residual_shortcut_mismatch.rs as written.
+    #[test]
+    fn docs_quote_the_shortcut_mismatch() {
+        let m = message(
+            "Residual(Conv2d(128, 3, stride = 2, padding = 1, bias = false), BatchNorm2d, Relu, Conv2d(128, 3, padding = 1, bias = false), BatchNorm2d, shortcut = (Conv2d(128, 1, bias = false), BatchNorm2d))",
+            &[64, 32, 32],
+        );
+        let (first, hint) = m.split_once('\n').expect("a hint");
+        let quoted = format!("  error: {first}\n         {hint}\n");
+        assert!(include_str!("../../../docs/DSL.md").contains(&quoted), "docs/DSL.md should quote:\n{quoted}");
+    }
+
+    #[test]
+    fn residual_shortcut_arguments_are_checked() {
+        let m = message("Residual(Relu, shortcut = ())", &[4]);
+        assert!(m.starts_with("argument `shortcut` of Residual has no layers"), "{m}");
+        let m = message("Residual(Relu, shortcut = (Relu, 3))", &[4]);
+        assert!(m.starts_with("argument `shortcut` of Residual must be a layer or layers in parentheses"), "{m}");
+        let m = message("Residual(Relu, shortcut = Relu, shortcut = Tanh)", &[4]);
+        assert!(m.starts_with("argument `shortcut` of Residual is given twice"), "{m}");
+        let m = message("Residual(Linear(4), (Linear(4), Relu))", &[4]);
+        assert!(
+            m.contains("hint: a projection shortcut is written `shortcut = (Linear(4), Relu)` after the layers"),
+            "{m}"
+        );
+        let m = message("Residual(Linear(4), shortcut = (Embedding(10, 4), Flatten))", &[4]);
+        assert!(m.starts_with("Embedding(10, 4) cannot be inside Residual"), "{m}");
+        let m = message("Repeat(2, Relu, shortcut = Relu)", &[4]);
+        assert!(m.starts_with("Repeat has no argument `shortcut`"), "{m}");
+        // A failed layer does not hide a mistake in the shortcut.
+        let errors: Vec<String> = run("Residual(Linear(4 => 2), shortcut = Lineer(2))", &[8])
+            .expect_err("two mistakes")
+            .into_iter()
+            .map(|e| e.to_string())
+            .collect();
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(errors[1].starts_with("unknown layer `Lineer`"), "{errors:?}");
     }
 
     fn tie_message(layers: &str) -> String {

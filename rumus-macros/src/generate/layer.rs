@@ -91,9 +91,16 @@ pub fn ctor(layer: &Layer) -> TokenStream {
         LayerKind::LeakyRelu { slope } => quote!(::rumus::nn::LeakyRelu { negative_slope: #slope }),
         LayerKind::Softmax { axis } => quote!(::rumus::nn::Softmax { axis: #axis }),
         LayerKind::LogSoftmax { axis } => quote!(::rumus::nn::LogSoftmax { axis: #axis }),
-        LayerKind::Residual { layers } => {
+        LayerKind::Residual { layers, shortcut } => {
             let ctors = layers.iter().map(ctor);
-            quote!(::rumus::nn::Residual::new(::rumus::nn::Sequential::new() #(.with(#ctors))*))
+            let inner = quote!(::rumus::nn::Sequential::new() #(.with(#ctors))*);
+            match shortcut {
+                None => quote!(::rumus::nn::Residual::new(#inner)),
+                Some(side) => {
+                    let side = side.iter().map(ctor);
+                    quote!(::rumus::nn::Residual::with_shortcut(#inner, ::rumus::nn::Sequential::new() #(.with(#side))*))
+                }
+            }
         }
         LayerKind::MultiHeadAttention { embed, heads, causal, seed: k } => {
             let (e, h, seed) = (lit(*embed), lit(*heads), seed(*k));

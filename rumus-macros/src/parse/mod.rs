@@ -207,6 +207,15 @@ fn value_at(tokens: TokenStream, depth: usize) -> Result<Value> {
         ),
         // Tokens from macro_rules can arrive wrapped in invisible groups.
         [TokenTree::Group(g)] if g.delimiter() == Delimiter::None => return value_at(g.stream(), depth + 1),
+        // `Residual(a, b; shortcut = (..))`: a separator from another language.
+        _ if trees.iter().any(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == ';')) => {
+            let semi = trees.iter().find(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == ';'));
+            let span = semi.map_or_else(proc_macro2::Span::call_site, |t| t.span());
+            return Err(Error::new(
+                span,
+                "unexpected `;`: arguments are separated by `,`\nhint: a Residual's shortcut follows its layers after a comma, e.g. `Residual(Linear(8), Relu, shortcut = Linear(8))`",
+            ));
+        }
         _ => {
             return Err(Error::new_spanned(
                 &tokens,
@@ -335,6 +344,12 @@ mod tests {
         assert!(parse_layer_list(deep.parse().unwrap()).is_err());
         let deep = format!("Reshape({}1{})", "(".repeat(5000), ")".repeat(5000));
         assert!(parse_layer_list(deep.parse().unwrap()).is_err());
+    }
+
+    #[test]
+    fn a_semicolon_before_the_shortcut_is_explained() {
+        let e = parse_layer_list("Residual(Linear(8), Relu; shortcut = Linear(8))".parse().unwrap()).unwrap_err();
+        assert!(e.to_string().starts_with("unexpected `;`: arguments are separated by `,`"), "{e}");
     }
 
     #[test]

@@ -109,6 +109,20 @@ impl Bound {
             _ => &[],
         }
     }
+    /// The layers of branch argument `name` (`Residual`'s `shortcut`), if given.
+    pub fn branch(&self, name: &str) -> Option<&[LayerCall]> {
+        match self.get(name) {
+            Some(Val::Layers(l)) => Some(l),
+            _ => None,
+        }
+    }
+    /// Every layer call among the arguments: the variadic `layers`, then each branch.
+    pub fn all_layers(&self) -> impl Iterator<Item = &LayerCall> {
+        self.vals.iter().flat_map(|(_, v, _)| match v {
+            Val::Layers(l) => l.as_slice(),
+            _ => &[],
+        })
+    }
 }
 
 /// Binds `call`'s arguments to `spec`: positional in table order, named by name; reports unknown,
@@ -318,15 +332,19 @@ fn convert(layer: &str, a: &ArgSpec, v: &Value) -> Result<Val> {
             _ => return Err(type_error(layer, a, v)),
         },
         Kind::Dims => Val::Dims(dims_of(layer, a, v)?),
-        Kind::Layers => match &v.kind {
-            ValueKind::Call(c) => Val::Layers(vec![c.clone()]),
-            ValueKind::Word(w) => {
-                Val::Layers(vec![LayerCall { name: w.clone(), args: Vec::new(), tokens: v.tokens.clone() }])
+        Kind::Layers => match layer_of(v) {
+            Some(c) => Val::Layers(vec![c]),
+            None if layer == "Residual" && matches!(v.kind, ValueKind::Tuple(_)) => {
+                return Err(Error::new_spanned(
+                    v,
+                    format!("Residual's layers are listed without parentheses: `{v}` is not a layer\nhint: a projection shortcut is written `shortcut = {v}` after the layers"),
+                ))
             }
-            _ => {
+            None => {
                 return Err(Error::new_spanned(v, format!("{layer} takes layers, got `{v}`\nhint: {}", example(layer))))
             }
         },
+        Kind::Branch => Val::Layers(branch_of(layer, a, v)?),
         Kind::LayerRef => match &v.kind {
             ValueKind::Ref(field, index) if *index >= 0 && *index <= MAX_DIM as i128 => {
                 Val::Ref(field.to_string(), *index as usize)
@@ -334,6 +352,33 @@ fn convert(layer: &str, a: &ArgSpec, v: &Value) -> Result<Val> {
             _ => return Err(type_error(layer, a, v)),
         },
     })
+}
+
+/// `Name(..)` or a bare `Name` as a layer call.
+fn layer_of(v: &Value) -> Option<LayerCall> {
+    match &v.kind {
+        ValueKind::Call(c) => Some(c.clone()),
+        ValueKind::Word(w) => Some(LayerCall { name: w.clone(), args: Vec::new(), tokens: v.tokens.clone() }),
+        _ => None,
+    }
+}
+
+/// A side branch: one layer, or one or more layers in parentheses.
+fn branch_of(layer: &str, a: &ArgSpec, v: &Value) -> Result<Vec<LayerCall>> {
+    if let Some(c) = layer_of(v) {
+        return Ok(vec![c]);
+    }
+    let items = match &v.kind {
+        ValueKind::Tuple(items) => items,
+        _ => return Err(type_error(layer, a, v)),
+    };
+    if items.is_empty() {
+        return Err(Error::new_spanned(
+            v,
+            format!("argument `{}` of {layer} has no layers\nhint: leave `{}` out for the identity", a.name, a.name),
+        ));
+    }
+    items.iter().map(|item| layer_of(item).ok_or_else(|| type_error(layer, a, item))).collect()
 }
 
 /// A probability in [0, 1).

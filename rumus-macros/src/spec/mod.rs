@@ -53,6 +53,8 @@ pub enum Kind {
     Dims,
     /// One or more layers (variadic).
     Layers,
+    /// A side branch: one layer, or layers in parentheses `(A, B)` (`Residual`'s `shortcut`).
+    Branch,
     /// A layer of the model, `field.index`.
     LayerRef,
 }
@@ -75,6 +77,7 @@ impl Kind {
             Kind::Features => "a positive integer `out` or `in => out`",
             Kind::Dims => "integers",
             Kind::Layers => "layers",
+            Kind::Branch => "a layer or layers in parentheses, e.g. `(Conv2d(128, 1, stride = 2), BatchNorm2d)`",
             Kind::LayerRef => "a layer of this model written `field.index`, e.g. `embed.0`",
         }
     }
@@ -468,10 +471,10 @@ pub static LAYERS: &[LayerSpec] = &[
     },
     LayerSpec {
         name: "Residual",
-        args: &[pos("layers", Kind::Layers)],
-        doc_rule: "x → x + layers(x); the layers must preserve the shape",
+        args: &[pos("layers", Kind::Layers), named("shortcut", Kind::Branch, "identity")],
+        doc_rule: "x → shortcut(x) + layers(x), the shortcut the identity unless given; both branches produce the same shape",
         rule: Rule::Layer(block::residual),
-        example: "e.g. `Residual(Linear(64), Relu, Linear(64))`",
+        example: "e.g. `Residual(Linear(64), Relu, Linear(64))` or `Residual(Linear(32), Relu, Linear(32), shortcut = Linear(32))`",
         keeps_shape: false,
     },
     LayerSpec {

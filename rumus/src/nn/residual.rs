@@ -1,42 +1,76 @@
-//! Residual connection around a sequence of layers.
+//! Residual connection around a sequence of layers, with an optional projection shortcut.
 
-use super::{KvCache, Module, Param, Sequential};
+use super::{join_name, KvCache, Module, Param, Sequential};
 use crate::{Error, RawTensor, Result};
 
-/// `y = x + inner(x)`. The inner layers' parameters keep their own names under the residual's
-/// prefix (`<prefix>.0.weight`, ...), as if the residual were transparent.
+/// `y = x + inner(x)`, or `y = shortcut(x) + inner(x)` with a projection shortcut (ResNet's
+/// downsampling block: a strided 1×1 convolution and batch norm beside the main path).
+///
+/// The inner layers' parameters keep their own names under the residual's prefix
+/// (`<prefix>.0.weight`, ...), as if the residual were transparent; the shortcut's follow them
+/// under `<prefix>.shortcut` (`<prefix>.shortcut.0.weight`, ...).
 pub struct Residual {
     inner: Sequential,
+    shortcut: Option<Sequential>,
 }
 
 impl Residual {
     /// `x + inner(x)`; `inner` must keep the shape (checked when it runs).
     pub fn new(inner: Sequential) -> Self {
-        Residual { inner }
+        Residual { inner, shortcut: None }
+    }
+
+    /// `shortcut(x) + inner(x)`; both branches must produce the same shape (checked when it
+    /// runs).
+    pub fn with_shortcut(inner: Sequential, shortcut: Sequential) -> Self {
+        Residual { inner, shortcut: Some(shortcut) }
     }
 
     /// The wrapped layers.
     pub fn inner(&self) -> &Sequential {
         &self.inner
     }
+
+    /// The projection shortcut's layers; `None` when the shortcut is the identity.
+    pub fn shortcut(&self) -> Option<&Sequential> {
+        self.shortcut.as_ref()
+    }
 }
 
 impl Module for Residual {
     fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
-        add_branch(x, &self.inner.forward_raw(x)?)
+        let branch = self.inner.forward_raw(x)?;
+        match &self.shortcut {
+            None => add_branch(x, &branch),
+            Some(s) => add_shortcut(x, &s.forward_raw(x)?, &branch),
+        }
     }
-    /// `x + inner(x)` with the cache passed to the inner layers.
+    /// `x + inner(x)` (or `shortcut(x) + inner(x)`) with the cache passed to the inner layers,
+    /// then to the shortcut's.
     fn forward_cached(&self, x: &RawTensor, cache: &mut KvCache) -> Result<RawTensor> {
-        add_branch(x, &self.inner.forward_cached(x, cache)?)
+        let branch = self.inner.forward_cached(x, cache)?;
+        match &self.shortcut {
+            None => add_branch(x, &branch),
+            Some(s) => add_shortcut(x, &s.forward_cached(x, cache)?, &branch),
+        }
     }
     fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param)) {
         self.inner.visit_params(prefix, visitor);
+        if let Some(s) = &self.shortcut {
+            s.visit_params(&join_name(prefix, "shortcut"), visitor);
+        }
     }
     fn set_training(&mut self, training: bool) {
         self.inner.set_training(training);
+        if let Some(s) = &mut self.shortcut {
+            s.set_training(training);
+        }
     }
     fn describe(&self) -> String {
-        format!("Residual({})", self.inner.describe())
+        match &self.shortcut {
+            None => format!("Residual({})", self.inner.describe()),
+            Some(s) => format!("Residual({}, shortcut = {})", self.inner.describe(), s.describe()),
+        }
     }
 }
 
@@ -49,4 +83,20 @@ fn add_branch(x: &RawTensor, branch: &RawTensor) -> Result<RawTensor> {
         ));
     }
     x.add(branch)
+}
+
+/// `shortcut + branch`, with exact shapes (no broadcasting, as in [`add_branch`]).
+fn add_shortcut(x: &RawTensor, shortcut: &RawTensor, branch: &RawTensor) -> Result<RawTensor> {
+    if branch.shape() != shortcut.shape() {
+        return Err(Error::shape(
+            "Residual",
+            format!(
+                "input {:?}: inner layers produce {:?} and the shortcut {:?}, which cannot be added",
+                x.shape(),
+                branch.shape(),
+                shortcut.shape()
+            ),
+        ));
+    }
+    shortcut.add(branch)
 }

@@ -31,53 +31,11 @@ pub struct TokenEmbedder {
 /// linear layer to 10 classes: 11,173,962 parameters. Its PyTorch twin, with the same
 /// `state_dict` names, is `ResNet18` in `tools/bench/torch_bench.py`.
 ///
-/// An identity block is `Residual(conv, bn, relu, conv, bn), Relu` inside a stage's layer list;
-/// a downsampling block, whose shortcut is not the identity, is a nested model of its own
-/// (`resnet::Down128`, `Down256`, `Down512`).
+/// A block is `Residual(conv, bn, relu, conv, bn), Relu` inside a stage's layer list; a
+/// downsampling block gives its `Residual` a projection shortcut,
+/// `shortcut = (Conv2d(out, 1, stride = 2, bias = false), BatchNorm2d)`.
 pub mod resnet {
     use rumus::prelude::*;
-
-    /// The first block of a stage that halves the size and changes the channel count:
-    /// `relu(main(x) + shortcut(x))`.
-    macro_rules! down_block {
-        ($(#[$doc:meta])* $name:ident, [$c:literal, $h:literal], [$out:literal, $oh:literal]) => {
-            $(#[$doc])*
-            #[model(input = [$c, $h, $h], output = [$out, $oh, $oh], forward = custom)]
-            pub struct $name {
-                /// conv3×3 stride 2, batch norm, ReLU, conv3×3, batch norm.
-                pub main: layers![
-                    Conv2d($out, 3, stride = 2, padding = 1, bias = false), BatchNorm2d, Relu,
-                    Conv2d($out, 3, padding = 1, bias = false), BatchNorm2d,
-                ],
-                /// The projection shortcut: conv1×1 stride 2, batch norm.
-                #[input = [$c, $h, $h]]
-                pub shortcut: layers![Conv2d($out, 1, stride = 2, bias = false), BatchNorm2d],
-            }
-
-            impl $name {
-                /// `relu(main(x) + shortcut(x))`.
-                pub fn forward(
-                    &self,
-                    x: &Tensor<Shape3<$c, $h, $h>>,
-                ) -> rumus::Result<Tensor<Shape3<$out, $oh, $oh>>> {
-                    self.forward_main(x)?.add(&self.forward_shortcut(x)?)?.map(|t| t.relu())
-                }
-            }
-        };
-    }
-
-    down_block!(
-        /// Stage 2's first block: `[64, 32, 32]` → `[128, 16, 16]`.
-        Down128, [64, 32], [128, 16]
-    );
-    down_block!(
-        /// Stage 3's first block: `[128, 16, 16]` → `[256, 8, 8]`.
-        Down256, [128, 16], [256, 8]
-    );
-    down_block!(
-        /// Stage 4's first block: `[256, 8, 8]` → `[512, 4, 4]`.
-        Down512, [256, 8], [512, 4]
-    );
 
     /// ResNet-18 on `[3, 32, 32]` images, 10 classes (see the module's documentation).
     #[model(input = [3, 32, 32])]
@@ -96,11 +54,18 @@ pub mod resnet {
             ),
             Relu
         )],
-        /// Stage 2's downsampling block.
-        pub layer2_0: Down128,
-        /// Stage 2's identity block, 128 channels at 16×16.
+        /// A downsampling block to 128 channels at 16×16, then an identity block.
         pub layer2: layers![
             Residual(
+                Conv2d(128, 3, stride = 2, padding = 1, bias = false),
+                BatchNorm2d,
+                Relu,
+                Conv2d(128, 3, padding = 1, bias = false),
+                BatchNorm2d,
+                shortcut = (Conv2d(128, 1, stride = 2, bias = false), BatchNorm2d)
+            ),
+            Relu,
+            Residual(
                 Conv2d(128, 3, padding = 1, bias = false),
                 BatchNorm2d,
                 Relu,
@@ -109,10 +74,17 @@ pub mod resnet {
             ),
             Relu
         ],
-        /// Stage 3's downsampling block.
-        pub layer3_0: Down256,
-        /// Stage 3's identity block, 256 channels at 8×8.
+        /// A downsampling block to 256 channels at 8×8, then an identity block.
         pub layer3: layers![
+            Residual(
+                Conv2d(256, 3, stride = 2, padding = 1, bias = false),
+                BatchNorm2d,
+                Relu,
+                Conv2d(256, 3, padding = 1, bias = false),
+                BatchNorm2d,
+                shortcut = (Conv2d(256, 1, stride = 2, bias = false), BatchNorm2d)
+            ),
+            Relu,
             Residual(
                 Conv2d(256, 3, padding = 1, bias = false),
                 BatchNorm2d,
@@ -122,10 +94,17 @@ pub mod resnet {
             ),
             Relu
         ],
-        /// Stage 4's downsampling block.
-        pub layer4_0: Down512,
-        /// Stage 4's identity block, 512 channels at 4×4.
+        /// A downsampling block to 512 channels at 4×4, then an identity block.
         pub layer4: layers![
+            Residual(
+                Conv2d(512, 3, stride = 2, padding = 1, bias = false),
+                BatchNorm2d,
+                Relu,
+                Conv2d(512, 3, padding = 1, bias = false),
+                BatchNorm2d,
+                shortcut = (Conv2d(512, 1, stride = 2, bias = false), BatchNorm2d)
+            ),
+            Relu,
             Residual(
                 Conv2d(512, 3, padding = 1, bias = false),
                 BatchNorm2d,

@@ -1,0 +1,17 @@
+// The shortcut keeps the size while the layers halve it: the error is on the shortcut and names
+// both branches' shapes.
+use rumus::prelude::*;
+
+#[model(input = [64, 32, 32])]
+pub struct Net {
+    block: layers![
+        Residual(
+            Conv2d(128, 3, stride = 2, padding = 1, bias = false), BatchNorm2d, Relu,
+            Conv2d(128, 3, padding = 1, bias = false), BatchNorm2d,
+            shortcut = (Conv2d(128, 1, bias = false), BatchNorm2d)
+        ),
+        Relu,
+    ],
+}
+
+fn main() {}
