@@ -1,0 +1,132 @@
+// The gradients of batch_norm.wgsl given dy, the statistics the forward used (mean, biased
+// variance) and rstd = 1 / sqrt(var + eps). Three entry points:
+//   batch_norm_backward_partials: workgroup (k, c) sums dy and dy * (x - mean) over the values
+//     of channel c that chunk k takes (as batch_norm_partials walks them) into
+//     partials[c * chunks + k] and partials[(channels + c) * chunks + k];
+//   batch_norm_backward_stats: one invocation per channel adds its chunks' partials (in order)
+//     into dbias = sum(dy) and dweight = sum(dy * xhat), xhat = (x - mean) * rstd;
+//   batch_norm_backward_apply (one value per invocation) and batch_norm_backward_apply4 (four,
+//     inner % 4 == 0): dx = k * dy + kx * (x - mean) + k0 with k = weight * rstd and, with
+//     batch statistics, kx = -k * rstd * dweight / count and k0 = -k * dbias / count (0 without:
+//     the running statistics are constants).
+// Needs a reduction prelude (wg_sum, RED_WG). Mirrors rumus/src/backend/cpu/batch_norm.rs.
+
+struct Params {
+    batch: u32,
+    channels: u32,
+    inner: u32,
+    count: u32,
+    chunks: u32,
+    eps: f32,
+    has_weight: u32,
+    has_bias: u32,
+    batch_stats: u32,
+    momentum: f32,
+    unbiased: f32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> weight: array<f32>;
+@group(0) @binding(3) var<storage, read> mean: array<f32>;
+@group(0) @binding(4) var<storage, read> variance: array<f32>;
+@group(0) @binding(5) var<storage, read> dy: array<f32>;
+@group(0) @binding(6) var<storage, read_write> partials: array<f32>;
+@group(0) @binding(7) var<storage, read_write> dweight: array<f32>;
+@group(0) @binding(8) var<storage, read_write> dbias: array<f32>;
+@group(0) @binding(9) var<storage, read_write> dx: array<f32>;
+// The same bindings seen four values at a time, for batch_norm_backward_apply4 alone.
+@group(0) @binding(1) var<storage, read> x4: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read> dy4: array<vec4<f32>>;
+@group(0) @binding(9) var<storage, read_write> dx4: array<vec4<f32>>;
+
+@compute @workgroup_size(RED_WG)
+fn batch_norm_backward_partials(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                                @builtin(local_invocation_index) lid: u32) {
+    let stride = p.chunks * RED_WG;
+    let q = stride / p.inner;
+    let r = stride % p.inner;
+    let plane = p.channels * p.inner;
+    let first = wid.x * RED_WG + lid;
+    for (var c = wid.y; c < p.channels; c += nwg.y) {
+        let mu = mean[c];
+        var n = first / p.inner;
+        var i = first % p.inner;
+        var s = 0.0;
+        var sx = 0.0;
+        for (var j = first; j < p.count; j += stride) {
+            let at = n * plane + c * p.inner + i;
+            let g = dy[at];
+            s += g;
+            sx += g * (x[at] - mu);
+            i += r;
+            n += q;
+            if i >= p.inner {
+                i -= p.inner;
+                n += 1u;
+            }
+        }
+        let total = wg_sum(s, lid);
+        let total_x = wg_sum(sx, lid);
+        if lid == 0u {
+            partials[c * p.chunks + wid.x] = total;
+            partials[(p.channels + c) * p.chunks + wid.x] = total_x;
+        }
+    }
+}
+
+fn rstd(c: u32) -> f32 {
+    return 1.0 / sqrt(variance[c] + p.eps);
+}
+
+@compute @workgroup_size(RED_WG)
+fn batch_norm_backward_stats(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                             @builtin(local_invocation_index) lid: u32) {
+    for (var c = wid.x * RED_WG + lid; c < p.channels; c += nwg.x * RED_WG) {
+        var s = 0.0;
+        var sx = 0.0;
+        for (var k = 0u; k < p.chunks; k++) {
+            s += partials[c * p.chunks + k];
+            sx += partials[(p.channels + c) * p.chunks + k];
+        }
+        dbias[c] = s;
+        dweight[c] = sx * rstd(c);
+    }
+}
+
+// (mean, k, kx, k0) of channel c: dx = k * dy + kx * (x - mean) + k0.
+fn coefficients(c: u32) -> vec4<f32> {
+    let inv = rstd(c);
+    var k = inv;
+    if p.has_weight == 1u {
+        k *= weight[c];
+    }
+    if p.batch_stats == 0u {
+        return vec4<f32>(mean[c], k, 0.0, 0.0);
+    }
+    let m = f32(p.count);
+    return vec4<f32>(mean[c], k, -k * inv * dweight[c] / m, -k * dbias[c] / m);
+}
+
+@compute @workgroup_size(256)
+fn batch_norm_backward_apply(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                             @builtin(local_invocation_index) lid: u32) {
+    let i = linear(wid, nwg, lid);
+    if i >= p.count * p.channels {
+        return;
+    }
+    let k = coefficients((i / p.inner) % p.channels);
+    dx[i] = k.y * dy[i] + k.z * (x[i] - k.x) + k.w;
+}
+
+@compute @workgroup_size(256)
+fn batch_norm_backward_apply4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                              @builtin(local_invocation_index) lid: u32) {
+    let i = linear(wid, nwg, lid);
+    if i >= p.count * p.channels / 4u {
+        return;
+    }
+    // inner % 4 == 0: the four values share a channel.
+    let k = coefficients((i * 4u / p.inner) % p.channels);
+    dx4[i] = k.y * dy4[i] + k.z * (x4[i] - k.x) + k.w;
+}
