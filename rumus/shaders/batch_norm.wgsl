@@ -34,9 +34,6 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> variance: array<f32>;
 @group(0) @binding(6) var<storage, read_write> partials: array<f32>;
 @group(0) @binding(7) var<storage, read_write> y: array<f32>;
-// The same bindings seen four values at a time, for batch_norm_apply4 alone.
-@group(0) @binding(1) var<storage, read> x4: array<vec4<f32>>;
-@group(0) @binding(7) var<storage, read_write> y4: array<vec4<f32>>;
 
 @compute @workgroup_size(RED_WG)
 fn batch_norm_partials(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -123,6 +120,11 @@ fn batch_norm_apply4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
         return;
     }
     // inner % 4 == 0: the four values share a channel.
-    let k = coefficients((i * 4u / p.inner) % p.channels);
-    y4[i] = (x4[i] - k.x) * k.y + k.z;
+    let at = i * 4u;
+    let k = coefficients(at / p.inner % p.channels);
+    let v = (vec4<f32>(x[at], x[at + 1u], x[at + 2u], x[at + 3u]) - k.x) * k.y + k.z;
+    y[at] = v.x;
+    y[at + 1u] = v.y;
+    y[at + 2u] = v.z;
+    y[at + 3u] = v.w;
 }

@@ -4,7 +4,9 @@
 //     of channel c that chunk k takes (as batch_norm_partials walks them) into
 //     partials[c * chunks + k] and partials[(channels + c) * chunks + k];
 //   batch_norm_backward_stats: one invocation per channel adds its chunks' partials (in order)
-//     into dbias = sum(dy) and dweight = sum(dy * xhat), xhat = (x - mean) * rstd;
+//     into dbias = sum(dy) and dweight = sum(dy * xhat), xhat = (x - mean) * rstd, written after
+//     the partials: partials[tail + c] and partials[tail + channels + c], tail = 2 * channels *
+//     chunks (WebGPU's default limits allow 8 storage buffers: the launcher copies them out);
 //   batch_norm_backward_apply (one value per invocation) and batch_norm_backward_apply4 (four,
 //     inner % 4 == 0): dx = k * dy + kx * (x - mean) + k0 with k = weight * rstd and, with
 //     batch statistics, kx = -k * rstd * dweight / count and k0 = -k * dbias / count (0 without:
@@ -32,13 +34,12 @@ struct Params {
 @group(0) @binding(4) var<storage, read> variance: array<f32>;
 @group(0) @binding(5) var<storage, read> dy: array<f32>;
 @group(0) @binding(6) var<storage, read_write> partials: array<f32>;
-@group(0) @binding(7) var<storage, read_write> dweight: array<f32>;
-@group(0) @binding(8) var<storage, read_write> dbias: array<f32>;
-@group(0) @binding(9) var<storage, read_write> dx: array<f32>;
-// The same bindings seen four values at a time, for batch_norm_backward_apply4 alone.
-@group(0) @binding(1) var<storage, read> x4: array<vec4<f32>>;
-@group(0) @binding(5) var<storage, read> dy4: array<vec4<f32>>;
-@group(0) @binding(9) var<storage, read_write> dx4: array<vec4<f32>>;
+@group(0) @binding(7) var<storage, read_write> dx: array<f32>;
+
+// Where dbias (then dweight) follow the partials.
+fn tail() -> u32 {
+    return 2u * p.channels * p.chunks;
+}
 
 @compute @workgroup_size(RED_WG)
 fn batch_norm_backward_partials(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -89,8 +90,8 @@ fn batch_norm_backward_stats(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num
             s += partials[c * p.chunks + k];
             sx += partials[(p.channels + c) * p.chunks + k];
         }
-        dbias[c] = s;
-        dweight[c] = sx * rstd(c);
+        partials[tail() + c] = s;
+        partials[tail() + p.channels + c] = sx * rstd(c);
     }
 }
 
@@ -105,7 +106,9 @@ fn coefficients(c: u32) -> vec4<f32> {
         return vec4<f32>(mean[c], k, 0.0, 0.0);
     }
     let m = f32(p.count);
-    return vec4<f32>(mean[c], k, -k * inv * dweight[c] / m, -k * dbias[c] / m);
+    let dbias = partials[tail() + c];
+    let dweight = partials[tail() + p.channels + c];
+    return vec4<f32>(mean[c], k, -k * inv * dweight / m, -k * dbias / m);
 }
 
 @compute @workgroup_size(256)
@@ -127,6 +130,13 @@ fn batch_norm_backward_apply4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(nu
         return;
     }
     // inner % 4 == 0: the four values share a channel.
-    let k = coefficients((i * 4u / p.inner) % p.channels);
-    dx4[i] = k.y * dy4[i] + k.z * (x4[i] - k.x) + k.w;
+    let at = i * 4u;
+    let k = coefficients(at / p.inner % p.channels);
+    let g = vec4<f32>(dy[at], dy[at + 1u], dy[at + 2u], dy[at + 3u]);
+    let v = vec4<f32>(x[at], x[at + 1u], x[at + 2u], x[at + 3u]);
+    let d = k.y * g + k.z * (v - k.x) + k.w;
+    dx[at] = d.x;
+    dx[at + 1u] = d.y;
+    dx[at + 2u] = d.z;
+    dx[at + 3u] = d.w;
 }

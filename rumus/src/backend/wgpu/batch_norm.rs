@@ -2,7 +2,8 @@
 //! `[batch, channels, inner]`. Each direction is three dispatches: per-channel partial sums
 //! (each channel split over `chunks` workgroups so that a few large channels still fill the
 //! GPU), their per-channel totals, and one elementwise pass (four values per invocation where
-//! `inner` is a multiple of 4). The running statistics' update is one more, tiny, dispatch
+//! `inner` is a multiple of 4); the backward then copies `dweight` and `dbias` out of its
+//! scratch buffer (within WebGPU's default of 8 storage buffers per kernel). The running statistics' update is one more, tiny, dispatch
 //! (`batch_norm_running.wgsl`).
 
 use std::sync::Arc;
@@ -86,11 +87,12 @@ impl WgpuBackend {
         Ok(Some(s))
     }
 
-    /// A fresh storage holding the first `len` elements of `src` (a copy, no kernel).
-    fn copy_of(&self, src: &WgpuStorage, len: usize) -> Result<Arc<WgpuStorage>> {
+    /// A fresh storage holding the `len` elements of `src` from element `at` (a copy, no kernel).
+    fn copy_of(&self, src: &WgpuStorage, at: usize, len: usize) -> Result<Arc<WgpuStorage>> {
+        check_len(OP, src, at + len)?;
         let out = self.alloc(len, DType::F32, OP)?;
-        let bytes = len as u64 * 4;
-        self.recorder.record(&self.ctx, |enc| enc.copy_buffer_to_buffer(src.buffer(), 0, out.buffer(), 0, bytes));
+        let (offset, bytes) = (at as u64 * 4, len as u64 * 4);
+        self.recorder.record(&self.ctx, |enc| enc.copy_buffer_to_buffer(src.buffer(), offset, out.buffer(), 0, bytes));
         Ok(out)
     }
 
@@ -145,7 +147,7 @@ impl WgpuBackend {
             check_len(OP, var, a.channels)?;
             // Copies: the statistics returned for the backward must not follow later updates
             // of the running ones in place (and nothing the caller holds is bound writable).
-            let (mean, var) = (self.copy_of(mean, a.channels)?, self.copy_of(var, a.channels)?);
+            let (mean, var) = (self.copy_of(mean, 0, a.channels)?, self.copy_of(var, 0, a.channels)?);
             (mean, var, self.alloc(1, DType::F32, OP)?)
         };
         let (w, b) = features();
@@ -173,12 +175,12 @@ impl WgpuBackend {
             check_len(OP, s, n)?;
         }
         let w = self.channel_tensor(weight, a.channels)?.map_or(self.unused(), bind);
-        let partials = self.alloc(2 * a.channels * p.chunks as usize, DType::F32, OP)?;
-        let (dw, db) = (self.alloc(a.channels, DType::F32, OP)?, self.alloc(a.channels, DType::F32, OP)?);
+        // The partial sums, then dbias and dweight (copied out at the end).
+        let tail = 2 * a.channels * p.chunks as usize;
+        let partials = self.alloc(tail + 2 * a.channels, DType::F32, OP)?;
         let dx = self.alloc(len, DType::F32, OP)?;
-        let buffers =
-            [bind(x), w, bind(mean), bind(var), bind(dy), bind(&partials), bind(&dw), bind(&db), bind(&dx)];
-        let signature = [R, R, R, R, R, W, W, W, W];
+        let buffers = [bind(x), w, bind(mean), bind(var), bind(dy), bind(&partials), bind(&dx)];
+        let signature = [R, R, R, R, R, W, W];
         let shader = &pipelines::BATCH_NORM_BACKWARD;
         let groups = [p.chunks, a.channels.min(self.max_groups) as u32, 1];
         self.run(shader, "batch_norm_backward_partials", &signature, &p, &buffers, groups)?;
@@ -186,6 +188,8 @@ impl WgpuBackend {
         let entries = ["batch_norm_backward_apply", "batch_norm_backward_apply4"];
         let (groups, entry) = self.elementwise_groups(a, len, entries)?;
         self.run(shader, entry, &signature, &p, &buffers, groups)?;
+        let db = self.copy_of(&partials, tail, a.channels)?;
+        let dw = self.copy_of(&partials, tail + a.channels, a.channels)?;
         Ok((self.output(dx), self.output(dw), self.output(db)))
     }
 
