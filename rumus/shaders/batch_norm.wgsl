@@ -4,9 +4,11 @@
 //     (every chunks * RED_WG-th, starting at k * RED_WG + lid), shifted by the channel's first
 //     value x[0, c, 0] (no cancellation when the mean is large against the spread), and writes
 //     the shifted sum and sum of squares to partials[c * chunks + k] and
-//     partials[(channels + c) * chunks + k];
-//   batch_norm_stats: one invocation per channel adds its chunks' partials (in order: a
-//     deterministic result) and writes the mean and the biased variance;
+//     partials[(channels + c) * chunks + k]; batch_norm_partials4 the same where inner % 4 == 0,
+//     four adjacent values at a time;
+//   batch_norm_stats: one workgroup per channel adds its chunks' partials (at most RED_WG, one
+//     per invocation, in a fixed order: a deterministic result) and writes the mean and the
+//     biased variance;
 //   batch_norm_apply (one value per invocation) and batch_norm_apply4 (four, inner % 4 == 0):
 //     y = (x - mean) * weight / sqrt(var + eps) + bias per channel (weight, bias optional).
 // The running statistics' update is batch_norm_running.wgsl.
@@ -72,19 +74,61 @@ fn batch_norm_partials(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workg
 }
 
 @compute @workgroup_size(RED_WG)
+fn batch_norm_partials4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                        @builtin(local_invocation_index) lid: u32) {
+    // inner % 4 == 0: as batch_norm_partials, four adjacent values of one run at a time (four
+    // loads in flight per invocation).
+    let stride = p.chunks * RED_WG * 4u;
+    let q = stride / p.inner;
+    let r = stride % p.inner;
+    let plane = p.channels * p.inner;
+    let first = (wid.x * RED_WG + lid) * 4u;
+    for (var c = wid.y; c < p.channels; c += nwg.y) {
+        let shift = x[c * p.inner];
+        var n = first / p.inner;
+        var i = first % p.inner;
+        var s = vec4<f32>();
+        var sq = vec4<f32>();
+        for (var j = first; j < p.count; j += stride) {
+            let at = n * plane + c * p.inner + i;
+            let d = vec4<f32>(x[at], x[at + 1u], x[at + 2u], x[at + 3u]) - shift;
+            s += d;
+            sq += d * d;
+            i += r;
+            n += q;
+            if i >= p.inner {
+                i -= p.inner;
+                n += 1u;
+            }
+        }
+        let total = wg_sum(s.x + s.y + s.z + s.w, lid);
+        let total_sq = wg_sum(sq.x + sq.y + sq.z + sq.w, lid);
+        if lid == 0u {
+            partials[c * p.chunks + wid.x] = total;
+            partials[(p.channels + c) * p.chunks + wid.x] = total_sq;
+        }
+    }
+}
+
+@compute @workgroup_size(RED_WG)
 fn batch_norm_stats(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                     @builtin(local_invocation_index) lid: u32) {
+    // One workgroup per channel, one chunk's partials per invocation (chunks <= RED_WG).
     let n = f32(p.count);
-    for (var c = wid.x * RED_WG + lid; c < p.channels; c += nwg.x * RED_WG) {
+    for (var c = wid.x; c < p.channels; c += nwg.x) {
         var s = 0.0;
         var sq = 0.0;
-        for (var k = 0u; k < p.chunks; k++) {
-            s += partials[c * p.chunks + k];
-            sq += partials[(p.channels + c) * p.chunks + k];
+        if lid < p.chunks {
+            s = partials[c * p.chunks + lid];
+            sq = partials[(p.channels + c) * p.chunks + lid];
         }
-        let d = s / n;
-        mean[c] = x[c * p.inner] + d;
-        variance[c] = max(sq / n - d * d, 0.0);
+        let total = wg_sum(s, lid);
+        let total_sq = wg_sum(sq, lid);
+        if lid == 0u {
+            let d = total / n;
+            mean[c] = x[c * p.inner] + d;
+            variance[c] = max(total_sq / n - d * d, 0.0);
+        }
     }
 }
 

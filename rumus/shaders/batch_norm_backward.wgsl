@@ -3,8 +3,9 @@
 //   batch_norm_backward_partials: workgroup (k, c) sums dy and dy * (x - mean) over the values
 //     of channel c that chunk k takes (as batch_norm_partials walks them) into
 //     partials[c * chunks + k] and partials[(channels + c) * chunks + k];
-//   batch_norm_backward_stats: one invocation per channel adds its chunks' partials (in order)
-//     into dbias = sum(dy) and dweight = sum(dy * xhat), xhat = (x - mean) * rstd, written after
+//     batch_norm_backward_partials4 the same where inner % 4 == 0, four adjacent values at a time;
+//   batch_norm_backward_stats: one workgroup per channel adds its chunks' partials (at most
+//     RED_WG, in a fixed order) into dbias = sum(dy) and dweight = sum(dy * xhat), xhat = (x - mean) * rstd, written after
 //     the partials: partials[tail + c] and partials[tail + channels + c], tail = 2 * channels *
 //     chunks (WebGPU's default limits allow 8 storage buffers: the launcher copies them out);
 //   batch_norm_backward_apply (one value per invocation) and batch_norm_backward_apply4 (four,
@@ -76,6 +77,43 @@ fn batch_norm_backward_partials(@builtin(workgroup_id) wid: vec3<u32>, @builtin(
     }
 }
 
+@compute @workgroup_size(RED_WG)
+fn batch_norm_backward_partials4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                                 @builtin(local_invocation_index) lid: u32) {
+    // inner % 4 == 0: four adjacent values of one run at a time.
+    let stride = p.chunks * RED_WG * 4u;
+    let q = stride / p.inner;
+    let r = stride % p.inner;
+    let plane = p.channels * p.inner;
+    let first = (wid.x * RED_WG + lid) * 4u;
+    for (var c = wid.y; c < p.channels; c += nwg.y) {
+        let mu = mean[c];
+        var n = first / p.inner;
+        var i = first % p.inner;
+        var s = vec4<f32>();
+        var sx = vec4<f32>();
+        for (var j = first; j < p.count; j += stride) {
+            let at = n * plane + c * p.inner + i;
+            let g = vec4<f32>(dy[at], dy[at + 1u], dy[at + 2u], dy[at + 3u]);
+            let v = vec4<f32>(x[at], x[at + 1u], x[at + 2u], x[at + 3u]);
+            s += g;
+            sx += g * (v - mu);
+            i += r;
+            n += q;
+            if i >= p.inner {
+                i -= p.inner;
+                n += 1u;
+            }
+        }
+        let total = wg_sum(s.x + s.y + s.z + s.w, lid);
+        let total_x = wg_sum(sx.x + sx.y + sx.z + sx.w, lid);
+        if lid == 0u {
+            partials[c * p.chunks + wid.x] = total;
+            partials[(p.channels + c) * p.chunks + wid.x] = total_x;
+        }
+    }
+}
+
 fn rstd(c: u32) -> f32 {
     return 1.0 / sqrt(variance[c] + p.eps);
 }
@@ -83,15 +121,20 @@ fn rstd(c: u32) -> f32 {
 @compute @workgroup_size(RED_WG)
 fn batch_norm_backward_stats(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                              @builtin(local_invocation_index) lid: u32) {
-    for (var c = wid.x * RED_WG + lid; c < p.channels; c += nwg.x * RED_WG) {
+    // One workgroup per channel, one chunk's partials per invocation (chunks <= RED_WG).
+    for (var c = wid.x; c < p.channels; c += nwg.x) {
         var s = 0.0;
         var sx = 0.0;
-        for (var k = 0u; k < p.chunks; k++) {
-            s += partials[c * p.chunks + k];
-            sx += partials[(p.channels + c) * p.chunks + k];
+        if lid < p.chunks {
+            s = partials[c * p.chunks + lid];
+            sx = partials[(p.channels + c) * p.chunks + lid];
         }
-        partials[tail() + c] = s;
-        partials[tail() + p.channels + c] = sx * rstd(c);
+        let total = wg_sum(s, lid);
+        let total_x = wg_sum(sx, lid);
+        if lid == 0u {
+            partials[tail() + c] = total;
+            partials[tail() + p.channels + c] = total_x * rstd(c);
+        }
     }
 }
 

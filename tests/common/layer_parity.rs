@@ -12,10 +12,10 @@ pub type Build = Box<dyn Fn(&Device) -> Result<Box<dyn Module>>>;
 /// forward: a batch norm's running statistics) on one device.
 type Run = (Vec<f32>, Vec<f32>, Vec<Vec<f32>>, Vec<Vec<f32>>);
 
-/// Runs `build`'s layer on `cpu` and on `gpu` and asserts that the output, the input gradient
-/// every trainable parameter's gradient and every buffer (running statistics, after the forward)
-/// agree within 1e-4. `stored` is the input with its last two axes
-/// swapped; the layer sees it transposed back, a strided view. With `param_seed`, every
+/// Runs `build`'s layer on `cpu` and on `gpu` and asserts that the output, the input gradient,
+/// every trainable parameter's gradient and every buffer (running statistics, after the
+/// forward) agree within 1e-4. `stored` is the input with its last two axes swapped; the layer
+/// sees it transposed back, a strided view. With `param_seed`, every
 /// parameter is first set to random values drawn from it (the same on both devices). Returns
 /// the CPU's parameter gradients.
 pub fn assert_layer_parity(

@@ -128,7 +128,8 @@ fn channels_come_out_normalised() {
     let x = RawTensor::from_vec(data(n * ch * inner, 6), &[n, ch, inner], &device).unwrap();
     let y = x.batch_norm(None, None, None, true, 0.0).unwrap().to_vec().unwrap();
     for c in 0..ch {
-        let values: Vec<f32> = (0..n).flat_map(|s| y[(s * ch + c) * inner..(s * ch + c + 1) * inner].to_vec()).collect();
+        let values: Vec<f32> =
+            (0..n).flat_map(|s| y[(s * ch + c) * inner..(s * ch + c + 1) * inner].to_vec()).collect();
         let mean = values.iter().sum::<f32>() / values.len() as f32;
         let var = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / values.len() as f32;
         assert!(mean.abs() < 1e-5 && (var - 1.0).abs() < 1e-4, "channel {c}: mean {mean}, var {var}");
@@ -170,7 +171,8 @@ fn gradients_match_finite_differences_on_wgpu() {
     })
     .unwrap();
     // Evaluation: the running statistics are constants.
-    let (rm, rv) = (RawTensor::from_vec(vec![0.3, -0.2], &[2], &device).unwrap(), RawTensor::ones(&[2], &device).unwrap());
+    let (rm, rv) =
+        (RawTensor::from_vec(vec![0.3, -0.2], &[2], &device).unwrap(), RawTensor::ones(&[2], &device).unwrap());
     grad_check(&[x, w, b], settings, |t| {
         let running = RunningStats { mean: &rm, var: &rv, momentum: 0.1 };
         t[0].batch_norm(Some(&t[1]), Some(&t[2]), Some(running), false, 1e-5)
@@ -185,7 +187,8 @@ fn the_kernels_refuse_bad_storages() {
     let Some(device) = wgpu_or_skip() else { return };
     let b = device.backend();
     let args = BatchNormArgs { batch: 2, channels: 3, inner: 4, eps: 1e-5, batch_stats: true };
-    let (x, short, stats) = (b.from_f32(&[0.5; 24]).unwrap(), b.from_f32(&[0.5; 23]).unwrap(), b.from_f32(&[1.0; 3]).unwrap());
+    let (x, short, stats) =
+        (b.from_f32(&[0.5; 24]).unwrap(), b.from_f32(&[0.5; 23]).unwrap(), b.from_f32(&[1.0; 3]).unwrap());
     assert!(b.batch_norm(&short, None, None, None, &args).is_err(), "a short input");
     assert!(b.batch_norm(&x, Some(&b.from_f32(&[1.0; 2]).unwrap()), None, None, &args).is_err(), "a short weight");
     let eval = BatchNormArgs { batch_stats: false, ..args };
@@ -194,7 +197,10 @@ fn the_kernels_refuse_bad_storages() {
     assert!(b.batch_norm(&x, None, None, None, &BatchNormArgs { inner: 0, ..args }).is_err(), "an empty axis");
     let (mean, var) = (b.from_f32(&[0.0; 3]).unwrap(), b.from_f32(&[1.0; 3]).unwrap());
     let running = b.from_f32(&[0.0; 3]).unwrap();
-    assert!(b.batch_norm_update_running(&running, &running, &mean, &var, 0.1, &args).is_err(), "shared running statistics");
+    assert!(
+        b.batch_norm_update_running(&running, &running, &mean, &var, 0.1, &args).is_err(),
+        "shared running statistics"
+    );
     let other = b.from_f32(&[1.0; 3]).unwrap();
     b.batch_norm_update_running(&running, &other, &mean, &var, 0.1, &args).unwrap();
     let cpu = Device::cpu();

@@ -281,7 +281,12 @@ fn update_running(stats: RunningStats<'_>, mean: &RawTensor, var: &RawTensor, co
 
 /// [`update_running`] in one kernel where the running statistics are plain `[c]` storages of
 /// their own (contiguous from offset 0, not the same tensor), else composed.
-fn update_running_fused(stats: RunningStats<'_>, mean: &RawTensor, var: &RawTensor, args: &BatchNormArgs) -> Result<()> {
+fn update_running_fused(
+    stats: RunningStats<'_>,
+    mean: &RawTensor,
+    var: &RawTensor,
+    args: &BatchNormArgs,
+) -> Result<()> {
     let plain = |t: &RawTensor| t.is_contiguous() && t.layout().offset() == 0;
     if !plain(stats.mean) || !plain(stats.var) || stats.mean.storage().same_memory(stats.var.storage()) {
         return update_running(stats, mean, var, args.count());

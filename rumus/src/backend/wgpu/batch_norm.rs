@@ -25,8 +25,9 @@ const RED_WG: usize = 64;
 /// Values each invocation of the partial sums takes at least before a channel is split over
 /// more workgroups...
 const PER_INVOCATION: usize = 8;
-/// ...and the most workgroups one channel is split over (64 partials add up in a few cycles).
-const MAX_CHUNKS: usize = 64;
+/// ...and the most workgroups one channel is split over: one partial per invocation of the
+/// totals' workgroup.
+const MAX_CHUNKS: usize = RED_WG;
 
 kernel_params! {
     /// `batch_norm.wgsl` and `batch_norm_backward.wgsl`: the shape (`count = batch·inner` values
@@ -52,6 +53,12 @@ kernel_params! {
 /// [`PER_INVOCATION`] values, at most [`MAX_CHUNKS`].
 fn chunks(a: &BatchNormArgs) -> usize {
     a.count().div_ceil(RED_WG * PER_INVOCATION).clamp(1, MAX_CHUNKS)
+}
+
+/// `entry[1]`, the kernel taking four adjacent values at a time, where `inner` is a multiple of
+/// 4 (the four then lie in one run), else `entry[0]`.
+fn four_wide(a: &BatchNormArgs, entry: [&'static str; 2]) -> &'static str {
+    entry[a.inner.is_multiple_of(4) as usize]
 }
 
 fn params(a: &BatchNormArgs, weight: bool, bias: bool) -> Result<BatchNormParams> {
@@ -96,19 +103,21 @@ impl WgpuBackend {
         Ok(out)
     }
 
-    /// Workgroups of the per-channel kernels: one invocation per channel.
+    /// Workgroups of the per-channel totals: one per channel (up to one dispatch dimension).
     fn channel_groups(&self, channels: usize) -> [u32; 3] {
-        self.groups_rows(channels.div_ceil(RED_WG))
+        self.groups_rows(channels)
     }
 
     /// Workgroups and entry point of an elementwise pass over `len` values: four per
     /// invocation where `inner` is a multiple of 4.
-    fn elementwise_groups(&self, a: &BatchNormArgs, len: usize, entry: [&'static str; 2]) -> Result<([u32; 3], &'static str)> {
-        if a.inner.is_multiple_of(4) {
-            Ok((self.groups_for(len / 4, OP)?, entry[1]))
-        } else {
-            Ok((self.groups_for(len, OP)?, entry[0]))
-        }
+    fn elementwise_groups(
+        &self,
+        a: &BatchNormArgs,
+        len: usize,
+        entry: [&'static str; 2],
+    ) -> Result<([u32; 3], &'static str)> {
+        let per = if a.inner.is_multiple_of(4) { 4 } else { 1 };
+        Ok((self.groups_for(len / per, OP)?, four_wide(a, entry)))
     }
 
     pub(super) fn batch_norm_kernel(
@@ -134,7 +143,8 @@ impl WgpuBackend {
             let (w, b) = features();
             let buffers = [bind(x), w, b, bind(&mean), bind(&var), bind(&partials), bind(&y)];
             let groups = [p.chunks, a.channels.min(self.max_groups) as u32, 1];
-            self.run(&pipelines::BATCH_NORM, "batch_norm_partials", &signature, &p, &buffers, groups)?;
+            let entry = four_wide(a, ["batch_norm_partials", "batch_norm_partials4"]);
+            self.run(&pipelines::BATCH_NORM, entry, &signature, &p, &buffers, groups)?;
             let groups = self.channel_groups(a.channels);
             self.run(&pipelines::BATCH_NORM, "batch_norm_stats", &signature, &p, &buffers, groups)?;
             (mean, var, partials)
@@ -183,7 +193,8 @@ impl WgpuBackend {
         let signature = [R, R, R, R, R, W, W];
         let shader = &pipelines::BATCH_NORM_BACKWARD;
         let groups = [p.chunks, a.channels.min(self.max_groups) as u32, 1];
-        self.run(shader, "batch_norm_backward_partials", &signature, &p, &buffers, groups)?;
+        let entry = four_wide(a, ["batch_norm_backward_partials", "batch_norm_backward_partials4"]);
+        self.run(shader, entry, &signature, &p, &buffers, groups)?;
         self.run(shader, "batch_norm_backward_stats", &signature, &p, &buffers, self.channel_groups(a.channels))?;
         let entries = ["batch_norm_backward_apply", "batch_norm_backward_apply4"];
         let (groups, entry) = self.elementwise_groups(a, len, entries)?;
