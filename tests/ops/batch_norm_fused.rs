@@ -207,3 +207,22 @@ fn the_kernels_refuse_bad_storages() {
     let (rc, oc) = (cpu.backend().from_f32(&[0.0; 3]).unwrap(), cpu.backend().from_f32(&[1.0; 3]).unwrap());
     assert!(b.batch_norm_update_running(&rc, &oc, &mean, &var, 0.1, &args).is_err(), "CPU storages");
 }
+
+/// Running statistics that are views (from an offset) or one tensor for both update through the
+/// composed ops instead of the kernel, with the same values on both devices.
+#[test]
+fn running_statistics_as_views_or_shared_update_alike() {
+    let Some(device) = wgpu_or_skip() else { return };
+    let run = |d: &Device| -> Result<Vec<Vec<f32>>> {
+        let x = RawTensor::from_vec(data(4 * 3 * 5, 11), &[4, 3, 5], d)?;
+        let store = RawTensor::from_vec(vec![0.5; 7], &[7], d)?;
+        let (mean, var) = (store.narrow(0, 1, 4)?, store.narrow(0, 4, 7)?);
+        x.batch_norm(None, None, Some(RunningStats { mean: &mean, var: &var, momentum: 0.2 }), true, 1e-5)?;
+        let shared = RawTensor::ones(&[3], d)?;
+        x.batch_norm(None, None, Some(RunningStats { mean: &shared, var: &shared, momentum: 0.3 }), true, 1e-5)?;
+        Ok(vec![store.to_vec()?, shared.to_vec()?])
+    };
+    let (cpu, gpu) = (run(&Device::cpu()).unwrap(), run(&device).unwrap());
+    compare("running statistics", &gpu, &cpu, 1e-5);
+    assert_eq!(cpu[0][0], 0.5, "the view's update stays inside it");
+}
