@@ -37,7 +37,8 @@ use Work::{Kernel as K, Pass as P};
 ///   the fused convolution is compiled): a first step waits for the last of them to finish, so
 ///   the long ones start early;
 /// - then the kernels that replace the stand-ins: the fused convolution's three, the 64-tile
-///   matmuls and the row reduction;
+///   matmuls and the row reduction; then the batch norm's (quick to compile, and after what a
+///   network without batch norm needs, so that its cold start does not wait for them);
 /// - then whole small forward/backward passes that reach what the first works did not, and
 ///   the large-tile matmuls (the slowest to compile), which only large products use;
 /// - last the layer norm's and the fused attention's kernels (heads of 64), which only
@@ -66,6 +67,9 @@ const WORKS: &[Work] = &[
     P(matmul_medium),
     P(matmul_medium_strided),
     K(kernel::reduce_rows),
+    K(kernel::batch_norm),
+    K(kernel::batch_norm_backward),
+    K(kernel::batch_norm_running),
     P(optimizer),
     P(batch_cutting),
     P(pooling),

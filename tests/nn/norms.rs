@@ -1,11 +1,12 @@
 //! The normalisation layers of issue #30: GroupNorm, InstanceNorm2d and RmsNorm. The ops against
 //! finite differences and against references composed from elementwise ops and reductions, the
-//! layers on the CPU against wgpu on strided inputs, PyTorch's names and layouts, and bad input as
+//! layers on the CPU against wgpu on strided inputs (BatchNorm1d and BatchNorm2d too, whose op is
+//! tested in tests/ops/batch_norm_fused.rs), PyTorch's names and layouts, and bad input as
 //! errors (property-based for group counts). PyTorch's numbers are in `norms_fixture.rs`.
 
 use crate::common::layer_parity::{assert_layer_parity, Build};
 use proptest::prelude::*;
-use rumus::nn::{GroupNorm, InstanceNorm2d, Module, RmsNorm, RMS_NORM_EPS};
+use rumus::nn::{BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm2d, Module, RmsNorm, RMS_NORM_EPS};
 use rumus::testing::{assert_close, grad_check, wgpu_or_skip, GradCheck};
 use rumus::{Device, Error, RawTensor, Result};
 
@@ -139,6 +140,9 @@ fn layers_agree_between_cpu_and_wgpu_on_views() -> Result<()> {
         ("InstanceNorm2d", vec![2, 3, 5, 4], Box::new(|d| Ok(Box::new(InstanceNorm2d::new(d, 3, 1e-5, true)?)))),
         ("RmsNorm", vec![2, 5, 6], Box::new(|d| Ok(Box::new(RmsNorm::new(d, &[6], RMS_NORM_EPS, true)?)))),
         ("RmsNorm 2-d", vec![2, 5, 6], Box::new(|d| Ok(Box::new(RmsNorm::new(d, &[5, 6], 1e-5, true)?)))),
+        ("BatchNorm2d", vec![3, 6, 4, 8], Box::new(|d| Ok(Box::new(BatchNorm2d::new(d, 6, 1e-5, 0.1)?)))),
+        ("BatchNorm2d odd", vec![2, 5, 3, 5], Box::new(|d| Ok(Box::new(BatchNorm2d::new(d, 5, 1e-5, 0.1)?)))),
+        ("BatchNorm1d", vec![3, 4, 7], Box::new(|d| Ok(Box::new(BatchNorm1d::new(d, 4, 1e-5, 0.1)?)))),
     ];
     for (name, shape, build) in layers {
         let mut stored = shape.clone();

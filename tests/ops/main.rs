@@ -10,6 +10,7 @@ mod common;
 
 mod affine_warp;
 mod attention;
+mod batch_norm_fused;
 mod core_ops;
 mod layer_norm_fused;
 mod losses;

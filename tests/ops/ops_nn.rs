@@ -336,10 +336,19 @@ fn adaptive_avg_pool2d_uses_pytorch_windows() -> Result<()> {
 
 #[test]
 fn batch_norm_training_statistics_and_running_update() -> Result<()> {
+    for device in [cpu()].into_iter().chain(wgpu_or_skip()) {
+        batch_norm_statistics_on(&device).unwrap_or_else(|e| panic!("{device}: {e}"));
+    }
+    Ok(())
+}
+
+/// The statistics, the running update and evaluation of a hand-computed case on `device`.
+fn batch_norm_statistics_on(device: &Device) -> Result<()> {
+    let t = |data: &[f32], shape: &[usize]| RawTensor::from_slice(data, shape, device);
     // Channel 0: 1, 2, 3, 4 (mean 2.5, biased var 1.25, unbiased 5/3); channel 1: all 2.
-    let x = t(&[1.0, 2.0, 2.0, 2.0, 3.0, 2.0, 4.0, 2.0], &[4, 2]);
-    let running_mean = RawTensor::zeros(&[2], &cpu())?;
-    let running_var = RawTensor::ones(&[2], &cpu())?;
+    let x = t(&[1.0, 2.0, 2.0, 2.0, 3.0, 2.0, 4.0, 2.0], &[4, 2])?;
+    let running_mean = RawTensor::zeros(&[2], device)?;
+    let running_var = RawTensor::ones(&[2], device)?;
     let eps = 1e-5;
     let stats = RunningStats { mean: &running_mean, var: &running_var, momentum: 0.1 };
     let y = x.batch_norm(None, None, Some(stats), true, eps)?;
@@ -348,17 +357,17 @@ fn batch_norm_training_statistics_and_running_update() -> Result<()> {
     assert_close(&running_mean.to_vec()?, &[0.25, 0.2], 1e-6);
     assert_close(&running_var.to_vec()?, &[0.9 + 0.1 * 5.0 / 3.0, 0.9], 1e-6);
     // Eval: the running statistics are used and left alone.
-    let w = t(&[2.0, 1.0], &[2]);
-    let b = t(&[0.5, -1.0], &[2]);
+    let w = t(&[2.0, 1.0], &[2])?;
+    let b = t(&[0.5, -1.0], &[2])?;
     let stats = RunningStats { mean: &running_mean, var: &running_var, momentum: 0.1 };
     let y = x.batch_norm(Some(&w), Some(&b), Some(stats), false, eps)?.to_vec()?;
     let (m0, v0) = (0.25f32, 0.9f32 + 0.5 / 3.0);
     assert!((y[0] - (2.0 * (1.0 - m0) / (v0 + eps).sqrt() + 0.5)).abs() < 1e-5);
     assert!((y[1] - ((2.0 - 0.2) / (0.9f32 + eps).sqrt() - 1.0)).abs() < 1e-5);
     assert_close(&running_mean.to_vec()?, &[0.25, 0.2], 1e-6);
-    let err = t(&[1.0, 2.0], &[1, 2]).batch_norm(None, None, None, true, eps).unwrap_err();
+    let err = t(&[1.0, 2.0], &[1, 2])?.batch_norm(None, None, None, true, eps).unwrap_err();
     assert!(err.to_string().contains("more than 1 value per channel"), "{err}");
-    assert!(x.batch_norm(Some(&t(&[1.0], &[1])), None, None, true, eps).is_err());
+    assert!(x.batch_norm(Some(&t(&[1.0], &[1])?), None, None, true, eps).is_err());
     Ok(())
 }
 
@@ -385,16 +394,25 @@ fn batch_norm_gradients_in_training_and_eval() -> Result<()> {
 
 #[test]
 fn batch_norm_matches_pytorch_in_training_and_eval() -> Result<()> {
+    for device in [cpu()].into_iter().chain(wgpu_or_skip()) {
+        batch_norm_pytorch_case_on(&device).unwrap_or_else(|e| panic!("{device}: {e}"));
+    }
+    Ok(())
+}
+
+/// [`batch_norm_matches_pytorch_in_training_and_eval`]'s case on `device`.
+fn batch_norm_pytorch_case_on(device: &Device) -> Result<()> {
+    let t = |data: &[f32], shape: &[usize]| RawTensor::from_slice(data, shape, device);
     // bn = torch.nn.BatchNorm2d(3, eps=1e-5, momentum=0.1), weight [0.5, 1.5, -1], bias
     // [0.1, -0.2, 0.3], float64; x[i] = ((7i) % 11)·0.3 - 1.5 and p[i] = ((5i) % 7)·0.25 - 0.75,
     // both [2, 3, 2, 2]; y = bn(x); (y * p).sum().backward(); then bn.eval(); bn(x).
     let n = 24;
     let x =
-        t(&(0..n).map(|i| ((i * 7) % 11) as f32 * 0.3 - 1.5).collect::<Vec<_>>(), &[2, 3, 2, 2]).requires_grad_()?;
-    let p = t(&(0..n).map(|i| ((i * 5) % 7) as f32 * 0.25 - 0.75).collect::<Vec<_>>(), &[2, 3, 2, 2]);
-    let w = t(&[0.5, 1.5, -1.0], &[3]).requires_grad_()?;
-    let b = t(&[0.1, -0.2, 0.3], &[3]).requires_grad_()?;
-    let (rm, rv) = (RawTensor::zeros(&[3], &cpu())?, RawTensor::ones(&[3], &cpu())?);
+        t(&(0..n).map(|i| ((i * 7) % 11) as f32 * 0.3 - 1.5).collect::<Vec<_>>(), &[2, 3, 2, 2])?.requires_grad_()?;
+    let p = t(&(0..n).map(|i| ((i * 5) % 7) as f32 * 0.25 - 0.75).collect::<Vec<_>>(), &[2, 3, 2, 2])?;
+    let w = t(&[0.5, 1.5, -1.0], &[3])?.requires_grad_()?;
+    let b = t(&[0.1, -0.2, 0.3], &[3])?.requires_grad_()?;
+    let (rm, rv) = (RawTensor::zeros(&[3], device)?, RawTensor::ones(&[3], device)?);
     let y = x.batch_norm(Some(&w), Some(&b), Some(RunningStats { mean: &rm, var: &rv, momentum: 0.1 }), true, 1e-5)?;
     let grads = y.mul(&p)?.sum_all()?.backward()?;
     let grad = |t: &RawTensor| grads.get(t).expect("a gradient").to_vec();

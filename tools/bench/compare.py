@@ -38,6 +38,10 @@ def kernel_rows(rumus, torch):
             peer, label = peers.get(f"matmul {shape} tf32"), label + " (vs TF32)"
         elif r["kernel"].startswith("conv2d"):
             peer = peers.get(label)
+        elif r["kernel"].startswith("batch_norm"):
+            # bench_wgpu's three batch norm rows (fused kernels, op fused, op composed) against
+            # the one cuDNN row of torch_bench --only bnpass.
+            peer = peers.get(f"batch_norm fwd+bwd {shape}")
         else:
             rows, cols = shape.split("x")
             peer = peers.get(f"{r['kernel']} [{rows}, {cols}]")
@@ -129,6 +133,10 @@ def main():
     out = sys.argv[1]
     gpu = gpu_name(out)
     table(f"{gpu} kernels (GPU timestamps / CUDA events)", kernel_rows(load(out, "kernels_rumus.json"), load(out, "kernels_torch.json")))
+    table(f"{gpu} batch norm at ResNet-18's shapes (GPU timestamps / CUDA events)",
+          kernel_rows(load(out, "bn_kernels_rumus.json"), load(out, "bn_kernels_torch.json")))
+    table(f"{gpu} small CNN with and without batch norm, rumus wgpu vs PyTorch CUDA",
+          workload_rows(load(out, "bn_steps_rumus.json"), load(out, "bn_steps_torch.json")))
     cuda = load(out, "cuda_torch.json")
     table(f"{gpu} workloads, rumus wgpu vs PyTorch CUDA", workload_rows(load(out, "wgpu_rumus.json"), cuda))
     table(f"{gpu} workloads, second rumus run", workload_rows(load(out, "wgpu_rumus2.json"), cuda))

@@ -6,15 +6,16 @@
 # BIN_DIR holds the release binaries built elsewhere: `cargo build --release -p rumus-tools`
 # (target/release/{bench,bench_wgpu,matmul_lab,kernel_stats}) and
 # `cargo build --release --example mnist` (target/release/examples/mnist). OUT_DIR receives
-# the logs and JSON, PARTS is a comma list of lab,kernels,workloads,resnet,cold,cpu,mnist (default:
-# all). `resnet`: ResNet-18 (CIFAR form) training steps at batch 128 on synthetic 3x32x32
+# the logs and JSON, PARTS is a comma list of lab,kernels,workloads,resnet,bn,cold,cpu,mnist (default:
+# all). `bn`: batch norm at ResNet-18's shapes (batch 128), rumus's fused kernels and op against
+# the composed op, then cuDNN's, and the small CNN with and without BatchNorm2d (issue #32). `resnet`: ResNet-18 (CIFAR form) training steps at batch 128 on synthetic 3x32x32
 # images, rumus on wgpu, then PyTorch (f32, TF32, bf16 autocast, torch.compile default and
 # reduce-overhead). `tools/bench/compare.py OUT_DIR` prints the
 # ratio tables from the JSON. The device machine needs a Vulkan loader (see docs/BENCHMARKS.md).
 set -uo pipefail
 BIN=$1
 OUT=$2
-PARTS=${3:-lab,kernels,workloads,resnet,cold,cpu,mnist}
+PARTS=${3:-lab,kernels,workloads,resnet,bn,cold,cpu,mnist}
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
 cd "$(dirname "$0")/../.."
 mkdir -p "$OUT"
@@ -52,6 +53,14 @@ if want resnet; then
     stamp "resnet18 train step b128: rumus wgpu, PyTorch CUDA"
     run "$BIN/bench" --device wgpu --only resnet --resnet-batch 128 --json "$OUT/resnet_rumus.json"
     run python3 tools/bench/torch_bench.py --device cuda --only resnet --resnet-batch 128 --json "$OUT/resnet_torch.json"
+fi
+
+if want bn; then
+    stamp "batch norm: rumus wgpu kernels and op (fused, composed), PyTorch CUDA; small CNN steps"
+    run "$BIN/bench_wgpu" "$OUT/bn_kernels_rumus.json" --only bn
+    run python3 tools/bench/torch_bench.py --device cuda --only bnpass --gpu-time --json "$OUT/bn_kernels_torch.json"
+    run "$BIN/bench" --device wgpu --only bn --json "$OUT/bn_steps_rumus.json"
+    run python3 tools/bench/torch_bench.py --device cuda --only bn --json "$OUT/bn_steps_torch.json"
 fi
 
 if want cold; then

@@ -6,6 +6,7 @@ median-of-repeats, so the two can run in one session and be compared as ratios.
     python3 tools/bench/torch_bench.py --device cuda --only matmul,softmax,convpass --gpu-time
     python3 tools/bench/torch_bench.py --device cuda --only attention      # fused attention, f32   # bench_wgpu's twin
     python3 tools/bench/torch_bench.py --device cuda --only resnet [--resnet-batch 128]
+    python3 tools/bench/torch_bench.py --device cuda --only bnpass --gpu-time   # bench_wgpu --only bn's twin
 
 `resnet` (ResNet-18 training steps; on CUDA f32, TF32, bf16 autocast, torch.compile default and
 reduce-overhead) runs only when `--only` names it, as in bench.
@@ -350,6 +351,24 @@ def main():
             shapes += [(128, c, h, c, 3, 1) for c, h in ((64, 32), (128, 16), (256, 8), (512, 4))]
         for shape in shapes:
             convpass_bench(dev, shape, add)
+    if wanted("bnpass") and dev == "cuda":
+        # The twin of bench_wgpu's batch norm rows: training-mode batch norm (cuDNN) forward and
+        # backward at ResNet-18's four shapes (batch 128), weight, bias and running statistics,
+        # the backward seeded through one multiply as in bench_wgpu's op rows; the rate counts the
+        # same 8 passes over the tensor.
+        for c, h in [(64, 32), (128, 16), (256, 8), (512, 4)]:
+            x = torch.randn(128, c, h, h, device=dev, requires_grad=True)
+            g = torch.randn_like(x)
+            w = torch.ones(c, device=dev, requires_grad=True)
+            b_ = torch.zeros(c, device=dev, requires_grad=True)
+            rm, rv = torch.zeros(c, device=dev), torch.ones(c, device=dev)
+
+            def bn():
+                y = F.batch_norm(x, rm, rv, w, b_, training=True, momentum=0.1, eps=1e-5)
+                return torch.autograd.grad((y * g).sum(), (x, w, b_))
+
+            s = timer(dev, 3, 20, bn)
+            add(f"batch_norm fwd+bwd 128x{c}x{h}x{h}", s, 8 * x.numel() * 4 / s / 1e9, "GB/s")
     if wanted("step"):
         for b in (64, 256):
             add(f"lenet train step b{b}", train_step_bench(dev, LeNet(), b, 50))

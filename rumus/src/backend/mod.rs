@@ -162,7 +162,8 @@ pub trait Backend: Send + Sync {
     ) -> Result<Storage>;
 
     // ----- batch normalisation (channels of `[N, C, inner]`, see [`BatchNormArgs`]) -----
-    /// Whether [`Backend::batch_norm`] and [`Backend::batch_norm_backward`] are implemented;
+    /// Whether [`Backend::batch_norm`], [`Backend::batch_norm_backward`] and
+    /// [`Backend::batch_norm_update_running`] are implemented;
     /// where not, the op composes batch norm from elementwise ops and reductions.
     fn fuses_batch_norm(&self) -> bool {
         false
@@ -199,6 +200,23 @@ pub trait Backend: Send + Sync {
         args: &BatchNormArgs,
     ) -> Result<(Storage, Storage, Storage)> {
         let _ = (x, weight, mean, var, dy, args);
+        Err(crate::Error::invalid("batch_norm", format!("no fused batch norm on {}", self.name())))
+    }
+    /// Moves the running statistics `running_mean` and `running_var` (`[channels]` each, updated
+    /// in place) towards a batch's `mean` and biased `var` (as [`Backend::batch_norm`] returns
+    /// them for the same `args`): `(1 - momentum)·running + momentum·batch`, the variance made
+    /// unbiased (times `count / (count - 1)`, `count = args.count()`). The four storages must be
+    /// distinct. By default an error: see [`Backend::fuses_batch_norm`].
+    fn batch_norm_update_running(
+        &self,
+        running_mean: &Storage,
+        running_var: &Storage,
+        mean: &Storage,
+        var: &Storage,
+        momentum: f32,
+        args: &BatchNormArgs,
+    ) -> Result<()> {
+        let _ = (running_mean, running_var, mean, var, momentum, args);
         Err(crate::Error::invalid("batch_norm", format!("no fused batch norm on {}", self.name())))
     }
 

@@ -1,6 +1,6 @@
 //! Batch, layer, group and RMS normalisation. Batch normalisation runs the device's fused
 //! kernels where it has them ([`Backend::batch_norm`](crate::backend::Backend::batch_norm), the
-//! CPU), and is composed from elementwise ops and reductions elsewhere (its backward then from
+//! CPU and wgpu), and is composed from elementwise ops and reductions elsewhere (its backward then from
 //! autograd), the composed form kept as [`RawTensor::batch_norm_reference`]; layer normalisation runs the device's
 //! fused kernels ([`Backend::layer_norm`](crate::backend::Backend::layer_norm)), with the composed
 //! [`RawTensor::layer_norm_reference`] kept as the reference they are tested against. Group
@@ -279,6 +279,29 @@ fn update_running(stats: RunningStats<'_>, mean: &RawTensor, var: &RawTensor, co
     })
 }
 
+/// [`update_running`] in one kernel where the running statistics are plain `[c]` storages of
+/// their own (contiguous from offset 0, not the same tensor), else composed.
+fn update_running_fused(
+    stats: RunningStats<'_>,
+    mean: &RawTensor,
+    var: &RawTensor,
+    args: &BatchNormArgs,
+) -> Result<()> {
+    let plain = |t: &RawTensor| t.is_contiguous() && t.layout().offset() == 0;
+    if !plain(stats.mean) || !plain(stats.var) || stats.mean.storage().same_memory(stats.var.storage()) {
+        return update_running(stats, mean, var, args.count());
+    }
+    let backend = mean.device().backend();
+    backend.batch_norm_update_running(
+        stats.mean.storage(),
+        stats.var.storage(),
+        mean.storage(),
+        var.storage(),
+        stats.momentum,
+        args,
+    )
+}
+
 /// `x·weight + bias` with optional terms.
 fn affine(x: RawTensor, weight: Option<&RawTensor>, bias: Option<&RawTensor>) -> Result<RawTensor> {
     let x = match weight {
@@ -297,8 +320,9 @@ impl RawTensor {
     /// With `training` (or without running statistics) it normalises with the batch mean and the
     /// biased batch variance; with `training` and `running` it also updates the running mean and
     /// the running variance (unbiased) in place, like PyTorch. Otherwise it uses the running
-    /// statistics. `weight` and `bias` are `[c]`. On a device with fused kernels (the CPU) the
-    /// forward and the backward are one kernel each; elsewhere it is
+    /// statistics. `weight` and `bias` are `[c]`. On a device with fused kernels (the CPU and
+    /// wgpu) the forward and the backward are one kernel each (a few dispatches on wgpu), and the
+    /// running statistics' update one more; elsewhere it is
     /// [`RawTensor::batch_norm_reference`].
     pub fn batch_norm(
         &self,
@@ -337,7 +361,7 @@ impl RawTensor {
         let mean = RawTensor::from_kernel(mean, &[channels], device);
         let var = RawTensor::from_kernel(var, &[channels], device);
         if let (Some(stats), true) = (running, training) {
-            update_running(stats, &mean, &var, args.count())?;
+            update_running_fused(stats, &mean, &var, &args)?;
         }
         let (has_weight, has_bias) = (weight.is_some(), bias.is_some());
         let inputs: Vec<&RawTensor> = [Some(&x), weight.as_ref(), bias.as_ref()].into_iter().flatten().collect();

@@ -185,7 +185,7 @@ fn lenet(device: &Device) -> Result<Sequential> {
 #[derive(Clone, Copy, PartialEq)]
 enum Norm {
     None,
-    /// `BatchNorm2d`: the fused kernels on the CPU.
+    /// `BatchNorm2d`: the fused kernels (CPU and wgpu).
     Fused,
     /// A `BatchNorm2d` whose forward is `batch_norm_reference`, the composed form every device
     /// ran before the fused kernels (the "before" of issue #32).

@@ -1,18 +1,25 @@
 //! WGSL kernel benchmark: matmul at 1024³ and 4096³ (TFLOP/s; also on tensor cores with f16
-//! inputs where the adapter has them), softmax forward + backward on [65536, 1024] (GB/s), and
+//! inputs where the adapter has them), softmax forward + backward on [65536, 1024] (GB/s),
 //! the ResNet-block convolution's three passes apart (forward, input gradient, weight gradient;
-//! TFLOP/s), timed with GPU timestamp queries where the adapter has TIMESTAMP_QUERY (else wall
-//! time between full synchronisations). Warm-up runs first, then the median of repeats.
+//! TFLOP/s), and training-mode batch norm at ResNet-18's four shapes (batch 128; GB/s): the fused
+//! kernels alone, then forward and backward through the op, fused and composed (issue #32),
+//! timed with GPU timestamp queries where the adapter has TIMESTAMP_QUERY (else wall time between
+//! full synchronisations). Warm-up runs first, then the median of repeats.
 //!
 //! ```text
 //! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json          # the real sizes
 //! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json --quick  # small sizes (lavapipe)
 //! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json --resnet18 # + ResNet-18's 3×3 convs
+//! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json --only bn  # batch norm alone
 //! ```
+//!
+//! The batch norm rows' PyTorch twin: `tools/bench/torch_bench.py --device cuda --only bnpass --gpu-time`.
 
 use rumus::backend::wgpu::WgpuBackend;
-use rumus::backend::{Backend, Conv2dArgs, Conv2dWanted, ConvGeom, MatmulArgs, MatrixLayout, Storage};
-use rumus::{Device, MatmulPrecision, Result};
+use std::sync::Arc;
+
+use rumus::backend::{Backend, BatchNormArgs, Conv2dArgs, Conv2dWanted, ConvGeom, MatmulArgs, MatrixLayout, Storage};
+use rumus::{Device, MatmulPrecision, RawTensor, Result, RunningStats};
 
 struct Row {
     name: String,
@@ -86,8 +93,9 @@ fn bench_softmax(b: &WgpuBackend, rows: usize, cols: usize, repeats: usize) -> R
     })
 }
 
-/// Channels and side of the stride-1 3×3 convolutions in each stage of ResNet-18 (CIFAR form):
-/// `--resnet18` times them at batch 128, as `torch_bench.py --only convpass --resnet18` does.
+/// Channels and side of each stage of ResNet-18 (CIFAR form): `--resnet18` times the stride-1
+/// 3×3 convolutions at batch 128, as `torch_bench.py --only convpass --resnet18` does, and the
+/// `bn` rows the batch norms.
 const RESNET18_STAGES: [(usize, usize); 4] = [(64, 32), (128, 16), (256, 8), (512, 4)];
 
 /// The three passes of a stride-1 convolution of `[n, c, h, h]` by `o` filters of k×k (padding
@@ -134,10 +142,73 @@ fn bench_conv(
         .collect()
 }
 
+/// Training-mode batch norm of `[n, c, h, h]` (weight and bias, running statistics): the
+/// fused kernels alone (forward and backward, `Backend::batch_norm` and `batch_norm_backward`),
+/// then forward and backward through the op as a layer runs it (`RawTensor::batch_norm`, the
+/// running statistics' update included, and `batch_norm_reference`, the composed form the
+/// wgpu backend ran before the fused kernels), the backward seeded with a gradient through
+/// one multiply (the same for both). Rates count the fused kernels' traffic: the forward
+/// reads x twice and writes y, the backward reads x and dy twice and writes dx (8 passes).
+fn bench_batch_norm(b: &Arc<WgpuBackend>, (n, c, h): (usize, usize, usize), repeats: usize) -> Result<Vec<Row>> {
+    let len = n * c * h * h;
+    let args = BatchNormArgs { batch: n, channels: c, inner: h * h, eps: 1e-5, batch_stats: true };
+    let (x, g) = (random(b, len, 9)?, random(b, len, 10)?);
+    let (w, bias) = (b.full(c, 1.0)?, b.full(c, 0.0)?);
+    let kernels = || -> Result<()> {
+        let (_, mean, var) = b.batch_norm(&x, Some(&w), Some(&bias), None, &args)?;
+        b.batch_norm_backward(&x, Some(&w), &mean, &var, &g, &args).map(drop)
+    };
+    let device = Device::Wgpu(b.clone());
+    let shape = [n, c, h, h];
+    let xt = RawTensor::randn(&shape, 0.0, 1.0, 11, &device)?.requires_grad_()?;
+    let gt = RawTensor::randn(&shape, 0.0, 1.0, 12, &device)?;
+    let wt = RawTensor::ones(&[c], &device)?.requires_grad_()?;
+    let bt = RawTensor::zeros(&[c], &device)?.requires_grad_()?;
+    let (rm, rv) = (RawTensor::zeros(&[c], &device)?, RawTensor::ones(&[c], &device)?);
+    let op = |composed: bool| {
+        let (xt, gt, wt, bt, rm, rv) = (&xt, &gt, &wt, &bt, &rm, &rv);
+        move || -> Result<()> {
+            let running = Some(RunningStats { mean: rm, var: rv, momentum: 0.1 });
+            let y = if composed {
+                xt.batch_norm_reference(Some(wt), Some(bt), running, true, 1e-5)?
+            } else {
+                xt.batch_norm(Some(wt), Some(bt), running, true, 1e-5)?
+            };
+            y.mul(gt)?.sum_all()?.backward().map(drop)
+        }
+    };
+    let (fused, composed) = (op(false), op(true));
+    let passes: [(&str, &dyn Fn() -> Result<()>); 3] = [
+        ("batch_norm kernels fwd+bwd", &kernels),
+        ("batch_norm op fwd+bwd", &fused),
+        ("batch_norm composed fwd+bwd", &composed),
+    ];
+    let bytes = 8.0 * len as f64 * 4.0;
+    passes
+        .into_iter()
+        .map(|(name, pass)| {
+            let secs = time(b, 2, repeats, pass)?;
+            Ok(Row {
+                name: name.into(),
+                shape: format!("{n}x{c}x{h}x{h}"),
+                median_ms: secs * 1e3,
+                rate: bytes / secs / 1e9,
+                unit: "GB/s",
+            })
+        })
+        .collect()
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
-    let out_path = args.iter().find(|a| !a.starts_with("--")).cloned().unwrap_or_else(|| "bench_wgpu.json".into());
+    // The output path: the first argument that is neither an option nor `--only`'s value.
+    let out_path = args
+        .iter()
+        .enumerate()
+        .find(|&(i, a)| !a.starts_with("--") && (i == 0 || args[i - 1] != "--only"))
+        .map(|(_, a)| a.clone())
+        .unwrap_or_else(|| "bench_wgpu.json".into());
     let device = Device::wgpu()?;
     // Timed kernels, not the start-up warm-up's stand-ins.
     device.wait_for_kernels()?;
@@ -153,20 +224,35 @@ fn main() -> Result<()> {
     );
     let (sizes, (rows, cols), repeats) =
         if quick { (vec![128, 256], (4096, 1024), 3) } else { (vec![1024, 4096], (65536, 1024), 10) };
+    let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned();
+    let wanted = |name: &str| only.as_ref().is_none_or(|o| o.split(',').any(|w| w == name));
     let mut rows_out = Vec::new();
     let mut precisions = vec![MatmulPrecision::F32];
     if ctx.has_tensor_cores() {
         precisions.push(MatmulPrecision::F16TensorCores);
     }
-    for precision in precisions {
-        for &size in &sizes {
-            rows_out.push(bench_matmul(&b, size, repeats, precision)?);
+    if wanted("matmul") {
+        for precision in precisions {
+            for &size in &sizes {
+                rows_out.push(bench_matmul(&b, size, repeats, precision)?);
+            }
         }
     }
-    rows_out.push(bench_softmax(&b, rows, cols, repeats)?);
-    let resblock = if quick { (4, 16, 14, 16, 3, 1) } else { (32, 64, 56, 64, 3, 1) };
-    rows_out.extend(bench_conv(&b, resblock, repeats)?);
-    if args.iter().any(|a| a == "--resnet18") {
+    if wanted("softmax") {
+        rows_out.push(bench_softmax(&b, rows, cols, repeats)?);
+    }
+    if wanted("conv") {
+        let resblock = if quick { (4, 16, 14, 16, 3, 1) } else { (32, 64, 56, 64, 3, 1) };
+        rows_out.extend(bench_conv(&b, resblock, repeats)?);
+    }
+    if wanted("bn") {
+        // ResNet-18 (CIFAR form) at batch 128: after the stem and each stage's downsampling.
+        let batch = if quick { 8 } else { 128 };
+        for (c, h) in RESNET18_STAGES {
+            rows_out.extend(bench_batch_norm(&b, (batch, c, h), repeats)?);
+        }
+    }
+    if wanted("conv") && args.iter().any(|a| a == "--resnet18") {
         // The 3×3 convolutions of ResNet-18's four stages (CIFAR form, batch 128), which make
         // up most of its training step.
         for (c, h) in RESNET18_STAGES {

@@ -160,3 +160,23 @@ pub fn batch_norm_backward(
     });
     Ok((dx, dw, db))
 }
+
+/// The running statistics moved in place towards a batch's `mean` and biased `var`:
+/// `(1 - momentum)·running + momentum·batch`, the variance made unbiased.
+pub fn update_running(
+    running_mean: &mut [f32],
+    running_var: &mut [f32],
+    mean: &[f32],
+    var: &[f32],
+    momentum: f32,
+    a: &BatchNormArgs,
+) {
+    let count = a.count();
+    let unbiased = count as f32 / (count.max(2) - 1) as f32;
+    for (r, &m) in running_mean.iter_mut().zip(mean) {
+        *r = *r * (1.0 - momentum) + m * momentum;
+    }
+    for (r, &v) in running_var.iter_mut().zip(var) {
+        *r = *r * (1.0 - momentum) + v * (momentum * unbiased);
+    }
+}

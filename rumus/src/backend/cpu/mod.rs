@@ -377,6 +377,33 @@ impl Backend for CpuBackend {
         Ok((f32_storage(dx), f32_storage(dw), f32_storage(db)))
     }
 
+    fn batch_norm_update_running(
+        &self,
+        running_mean: &Storage,
+        running_var: &Storage,
+        mean: &Storage,
+        var: &Storage,
+        momentum: f32,
+        args: &BatchNormArgs,
+    ) -> Result<()> {
+        const OP: &str = "batch_norm";
+        args.check(OP)?;
+        let requests =
+            [(running_mean, Access::Write), (running_var, Access::Write), (mean, Access::Read), (var, Access::Read)];
+        let mut locked = lock_all(OP, &requests)?;
+        let mut slots = locked.split(OP)?.into_iter();
+        let (Some(rm), Some(rv), Some(m), Some(v)) = (slots.next(), slots.next(), slots.next(), slots.next()) else {
+            return Err(Error::invalid(OP, "four operands expected"));
+        };
+        let c = args.channels;
+        let short = || Error::shape(OP, format!("running statistics of {c} channels expected"));
+        let rm = rm.write(OP)?.as_f32_mut(OP)?.get_mut(..c).ok_or_else(short)?;
+        let rv = rv.write(OP)?.as_f32_mut(OP)?.get_mut(..c).ok_or_else(short)?;
+        let (m, v) = (prefix(OP, m.read(OP)?.as_f32(OP)?, c)?, prefix(OP, v.read(OP)?.as_f32(OP)?, c)?);
+        batch_norm::update_running(rm, rv, m, v, momentum, args);
+        Ok(())
+    }
+
     fn layer_norm(
         &self,
         x: &Storage,

@@ -10,6 +10,7 @@
 //! and the `Backend` implementation, one delegation per op.
 
 mod attention;
+mod batch_norm;
 mod buffer_pool;
 mod context;
 mod conv2d;
@@ -396,6 +397,45 @@ impl Backend for WgpuBackend {
         args: &LayerNormArgs,
     ) -> Result<Storage> {
         self.layer_norm_backward_kernel(x, weight, mean, rstd, dy, args)
+    }
+
+    fn fuses_batch_norm(&self) -> bool {
+        true
+    }
+
+    fn batch_norm(
+        &self,
+        x: &Storage,
+        weight: Option<&Storage>,
+        bias: Option<&Storage>,
+        stats: Option<(&Storage, &Storage)>,
+        args: &BatchNormArgs,
+    ) -> Result<(Storage, Storage, Storage)> {
+        self.batch_norm_kernel(x, weight, bias, stats, args)
+    }
+
+    fn batch_norm_backward(
+        &self,
+        x: &Storage,
+        weight: Option<&Storage>,
+        mean: &Storage,
+        var: &Storage,
+        dy: &Storage,
+        args: &BatchNormArgs,
+    ) -> Result<(Storage, Storage, Storage)> {
+        self.batch_norm_backward_kernel(x, weight, mean, var, dy, args)
+    }
+
+    fn batch_norm_update_running(
+        &self,
+        running_mean: &Storage,
+        running_var: &Storage,
+        mean: &Storage,
+        var: &Storage,
+        momentum: f32,
+        args: &BatchNormArgs,
+    ) -> Result<()> {
+        self.batch_norm_update_running_kernel(running_mean, running_var, mean, var, momentum, args)
     }
 
     fn rms_norm(&self, x: &Storage, weight: Option<&Storage>, args: &LayerNormArgs) -> Result<(Storage, Storage)> {

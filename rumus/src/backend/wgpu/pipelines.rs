@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::attention::{constants_128, constants_32, constants_64, AttentionParams};
+use super::batch_norm::BatchNormParams;
 use super::copy::CopyParams;
 use super::cross_entropy::{cross_entropy_constants, CrossEntropyParams};
 use super::elementwise::{binary_constants, unary_constants, BinaryParams, UnaryParams};
@@ -108,6 +109,10 @@ pub(crate) const LAYER_NORM: Shader = shader!("layer_norm", LayerNormParams).row
 pub(crate) const LAYER_NORM_BACKWARD: Shader = shader!("layer_norm_backward", LayerNormParams).row_reduce();
 pub(crate) const RMS_NORM: Shader = shader!("rms_norm", LayerNormParams).row_reduce();
 pub(crate) const RMS_NORM_BACKWARD: Shader = shader!("rms_norm_backward", LayerNormParams).row_reduce();
+pub(crate) const BATCH_NORM: Shader = shader!("batch_norm", BatchNormParams).row_reduce().including(&[LINEAR]);
+pub(crate) const BATCH_NORM_BACKWARD: Shader =
+    shader!("batch_norm_backward", BatchNormParams).row_reduce().including(&[LINEAR]);
+pub(crate) const BATCH_NORM_RUNNING: Shader = shader!("batch_norm_running", BatchNormParams).including(&[LINEAR]);
 pub(crate) const AFFINE_WARP: Shader = shader!("affine_warp", WarpParams);
 pub(crate) const CROSS_ENTROPY: Shader = shader!("cross_entropy", CrossEntropyParams)
     .with_constants(cross_entropy_constants)
@@ -186,6 +191,9 @@ pub(crate) const ALL: &[Shader] = &[
     LAYER_NORM_BACKWARD,
     RMS_NORM,
     RMS_NORM_BACKWARD,
+    BATCH_NORM,
+    BATCH_NORM_BACKWARD,
+    BATCH_NORM_RUNNING,
     AFFINE_WARP,
     IM2COL,
     COL2IM,

@@ -29,8 +29,9 @@ use super::conv2d::Dims;
 use super::pipelines::Pipelines;
 use super::{WgpuBackend, WgpuStorage};
 use crate::backend::{
-    AttentionArgs, Backend, BinaryOp, Conv2dArgs, Conv2dWanted, ConvGeom, CrossEntropyArgs, DType, IndexArgs,
-    LayerNormArgs, MatmulArgs, MatrixLayout, OptimizerStep, RandomKind, ReduceDims, ReduceOp, Storage, UnaryOp,
+    AttentionArgs, Backend, BatchNormArgs, BinaryOp, Conv2dArgs, Conv2dWanted, ConvGeom, CrossEntropyArgs, DType,
+    IndexArgs, LayerNormArgs, MatmulArgs, MatrixLayout, OptimizerStep, RandomKind, ReduceDims, ReduceOp, Storage,
+    UnaryOp,
 };
 use crate::{Layout, Result};
 
@@ -322,6 +323,30 @@ pub(crate) fn layer_norm(b: &WgpuBackend) -> Result<()> {
 pub(crate) fn layer_norm_backward(b: &WgpuBackend) -> Result<()> {
     let (x, w, stats) = (upload(b, 16)?, upload(b, 8)?, upload(b, 2)?);
     b.layer_norm_backward(&x, Some(&w), &stats, &stats, &x, &LAYER_NORM).map(drop)
+}
+
+/// A training batch norm of [2, 3, 4] (four values per invocation) and of [2, 3, 1] (one):
+/// every entry point of the forward kernels...
+const BATCH_NORM: BatchNormArgs = BatchNormArgs { batch: 2, channels: 3, inner: 4, eps: 1e-5, batch_stats: true };
+const BATCH_NORM_1D: BatchNormArgs = BatchNormArgs { inner: 1, ..BATCH_NORM };
+
+pub(crate) fn batch_norm(b: &WgpuBackend) -> Result<()> {
+    let (x, w) = (upload(b, 24)?, upload(b, 3)?);
+    b.batch_norm(&x, Some(&w), Some(&w), None, &BATCH_NORM)?;
+    b.batch_norm(&x, Some(&w), Some(&w), None, &BATCH_NORM_1D).map(drop)
+}
+
+/// ...of the backward's...
+pub(crate) fn batch_norm_backward(b: &WgpuBackend) -> Result<()> {
+    let (x, w) = (upload(b, 24)?, upload(b, 3)?);
+    b.batch_norm_backward(&x, Some(&w), &w, &w, &x, &BATCH_NORM)?;
+    b.batch_norm_backward(&x, Some(&w), &w, &w, &x, &BATCH_NORM_1D).map(drop)
+}
+
+/// ...and the running statistics' update.
+pub(crate) fn batch_norm_running(b: &WgpuBackend) -> Result<()> {
+    let stats = [upload(b, 3)?, upload(b, 3)?, upload(b, 3)?, upload(b, 3)?];
+    b.batch_norm_update_running(&stats[0], &stats[1], &stats[2], &stats[3], 0.1, &BATCH_NORM)
 }
 
 /// One fused Adam update, the kernel every LeNet step ends with.
