@@ -144,6 +144,7 @@ pub struct Fit<'a, V = NoValidation> {
     pub(crate) accumulate_grad_batches: usize,
     pub(crate) validation_steps: Option<usize>,
     pub(crate) distributed: Option<Distributed>,
+    pub(crate) bucket_cap_mb: Option<f32>,
     pub(crate) augment: Option<Augment>,
 }
 
@@ -173,6 +174,7 @@ impl Fit<'_, NoValidation> {
             accumulate_grad_batches: 1,
             validation_steps: None,
             distributed: None,
+            bucket_cap_mb: None,
             augment: None,
         }
     }
@@ -221,6 +223,7 @@ impl<'a, V> Fit<'a, V> {
             accumulate_grad_batches: self.accumulate_grad_batches,
             validation_steps: self.validation_steps,
             distributed: self.distributed,
+            bucket_cap_mb: self.bucket_cap_mb,
             augment: self.augment,
         }
     }
@@ -383,7 +386,25 @@ impl<'a, V> Fit<'a, V> {
         self
     }
 
+    /// With [`distributed`](Self::distributed): the most gradient each bucket holds, in MiB of
+    /// f32 (default 25, PyTorch DDP's `bucket_cap_mb`). The trainable parameters are grouped,
+    /// last layers first, into buckets of at most this size (a larger parameter alone in its
+    /// own); each bucket's all-reduce starts as soon as backward has finished its gradients,
+    /// while backward computes the rest, and `fit` waits for every bucket before clipping and
+    /// the optimizer step. Each bucket is one read-back and one upload on a GPU: smaller
+    /// buckets overlap more but cost more transfers and collectives. `f32::INFINITY` gives one
+    /// bucket (no overlap). Not positive is an error when `fit` starts.
+    pub fn bucket_cap_mb(mut self, mb: f32) -> Self {
+        self.bucket_cap_mb = Some(mb);
+        self
+    }
+
     pub(crate) fn check(&self) -> Result<()> {
+        if let Some(mb) = self.bucket_cap_mb {
+            if !(mb > 0.0) {
+                return Err(Error::invalid("fit", format!("bucket_cap_mb {mb} must be positive")));
+            }
+        }
         if self.validation_steps == Some(0) {
             return Err(Error::invalid("fit", "validation_steps must be at least 1"));
         }
