@@ -14,13 +14,15 @@
 //! images instead of MNIST, for timing), `--bench N` (also times N all-reduces of the model's gradient bucket),
 //! `--bucket-mb X` (`Fit::bucket_cap_mb`: gradient buckets of at most X MiB, `inf` for one),
 //! `--accumulate K` (`Fit::accumulate_grad_batches`); synthetic only: `--adam` (Adam(1e-2)
-//! instead of SGD), `--no-shuffle`, `--resume DIR` (rank 0 alone loads the weights and the
+//! instead of SGD), `--no-shuffle`, `--augment` (the samples as 4×4 images through a random
+//! crop and flip; `--augment-seed S`, default 5), `--resume DIR` (rank 0 alone loads the weights and the
 //! optimizer state `--out DIR` saved; `fit` broadcasts them). MNIST comes
 //! from `data/mnist` (or `RUMUS_MNIST_DIR`), fetched on first use.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
+use rumus::data::transforms::Augment;
 use rumus::data::{ClassDataset, Dataset, SampleFor, TargetFor};
 use rumus::distributed::{Distributed, Mpi};
 use rumus::nn::named_parameters;
@@ -39,6 +41,12 @@ pub struct LeNet {
 #[model(input = [16])]
 pub struct Tiny {
     body: layers![Linear(32), Relu, Linear(4)],
+}
+
+/// The synthetic job's MLP on its samples as 4×4 images, for `--augment`.
+#[model(input = [1, 4, 4])]
+pub struct TinyImage {
+    body: layers![Flatten, Linear(32), Relu, Linear(4)],
 }
 
 /// `--flag value` from the command line.
@@ -104,6 +112,12 @@ fn resume<M: Model>(dist: &Distributed, model: &mut M, optimizer: &mut dyn Optim
 
 /// 256 fixed samples of 16 features, the class a fixed function of them.
 fn synthetic() -> Result<ClassDataset<Shape1<16>, 4>> {
+    let (data, labels) = synthetic_values();
+    ClassDataset::new(data, labels)
+}
+
+/// The values and labels of [`synthetic`].
+fn synthetic_values() -> (Vec<f32>, Vec<u32>) {
     let mut rng = rumus::rng::Rng::new(7);
     let n = 256;
     let mut data = Vec::with_capacity(n * 16);
@@ -114,7 +128,7 @@ fn synthetic() -> Result<ClassDataset<Shape1<16>, 4>> {
         labels.push(class);
         data.extend(x);
     }
-    ClassDataset::new(data, labels)
+    (data, labels)
 }
 
 /// `n` random MNIST-shaped images with random labels (`--random N`: timing without the data).
@@ -221,6 +235,16 @@ fn run(dist: &Distributed) -> Result<()> {
             .verbose(Verbosity::OneLinePerEpoch);
         if flag("--no-shuffle") {
             fit = fit.no_shuffle();
+        }
+        if flag("--augment") {
+            // The samples as 4×4 images, shifted by up to a pixel and mirrored half the time.
+            let (values, labels) = synthetic_values();
+            let images = ClassDataset::<Shape3<1, 4, 4>, 4>::new(values, labels)?;
+            let mut model = TinyImage::new(&Device::cpu(), 1 + dist.rank() as u64)?;
+            let fit = fit
+                .optimizer(Sgd::new(0.1))
+                .augment(Augment::new(number("--augment-seed", 5) as u64).random_crop(1)?.horizontal_flip(0.5)?);
+            return train(dist, &mut model, &images, &images, fit);
         }
         fit = if flag("--adam") {
             let mut adam = Adam::new(1e-2);

@@ -294,3 +294,28 @@ fn resuming_with_the_optimizer_state_on_rank_0_only_continues_the_run() {
     assert!(moved > 0.0, "the resumed run did not train");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn with_augmentation_two_ranks_of_batch_b_train_the_weights_of_one_rank_of_batch_2b() {
+    if !mpi_available() {
+        return;
+    }
+    // Each sample's random crop and flip depend on its position in the epoch's global order,
+    // so rank r draws for its slice what one process of batch 2B draws for the same samples.
+    // Another augmentation seed gives other weights: the draws matter.
+    let dir = scratch("augment");
+    let mut outs = Vec::new();
+    for (ranks, batch, seed) in [(2, "8", "5"), (1, "16", "5"), (1, "16", "6")] {
+        let out = dir.join(format!("{ranks}-{seed}"));
+        std::fs::create_dir_all(&out).expect("folder");
+        let args = ["--augment", "--augment-seed", seed, "--batch-size", batch, "--out", out.to_str().expect("utf-8")];
+        let (ok, text) = job(ranks, &args, &dir.join("log"));
+        assert!(ok, "mpirun -np {ranks} {args:?} failed:\n{text}");
+        outs.push(out.join("weights.safetensors"));
+    }
+    let worst = largest_difference(&outs[0], &outs[1]);
+    assert!(worst <= TOLERANCE, "with augmentation, two ranks of 8 and one of 16 differ by {worst} (> {TOLERANCE})");
+    let other = largest_difference(&outs[1], &outs[2]);
+    assert!(other > 100.0 * TOLERANCE, "another augmentation seed changed the weights by only {other}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -326,7 +326,10 @@ impl<'a, V> Fit<'a, V> {
     }
 
     /// Augments every training batch with `augment` (images `[n, c, h, w]`; never the
-    /// validation or evaluation batches). Its draws depend on its seed, the epoch and the batch.
+    /// validation or evaluation batches). A sample's draws depend on the augmentation's seed, the
+    /// epoch and the sample's position in the epoch's order (with
+    /// [`distributed`](Self::distributed): the global order, so ranks draw for their samples
+    /// what one process of the global batch size would).
     pub fn augment(mut self, augment: Augment) -> Self {
         self.augment = Some(augment);
         self
