@@ -1,5 +1,6 @@
-//! What `fit` does on each rank of a data-parallel job: the weight broadcast, the gradient
-//! bucket and its status slots, the reduction of buffers, metrics and evaluations.
+//! What `fit` does on each rank of a data-parallel job: the broadcast of the weights and the
+//! optimizer state, the gradient buckets reduced during backward and their status slots, the
+//! reduction of buffers, metrics and evaluations.
 
 use std::cell::Cell;
 use std::collections::HashMap;

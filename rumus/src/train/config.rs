@@ -379,8 +379,10 @@ impl<'a, V> Fit<'a, V> {
     /// Data-parallel training over the ranks of `dist` (see [`crate::distributed`]):
     /// [`batch_size`](Self::batch_size) is per rank, so each step averages the gradients of
     /// `batch_size · dist.size()` samples, and an incomplete last global batch of an epoch is
-    /// dropped (with one rank: as [`drop_last`](Self::drop_last)). Rank 0's weights are
-    /// broadcast when `fit` starts; every rank gets the same reduced metrics and `History`;
+    /// dropped (with one rank: as [`drop_last`](Self::drop_last)). Rank 0's weights and
+    /// optimizer state are broadcast when `fit` starts (so resuming needs them on rank 0 only);
+    /// the gradients are reduced in buckets during backward ([`bucket_cap_mb`](Self::bucket_cap_mb));
+    /// every rank gets the same reduced metrics and `History`;
     /// only rank 0 prints and writes files. A step where a rank's gradients are NaN or
     /// infinite, or its step fails, ends `fit` on every rank with an error naming that rank;
     /// any other failure of one rank ends the whole job (`Collective::abort`).
