@@ -406,7 +406,7 @@ impl<'a, V> Fit<'a, V> {
 
     pub(crate) fn check(&self) -> Result<()> {
         if let Some(mb) = self.bucket_cap_mb {
-            if !(mb > 0.0) {
+            if mb.is_nan() || mb <= 0.0 {
                 return Err(Error::invalid("fit", format!("bucket_cap_mb {mb} must be positive")));
             }
         }
