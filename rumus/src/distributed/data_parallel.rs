@@ -7,11 +7,10 @@ use std::collections::HashMap;
 
 use crate::data::Dataset;
 use crate::nn::{named_buffers, named_parameters, Module, Param};
+use crate::optim::Optimizer;
 use crate::tensor::TensorId;
 use crate::train::{ClassCounts, ConfusionMatrix, EvalSettings, Evaluation, Logs, Reading};
 use crate::{Error, Gradients, RawTensor, Result};
-
-use crate::optim::Optimizer;
 
 use super::buckets::{cap_scalars, plan_buckets, DEFAULT_BUCKET_CAP_MB};
 use super::optimizer_state_wire::{decode, encode};
