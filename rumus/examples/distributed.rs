@@ -8,15 +8,21 @@
 //!
 //! Flags: `--synthetic` (an MLP on 256 fixed random samples, on the CPU, SGD), `--epochs N`,
 //! `--batch-size B` (per rank), `--out DIR` (every rank asks to save `weights.safetensors`,
-//! `history.csv`, `ckpt-{epoch}.safetensors` and `rank{r}.txt` there: only rank 0 writes), `--nan-rank R`
+//! `history.csv`, `ckpt-{epoch}.safetensors`, `optimizer.safetensors` and `rank{r}.txt` there: only rank 0 writes), `--nan-rank R`
 //! (rank R's inputs are NaN), `--exit-rank R` (rank R exits with status 3 after the first
 //! epoch), `--steps N` (MNIST: N steps per epoch), `--random N` (N random MNIST-shaped
-//! images instead of MNIST, for timing), `--bench N` (also times N all-reduces of the model's gradient bucket). MNIST comes
+//! images instead of MNIST, for timing), `--bench N` (also times N all-reduces of the model's gradient bucket),
+//! `--bucket-mb X` (`Fit::bucket_cap_mb`: gradient buckets of at most X MiB, `inf` for one),
+//! `--accumulate K` (`Fit::accumulate_grad_batches`); synthetic only: `--adam` (Adam(1e-2)
+//! instead of SGD), `--no-shuffle`, `--augment` (the samples as 4×4 images through a random
+//! crop and flip; `--augment-seed S`, default 5), `--resume DIR` (rank 0 alone loads the weights and the
+//! optimizer state `--out DIR` saved; `fit` broadcasts them). MNIST comes
 //! from `data/mnist` (or `RUMUS_MNIST_DIR`), fetched on first use.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
+use rumus::data::transforms::Augment;
 use rumus::data::{ClassDataset, Dataset, SampleFor, TargetFor};
 use rumus::distributed::{Distributed, Mpi};
 use rumus::nn::named_parameters;
@@ -35,6 +41,12 @@ pub struct LeNet {
 #[model(input = [16])]
 pub struct Tiny {
     body: layers![Linear(32), Relu, Linear(4)],
+}
+
+/// The synthetic job's MLP on its samples as 4×4 images, for `--augment`.
+#[model(input = [1, 4, 4])]
+pub struct TinyImage {
+    body: layers![Flatten, Linear(32), Relu, Linear(4)],
 }
 
 /// `--flag value` from the command line.
@@ -77,8 +89,35 @@ impl Callback for NanWeights {
     }
 }
 
+/// Writes the optimizer's state to `optimizer.safetensors` in the folder when training ends
+/// (every rank asks; only rank 0 writes), for `--resume`.
+struct SaveOptimizer(PathBuf);
+
+impl Callback for SaveOptimizer {
+    fn on_train_end(&mut self, ctx: &mut TrainContext<'_>) -> Result<()> {
+        rumus::io::save_optimizer(ctx.optimizer(), self.0.join("optimizer.safetensors"))
+    }
+}
+
+/// `--resume DIR`: rank 0 alone loads `weights.safetensors` and `optimizer.safetensors` from
+/// DIR (`fit` broadcasts both to the other ranks).
+fn resume<M: Model>(dist: &Distributed, model: &mut M, optimizer: &mut dyn Optimizer) -> Result<()> {
+    let Some(dir) = setting("--resume").map(PathBuf::from) else { return Ok(()) };
+    if dist.is_root() {
+        model.load(dir.join("weights.safetensors"))?;
+        rumus::io::load_optimizer(optimizer, &named_parameters(&*model), dir.join("optimizer.safetensors"))?;
+    }
+    Ok(())
+}
+
 /// 256 fixed samples of 16 features, the class a fixed function of them.
 fn synthetic() -> Result<ClassDataset<Shape1<16>, 4>> {
+    let (data, labels) = synthetic_values();
+    ClassDataset::new(data, labels)
+}
+
+/// The values and labels of [`synthetic`].
+fn synthetic_values() -> (Vec<f32>, Vec<u32>) {
     let mut rng = rumus::rng::Rng::new(7);
     let n = 256;
     let mut data = Vec::with_capacity(n * 16);
@@ -89,7 +128,7 @@ fn synthetic() -> Result<ClassDataset<Shape1<16>, 4>> {
         labels.push(class);
         data.extend(x);
     }
-    ClassDataset::new(data, labels)
+    (data, labels)
 }
 
 /// `n` random MNIST-shaped images with random labels (`--random N`: timing without the data).
@@ -114,13 +153,19 @@ where
     let mut fit = fit;
     if let Some(dir) = &out {
         let template = dir.join("ckpt-{epoch}.safetensors");
-        fit = fit.callback(ModelCheckpoint::new(template.to_string_lossy())?);
+        fit = fit.callback(ModelCheckpoint::new(template.to_string_lossy())?).callback(SaveOptimizer(dir.clone()));
     }
     if setting("--exit-rank").and_then(|r| r.parse().ok()) == Some(dist.rank()) {
         fit = fit.callback(ExitAfterFirstEpoch);
     }
     if setting("--nan-rank").and_then(|r| r.parse().ok()) == Some(dist.rank()) {
         fit = fit.callback(NanWeights);
+    }
+    if let Some(mb) = setting("--bucket-mb").and_then(|v| v.parse::<f32>().ok()) {
+        fit = fit.bucket_cap_mb(mb);
+    }
+    if let Some(k) = setting("--accumulate").and_then(|v| v.parse().ok()) {
+        fit = fit.accumulate_grad_batches(k);
     }
     let started = Instant::now();
     let history = model.fit(train, fit.distributed(dist))?;
@@ -184,11 +229,32 @@ fn run(dist: &Distributed) -> Result<()> {
         let mut model = Tiny::new(&Device::cpu(), 1 + dist.rank() as u64)?; // rank 0's weights win
                                                                             // F1 and the confusion matrix: their counts are summed over the ranks (not their scores
                                                                             // averaged), so two ranks report the F1 of one.
-        let fit = Fit::epochs(epochs)
+        let mut fit = Fit::epochs(epochs)
             .batch_size(batch)
-            .optimizer(Sgd::new(0.1))
             .metrics([Metric::F1, Metric::ConfusionMatrix])
             .verbose(Verbosity::OneLinePerEpoch);
+        if flag("--no-shuffle") {
+            fit = fit.no_shuffle();
+        }
+        if flag("--augment") {
+            // The samples as 4×4 images, shifted by up to a pixel and mirrored half the time.
+            let (values, labels) = synthetic_values();
+            let images = ClassDataset::<Shape3<1, 4, 4>, 4>::new(values, labels)?;
+            let mut model = TinyImage::new(&Device::cpu(), 1 + dist.rank() as u64)?;
+            let fit = fit
+                .optimizer(Sgd::new(0.1))
+                .augment(Augment::new(number("--augment-seed", 5) as u64).random_crop(1)?.horizontal_flip(0.5)?);
+            return train(dist, &mut model, &images, &images, fit);
+        }
+        fit = if flag("--adam") {
+            let mut adam = Adam::new(1e-2);
+            resume(dist, &mut model, &mut adam)?;
+            fit.optimizer(adam)
+        } else {
+            let mut sgd = Sgd::new(0.1);
+            resume(dist, &mut model, &mut sgd)?;
+            fit.optimizer(sgd)
+        };
         return train(dist, &mut model, &data, &data, fit);
     }
     let batch = number("--batch-size", 64);

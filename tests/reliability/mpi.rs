@@ -145,7 +145,14 @@ fn two_ranks_of_batch_b_train_the_weights_of_one_rank_of_batch_2b_and_only_rank_
         let (ok, text) = job(ranks, &["--batch-size", batch, "--out", out.to_str().expect("utf-8")], &dir.join("log"));
         assert!(ok, "mpirun -np {ranks} failed:\n{text}");
         // Only rank 0 wrote: no rank1.txt, no temporary file, one history.
-        let expected = ["ckpt-1.safetensors", "ckpt-2.safetensors", "history.csv", "rank0.txt", "weights.safetensors"];
+        let expected = [
+            "ckpt-1.safetensors",
+            "ckpt-2.safetensors",
+            "history.csv",
+            "optimizer.safetensors",
+            "rank0.txt",
+            "weights.safetensors",
+        ];
         assert_eq!(files(out), expected, "files written by -np {ranks}:\n{text}");
         if ranks == 2 {
             // Every rank trained and evaluated the same model on the whole data.
@@ -203,5 +210,112 @@ fn a_rank_that_dies_ends_the_job_with_an_error() {
     assert!(!ok, "the job succeeded:\n{text}");
     assert!(text.contains("this rank exits now"), "{text}");
     assert!(!text.contains("rank 0 of 2: loss"), "rank 0 finished training without rank 1:\n{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The largest difference between the weights of two safetensors files with the same tensors.
+fn largest_difference(a: &Path, b: &Path) -> f32 {
+    let (a, b) = (tensors(a), tensors(b));
+    assert_eq!(a.iter().map(|t| &t.0).collect::<Vec<_>>(), b.iter().map(|t| &t.0).collect::<Vec<_>>());
+    let mut worst = 0.0f32;
+    for ((name, x), (_, y)) in a.iter().zip(&b) {
+        assert_eq!(x.len(), y.len(), "{name}");
+        for (p, q) in x.iter().zip(y) {
+            assert!(p.is_finite() && q.is_finite(), "{name}: {p} {q}");
+            worst = worst.max((p - q).abs());
+        }
+    }
+    worst
+}
+
+#[test]
+fn gradient_buckets_reduced_during_backward_train_the_weights_of_one_bucket_after_it() {
+    if !mpi_available() {
+        return;
+    }
+    // The MLP's 4 tensors (512, 32, 128 and 4 scalars): 0.0002 MiB (52 scalars) makes a bucket
+    // of each, reduced while backward goes on; `inf` makes one, reduced after backward. Each
+    // weight's sum over 2 ranks is one addition either way, so the weights agree exactly (0 is
+    // the tolerance), with and without gradient accumulation.
+    let dir = scratch("buckets");
+    for accumulate in ["1", "2"] {
+        let mut outs = Vec::new();
+        for cap in ["0.0002", "inf"] {
+            let out = dir.join(format!("cap-{cap}-acc-{accumulate}"));
+            std::fs::create_dir_all(&out).expect("folder");
+            let args = ["--bucket-mb", cap, "--accumulate", accumulate, "--out", out.to_str().expect("utf-8")];
+            let (ok, text) = job(2, &args, &dir.join("log"));
+            assert!(ok, "mpirun -np 2 {args:?} failed:\n{text}");
+            outs.push(out);
+        }
+        let worst = largest_difference(&outs[0].join("weights.safetensors"), &outs[1].join("weights.safetensors"));
+        assert!(worst == 0.0, "accumulate {accumulate}: 4 buckets and 1 differ by {worst}");
+        // Training moved the weights.
+        let first = largest_difference(&outs[0].join("ckpt-1.safetensors"), &outs[0].join("weights.safetensors"));
+        assert!(first > 0.0, "the weights did not change");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn resuming_with_the_optimizer_state_on_rank_0_only_continues_the_run() {
+    if !mpi_available() {
+        return;
+    }
+    // 4 epochs of Adam in one run, against 2 epochs, then 2 more resumed from what rank 0
+    // saved (weights and Adam's moments and step counts), which rank 0 alone loads: `fit`
+    // broadcasts both. Without the optimizer's broadcast rank 1 would resume with fresh
+    // moments and the runs would part. Unshuffled, so both runs see the same batches; the
+    // steps are the same arithmetic, so the weights agree exactly.
+    let dir = scratch("resume");
+    let (whole, first, second) = (dir.join("whole"), dir.join("first"), dir.join("second"));
+    let path = |p: &Path| p.to_str().expect("utf-8").to_string();
+    let runs = [
+        (&whole, vec!["--epochs", "4"]),
+        (&first, vec!["--epochs", "2"]),
+        (&second, vec!["--epochs", "2", "--resume", first.to_str().expect("utf-8")]),
+    ];
+    for (out, extra) in runs {
+        std::fs::create_dir_all(out).expect("folder");
+        let out = path(out);
+        let mut args = vec!["--adam", "--no-shuffle", "--out", &out];
+        args.extend(extra);
+        let (ok, text) = job(2, &args, &dir.join("log"));
+        assert!(ok, "mpirun -np 2 {args:?} failed:\n{text}");
+        // Both ranks end with the same model.
+        let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("rank ")).collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        let tail = |l: &str| l.split(" in ").next().unwrap_or("").split(':').nth(1).unwrap_or("").to_string();
+        assert_eq!(tail(lines[0]), tail(lines[1]), "ranks disagree:\n{text}");
+    }
+    let worst = largest_difference(&whole.join("weights.safetensors"), &second.join("weights.safetensors"));
+    assert!(worst == 0.0, "4 epochs and 2 + 2 resumed differ by {worst}");
+    let moved = largest_difference(&first.join("weights.safetensors"), &second.join("weights.safetensors"));
+    assert!(moved > 0.0, "the resumed run did not train");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn with_augmentation_two_ranks_of_batch_b_train_the_weights_of_one_rank_of_batch_2b() {
+    if !mpi_available() {
+        return;
+    }
+    // Each sample's random crop and flip depend on its position in the epoch's global order,
+    // so rank r draws for its slice what one process of batch 2B draws for the same samples.
+    // Another augmentation seed gives other weights: the draws matter.
+    let dir = scratch("augment");
+    let mut outs = Vec::new();
+    for (ranks, batch, seed) in [(2, "8", "5"), (1, "16", "5"), (1, "16", "6")] {
+        let out = dir.join(format!("{ranks}-{seed}"));
+        std::fs::create_dir_all(&out).expect("folder");
+        let args = ["--augment", "--augment-seed", seed, "--batch-size", batch, "--out", out.to_str().expect("utf-8")];
+        let (ok, text) = job(ranks, &args, &dir.join("log"));
+        assert!(ok, "mpirun -np {ranks} {args:?} failed:\n{text}");
+        outs.push(out.join("weights.safetensors"));
+    }
+    let worst = largest_difference(&outs[0], &outs[1]);
+    assert!(worst <= TOLERANCE, "with augmentation, two ranks of 8 and one of 16 differ by {worst} (> {TOLERANCE})");
+    let other = largest_difference(&outs[1], &outs[2]);
+    assert!(other > 100.0 * TOLERANCE, "another augmentation seed changed the weights by only {other}");
     let _ = std::fs::remove_dir_all(&dir);
 }

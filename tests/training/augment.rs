@@ -1,4 +1,5 @@
-//! Data augmentation (`rumus::data::transforms`): seeded and reproducible per epoch and batch,
+//! Data augmentation (`rumus::data::transforms`): seeded and reproducible per epoch and sample
+//! position (whatever the batch size),
 //! crops and flips move whole pixels, the pipeline on wgpu as on the CPU, the loader and `fit`
 //! applying it to training batches, and bad parameters as errors (property-based).
 
@@ -15,15 +16,21 @@ fn images(n: usize, c: usize, side: usize, device: &Device) -> RawTensor {
 }
 
 #[test]
-fn draws_depend_only_on_seed_epoch_and_batch() -> Result<()> {
+fn draws_depend_only_on_seed_epoch_and_sample_position() -> Result<()> {
     let cpu = Device::cpu();
     let x = images(4, 2, 6, &cpu);
     let aug = Augment::new(3).random_crop(2)?.horizontal_flip(0.5)?;
-    let run = |a: &Augment, epoch, batch| a.apply(&x, epoch, batch).and_then(|y| y.to_vec());
+    let run = |a: &Augment, epoch, first| a.apply(&x, epoch, first).and_then(|y| y.to_vec());
     assert_eq!(run(&aug, 0, 0)?, run(&aug.clone(), 0, 0)?);
+    // A sample's transform is its position's, whichever batch holds it: the batch of 4 at
+    // positions 8..12 is its halves at 8..10 and 10..12 (two ranks' slices of one global batch).
+    let halves = [x.narrow(0, 0, 2)?, x.narrow(0, 2, 4)?];
+    let mut split = aug.apply(&halves[0].contiguous()?, 1, 8)?.to_vec()?;
+    split.extend(aug.apply(&halves[1].contiguous()?, 1, 10)?.to_vec()?);
+    assert_eq!(run(&aug, 1, 8)?, split);
     for (what, other) in [
         ("epoch", run(&aug, 1, 0)?),
-        ("batch", run(&aug, 0, 1)?),
+        ("position", run(&aug, 0, 4)?),
         ("seed", run(&Augment::new(4).random_crop(2)?.horizontal_flip(0.5)?, 0, 0)?),
     ] {
         assert_ne!(run(&aug, 0, 0)?, other, "another {what} draws anew");

@@ -34,3 +34,58 @@ fn too_few_samples_for_one_global_batch_is_an_error() {
         .unwrap_err();
     assert!(err.to_string().contains("no global batch"), "{err}");
 }
+
+/// Rank 0 of two whose partner computes exactly what it does: every sum is twice this rank's
+/// values, every broadcast keeps rank 0's. Through the trait's default (non-overlapped)
+/// `all_reduce_sum_buckets`.
+struct Mirrored;
+
+impl rumus::distributed::Collective for Mirrored {
+    fn rank(&self) -> usize {
+        0
+    }
+
+    fn size(&self) -> usize {
+        2
+    }
+
+    fn all_reduce_sum(&self, values: &mut [f32], _: &str) -> Result<()> {
+        values.iter_mut().for_each(|v| *v *= 2.0);
+        Ok(())
+    }
+
+    fn broadcast(&self, _: &mut [f32], _: usize, _: &str) -> Result<()> {
+        Ok(())
+    }
+
+    fn abort(&self, message: &str) -> ! {
+        panic!("abort: {message}")
+    }
+
+    fn name(&self) -> String {
+        "mirrored".into()
+    }
+}
+
+#[test]
+fn gradient_buckets_of_any_cap_give_the_same_steps_and_a_bad_cap_is_an_error() {
+    let data = regression_data(64, 3).unwrap();
+    let dist = Distributed::new(Mirrored);
+    let train = |cap: f32, accumulate: usize| {
+        let mut model = LinReg::new(1).unwrap();
+        let cfg = Fit::epochs(2).batch_size(8).optimizer(Adam::new(0.01)).verbose(Verbosity::Quiet);
+        model.fit(&data, cfg.accumulate_grad_batches(accumulate).bucket_cap_mb(cap).distributed(&dist)).unwrap();
+        weights(&model)
+    };
+    for accumulate in [1, 2] {
+        // A cap of one scalar puts every tensor in a bucket of its own; infinity makes one.
+        let (many, one) = (train(1e-9, accumulate), train(f32::INFINITY, accumulate));
+        assert_eq!(many, one, "accumulate {accumulate}");
+        assert_ne!(many, weights(&LinReg::new(1).unwrap()), "training moved the weights");
+    }
+    for bad in [0.0, -1.0, f32::NAN] {
+        let mut model = LinReg::new(1).unwrap();
+        let err = model.fit(&data, Fit::epochs(1).bucket_cap_mb(bad).distributed(&dist)).unwrap_err();
+        assert!(err.to_string().contains("bucket_cap_mb"), "{err}");
+    }
+}

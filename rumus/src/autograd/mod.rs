@@ -84,10 +84,12 @@ struct Entry {
     node: Option<Arc<GradNode>>,
 }
 
-/// Tensors reachable from `root` through grad nodes, inputs before the tensors computed from them.
-fn topological_order(root: &RawTensor) -> Result<Vec<Entry>> {
+/// Tensors reachable from `root` through grad nodes, inputs before the tensors computed from them,
+/// and how many uses by grad nodes each tensor has (an input used twice by one node counts twice).
+fn topological_order(root: &RawTensor) -> Result<(Vec<Entry>, HashMap<TensorId, usize>)> {
     let mut order = Vec::new();
     let mut visited = HashSet::new();
+    let mut uses: HashMap<TensorId, usize> = HashMap::new();
     // Iterative DFS: deep graphs (long RNN unrolls) must not overflow the stack.
     let mut stack = vec![(root.clone(), false)];
     while let Some((tensor, expanded)) = stack.pop() {
@@ -103,17 +105,33 @@ fn topological_order(root: &RawTensor) -> Result<Vec<Entry>> {
             let saved = node.lock();
             let saved = saved.as_ref().ok_or_else(|| node.freed())?;
             for input in &saved.inputs {
-                if input.requires_grad() && !visited.contains(&input.id()) {
-                    stack.push((input.clone(), false));
+                if input.requires_grad() {
+                    *uses.entry(input.id()).or_default() += 1;
+                    if !visited.contains(&input.id()) {
+                        stack.push((input.clone(), false));
+                    }
                 }
             }
         }
     }
-    Ok(order)
+    Ok((order, uses))
 }
 
 /// Backpropagates from `root` (which must hold a single element).
 pub(crate) fn backward(root: &RawTensor) -> Result<Gradients> {
+    backward_with(root, &mut |_, _| Ok(()))
+}
+
+/// [`backward`], calling `on_leaf_ready(id, gradient)` for each leaf as soon as its gradient is
+/// final (every node that uses the leaf has run), while the pass goes on through the rest of the
+/// graph. Each leaf that receives a gradient is reported exactly once, in the order the pass
+/// completes them (the same order on every run of the same graph). An error from the callback
+/// ends the pass with that error. Data-parallel training uses it to start reducing a bucket of
+/// gradients while backward computes the others.
+pub(crate) fn backward_with(
+    root: &RawTensor,
+    on_leaf_ready: &mut dyn FnMut(TensorId, &RawTensor) -> Result<()>,
+) -> Result<Gradients> {
     if root.numel() != 1 {
         return Err(Error::Autograd(format!(
             "can only start from a scalar, got a tensor of shape {:?}; reduce it first (e.g. .mean())",
@@ -126,7 +144,7 @@ pub(crate) fn backward(root: &RawTensor) -> Result<Gradients> {
         ));
     }
     let _guard = NoGradGuard::new();
-    let mut order = topological_order(root)?;
+    let (mut order, mut uses) = topological_order(root)?;
     let mut pending: HashMap<TensorId, RawTensor> = HashMap::new();
     pending.insert(root.id(), root.ones_like()?);
     let mut leaves = Gradients::default();
@@ -135,6 +153,8 @@ pub(crate) fn backward(root: &RawTensor) -> Result<Gradients> {
         // Removing the gradient frees an intermediate one as soon as it has been propagated.
         let Some(grad) = pending.remove(&id) else { continue };
         let Some(node) = node else {
+            // A leaf no node uses (the root itself); the others were completed below.
+            on_leaf_ready(id, &grad)?;
             leaves.insert(id, grad);
             continue;
         };
@@ -142,25 +162,80 @@ pub(crate) fn backward(root: &RawTensor) -> Result<Gradients> {
         let Saved { op, inputs } = node.lock().take().ok_or_else(|| node.freed())?;
         let input_grads = op.backward(&inputs, &grad)?;
         for (input, input_grad) in inputs.iter().zip(input_grads) {
-            let Some(input_grad) = input_grad else { continue };
             if !input.requires_grad() {
                 continue;
             }
-            if input_grad.shape() != input.shape() {
-                return Err(Error::Autograd(format!(
-                    "{} backward produced a gradient of shape {:?} for an input of shape {:?}",
-                    op.name(),
-                    input_grad.shape(),
-                    input.shape()
-                )));
+            if let Some(input_grad) = input_grad {
+                if input_grad.shape() != input.shape() {
+                    return Err(Error::Autograd(format!(
+                        "{} backward produced a gradient of shape {:?} for an input of shape {:?}",
+                        op.name(),
+                        input_grad.shape(),
+                        input.shape()
+                    )));
+                }
+                // A tensor used twice receives the sum of both gradients.
+                let total = match pending.remove(&input.id()) {
+                    Some(previous) => previous.add(&input_grad)?,
+                    None => input_grad,
+                };
+                pending.insert(input.id(), total);
             }
-            // A tensor used twice receives the sum of both gradients.
-            let total = match pending.remove(&input.id()) {
-                Some(previous) => previous.add(&input_grad)?,
-                None => input_grad,
-            };
-            pending.insert(input.id(), total);
+            // The last use of a leaf done: its gradient is final.
+            let left = uses.get_mut(&input.id()).map(|n| {
+                *n = n.saturating_sub(1);
+                *n
+            });
+            if left == Some(0) && input.grad_node().is_none() {
+                if let Some(grad) = pending.remove(&input.id()) {
+                    on_leaf_ready(input.id(), &grad)?;
+                    leaves.insert(input.id(), grad);
+                }
+            }
         }
     }
     Ok(leaves)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Device;
+
+    #[test]
+    fn each_leaf_is_reported_once_as_soon_as_its_gradient_is_final() -> Result<()> {
+        let cpu = Device::cpu();
+        let leaf = |values: Vec<f32>, shape: &[usize]| RawTensor::from_vec(values, shape, &cpu)?.requires_grad_();
+        let x = leaf(vec![0.5, -1.0, 2.0, 1.5, 0.25, -0.75], &[2, 3])?;
+        let w1 = leaf((0..12).map(|i| i as f32 * 0.1 - 0.5).collect(), &[3, 4])?;
+        let w2 = leaf((0..8).map(|i| 0.3 - i as f32 * 0.07).collect(), &[4, 2])?;
+        // w1 is used twice, so its gradient is final only after both uses.
+        let h = x.matmul(&w1)?.relu()?;
+        let loss = h.matmul(&w2)?.sum_all()?.add(&w1.mul(&w1)?.sum_all()?)?;
+        let mut reported: Vec<(TensorId, Vec<f32>)> = Vec::new();
+        let grads = backward_with(&loss, &mut |id, g| {
+            reported.push((id, g.to_vec()?));
+            Ok(())
+        })?;
+        let ids: Vec<TensorId> = reported.iter().map(|(id, _)| *id).collect();
+        // The last layer's weight is final before the first layer's (and x's) are computed.
+        let at = |t: &RawTensor| ids.iter().position(|&id| id == t.id()).expect("reported");
+        assert_eq!(ids.len(), 3, "each leaf once");
+        assert!(at(&w2) < at(&w1) && at(&w2) < at(&x), "{ids:?}");
+        // What was reported is the final gradient.
+        for (id, values) in &reported {
+            let t = [&x, &w1, &w2].into_iter().find(|t| t.id() == *id).expect("a leaf");
+            assert_eq!(&grads.get(t).expect("a gradient").to_vec()?, values);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn an_error_from_the_callback_ends_the_pass() -> Result<()> {
+        let x = RawTensor::from_vec(vec![1.0, 2.0], &[2], &Device::cpu())?.requires_grad_()?;
+        let loss = x.mul(&x)?.sum_all()?;
+        let result = backward_with(&loss, &mut |_, _| Err(Error::Training("stop".into())));
+        assert!(matches!(result, Err(Error::Training(m)) if m == "stop"));
+        Ok(())
+    }
 }

@@ -40,6 +40,9 @@ pub struct DataLoader<'a, D: Dataset> {
     prefetch: bool,
     device: Device,
     augment: Option<Augment>,
+    /// Batch `b`'s first sample is at `b · stride + offset` in the epoch's order, as the
+    /// augmentation's draws see it (data-parallel: the global order every rank shares).
+    positions: (usize, usize),
 }
 
 impl<'a, D: Dataset> DataLoader<'a, D> {
@@ -58,6 +61,7 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
             prefetch: true,
             device: device.clone(),
             augment: None,
+            positions: (batch_size, 0),
         })
     }
 
@@ -79,10 +83,19 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
         self
     }
 
-    /// Transforms every batch's inputs with `augment` (batch `b` of epoch `e` draws from
-    /// `(seed, e, b)`), on the loader's device; `None` leaves them as they are.
+    /// Transforms every batch's inputs with `augment` (the sample at position `p` of epoch
+    /// `e`'s order draws from `(seed, e, p)`, see [`Augment::apply`]), on the loader's device;
+    /// `None` leaves them as they are.
     pub fn augment(mut self, augment: Option<Augment>) -> Self {
         self.augment = augment.filter(|a| !a.is_empty());
+        self
+    }
+
+    /// Batch `b`'s first sample is at position `b · stride + offset` of a larger order (rank
+    /// `r` of `n` with per-rank batch `B`: `stride = B · n`, `offset = r · B`), for the
+    /// augmentation's draws.
+    pub(crate) fn sample_positions(mut self, stride: usize, offset: usize) -> Self {
+        self.positions = (stride, offset);
         self
     }
 
@@ -153,7 +166,14 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
     fn load(&self, indices: &[usize], epoch: usize, b: usize) -> Result<Batch<D::Sample>> {
         let (inputs, targets) = self.dataset.get_batch(indices, &self.device)?;
         let inputs = match &self.augment {
-            Some(augment) => Tensor::from_raw(augment.apply(inputs.raw(), epoch, b)?)?,
+            Some(augment) => {
+                let (stride, offset) = self.positions;
+                let first = b
+                    .checked_mul(stride)
+                    .and_then(|p| p.checked_add(offset))
+                    .ok_or_else(|| Error::invalid("DataLoader", format!("batch {b}: sample position overflows")))?;
+                Tensor::from_raw(augment.apply(inputs.raw(), epoch, first)?)?
+            }
             None => inputs,
         };
         Ok(Batch { inputs, targets })

@@ -5,7 +5,7 @@ use std::rc::Rc;
 
 use crate::data::{Dataset, SampleFor, TargetFor};
 use crate::train::{EvalSettings, Evaluation};
-use crate::{Model, Result};
+use crate::{Error, Model, Result};
 
 /// The operations over every process of a job that data-parallel training uses. MPI implements
 /// it (`Mpi`, with the `mpi` feature); an NCCL or Gloo engine would be another
@@ -24,6 +24,32 @@ pub trait Collective {
     /// than hang.
     fn all_reduce_sum(&self, values: &mut [f32], what: &str) -> Result<()>;
 
+    /// Sums buckets of `lens[i]` values over every rank, overlapping the sums with the work of
+    /// `fill`, which hands each bucket to the [`BucketSink`] as soon as it is ready (in any
+    /// order; each once). An engine starts a bucket's sum when it and every bucket before it
+    /// have been handed over, so every rank starts the same sums in the same order (index
+    /// order), whatever order its buckets became ready in. Returns the sums, bucket by bucket.
+    ///
+    /// Buckets `fill` did not hand over are summed as zeros, so the ranks stay in step even
+    /// when `fill` fails; its error is then returned after the sums. The default waits for
+    /// `fill` to end and sums each bucket with [`all_reduce_sum`](Self::all_reduce_sum)
+    /// (correct, without the overlap); MPI overrides it with non-blocking sums started
+    /// during `fill`. Waits are bounded as in `all_reduce_sum`.
+    fn all_reduce_sum_buckets(
+        &self,
+        lens: &[usize],
+        what: &str,
+        fill: &mut dyn FnMut(&mut dyn BucketSink) -> Result<()>,
+    ) -> Result<Vec<Vec<f32>>> {
+        let mut sink = HeldBuckets::new(lens);
+        let filled = fill(&mut sink);
+        let mut sums = sink.into_buckets();
+        for bucket in &mut sums {
+            self.all_reduce_sum(bucket, what)?;
+        }
+        filled.map(|()| sums)
+    }
+
     /// Replaces `values` with rank `root`'s, on every rank (same bound as
     /// [`all_reduce_sum`](Self::all_reduce_sum)).
     fn broadcast(&self, values: &mut [f32], root: usize, what: &str) -> Result<()>;
@@ -34,6 +60,72 @@ pub trait Collective {
 
     /// The engine, for messages, e.g. `MPI (Open MPI v4.1.4)`.
     fn name(&self) -> String;
+}
+
+/// Where [`Collective::all_reduce_sum_buckets`]'s `fill` hands over its buckets.
+pub trait BucketSink {
+    /// Hands over bucket `index` (`values` as long as the bucket was planned); the engine may
+    /// start summing it at once. An error for an index out of range, a wrong length, or a
+    /// bucket handed over twice.
+    fn submit(&mut self, index: usize, values: Vec<f32>) -> Result<()>;
+
+    /// Lets the engine advance the sums already started (MPI progresses non-blocking
+    /// collectives only inside its calls); cheap, for calling between pieces of work.
+    fn progress(&mut self) {}
+}
+
+/// Buckets handed over and not yet started: what [`BucketSink::submit`] checks, and the queue of
+/// an engine that starts the buckets in index order.
+pub(crate) struct HeldBuckets<'l> {
+    lens: &'l [usize],
+    held: Vec<Option<Vec<f32>>>,
+    /// Buckets `..next` were taken by [`take_ready`](Self::take_ready).
+    next: usize,
+}
+
+impl<'l> HeldBuckets<'l> {
+    pub(crate) fn new(lens: &'l [usize]) -> Self {
+        HeldBuckets { lens, held: vec![None; lens.len()], next: 0 }
+    }
+
+    /// The next bucket in index order, if it was handed over.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn take_ready(&mut self) -> Option<(usize, Vec<f32>)> {
+        let values = self.held.get_mut(self.next)?.take()?;
+        self.next += 1;
+        Some((self.next - 1, values))
+    }
+
+    /// Every bucket not yet taken, zeros where none was handed over, in index order.
+    pub(crate) fn take_rest(&mut self) -> Vec<(usize, Vec<f32>)> {
+        let start = self.next;
+        self.next = self.lens.len();
+        (start..self.lens.len()).map(|i| (i, self.held[i].take().unwrap_or_else(|| vec![0.0; self.lens[i]]))).collect()
+    }
+
+    /// Every bucket, zeros where none was handed over.
+    fn into_buckets(mut self) -> Vec<Vec<f32>> {
+        self.take_rest().into_iter().map(|(_, v)| v).collect()
+    }
+}
+
+impl BucketSink for HeldBuckets<'_> {
+    fn submit(&mut self, index: usize, values: Vec<f32>) -> Result<()> {
+        let Some(&len) = self.lens.get(index) else {
+            return Err(Error::invalid("all_reduce_sum_buckets", format!("bucket {index} of {}", self.lens.len())));
+        };
+        if values.len() != len {
+            return Err(Error::invalid(
+                "all_reduce_sum_buckets",
+                format!("bucket {index} has {} values, planned {len}", values.len()),
+            ));
+        }
+        if index < self.next || self.held[index].is_some() {
+            return Err(Error::invalid("all_reduce_sum_buckets", format!("bucket {index} handed over twice")));
+        }
+        self.held[index] = Some(values);
+        Ok(())
+    }
 }
 
 /// A handle to the job's [`Collective`], for [`Fit::distributed`](crate::train::Fit::distributed)

@@ -1,13 +1,19 @@
-//! What `fit` does on each rank of a data-parallel job: the weight broadcast, the gradient
-//! bucket and its status slots, the reduction of buffers, metrics and evaluations.
+//! What `fit` does on each rank of a data-parallel job: the broadcast of the weights and the
+//! optimizer state, the gradient buckets reduced during backward and their status slots, the
+//! reduction of buffers, metrics and evaluations.
 
 use std::cell::Cell;
+use std::collections::HashMap;
 
 use crate::data::Dataset;
 use crate::nn::{named_buffers, named_parameters, Module, Param};
+use crate::optim::Optimizer;
+use crate::tensor::TensorId;
 use crate::train::{ClassCounts, ConfusionMatrix, EvalSettings, Evaluation, Logs, Reading};
 use crate::{Error, Gradients, RawTensor, Result};
 
+use super::buckets::{cap_scalars, plan_buckets, DEFAULT_BUCKET_CAP_MB};
+use super::optimizer_state_wire::{decode, encode};
 use super::{shard_range, Distributed};
 
 /// A rank's status slot in the gradient bucket: its step went well.
@@ -17,9 +23,35 @@ const NON_FINITE: f32 = 1.0;
 /// Its step failed with an error (which it reports itself).
 const FAILED: f32 = 2.0;
 
+/// The name of step `at`'s gradient reduction, for messages.
+fn reduce_what((epoch, step): At) -> String {
+    format!("fit: all-reduce of the gradients (epoch {}, step {})", epoch + 1, step + 1)
+}
+
+/// One bucket's gradients read back as one flat vector (one `concat` and one read-back): each
+/// parameter's gradient of this batch (`grads`, already summed with `earlier`'s), else its
+/// gradient from the accumulation group's `earlier` batches, else zeros.
+fn read_bucket(bucket: &[&Param], grads: &[Option<RawTensor>], earlier: Option<&Gradients>) -> Result<Vec<f32>> {
+    let Some(first) = bucket.first() else { return Ok(Vec::new()) };
+    let _no_grad = crate::autograd::NoGradGuard::new();
+    let device = first.tensor().device().clone();
+    let mut flat = Vec::with_capacity(bucket.len());
+    for (p, g) in bucket.iter().zip(grads) {
+        let n = p.tensor().numel();
+        flat.push(match g.as_ref().or_else(|| earlier.and_then(|e| e.get(p.tensor()))) {
+            Some(g) => g.reshape(&[n])?,
+            None => RawTensor::zeros(&[n], &device)?,
+        });
+    }
+    let refs: Vec<&RawTensor> = flat.iter().collect();
+    RawTensor::concat(&refs, 0)?.to_vec()
+}
+
 /// The data-parallel side of one `fit` run.
 pub(crate) struct DataParallel {
     dist: Distributed,
+    /// The most gradient scalars in one bucket.
+    bucket_cap: usize,
     /// A failure every rank learnt of in a collective: each returns its error and none aborts.
     agreed: Cell<bool>,
 }
@@ -29,7 +61,13 @@ pub(crate) type At = (usize, usize);
 
 impl DataParallel {
     pub(crate) fn new(dist: Distributed) -> Self {
-        DataParallel { dist, agreed: Cell::new(false) }
+        DataParallel { dist, bucket_cap: cap_scalars(DEFAULT_BUCKET_CAP_MB), agreed: Cell::new(false) }
+    }
+
+    /// Buckets of gradients of at most `mb` MiB ([`crate::train::Fit::bucket_cap_mb`]).
+    pub(crate) fn bucket_cap_mb(mut self, mb: f32) -> Self {
+        self.bucket_cap = cap_scalars(mb);
+        self
     }
 
     pub(crate) fn handle(&self) -> &Distributed {
@@ -66,65 +104,171 @@ impl DataParallel {
         Ok(())
     }
 
-    /// Scalars in the gradient bucket: every trainable parameter, then one status slot per rank.
-    fn bucket_len(&self, params: &[(String, Param)]) -> usize {
-        crate::nn::unique_trainable(params).iter().map(|(_, p)| p.tensor().numel()).sum::<usize>() + self.size()
-    }
-
-    /// Replaces `grads` with their mean over the ranks: one flat bucket read back once, summed
-    /// by the collective, uploaded once. A rank whose gradients are not finite, or that failed
-    /// ([`announce_failure`](Self::announce_failure)), makes this an error on every rank.
-    pub(crate) fn average_gradients(&self, params: &[(String, Param)], grads: &mut Gradients, at: At) -> Result<()> {
+    /// Rank 0's optimizer state (step counts, moments, learning rate), copied into every
+    /// rank's optimizer, so resuming needs the optimizer state on rank 0 only. A fresh
+    /// optimizer on rank 0 makes every rank's fresh.
+    pub(crate) fn broadcast_optimizer(&self, optimizer: &mut dyn Optimizer, params: &[(String, Param)]) -> Result<()> {
         if self.size() == 1 {
             return Ok(());
         }
-        let _no_grad = crate::autograd::NoGradGuard::new();
-        let unique = crate::nn::unique_trainable(params);
-        let Some((_, first)) = unique.first() else {
-            return self.exchange(vec![OK; self.size()], at).map(|_| ());
+        let what = "fit: broadcast of rank 0's optimizer state";
+        let (header_len, mut message) = if self.rank() == 0 { encode(&optimizer.state()?) } else { (0, Vec::new()) };
+        // Both lengths as 16-bit halves, which f32 holds exactly.
+        let halves = |n: usize| -> Result<[f32; 2]> {
+            let n = u32::try_from(n).map_err(|_| Error::Training(format!("{what}: {n} values are too many")))?;
+            Ok([(n >> 16) as f32, (n & 0xffff) as f32])
         };
-        let device = first.tensor().device().clone();
-        let mut present = Vec::with_capacity(unique.len());
-        let mut flat = Vec::with_capacity(unique.len());
-        for (_, p) in &unique {
-            let n = p.tensor().numel();
-            present.push(grads.get(p.tensor()).is_some());
-            flat.push(match grads.get(p.tensor()) {
-                Some(g) => g.reshape(&[n])?,
-                None => RawTensor::zeros(&[n], &device)?,
-            });
-        }
-        let refs: Vec<&RawTensor> = flat.iter().collect();
-        let mut bucket = RawTensor::concat(&refs, 0)?.to_vec()?;
-        drop(flat);
-        let total = bucket.len();
-        let status = if bucket.iter().all(|v| v.is_finite()) { OK } else { NON_FINITE };
-        bucket.extend((0..self.size()).map(|r| if r == self.rank() { status } else { OK }));
-        let mut bucket = self.exchange(bucket, at)?;
-        bucket.truncate(total);
-        let scale = 1.0 / self.size() as f32;
-        bucket.iter_mut().for_each(|v| *v *= scale);
-        let mean = RawTensor::from_vec(bucket, &[total], &device)?;
-        let mut start = 0;
-        for ((_, p), here) in unique.iter().zip(present) {
-            let n = p.tensor().numel();
-            if here {
-                let g = mean.narrow(0, start, start + n)?.contiguous()?.reshape(p.shape())?;
-                grads.insert(p.tensor().id(), g);
-            }
-            start += n;
+        let [a, b] = halves(header_len)?;
+        let [c, d] = halves(message.len())?;
+        let mut lengths = [a, b, c, d];
+        self.dist.collective().broadcast(&mut lengths, 0, what)?;
+        let join = |hi: f32, lo: f32| ((hi as usize) << 16) | lo as usize;
+        let (header_len, total) = (join(lengths[0], lengths[1]), join(lengths[2], lengths[3]));
+        message.resize(total, 0.0);
+        self.dist.collective().broadcast(&mut message, 0, what)?;
+        if self.rank() != 0 {
+            optimizer.load_state(&decode(header_len, &message)?, params)?;
         }
         Ok(())
     }
 
-    /// Sums `bucket` (whose last `size` entries are the status slots) over the ranks; an error
-    /// naming the first rank whose slot is not OK.
-    fn exchange(&self, mut bucket: Vec<f32>, (epoch, step): At) -> Result<Vec<f32>> {
-        let what = format!("fit: all-reduce of the gradients (epoch {}, step {})", epoch + 1, step + 1);
-        self.dist.collective().all_reduce_sum(&mut bucket, &what)?;
-        let slots = &bucket[bucket.len() - self.size()..];
+    /// The gradient buckets of `params`' unique trainable tensors ([`plan_buckets`] over
+    /// them): each bucket's parameters, and the length of every bucket as it travels (the last
+    /// one also carries one status slot per rank). A model without trainable parameters has
+    /// one bucket of status slots only.
+    fn buckets<'p>(&self, params: &'p [(String, Param)]) -> (Vec<Vec<&'p Param>>, Vec<usize>) {
+        let unique = crate::nn::unique_trainable(params);
+        let numels: Vec<usize> = unique.iter().map(|(_, p)| p.tensor().numel()).collect();
+        let mut buckets: Vec<Vec<&Param>> = plan_buckets(&numels, self.bucket_cap)
+            .into_iter()
+            .map(|b| b.into_iter().map(|i| &unique[i].1).collect())
+            .collect();
+        if buckets.is_empty() {
+            buckets.push(Vec::new());
+        }
+        let mut lens: Vec<usize> = buckets.iter().map(|b| b.iter().map(|p| p.tensor().numel()).sum()).collect();
+        if let Some(last) = lens.last_mut() {
+            *last += self.size();
+        }
+        (buckets, lens)
+    }
+
+    /// Backward from `loss` with the gradients averaged over the ranks: each bucket of
+    /// gradients (`earlier`'s, from the accumulation group's earlier batches, added in) is read
+    /// back once as soon as backward has finished every gradient in it, and its sum over the
+    /// ranks starts while backward computes the rest; the last bucket, with this rank's status
+    /// slot, after backward ends. Then every sum is divided by the number of ranks and uploaded
+    /// once per bucket. A rank whose gradients are not finite, or whose backward failed (its own
+    /// error is returned), or that failed before ([`announce_failure`](Self::announce_failure)),
+    /// makes this an error on every rank.
+    pub(crate) fn backward_averaged(
+        &self,
+        params: &[(String, Param)],
+        loss: &RawTensor,
+        mut earlier: Option<Gradients>,
+        at: At,
+    ) -> Result<Gradients> {
+        let (buckets, lens) = self.buckets(params);
+        let last = buckets.len() - 1;
+        let mut place: HashMap<TensorId, (usize, usize)> = HashMap::new();
+        for (b, bucket) in buckets.iter().enumerate() {
+            for (i, p) in bucket.iter().enumerate() {
+                place.insert(p.tensor().id(), (b, i));
+            }
+        }
+        let mut grads: Vec<Vec<Option<RawTensor>>> = buckets.iter().map(|b| vec![None; b.len()]).collect();
+        let mut missing: Vec<usize> = buckets.iter().map(Vec::len).collect();
+        let mut finite = true;
+        let mut own_error = None;
+        let what = reduce_what(at);
+        let sums = self.dist.collective().all_reduce_sum_buckets(&lens, &what, &mut |sink| {
+            let backward = crate::autograd::backward_with(loss, &mut |id, g| {
+                let Some(&(b, i)) = place.get(&id) else {
+                    sink.progress();
+                    return Ok(());
+                };
+                let _no_grad = crate::autograd::NoGradGuard::new();
+                let total = match earlier.as_mut().and_then(|e| e.remove(buckets[b][i].tensor())) {
+                    Some(previous) => previous.add(g)?,
+                    None => g.clone(),
+                };
+                grads[b][i] = Some(total);
+                missing[b] -= 1;
+                if missing[b] == 0 && b != last {
+                    let values = read_bucket(&buckets[b], &grads[b], earlier.as_ref())?;
+                    finite &= values.iter().all(|v| v.is_finite());
+                    sink.submit(b, values)?;
+                } else {
+                    sink.progress();
+                }
+                Ok(())
+            });
+            let status = match backward {
+                Ok(_) => {
+                    // Buckets some of whose parameters got no gradient in this batch, and the last.
+                    for b in (0..buckets.len()).filter(|&b| missing[b] > 0 || b == last) {
+                        let mut values = read_bucket(&buckets[b], &grads[b], earlier.as_ref())?;
+                        finite &= values.iter().all(|v| v.is_finite());
+                        if b == last {
+                            let status = if finite { OK } else { NON_FINITE };
+                            values.extend((0..self.size()).map(|r| if r == self.rank() { status } else { OK }));
+                        }
+                        sink.submit(b, values)?;
+                    }
+                    return Ok(());
+                }
+                Err(e) => {
+                    own_error = Some(e);
+                    FAILED
+                }
+            };
+            // Backward failed: the buckets not handed over go as zeros, with the failed slot.
+            let mut values = vec![OK; lens[last]];
+            values[lens[last] - self.size() + self.rank()] = status;
+            sink.submit(last, values)
+        });
+        let sums = match (sums, own_error) {
+            (Ok(sums), None) => self.check_status(sums, at)?,
+            (_, Some(own)) => {
+                // Every rank saw this rank's failed slot.
+                self.agreed.set(true);
+                return Err(own);
+            }
+            (Err(e), None) => return Err(e),
+        };
+        let _no_grad = crate::autograd::NoGradGuard::new();
+        let device = params.first().map(|(_, p)| p.tensor().device().clone());
+        let scale = 1.0 / self.size() as f32;
+        let mut averaged = Gradients::default();
+        for ((bucket, present), mut sum) in buckets.iter().zip(&grads).zip(sums) {
+            let (Some(device), false) = (&device, bucket.is_empty()) else { continue };
+            let total: usize = bucket.iter().map(|p| p.tensor().numel()).sum();
+            sum.truncate(total);
+            sum.iter_mut().for_each(|v| *v *= scale);
+            let mean = RawTensor::from_vec(sum, &[total], device)?;
+            let mut start = 0;
+            for (p, g) in bucket.iter().zip(present) {
+                let n = p.tensor().numel();
+                let had = g.is_some() || earlier.as_ref().is_some_and(|e| e.get(p.tensor()).is_some());
+                if had {
+                    let g = mean.narrow(0, start, start + n)?.contiguous()?.reshape(p.shape())?;
+                    averaged.insert(p.tensor().id(), g);
+                }
+                start += n;
+            }
+        }
+        Ok(averaged)
+    }
+
+    /// `sums`, unless a rank's status slot (the last bucket's last `size` entries) is not OK:
+    /// then an error naming the first such rank.
+    fn check_status(&self, sums: Vec<Vec<f32>>, (epoch, step): At) -> Result<Vec<Vec<f32>>> {
+        let Some(last) = sums.last() else {
+            return Err(Error::Training("fit: the gradient reduction returned no bucket".into()));
+        };
+        let slots = &last[last.len().saturating_sub(self.size())..];
         let Some((rank, &code)) = slots.iter().enumerate().find(|(_, &s)| s != OK) else {
-            return Ok(bucket);
+            return Ok(sums);
         };
         self.agreed.set(true);
         let n = self.size();
@@ -139,17 +283,22 @@ impl DataParallel {
         })
     }
 
-    /// Takes part in this step's gradient reduction with this rank's status slot set to
+    /// Takes part in this step's gradient reduction (the same buckets as
+    /// [`backward_averaged`](Self::backward_averaged)) with this rank's status slot set to
     /// failed, so every other rank stops with an error naming it. Called by a rank whose step
-    /// failed before its gradients were ready; it then returns its own error.
+    /// failed before its backward pass; it then returns its own error. Nothing when the ranks
+    /// already agreed on a failure in this step's reduction.
     pub(crate) fn announce_failure(&self, params: &[(String, Param)], at: At) {
-        if self.size() == 1 {
+        if self.size() == 1 || self.agreed.get() {
             return;
         }
-        let mut bucket = vec![0.0; self.bucket_len(params)];
-        let slot = bucket.len() - self.size() + self.rank();
-        bucket[slot] = FAILED;
-        let _ = self.exchange(bucket, at);
+        let (_, lens) = self.buckets(params);
+        let last = lens.len() - 1;
+        let _ = self.dist.collective().all_reduce_sum_buckets(&lens, &reduce_what(at), &mut |sink| {
+            let mut values = vec![OK; lens[last]];
+            values[lens[last] - self.size() + self.rank()] = FAILED;
+            sink.submit(last, values)
+        });
         self.agreed.set(true);
     }
 

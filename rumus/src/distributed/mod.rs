@@ -18,27 +18,34 @@
 //! ```
 //!
 //! What `fit` does with it (docs/DISTRIBUTED.md has the arithmetic):
-//! - rank 0's weights and buffers are broadcast to every rank when `fit` starts;
+//! - rank 0's weights and buffers, and its optimizer's state (step counts, moments), are
+//!   broadcast to every rank when `fit` starts, so a resumed run needs the checkpoint and the
+//!   optimizer state on rank 0 only;
 //! - every epoch's shuffled order is the same on every rank (same seed); it is cut into global
 //!   batches of `batch_size · size` samples (an incomplete last one is dropped) and rank `r`
 //!   trains on the `r`-th slice of each;
-//! - after each step's backward the gradients travel as one flat bucket (one read-back and one
-//!   upload on a GPU), are summed over the ranks and divided by their number, before clipping
-//!   and the optimizer step; a status slot per rank travels with them, so a rank whose
-//!   gradients are NaN or infinite, or whose step failed, ends `fit` on every rank with an error
-//!   naming it;
+//! - the gradients travel in buckets of at most
+//!   [`Fit::bucket_cap_mb`](crate::train::Fit::bucket_cap_mb) (default 25 MiB; last layers
+//!   first), each read back once (on a GPU), summed over the ranks by a non-blocking all-reduce
+//!   started as soon as backward has finished its gradients, while backward computes the
+//!   rest; `fit` waits for every bucket, divides by the number of ranks and uploads each bucket
+//!   once, before clipping and the optimizer step. A status slot per rank travels in the last
+//!   bucket, so a rank whose gradients are NaN or infinite, or whose step failed, ends `fit` on
+//!   every rank with an error naming it;
 //! - buffers (batch-norm running statistics) and the epoch's metrics are averaged at each
 //!   epoch's end; validation is sharded and its sums reduced;
 //! - only rank 0 prints progress, and only rank 0 writes files through rumus's savers
 //!   ([`crate::io::writes_files`]).
 
+mod buckets;
 mod collective;
 mod data_parallel;
 #[cfg(feature = "mpi")]
 mod mpi;
+mod optimizer_state_wire;
 mod shard;
 
-pub use collective::{Collective, Distributed, Single};
+pub use collective::{BucketSink, Collective, Distributed, Single};
 pub(crate) use data_parallel::DataParallel;
 #[cfg(feature = "mpi")]
 pub use mpi::Mpi;

@@ -9,7 +9,8 @@ use mpi::environment::Universe;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 
-use super::{Collective, Distributed};
+use super::collective::HeldBuckets;
+use super::{BucketSink, Collective, Distributed};
 use crate::{Error, Result};
 
 /// How long a collective may wait for the other ranks, in seconds (default 300).
@@ -57,7 +58,7 @@ impl Mpi {
     /// Polls `request` until it completes; past the deadline, ends the job naming `what`.
     fn wait<'a, D: ?Sized>(
         &self,
-        mut request: mpi::request::Request<'a, D, &mpi::request::LocalScope<'a>>,
+        mut request: mpi::request::Request<'a, D, &'_ mpi::request::LocalScope<'a>>,
         what: &str,
     ) {
         let start = Instant::now();
@@ -85,6 +86,64 @@ impl Mpi {
     }
 }
 
+/// The bucket sums of one [`Collective::all_reduce_sum_buckets`]: each bucket's
+/// `MPI_Iallreduce` starts as soon as it and every earlier bucket were handed over.
+struct Overlap<'a, 's> {
+    mpi: &'s Mpi,
+    scope: &'s mpi::request::LocalScope<'a>,
+    held: HeldBuckets<'s>,
+    /// Each bucket's send and sum buffers, in index order, lent to MPI as they start.
+    buffers: Box<dyn Iterator<Item = (&'a mut Vec<f32>, &'a mut Vec<f32>)> + 'a>,
+    /// The sums started and not yet seen complete.
+    started: Vec<mpi::request::Request<'a, [f32], &'s mpi::request::LocalScope<'a>>>,
+}
+
+impl<'a, 's> Overlap<'a, 's> {
+    /// Starts the next bucket's sum with `values`.
+    fn start(&mut self, values: Vec<f32>) {
+        let Some((send, sum)) = self.buffers.next() else { return };
+        *send = values;
+        let send: &'a Vec<f32> = send;
+        let request =
+            self.mpi.world.immediate_all_reduce_into(self.scope, &send[..], &mut sum[..], SystemOperation::sum());
+        self.started.push(request);
+    }
+
+    /// Tests every started sum once (which lets MPI advance them), keeping those not done.
+    fn test_all(&mut self) {
+        let started = std::mem::take(&mut self.started);
+        for request in started {
+            if let Err(pending) = request.test() {
+                self.started.push(pending);
+            }
+        }
+    }
+
+    /// Waits for every started sum; past the deadline, ends the job naming `what`.
+    fn wait_all(mut self, what: &str) {
+        for request in std::mem::take(&mut self.started) {
+            self.mpi.wait(request, what);
+        }
+    }
+}
+
+impl BucketSink for Overlap<'_, '_> {
+    fn submit(&mut self, index: usize, values: Vec<f32>) -> Result<()> {
+        self.held.submit(index, values)?;
+        while let Some((_, values)) = self.held.take_ready() {
+            self.start(values);
+        }
+        self.test_all();
+        Ok(())
+    }
+
+    fn progress(&mut self) {
+        if !self.started.is_empty() {
+            self.test_all();
+        }
+    }
+}
+
 impl Collective for Mpi {
     fn rank(&self) -> usize {
         self.rank
@@ -104,6 +163,33 @@ impl Collective for Mpi {
             self.wait(request, what);
         });
         Ok(())
+    }
+
+    fn all_reduce_sum_buckets(
+        &self,
+        lens: &[usize],
+        what: &str,
+        fill: &mut dyn FnMut(&mut dyn BucketSink) -> Result<()>,
+    ) -> Result<Vec<Vec<f32>>> {
+        // Declared outside the scope: MPI reads and writes them until the requests complete.
+        let mut sends: Vec<Vec<f32>> = vec![Vec::new(); lens.len()];
+        let mut sums: Vec<Vec<f32>> = lens.iter().map(|&n| vec![0.0; n]).collect();
+        let filled = mpi::request::scope(|scope| {
+            let mut overlap = Overlap {
+                mpi: self,
+                scope,
+                held: HeldBuckets::new(lens),
+                buffers: Box::new(sends.iter_mut().zip(sums.iter_mut())),
+                started: Vec::new(),
+            };
+            let filled = fill(&mut overlap);
+            for (_, values) in overlap.held.take_rest() {
+                overlap.start(values);
+            }
+            overlap.wait_all(what);
+            filled
+        });
+        filled.map(|()| sums)
     }
 
     fn broadcast(&self, values: &mut [f32], root: usize, what: &str) -> Result<()> {

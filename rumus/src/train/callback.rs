@@ -22,6 +22,13 @@ impl TrainContext<'_> {
         self.model
     }
 
+    /// The optimizer, to read its state: `rumus::io::save_optimizer(ctx.optimizer(), path)` in
+    /// a callback saves what resuming needs besides the weights
+    /// ([`load_optimizer`](crate::io::load_optimizer) before the next `fit`).
+    pub fn optimizer(&self) -> &dyn Optimizer {
+        &*self.optimizer
+    }
+
     /// The optimizer's current learning rate.
     pub fn learning_rate(&self) -> f32 {
         self.optimizer.learning_rate()

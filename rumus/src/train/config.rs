@@ -144,6 +144,7 @@ pub struct Fit<'a, V = NoValidation> {
     pub(crate) accumulate_grad_batches: usize,
     pub(crate) validation_steps: Option<usize>,
     pub(crate) distributed: Option<Distributed>,
+    pub(crate) bucket_cap_mb: Option<f32>,
     pub(crate) augment: Option<Augment>,
 }
 
@@ -173,6 +174,7 @@ impl Fit<'_, NoValidation> {
             accumulate_grad_batches: 1,
             validation_steps: None,
             distributed: None,
+            bucket_cap_mb: None,
             augment: None,
         }
     }
@@ -221,6 +223,7 @@ impl<'a, V> Fit<'a, V> {
             accumulate_grad_batches: self.accumulate_grad_batches,
             validation_steps: self.validation_steps,
             distributed: self.distributed,
+            bucket_cap_mb: self.bucket_cap_mb,
             augment: self.augment,
         }
     }
@@ -323,7 +326,10 @@ impl<'a, V> Fit<'a, V> {
     }
 
     /// Augments every training batch with `augment` (images `[n, c, h, w]`; never the
-    /// validation or evaluation batches). Its draws depend on its seed, the epoch and the batch.
+    /// validation or evaluation batches). A sample's draws depend on the augmentation's seed, the
+    /// epoch and the sample's position in the epoch's order (with
+    /// [`distributed`](Self::distributed): the global order, so ranks draw for their samples
+    /// what one process of the global batch size would).
     pub fn augment(mut self, augment: Augment) -> Self {
         self.augment = Some(augment);
         self
@@ -373,8 +379,10 @@ impl<'a, V> Fit<'a, V> {
     /// Data-parallel training over the ranks of `dist` (see [`crate::distributed`]):
     /// [`batch_size`](Self::batch_size) is per rank, so each step averages the gradients of
     /// `batch_size · dist.size()` samples, and an incomplete last global batch of an epoch is
-    /// dropped (with one rank: as [`drop_last`](Self::drop_last)). Rank 0's weights are
-    /// broadcast when `fit` starts; every rank gets the same reduced metrics and `History`;
+    /// dropped (with one rank: as [`drop_last`](Self::drop_last)). Rank 0's weights and
+    /// optimizer state are broadcast when `fit` starts (so resuming needs them on rank 0 only);
+    /// the gradients are reduced in buckets during backward ([`bucket_cap_mb`](Self::bucket_cap_mb));
+    /// every rank gets the same reduced metrics and `History`;
     /// only rank 0 prints and writes files. A step where a rank's gradients are NaN or
     /// infinite, or its step fails, ends `fit` on every rank with an error naming that rank;
     /// any other failure of one rank ends the whole job (`Collective::abort`).
@@ -383,7 +391,25 @@ impl<'a, V> Fit<'a, V> {
         self
     }
 
+    /// With [`distributed`](Self::distributed): the most gradient each bucket holds, in MiB of
+    /// f32 (default 25, PyTorch DDP's `bucket_cap_mb`). The trainable parameters are grouped,
+    /// last layers first, into buckets of at most this size (a larger parameter alone in its
+    /// own); each bucket's all-reduce starts as soon as backward has finished its gradients,
+    /// while backward computes the rest, and `fit` waits for every bucket before clipping and
+    /// the optimizer step. Each bucket is one read-back and one upload on a GPU: smaller
+    /// buckets overlap more but cost more transfers and collectives. `f32::INFINITY` gives one
+    /// bucket (no overlap). Not positive is an error when `fit` starts.
+    pub fn bucket_cap_mb(mut self, mb: f32) -> Self {
+        self.bucket_cap_mb = Some(mb);
+        self
+    }
+
     pub(crate) fn check(&self) -> Result<()> {
+        if let Some(mb) = self.bucket_cap_mb {
+            if mb.is_nan() || mb <= 0.0 {
+                return Err(Error::invalid("fit", format!("bucket_cap_mb {mb} must be positive")));
+            }
+        }
         if self.validation_steps == Some(0) {
             return Err(Error::invalid("fit", "validation_steps must be at least 1"));
         }

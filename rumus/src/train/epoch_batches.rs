@@ -86,10 +86,7 @@ impl<'a, D: Dataset> EpochBatches<'a, D> {
                 return self.loader.for_each(epoch, f);
             }
             let indices = self.mine(self.loader.epoch_order(epoch));
-            return DataLoader::new(self.dataset, batch_size, &self.device)?
-                .prefetch(self.prefetch)
-                .with_indices(indices)?
-                .for_each(0, f);
+            return self.rank_loader(indices)?.for_each(epoch, f);
         };
         let ranks = self.shard.map_or(1, |(_, size)| size);
         let need = stream.batches.checked_mul(batch_size).and_then(|n| n.checked_mul(ranks)).ok_or_else(|| {
@@ -106,10 +103,21 @@ impl<'a, D: Dataset> EpochBatches<'a, D> {
         let indices: Vec<usize> = stream.pending.drain(..need).collect();
         // The epoch numbers the augmentation's draws (the indices are already in order).
         let indices = self.mine(indices);
-        DataLoader::new(self.dataset, batch_size, &self.device)?
+        self.rank_loader(indices)?.for_each(epoch, f)
+    }
+
+    /// A loader over `indices` in order, augmented as asked, each sample drawing the
+    /// augmentation of its position in the epoch's global order (a sharded rank's batch `b` is
+    /// the `rank`-th slice of global batch `b`), so ranks draw for their own samples what one
+    /// process would.
+    fn rank_loader(&self, indices: Vec<usize>) -> Result<DataLoader<'a, D>> {
+        let batch_size = self.loader.batch_size();
+        let (rank, size) = self.shard.unwrap_or((0, 1));
+        let stride = batch_size.checked_mul(size).ok_or_else(|| Error::invalid("fit", "global batch overflows"))?;
+        Ok(DataLoader::new(self.dataset, batch_size, &self.device)?
             .prefetch(self.prefetch)
             .with_indices(indices)?
             .augment(self.loader.augmentation().cloned())
-            .for_each(epoch, f)
+            .sample_positions(stride, rank * batch_size))
     }
 }

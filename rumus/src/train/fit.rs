@@ -62,7 +62,11 @@ where
         cfg.prefetch,
         cfg.steps_per_epoch.map(|steps| steps.saturating_mul(cfg.accumulate_grad_batches)),
     );
-    let dp = cfg.distributed.take().map(DataParallel::new);
+    let bucket_cap_mb = cfg.bucket_cap_mb;
+    let dp = cfg.distributed.take().map(|dist| match bucket_cap_mb {
+        Some(mb) => DataParallel::new(dist).bucket_cap_mb(mb),
+        None => DataParallel::new(dist),
+    });
     if let Some(dp) = &dp {
         batches = batches.shard(dp.rank(), dp.size());
         if batches.is_empty() {
@@ -102,6 +106,7 @@ where
     let run = (|| {
         if let Some(dp) = &trainer.dp {
             dp.broadcast_model(&*trainer.model)?;
+            dp.broadcast_optimizer(&mut *trainer.optimizer, &trainer.step.params)?;
         }
         trainer.each_callback(|cb, ctx| cb.on_train_begin(ctx))?;
         for epoch in 0..trainer.epochs {
@@ -293,7 +298,7 @@ impl<'m, 'c, M: Model> Trainer<'m, 'c, M> {
             }
             seen += 1;
             if seen % self.step.accumulate == 0 || seen == self.batches {
-                self.optimizer_step(&mut pending, (epoch, step))?;
+                self.optimizer_step(&mut pending)?;
                 step += 1;
                 if self.progress.live() && step % self.step.progress_every == 0 && step < steps {
                     let logs = stats.read("")?.logs;
@@ -336,9 +341,16 @@ impl<'m, 'c, M: Model> Trainer<'m, 'c, M> {
         let outputs = self.model.forward_raw(batch.inputs.raw())?;
         let batch_loss = self.step.loss.compute(&outputs, &batch.targets)?;
         let group = k.min(self.batches - group_start);
-        let grads =
-            if group == 1 { batch_loss.backward()? } else { batch_loss.mul_scalar(1.0 / group as f32)?.backward()? };
-        add_gradients(&self.step.params, pending, grads)?;
+        let scaled = if group == 1 { batch_loss.clone() } else { batch_loss.mul_scalar(1.0 / group as f32)? };
+        match &self.dp {
+            // The group's last batch: backward with the gradients averaged over the ranks, each
+            // bucket's reduction overlapping the rest of the pass.
+            Some(dp) if dp.size() > 1 && index + 1 == group_start + group => {
+                let at = (epoch, index / k);
+                *pending = Some(dp.backward_averaged(&self.step.params, &scaled, pending.take(), at)?);
+            }
+            _ => add_gradients(&self.step.params, pending, scaled.backward()?)?,
+        }
         stats.add(&batch_loss, &outputs, &batch.targets)
     }
 
@@ -356,14 +368,12 @@ impl<'m, 'c, M: Model> Trainer<'m, 'c, M> {
         }
     }
 
-    /// Averages the accumulated gradients over the ranks (data-parallel), clips and applies them.
-    fn optimizer_step(&mut self, pending: &mut Option<Gradients>, at: (usize, usize)) -> Result<()> {
+    /// Clips and applies the accumulated gradients (averaged over the ranks by the group's last
+    /// backward pass, when data-parallel).
+    fn optimizer_step(&mut self, pending: &mut Option<Gradients>) -> Result<()> {
         let Some(mut grads) = pending.take() else {
             return Ok(());
         };
-        if let Some(dp) = &self.dp {
-            dp.average_gradients(&self.step.params, &mut grads, at)?;
-        }
         if let Some(max_norm) = self.step.clip_grad_norm {
             clip_grad_norm(&self.step.params, &mut grads, max_norm)?;
         }

@@ -4,7 +4,7 @@ use rayon::prelude::*;
 
 use super::buffer_pool;
 use crate::backend::WarpArgs;
-use crate::Result;
+use crate::{Error, Result};
 
 /// The pixel of `plane [h, w]` at `(x, y)`, zero outside.
 fn pixel(plane: &[f32], w: usize, h: usize, x: i64, y: i64) -> f32 {
@@ -15,10 +15,21 @@ fn pixel(plane: &[f32], w: usize, h: usize, x: i64, y: i64) -> f32 {
     }
 }
 
-/// `x [n, c, h, w]` resampled through `matrices [n, 6]` (see [`WarpArgs`]).
+/// `x [n, c, h, w]` resampled through `matrices [n, 6]` (see [`WarpArgs`]). `x` may be longer
+/// (the storage of a leading slice of a larger batch): only its first `n·c·h·w` values are read.
 pub fn affine_warp(x: &[f32], matrices: &[f32], a: &WarpArgs) -> Result<Vec<f32>> {
     let (h, w) = (a.height, a.width);
     let plane = h * w;
+    let len = [a.batch, a.channels, h, w].iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
+    let x = match len.and_then(|len| x.get(..len)) {
+        Some(x) => x,
+        None => {
+            return Err(Error::invalid(
+                "affine_warp",
+                format!("{} values for [{}, {}, {h}, {w}]", x.len(), a.batch, a.channels),
+            ))
+        }
+    };
     let mut out = buffer_pool::take("affine_warp", x.len())?;
     if plane == 0 {
         return Ok(out);

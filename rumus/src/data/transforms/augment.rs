@@ -22,8 +22,9 @@ enum Step {
 /// affine maps) compose into one affine map per sample, drawn on the host, and one warp of the
 /// whole batch on the batch's device: nearest-pixel (exact) for crops and flips, bilinear when an
 /// affine step is among them, zeros outside the image. [`Normalize`] is a per-channel affine map
-/// of the values where it stands. Batch `b` of epoch `e` draws from a stream that depends only on
-/// `(seed, e, b)`, so a run is reproducible.
+/// of the values where it stands. The sample at position `p` of epoch `e`'s order draws from a
+/// stream that depends only on `(seed, e, p)`, so a run is reproducible and a sample's transform
+/// does not depend on the batch size, nor, in data-parallel training, on the number of ranks.
 ///
 /// ```
 /// use rumus::data::transforms::Augment;
@@ -90,10 +91,12 @@ impl Augment {
         self.steps.is_empty()
     }
 
-    /// Transforms the batch `[n, c, h, w]` number `batch` of epoch `epoch`: the same result for
-    /// the same `(seed, epoch, batch)` and input. Another rank, or channels that do not match a
+    /// Transforms the batch `[n, c, h, w]` of epoch `epoch` whose samples are at positions
+    /// `first..first + n` of the epoch's order: sample `i` draws from a stream of
+    /// `(seed, epoch, first + i)` alone, so the same sample at the same position gets the same
+    /// transform whichever batch holds it. Another rank, or channels that do not match a
     /// `Normalize`, is an error.
-    pub fn apply(&self, x: &RawTensor, epoch: usize, batch: usize) -> Result<RawTensor> {
+    pub fn apply(&self, x: &RawTensor, epoch: usize, first: usize) -> Result<RawTensor> {
         if self.steps.is_empty() {
             return Ok(x.clone());
         }
@@ -104,10 +107,10 @@ impl Augment {
             ));
         }
         let (n, h, w) = (x.shape()[0], x.shape()[2], x.shape()[3]);
-        let key = self.seed
-            ^ (epoch as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-            ^ (batch as u64).wrapping_mul(0xc2b2_ae3d_27d4_eb4f);
-        let mut rng = Rng::new(key);
+        let key = self.seed ^ (epoch as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let mut rngs: Vec<Rng> = (0..n)
+            .map(|i| Rng::new(key ^ (first.wrapping_add(i) as u64).wrapping_mul(0xc2b2_ae3d_27d4_eb4f)))
+            .collect();
         let mut out = x.detach();
         // The pending run of geometric steps: per sample, the map from output to source pixel.
         let mut maps: Option<Vec<AffineMap>> = None;
@@ -128,8 +131,8 @@ impl Augment {
             bilinear |= matches!(step, Step::Affine(_));
             // Later steps act on the output: source = earlier(later(output)).
             let pending = maps.get_or_insert_with(|| vec![AffineMap::IDENTITY; n]);
-            for m in pending.iter_mut() {
-                *m = m.after(&draw(&mut rng));
+            for (m, rng) in pending.iter_mut().zip(&mut rngs) {
+                *m = m.after(&draw(rng));
             }
         }
         warp(&out, maps, bilinear)
