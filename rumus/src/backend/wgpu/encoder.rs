@@ -1,12 +1,17 @@
 //! Records kernels into one shared command encoder and submits at sync points: a readback, or
 //! every `MAX_PENDING` dispatches. Per-dispatch parameters go into a host arena that is written
 //! to one reusable uniform buffer right before each submit, so no dispatch allocates a buffer.
+//! Consecutive dispatches share one compute pass (wgpu still places a barrier between them),
+//! ended only by a copy, a clear or the submit: a pass per dispatch cost the host a pass's
+//! begin, end and state tracking each time (issue #32, docs/BENCHMARKS.md). Readbacks reuse
+//! their staging buffers instead of creating one per read.
 
 use std::collections::VecDeque;
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use super::buffer_pool::size_class;
 use super::context::WgpuContext;
 use super::pipelines::Kernel;
 use crate::{Error, Result};
@@ -21,6 +26,13 @@ const MAX_IN_FLIGHT: usize = 4;
 const MAX_PENDING_UPLOAD: u64 = 64 << 20;
 /// Bytes of one parameter slot; every kernel's `Params` struct fits.
 pub(crate) const PARAM_BYTES: usize = 256;
+/// Readback staging buffers kept for reuse, and the largest kept: a small read (a loss, a
+/// flag, one element) is the sync point of most loops, and creating its mappable buffer each
+/// time cost more than the copy.
+const STAGING_KEPT: usize = 4;
+const STAGING_KEPT_BYTES: u64 = 16 << 20;
+/// Bindings of the largest kernel signature plus its parameters.
+const MAX_BINDINGS: usize = 16;
 
 static TRANSFERS: AtomicU64 = AtomicU64::new(0);
 
@@ -31,6 +43,8 @@ pub fn transfer_count() -> u64 {
 }
 
 struct Pending {
+    /// The open compute pass: it holds the encoder locked, so every other command ends it first.
+    pass: Option<::wgpu::ComputePass<'static>>,
     encoder: Option<::wgpu::CommandEncoder>,
     params: Vec<u8>,
     dispatches: usize,
@@ -42,6 +56,8 @@ pub(crate) struct Recorder {
     pending: Mutex<Pending>,
     params_buffer: ::wgpu::Buffer,
     slot: usize,
+    /// Idle readback staging buffers (locked alone, never while `pending` is held).
+    staging: Mutex<Vec<::wgpu::Buffer>>,
 }
 
 /// One buffer binding: the buffer and how many bytes of it the kernel sees.
@@ -61,6 +77,7 @@ impl Recorder {
         });
         Recorder {
             pending: Mutex::new(Pending {
+                pass: None,
                 encoder: None,
                 params: vec![0; slot * MAX_PENDING],
                 dispatches: 0,
@@ -69,6 +86,7 @@ impl Recorder {
             }),
             params_buffer,
             slot,
+            staging: Mutex::new(Vec::new()),
         }
     }
 
@@ -76,10 +94,27 @@ impl Recorder {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The pending encoder, created on first use, with any open compute pass ended.
     fn encoder<'a>(ctx: &WgpuContext, pending: &'a mut Pending) -> &'a mut ::wgpu::CommandEncoder {
+        pending.pass = None;
         pending.encoder.get_or_insert_with(|| {
             ctx.device.create_command_encoder(&::wgpu::CommandEncoderDescriptor { label: Some("rumus") })
         })
+    }
+
+    /// The open compute pass, begun on the pending encoder if none is.
+    fn pass<'a>(ctx: &WgpuContext, pending: &'a mut Pending) -> &'a mut ::wgpu::ComputePass<'static> {
+        if pending.pass.is_none() {
+            let encoder = Self::encoder(ctx, pending);
+            let pass = encoder
+                .begin_compute_pass(&::wgpu::ComputePassDescriptor { label: None, timestamp_writes: None })
+                .forget_lifetime();
+            pending.pass = Some(pass);
+        }
+        match &mut pending.pass {
+            Some(pass) => pass,
+            None => unreachable!("the pass was begun above"),
+        }
     }
 
     /// Records one dispatch of `kernel` over `groups` workgroups.
@@ -104,39 +139,40 @@ impl Recorder {
         let offset = pending.dispatches * self.slot;
         pending.params[offset..offset + params.len()].copy_from_slice(params);
         pending.params[offset + params.len()..offset + PARAM_BYTES].fill(0);
-        let mut entries = vec![::wgpu::BindGroupEntry {
+        if buffers.len() + 1 > MAX_BINDINGS {
+            return Err(Error::Gpu(format!("a kernel binding {} buffers exceeds {MAX_BINDINGS}", buffers.len())));
+        }
+        let params_entry = ::wgpu::BindGroupEntry {
             binding: 0,
             resource: ::wgpu::BindingResource::Buffer(::wgpu::BufferBinding {
                 buffer: &self.params_buffer,
                 offset: offset as u64,
                 size: NonZeroU64::new(PARAM_BYTES as u64),
             }),
-        }];
+        };
+        // A fixed array instead of a Vec: no allocation per dispatch.
+        let mut entries: [::wgpu::BindGroupEntry<'_>; MAX_BINDINGS] = std::array::from_fn(|_| params_entry.clone());
         for (i, b) in buffers.iter().enumerate() {
             // An empty tensor still binds 4 bytes: zero-sized bindings are invalid.
             let bytes = b.bytes.max(4).min(b.buffer.size());
-            entries.push(::wgpu::BindGroupEntry {
+            entries[i + 1] = ::wgpu::BindGroupEntry {
                 binding: i as u32 + 1,
                 resource: ::wgpu::BindingResource::Buffer(::wgpu::BufferBinding {
                     buffer: b.buffer,
                     offset: 0,
                     size: NonZeroU64::new(bytes),
                 }),
-            });
+            };
         }
         let bind_group = ctx.device.create_bind_group(&::wgpu::BindGroupDescriptor {
             label: None,
             layout: &kernel.layout,
-            entries: &entries,
+            entries: &entries[..buffers.len() + 1],
         });
-        let encoder = Self::encoder(ctx, &mut pending);
-        {
-            let mut pass =
-                encoder.begin_compute_pass(&::wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
-            pass.set_pipeline(&kernel.pipeline);
-            pass.set_bind_group(0, &bind_group, &[]);
-            pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
-        }
+        let pass = Self::pass(ctx, &mut pending);
+        pass.set_pipeline(&kernel.pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
         pending.dispatches += 1;
         Ok(())
     }
@@ -148,6 +184,7 @@ impl Recorder {
     }
 
     fn submit_locked(&self, ctx: &WgpuContext, pending: &mut Pending) -> Result<()> {
+        pending.pass = None; // ends the pass: the encoder cannot finish while one is open
         let Some(encoder) = pending.encoder.take() else { return Ok(()) };
         if pending.dispatches > 0 {
             ctx.queue.write_buffer(&self.params_buffer, 0, &pending.params[..pending.dispatches * self.slot]);
@@ -198,16 +235,11 @@ impl Recorder {
         if bytes == 0 {
             return Ok(Vec::new());
         }
-        let staging = ctx.device.create_buffer(&::wgpu::BufferDescriptor {
-            label: Some("rumus readback"),
-            size: bytes,
-            usage: ::wgpu::BufferUsages::MAP_READ | ::wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let staging = self.take_staging(ctx, bytes);
         self.record(ctx, |enc| enc.copy_buffer_to_buffer(buffer, offset, &staging, 0, bytes));
         self.submit(ctx)?;
         let (tx, rx) = std::sync::mpsc::channel();
-        staging.map_async(::wgpu::MapMode::Read, .., move |r| {
+        staging.map_async(::wgpu::MapMode::Read, ..bytes, move |r| {
             let _ = tx.send(r);
         });
         ctx.device
@@ -220,10 +252,47 @@ impl Recorder {
             Err(_) => return Err(Error::Gpu("readback was never mapped".into())),
         }
         let data = {
-            let view = staging.get_mapped_range(..).map_err(|e| Error::Gpu(format!("reading back: {e}")))?;
+            let view =
+                staging.get_mapped_range(..bytes).map_err(|e| Error::Gpu(format!("reading back: {e}")))?;
             view.to_vec()
         };
         staging.unmap();
+        self.keep_staging(staging);
         Ok(data)
+    }
+
+    /// A mappable buffer of at least `bytes` bytes: an idle one, or a new one of `bytes`
+    /// rounded up to its size class (so a loop of slightly varying reads reuses it).
+    fn take_staging(&self, ctx: &WgpuContext, bytes: u64) -> ::wgpu::Buffer {
+        {
+            let mut idle = self.staging.lock().unwrap_or_else(|p| p.into_inner());
+            let fit = idle.iter().enumerate().filter(|(_, b)| b.size() >= bytes).min_by_key(|(_, b)| b.size());
+            if let Some((i, _)) = fit {
+                return idle.swap_remove(i);
+            }
+        }
+        let size = if bytes <= STAGING_KEPT_BYTES { size_class(bytes).min(STAGING_KEPT_BYTES).max(bytes) } else { bytes };
+        ctx.device.create_buffer(&::wgpu::BufferDescriptor {
+            label: Some("rumus readback"),
+            size,
+            usage: ::wgpu::BufferUsages::MAP_READ | ::wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    }
+
+    /// Keeps an unmapped staging buffer for the next read, unless it is large or enough are kept
+    /// (then the smallest idle one gives way to a larger one).
+    fn keep_staging(&self, buffer: ::wgpu::Buffer) {
+        if buffer.size() > STAGING_KEPT_BYTES {
+            return;
+        }
+        let mut idle = self.staging.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < STAGING_KEPT {
+            idle.push(buffer);
+        } else if let Some((i, _)) = idle.iter().enumerate().min_by_key(|(_, b)| b.size()) {
+            if idle[i].size() < buffer.size() {
+                idle[i] = buffer;
+            }
+        }
     }
 }
