@@ -135,7 +135,9 @@ pub(crate) fn backward(root: &RawTensor) -> Result<Gradients> {
         // Removing the gradient frees an intermediate one as soon as it has been propagated.
         let Some(grad) = pending.remove(&id) else { continue };
         let Some(node) = node else {
-            leaves.insert(id, grad);
+            // A leaf's gradient may be a view (a sum's broadcast gradient): what callers and
+            // optimizers get is contiguous, as before; an already contiguous one is not copied.
+            leaves.insert(id, grad.contiguous()?);
             continue;
         };
         // Taking the saved state frees the node's saved tensors at the end of this iteration.
