@@ -4,12 +4,14 @@
 //! Consecutive dispatches share one compute pass (wgpu still places a barrier between them),
 //! ended only by a copy, a clear or the submit: a pass per dispatch cost the host a pass's
 //! begin, end and state tracking each time (issue #32, docs/BENCHMARKS.md). Readbacks reuse
-//! their staging buffers instead of creating one per read.
+//! their staging buffers instead of creating one per read. Waits for the GPU poll before they
+//! block (`RUMUS_WGPU_SPIN_US`, on GPUs only by default), so a sync point is seen when it happens.
 
 use std::collections::VecDeque;
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use super::buffer_pool::size_class;
 use super::context::WgpuContext;
@@ -33,6 +35,28 @@ const STAGING_KEPT: usize = 4;
 const STAGING_KEPT_BYTES: u64 = 16 << 20;
 /// Bindings of the largest kernel signature plus its parameters.
 const MAX_BINDINGS: usize = 16;
+
+/// How long a wait for the GPU polls before it blocks, in microseconds.
+const SPIN_ENV: &str = "RUMUS_WGPU_SPIN_US";
+/// The default on a GPU: a sync point after a short kernel is seen at once; a long one costs a
+/// core this long before the thread sleeps. Software adapters (lavapipe) get 0: there the GPU's
+/// work runs on the same cores the spin would take.
+const SPIN_DEFAULT_US: u64 = 1000;
+
+/// The spin of waits: `RUMUS_WGPU_SPIN_US` (microseconds; 0 blocks at once) when set and a
+/// number, else `SPIN_DEFAULT_US` on hardware adapters and 0 on software ones. A value that is
+/// not a number is reported on stderr and the default kept.
+fn spin_default(hardware: bool, env: Option<&str>) -> Duration {
+    let default = if hardware { SPIN_DEFAULT_US } else { 0 };
+    let micros = match env.map(str::trim) {
+        None | Some("") => default,
+        Some(v) => v.parse::<u64>().unwrap_or_else(|_| {
+            eprintln!("rumus: {SPIN_ENV}={v:?} is not a number of microseconds; using {default}");
+            default
+        }),
+    };
+    Duration::from_micros(micros)
+}
 
 static TRANSFERS: AtomicU64 = AtomicU64::new(0);
 
@@ -58,6 +82,8 @@ pub(crate) struct Recorder {
     slot: usize,
     /// Idle readback staging buffers (locked alone, never while `pending` is held).
     staging: Mutex<Vec<::wgpu::Buffer>>,
+    /// How long a wait polls before it blocks (`spin_default`).
+    spin: Duration,
 }
 
 /// One buffer binding: the buffer and how many bytes of it the kernel sees.
@@ -87,6 +113,7 @@ impl Recorder {
             params_buffer,
             slot,
             staging: Mutex::new(Vec::new()),
+            spin: spin_default(ctx.is_hardware(), std::env::var(SPIN_ENV).ok().as_deref()),
         }
     }
 
@@ -223,9 +250,30 @@ impl Recorder {
     /// Submits and waits until the GPU has finished all of it.
     pub fn synchronize(&self, ctx: &WgpuContext) -> Result<()> {
         self.submit(ctx)?;
-        ctx.device
-            .poll(::wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))?;
+        self.wait(ctx, "waiting for the GPU", |status| status.is_queue_empty())
+    }
+
+    /// Waits until every submission has finished or `done` (asked after each non-blocking poll)
+    /// says what the caller waits for has happened: polling for up to `self.spin` first, then
+    /// blocking. A blocked thread is woken by the OS some time after the GPU finishes; polling
+    /// sees it at once, as CUDA's default synchronisation does by spinning (see `spin_default`).
+    fn wait(&self, ctx: &WgpuContext, what: &str, mut done: impl FnMut(::wgpu::PollStatus) -> bool) -> Result<()> {
+        let gpu = |e: ::wgpu::PollError| Error::Gpu(format!("{what}: {e}"));
+        if !self.spin.is_zero() {
+            let start = Instant::now();
+            loop {
+                let status = ctx.device.poll(::wgpu::PollType::Poll).map_err(gpu)?;
+                let empty = status.is_queue_empty();
+                if done(status) || empty {
+                    return ctx.take_error();
+                }
+                if start.elapsed() >= self.spin {
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+        }
+        ctx.device.poll(::wgpu::PollType::wait_indefinitely()).map_err(gpu)?;
         ctx.take_error()
     }
 
@@ -242,11 +290,17 @@ impl Recorder {
         staging.map_async(::wgpu::MapMode::Read, ..bytes, move |r| {
             let _ = tx.send(r);
         });
-        ctx.device
-            .poll(::wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Gpu(format!("waiting for a readback: {e}")))?;
-        ctx.take_error()?;
-        match rx.recv() {
+        let mut mapped = None;
+        self.wait(ctx, "waiting for a readback", |_| {
+            mapped = mapped.take().or_else(|| rx.try_recv().ok());
+            mapped.is_some()
+        })?;
+        // Once the wait returns, the callback has run (every submission finished and was polled).
+        let mapped = match mapped {
+            Some(result) => Ok(result),
+            None => rx.recv(),
+        };
+        match mapped {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(Error::Gpu(format!("mapping a readback buffer: {e}"))),
             Err(_) => return Err(Error::Gpu("readback was never mapped".into())),
@@ -294,5 +348,21 @@ impl Recorder {
                 idle[i] = buffer;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{spin_default, SPIN_DEFAULT_US};
+    use std::time::Duration;
+
+    #[test]
+    fn waits_spin_on_gpus_only_unless_told() {
+        assert_eq!(spin_default(true, None), Duration::from_micros(SPIN_DEFAULT_US));
+        assert_eq!(spin_default(false, None), Duration::ZERO);
+        assert_eq!(spin_default(true, Some(" 0 ")), Duration::ZERO);
+        assert_eq!(spin_default(false, Some("250")), Duration::from_micros(250));
+        assert_eq!(spin_default(true, Some("")), Duration::from_micros(SPIN_DEFAULT_US));
+        assert_eq!(spin_default(false, Some("soon")), Duration::ZERO);
     }
 }
