@@ -24,10 +24,7 @@ impl BackwardOp for BinaryBackward {
             BinaryOp::Add => (wa.then(|| grad.clone()), wb.then(|| grad.clone())),
             BinaryOp::Sub => (wa.then(|| grad.clone()), if wb { Some(grad.neg()?) } else { None }),
             BinaryOp::Mul => (wanted(wa, || grad.mul(b))?, wanted(wb, || grad.mul(a))?),
-            BinaryOp::Div => (
-                wanted(wa, || grad.div(b))?,
-                wanted(wb, || grad.mul(a)?.div(&b.mul(b)?)?.neg())?,
-            ),
+            BinaryOp::Div => (wanted(wa, || grad.div(b))?, wanted(wb, || grad.mul(a)?.div(&b.mul(b)?)?.neg())?),
             BinaryOp::Maximum | BinaryOp::Minimum => {
                 // The larger (smaller) operand gets the gradient; ties split it evenly.
                 let (first, second) = if self.op == BinaryOp::Maximum { (a, b) } else { (b, a) };

@@ -306,8 +306,7 @@ impl Recorder {
             Err(_) => return Err(Error::Gpu("readback was never mapped".into())),
         }
         let data = {
-            let view =
-                staging.get_mapped_range(..bytes).map_err(|e| Error::Gpu(format!("reading back: {e}")))?;
+            let view = staging.get_mapped_range(..bytes).map_err(|e| Error::Gpu(format!("reading back: {e}")))?;
             view.to_vec()
         };
         staging.unmap();
@@ -325,7 +324,8 @@ impl Recorder {
                 return idle.swap_remove(i);
             }
         }
-        let size = if bytes <= STAGING_KEPT_BYTES { size_class(bytes).min(STAGING_KEPT_BYTES).max(bytes) } else { bytes };
+        let size =
+            if bytes <= STAGING_KEPT_BYTES { size_class(bytes).min(STAGING_KEPT_BYTES).max(bytes) } else { bytes };
         ctx.device.create_buffer(&::wgpu::BufferDescriptor {
             label: Some("rumus readback"),
             size,
