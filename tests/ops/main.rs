@@ -11,6 +11,7 @@ mod common;
 mod affine_warp;
 mod attention;
 mod core_ops;
+mod gradient_views;
 mod layer_norm_fused;
 mod losses;
 mod ops_nn;
