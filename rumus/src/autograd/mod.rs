@@ -153,7 +153,10 @@ pub(crate) fn backward_with(
         // Removing the gradient frees an intermediate one as soon as it has been propagated.
         let Some(grad) = pending.remove(&id) else { continue };
         let Some(node) = node else {
-            // A leaf no node uses (the root itself); the others were completed below.
+            // A leaf no node uses (the root itself); the others were completed below. A leaf's
+            // gradient may be a view (a sum's broadcast gradient): what callers, optimizers and
+            // `on_leaf_ready` get is contiguous; an already contiguous one is not copied.
+            let grad = grad.contiguous()?;
             on_leaf_ready(id, &grad)?;
             leaves.insert(id, grad);
             continue;
@@ -188,6 +191,7 @@ pub(crate) fn backward_with(
             });
             if left == Some(0) && input.grad_node().is_none() {
                 if let Some(grad) = pending.remove(&input.id()) {
+                    let grad = grad.contiguous()?;
                     on_leaf_ready(input.id(), &grad)?;
                     leaves.insert(input.id(), grad);
                 }

@@ -17,22 +17,35 @@ impl BackwardOp for BinaryBackward {
 
     fn backward(&self, inputs: &[RawTensor], grad: &RawTensor) -> Result<Vec<Option<RawTensor>>> {
         let (a, b) = (&inputs[0], &inputs[1]);
+        // Only the gradients autograd keeps: an operand that does not require grad (data, a
+        // constant, a target) costs no kernel.
+        let (wa, wb) = (a.requires_grad(), b.requires_grad());
         let (ga, gb) = match self.op {
-            BinaryOp::Add => (grad.clone(), grad.clone()),
-            BinaryOp::Sub => (grad.clone(), grad.neg()?),
-            BinaryOp::Mul => (grad.mul(b)?, grad.mul(a)?),
-            BinaryOp::Div => (grad.div(b)?, grad.mul(a)?.div(&b.mul(b)?)?.neg()?),
+            BinaryOp::Add => (wa.then(|| grad.clone()), wb.then(|| grad.clone())),
+            BinaryOp::Sub => (wa.then(|| grad.clone()), if wb { Some(grad.neg()?) } else { None }),
+            BinaryOp::Mul => (wanted(wa, || grad.mul(b))?, wanted(wb, || grad.mul(a))?),
+            BinaryOp::Div => (wanted(wa, || grad.div(b))?, wanted(wb, || grad.mul(a)?.div(&b.mul(b)?)?.neg())?),
             BinaryOp::Maximum | BinaryOp::Minimum => {
                 // The larger (smaller) operand gets the gradient; ties split it evenly.
                 let (first, second) = if self.op == BinaryOp::Maximum { (a, b) } else { (b, a) };
                 let tie = first.binary(BinaryOp::Eq, second)?.mul_scalar(0.5)?;
-                let a_wins = first.binary(BinaryOp::Gt, second)?.add(&tie)?;
-                let b_wins = second.binary(BinaryOp::Gt, first)?.add(&tie)?;
-                (grad.mul(&a_wins)?, grad.mul(&b_wins)?)
+                let a_wins = || grad.mul(&first.binary(BinaryOp::Gt, second)?.add(&tie)?);
+                let b_wins = || grad.mul(&second.binary(BinaryOp::Gt, first)?.add(&tie)?);
+                (wanted(wa, a_wins)?, wanted(wb, b_wins)?)
             }
             BinaryOp::Eq | BinaryOp::Gt => return Ok(vec![None, None]),
         };
-        Ok(vec![Some(ga.sum_to_shape(a.shape())?), Some(gb.sum_to_shape(b.shape())?)])
+        let to = |g: Option<RawTensor>, shape: &[usize]| g.map(|g| g.sum_to_shape(shape)).transpose();
+        Ok(vec![to(ga, a.shape())?, to(gb, b.shape())?])
+    }
+}
+
+/// `f()` when the gradient is wanted, else nothing (and no kernel).
+fn wanted(want: bool, f: impl FnOnce() -> Result<RawTensor>) -> Result<Option<RawTensor>> {
+    if want {
+        f().map(Some)
+    } else {
+        Ok(None)
     }
 }
 

@@ -19,8 +19,9 @@ impl BackwardOp for SumBackward {
         "sum"
     }
     fn backward(&self, inputs: &[RawTensor], grad: &RawTensor) -> Result<Vec<Option<RawTensor>>> {
-        // grad has the keepdim shape: repeat it along the reduced axis.
-        Ok(vec![Some(grad.broadcast_to(inputs[0].shape())?.contiguous()?)])
+        // grad has the keepdim shape: repeat it along the reduced axis, as a broadcast view
+        // (the op that takes it reads it strided; materialising it cost a full write and read).
+        Ok(vec![Some(grad.broadcast_to(inputs[0].shape())?)])
     }
 }
 

@@ -96,6 +96,11 @@ impl RawTensor {
         if shape == self.shape() {
             return Ok(self.clone());
         }
+        // One element repeated (a scalar broadcast: a sum's gradient) stays a view in any shape.
+        if self.numel() > 1 && self.layout().strides().iter().all(|&s| s == 0) {
+            let layout = Layout::new(shape.to_vec(), vec![0; shape.len()], self.layout().offset())?;
+            return Ok(self.with_layout(layout, || Box::new(ReshapeBackward)));
+        }
         let source = if self.layout().is_contiguous() { self.clone() } else { self.contiguous()? };
         let layout = Layout::new(shape.to_vec(), crate::layout::contiguous_strides(shape), source.layout().offset())?;
         Ok(source.with_layout(layout, || Box::new(ReshapeBackward)))
