@@ -14,19 +14,7 @@
 // The running statistics' update is batch_norm_running.wgsl.
 // Needs a reduction prelude (wg_sum, RED_WG). Mirrors rumus/src/backend/cpu/batch_norm.rs.
 
-struct Params {
-    batch: u32,
-    channels: u32,
-    inner: u32,
-    count: u32,
-    chunks: u32,
-    eps: f32,
-    has_weight: u32,
-    has_bias: u32,
-    batch_stats: u32,
-    momentum: f32,
-    unbiased: f32,
-}
+// struct Params: lib/batch_norm_params.wgsl.
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;

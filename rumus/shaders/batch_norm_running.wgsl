@@ -3,19 +3,7 @@
 // momentum * batch, the variance made unbiased (times count / (count - 1), `unbiased`), as
 // rumus/src/ops/norm.rs composes it on devices without this kernel.
 
-struct Params {
-    batch: u32,
-    channels: u32,
-    inner: u32,
-    count: u32,
-    chunks: u32,
-    eps: f32,
-    has_weight: u32,
-    has_bias: u32,
-    batch_stats: u32,
-    momentum: f32,
-    unbiased: f32,
-}
+// struct Params: lib/batch_norm_params.wgsl.
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> mean: array<f32>;
