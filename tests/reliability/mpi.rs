@@ -91,6 +91,17 @@ fn job(ranks: usize, args: &[&str], log: &Path) -> (bool, String) {
     (status.success(), std::fs::read_to_string(log).unwrap_or_default())
 }
 
+/// Runs `job` with `--out OUT` appended (the folder created first) and fails the test, with the
+/// job's log, unless every rank succeeds. Returns the log.
+fn job_into(ranks: usize, args: &[&str], out: &Path, log: &Path) -> String {
+    std::fs::create_dir_all(out).expect("output folder");
+    let mut all = args.to_vec();
+    all.extend(["--out", out.to_str().expect("utf-8")]);
+    let (ok, text) = job(ranks, &all, log);
+    assert!(ok, "mpirun -np {ranks} {all:?} failed:\n{text}");
+    text
+}
+
 /// Every tensor of a safetensors file, by name.
 fn tensors(path: &Path) -> Vec<(String, Vec<f32>)> {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -141,9 +152,7 @@ fn two_ranks_of_batch_b_train_the_weights_of_one_rank_of_batch_2b_and_only_rank_
     let dir = scratch("same");
     let (two, one) = (dir.join("two"), dir.join("one"));
     for (ranks, batch, out) in [(2, "8", &two), (1, "16", &one)] {
-        std::fs::create_dir_all(out).expect("folder");
-        let (ok, text) = job(ranks, &["--batch-size", batch, "--out", out.to_str().expect("utf-8")], &dir.join("log"));
-        assert!(ok, "mpirun -np {ranks} failed:\n{text}");
+        let text = job_into(ranks, &["--batch-size", batch], out, &dir.join("log"));
         // Only rank 0 wrote: no rank1.txt, no temporary file, one history.
         let expected = [
             "ckpt-1.safetensors",
@@ -242,10 +251,7 @@ fn gradient_buckets_reduced_during_backward_train_the_weights_of_one_bucket_afte
         let mut outs = Vec::new();
         for cap in ["0.0002", "inf"] {
             let out = dir.join(format!("cap-{cap}-acc-{accumulate}"));
-            std::fs::create_dir_all(&out).expect("folder");
-            let args = ["--bucket-mb", cap, "--accumulate", accumulate, "--out", out.to_str().expect("utf-8")];
-            let (ok, text) = job(2, &args, &dir.join("log"));
-            assert!(ok, "mpirun -np 2 {args:?} failed:\n{text}");
+            job_into(2, &["--bucket-mb", cap, "--accumulate", accumulate], &out, &dir.join("log"));
             outs.push(out);
         }
         let worst = largest_difference(&outs[0].join("weights.safetensors"), &outs[1].join("weights.safetensors"));
@@ -269,19 +275,15 @@ fn resuming_with_the_optimizer_state_on_rank_0_only_continues_the_run() {
     // steps are the same arithmetic, so the weights agree exactly.
     let dir = scratch("resume");
     let (whole, first, second) = (dir.join("whole"), dir.join("first"), dir.join("second"));
-    let path = |p: &Path| p.to_str().expect("utf-8").to_string();
     let runs = [
         (&whole, vec!["--epochs", "4"]),
         (&first, vec!["--epochs", "2"]),
         (&second, vec!["--epochs", "2", "--resume", first.to_str().expect("utf-8")]),
     ];
     for (out, extra) in runs {
-        std::fs::create_dir_all(out).expect("folder");
-        let out = path(out);
-        let mut args = vec!["--adam", "--no-shuffle", "--out", &out];
+        let mut args = vec!["--adam", "--no-shuffle"];
         args.extend(extra);
-        let (ok, text) = job(2, &args, &dir.join("log"));
-        assert!(ok, "mpirun -np 2 {args:?} failed:\n{text}");
+        let text = job_into(2, &args, out, &dir.join("log"));
         // Both ranks end with the same model.
         let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("rank ")).collect();
         assert_eq!(lines.len(), 2, "{text}");
@@ -307,10 +309,7 @@ fn with_augmentation_two_ranks_of_batch_b_train_the_weights_of_one_rank_of_batch
     let mut outs = Vec::new();
     for (ranks, batch, seed) in [(2, "8", "5"), (1, "16", "5"), (1, "16", "6")] {
         let out = dir.join(format!("{ranks}-{seed}"));
-        std::fs::create_dir_all(&out).expect("folder");
-        let args = ["--augment", "--augment-seed", seed, "--batch-size", batch, "--out", out.to_str().expect("utf-8")];
-        let (ok, text) = job(ranks, &args, &dir.join("log"));
-        assert!(ok, "mpirun -np {ranks} {args:?} failed:\n{text}");
+        job_into(ranks, &["--augment", "--augment-seed", seed, "--batch-size", batch], &out, &dir.join("log"));
         outs.push(out.join("weights.safetensors"));
     }
     let worst = largest_difference(&outs[0], &outs[1]);

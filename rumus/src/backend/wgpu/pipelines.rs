@@ -110,10 +110,12 @@ pub(crate) const LAYER_NORM: Shader = shader!("layer_norm", LayerNormParams).row
 pub(crate) const LAYER_NORM_BACKWARD: Shader = shader!("layer_norm_backward", LayerNormParams).row_reduce();
 pub(crate) const RMS_NORM: Shader = shader!("rms_norm", LayerNormParams).row_reduce();
 pub(crate) const RMS_NORM_BACKWARD: Shader = shader!("rms_norm_backward", LayerNormParams).row_reduce();
-pub(crate) const BATCH_NORM: Shader = shader!("batch_norm", BatchNormParams).row_reduce().including(&[BATCH_NORM_PARAMS, LINEAR]);
+pub(crate) const BATCH_NORM: Shader =
+    shader!("batch_norm", BatchNormParams).row_reduce().including(&[BATCH_NORM_PARAMS, LINEAR]);
 pub(crate) const BATCH_NORM_BACKWARD: Shader =
     shader!("batch_norm_backward", BatchNormParams).row_reduce().including(&[BATCH_NORM_PARAMS, LINEAR]);
-pub(crate) const BATCH_NORM_RUNNING: Shader = shader!("batch_norm_running", BatchNormParams).including(&[BATCH_NORM_PARAMS, LINEAR]);
+pub(crate) const BATCH_NORM_RUNNING: Shader =
+    shader!("batch_norm_running", BatchNormParams).including(&[BATCH_NORM_PARAMS, LINEAR]);
 pub(crate) const AFFINE_WARP: Shader = shader!("affine_warp", WarpParams);
 pub(crate) const CROSS_ENTROPY: Shader = shader!("cross_entropy", CrossEntropyParams)
     .with_constants(cross_entropy_constants)
