@@ -250,6 +250,7 @@ def main():
     p.add_argument("--only", default="")
     p.add_argument("--json", default="")
     p.add_argument("--resnet18", action="store_true", help="convpass: also ResNet-18's 3x3 convolutions")
+    p.add_argument("--resnet-modes", default="", help="resnet: a comma list of f32,tf32,bf16,compile,compile-ro (default: all)")
     p.add_argument("--resnet-batch", type=int, default=128, help="batch of the resnet workload")
     p.add_argument("--gpu-time", action="store_true", help="time kernels with CUDA events (GPU time alone)")
     a = p.parse_args()
@@ -383,6 +384,8 @@ def main():
         # reduce-overhead) where they are available.
         b = a.resnet_batch
         modes = ["f32"] if dev != "cuda" else ["f32", "tf32", "bf16", "compile", "compile-ro"]
+        if a.resnet_modes:
+            modes = [m for m in modes if m in a.resnet_modes.split(",")]
         for mode in modes:
             if mode.startswith("compile") and not hasattr(torch, "compile"):
                 continue
