@@ -205,6 +205,9 @@ fn bench_batch_norm(b: &Arc<WgpuBackend>, (n, c, h): (usize, usize, usize), repe
         .collect()
 }
 
+/// One timed kernel: its name, the shape shown, the elements its minimal traffic moves, the work.
+type Case<'a> = (&'static str, &'a String, usize, &'a dyn Fn() -> Result<()>);
+
 /// The elementwise and reduction kernels of every training step (issue #32), each timed alone
 /// through the `Backend` method an op calls: a product of two contiguous `[rows, cols]`
 /// tensors, a product with a broadcast scalar (stride 0; a product's backward under `sum_all`),
@@ -237,7 +240,7 @@ fn bench_elementwise(
     let relu_backward = || b.unary_backward(UnaryOp::Relu, &x, &relu_y, &g, len).map(drop);
     let sum_all = || b.reduce(ReduceOp::Sum, &x, ReduceDims { outer: 1, len, inner: 1 }).map(drop);
     let sum_rows = || b.reduce(ReduceOp::Sum, &x, ReduceDims { outer: rows, len: cols, inner: 1 }).map(drop);
-    let cases: [(&str, &String, usize, &dyn Fn() -> Result<()>); 7] = [
+    let cases: [Case; 7] = [
         ("mul contiguous", &shape, 3 * len, &mul),
         ("mul broadcast scalar", &shape, 2 * len, &mul_scalar),
         ("add per-channel", &image_shape, 2 * image, &add_channel),

@@ -108,7 +108,7 @@ fn unary_params(op: UnaryOp, len: usize) -> UnaryParams {
 fn vec4_splat(shape: &[usize], strides: &[Vec<usize>], offsets: [usize; 2]) -> Option<u32> {
     let (&inner, outer) = shape.split_last()?;
     let n: usize = shape.iter().product();
-    if n < 4 || (!outer.is_empty() && inner % 4 != 0) {
+    if n < 4 || (!outer.is_empty() && !inner.is_multiple_of(4)) {
         return None;
     }
     let mut splat = 0;
@@ -116,7 +116,7 @@ fn vec4_splat(shape: &[usize], strides: &[Vec<usize>], offsets: [usize; 2]) -> O
         let (&last, outer_strides) = s.split_last()?;
         match last {
             0 => splat |= 1 << k,
-            1 if offset % 4 == 0 && outer_strides.iter().all(|&st| st % 4 == 0) => {}
+            1 if offset.is_multiple_of(4) && outer_strides.iter().all(|st| st.is_multiple_of(4)) => {}
             _ => return None,
         }
     }

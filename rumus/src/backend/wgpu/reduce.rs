@@ -91,7 +91,7 @@ impl WgpuBackend {
         // The column kernel also reduces long rows, more slowly: a stand-in until the row kernel
         // is compiled (see `Pipelines::stand_in`).
         // Rows of a multiple of 4 are read as 16-byte elements.
-        let quads = dims.len % 4 == 0;
+        let quads = dims.len.is_multiple_of(4);
         let row_entry = if quads { "reduce_rows4" } else { "reduce_rows" };
         if dims.inner > 1 || dims.len <= SHORT_ROW || self.pipelines.stand_in(&pipelines::REDUCE, row_entry) {
             // One invocation per output, coalesced across `inner`; with few outputs the reduced
