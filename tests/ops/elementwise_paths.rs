@@ -6,6 +6,7 @@
 //! kernel as written here.
 
 use rumus::backend::cpu::CpuBackend;
+use rumus::backend::wgpu::WgpuBackend;
 use rumus::backend::{Backend, BinaryOp, ReduceDims, ReduceOp, Storage, UnaryOp};
 use rumus::testing::{assert_close, wgpu_or_skip};
 use rumus::{Device, Layout, Result};
@@ -26,15 +27,19 @@ fn data(len: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-/// Runs `f` on the CPU backend and the wgpu backend and compares the results (read back whole).
+/// Runs `f` on the CPU backend and on both wgpu variants (subgroup and shared-memory
+/// reductions) and compares the results (read back whole).
 fn both(name: &str, tol: f32, f: impl Fn(&dyn Backend) -> Result<Storage>) {
     let Some(Device::Wgpu(gpu)) = wgpu_or_skip() else {
         return;
     };
+    let shared = WgpuBackend::with_shared_memory_reductions().unwrap_or_else(|e| panic!("{name}: {e}"));
     let read = |b: &dyn Backend, s: &Storage| b.to_f32(s, &Layout::contiguous(&[s.len()]));
     let want = f(&CpuBackend).and_then(|s| read(&CpuBackend, &s)).unwrap_or_else(|e| panic!("{name} on cpu: {e}"));
-    let got = f(&*gpu).and_then(|s| read(&*gpu, &s)).unwrap_or_else(|e| panic!("{name} on wgpu: {e}"));
-    assert_close(name, &got, &want, tol);
+    for (variant, backend) in [("subgroups", &*gpu), ("shared memory", &shared)] {
+        let got = f(backend).and_then(|s| read(backend, &s)).unwrap_or_else(|e| panic!("{name} on wgpu: {e}"));
+        assert_close(&format!("{name} ({variant})"), &got, &want, tol);
+    }
 }
 
 /// `lhs op rhs` over two views of the storages `(len, layout)`, for several ops.
