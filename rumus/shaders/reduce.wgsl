@@ -23,6 +23,8 @@ struct Params {
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
+// The input as 16-byte elements, for reduce_rows4 alone.
+@group(0) @binding(1) var<storage, read> x4: array<vec4<f32>>;
 
 // NaN test on the bits: drivers may compile `v != v` under fast-math rules and fold it to false.
 fn is_nan(v: f32) -> bool {
@@ -52,19 +54,48 @@ fn reduce_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         for (var j = start + lid; j < end; j += RED_WG) {
             acc = combine(p.op, acc, x[base + j]);
         }
-        var r: f32;
-        if p.op == OP_SUM {
-            r = wg_sum(acc, lid);
-        } else {
-            // Hardware max/min may drop NaN; the CPU's rule is that NaN wins, so count them.
-            let nans = wg_sum(select(0.0, 1.0, is_nan(acc)), lid);
-            if p.op == OP_MAX {
-                r = wg_max(acc, lid);
-            } else {
-                r = -wg_max(-acc, lid);
-            }
-            r = select(r, p.nan, nans > 0.0);
+        let r = reduce_group(acc, lid);
+        if lid == 0u {
+            out[row] = r;
         }
+    }
+}
+
+// The workgroup's reduction of each invocation's `acc`, as the CPU rules (NaN wins in max/min).
+fn reduce_group(acc: f32, lid: u32) -> f32 {
+    if p.op == OP_SUM {
+        return wg_sum(acc, lid);
+    }
+    // Hardware max/min may drop NaN; the CPU's rule is that NaN wins, so count them.
+    let nans = wg_sum(select(0.0, 1.0, is_nan(acc)), lid);
+    var r: f32;
+    if p.op == OP_MAX {
+        r = wg_max(acc, lid);
+    } else {
+        r = -wg_max(-acc, lid);
+    }
+    return select(r, p.nan, nans > 0.0);
+}
+
+@compute @workgroup_size(RED_WG)
+fn reduce_rows4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                @builtin(local_invocation_index) lid: u32) {
+    let groups = nwg.x * nwg.y;
+    for (var row = wid.x + wid.y * nwg.x; row < p.outer; row += groups) {
+        let o = row / p.chunks;
+        let c = row % p.chunks;
+        // In quads: len and chunk_len are multiples of 4.
+        let base = o * (p.len / 4u);
+        let start = c * (p.chunk_len / 4u);
+        let end = min(p.len / 4u, start + p.chunk_len / 4u);
+        var acc = vec4<f32>(p.identity);
+        for (var j = start + lid; j < end; j += RED_WG) {
+            let v = x4[base + j];
+            acc = vec4<f32>(combine(p.op, acc.x, v.x), combine(p.op, acc.y, v.y), combine(p.op, acc.z, v.z),
+                            combine(p.op, acc.w, v.w));
+        }
+        let folded = combine(p.op, combine(p.op, combine(p.op, acc.x, acc.y), acc.z), acc.w);
+        let r = reduce_group(folded, lid);
         if lid == 0u {
             out[row] = r;
         }

@@ -4,6 +4,9 @@
 
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
+// The same bindings as 16-byte elements, for unary_vec4 alone.
+@group(0) @binding(1) var<storage, read> x4: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> out4: array<vec4<f32>>;
 
 fn apply(op: u32, v: f32, s0: f32, s1: f32) -> f32 {
     switch op {
@@ -30,8 +33,21 @@ fn apply(op: u32, v: f32, s0: f32, s1: f32) -> f32 {
 @compute @workgroup_size(256)
 fn unary(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
          @builtin(local_invocation_index) lid: u32) {
-    let i = (wid.x + wid.y * nwg.x) * 256u + lid;
+    let i = p.start + (wid.x + wid.y * nwg.x) * 256u + lid;
     if i < p.n {
         out[i] = apply(p.op, x[i], p.s0, p.s1);
+    }
+}
+
+// Elements 4q..4q+3 with 16-byte loads and stores, for q < n / 4 (the host runs `unary` from
+// start = n / 4 * 4 for the rest).
+@compute @workgroup_size(256)
+fn unary_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) lid: u32) {
+    let q = (wid.x + wid.y * nwg.x) * 256u + lid;
+    if q < p.n / 4u {
+        let v = x4[q];
+        out4[q] = vec4<f32>(apply(p.op, v.x, p.s0, p.s1), apply(p.op, v.y, p.s0, p.s1),
+                            apply(p.op, v.z, p.s0, p.s1), apply(p.op, v.w, p.s0, p.s1));
     }
 }

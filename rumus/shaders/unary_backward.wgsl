@@ -7,6 +7,11 @@
 @group(0) @binding(2) var<storage, read> y: array<f32>;
 @group(0) @binding(3) var<storage, read> grad: array<f32>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
+// The same bindings as 16-byte elements, for unary_backward_vec4 alone.
+@group(0) @binding(1) var<storage, read> x4: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> y4: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> grad4: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read_write> out4: array<vec4<f32>>;
 
 fn derivative(op: u32, v: f32, w: f32, s0: f32, s1: f32) -> f32 {
     switch op {
@@ -39,8 +44,23 @@ fn derivative(op: u32, v: f32, w: f32, s0: f32, s1: f32) -> f32 {
 @compute @workgroup_size(256)
 fn unary_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                   @builtin(local_invocation_index) lid: u32) {
-    let i = (wid.x + wid.y * nwg.x) * 256u + lid;
+    let i = p.start + (wid.x + wid.y * nwg.x) * 256u + lid;
     if i < p.n {
         out[i] = grad[i] * derivative(p.op, x[i], y[i], p.s0, p.s1);
+    }
+}
+
+// Elements 4q..4q+3 with 16-byte loads and stores, for q < n / 4 (the host runs
+// `unary_backward` from start = n / 4 * 4 for the rest).
+@compute @workgroup_size(256)
+fn unary_backward_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                       @builtin(local_invocation_index) lid: u32) {
+    let q = (wid.x + wid.y * nwg.x) * 256u + lid;
+    if q < p.n / 4u {
+        let v = x4[q];
+        let w = y4[q];
+        let d = vec4<f32>(derivative(p.op, v.x, w.x, p.s0, p.s1), derivative(p.op, v.y, w.y, p.s0, p.s1),
+                          derivative(p.op, v.z, w.z, p.s0, p.s1), derivative(p.op, v.w, w.w, p.s0, p.s1));
+        out4[q] = grad4[q] * d;
     }
 }

@@ -12,6 +12,7 @@ mod affine_warp;
 mod attention;
 mod batch_norm_fused;
 mod core_ops;
+mod elementwise_paths;
 mod gradient_views;
 mod layer_norm_fused;
 mod losses;

@@ -7,6 +7,7 @@ median-of-repeats, so the two can run in one session and be compared as ratios.
     python3 tools/bench/torch_bench.py --device cuda --only attention      # fused attention, f32   # bench_wgpu's twin
     python3 tools/bench/torch_bench.py --device cuda --only resnet [--resnet-batch 128]
     python3 tools/bench/torch_bench.py --device cuda --only bnpass --gpu-time   # bench_wgpu --only bn's twin
+    python3 tools/bench/torch_bench.py --device cuda --only elementwise --gpu-time   # bench_wgpu --only elementwise's twin
 
 `resnet` (ResNet-18 training steps; on CUDA f32, TF32, bf16 autocast, torch.compile default and
 reduce-overhead) runs only when `--only` names it, as in bench.
@@ -370,6 +371,30 @@ def main():
 
             s = timer(dev, 3, 20, bn)
             add(f"batch_norm fwd+bwd 128x{c}x{h}x{h}", s, 8 * x.numel() * 4 / s / 1e9, "GB/s")
+    if wanted("elementwise") and dev == "cuda":
+        # The twin of bench_wgpu --only elementwise: the same kernels, names and shapes, each alone
+        # (no autograd); rates count the minimal traffic as bench_wgpu does.
+        rows_, cols = (65536, 1024)
+        n, c, h = 128, 64, 32
+        x = torch.randn(rows_, cols, device=dev)
+        g = torch.randn(rows_, cols, device=dev)
+        scalar = torch.randn(1, device=dev).expand(rows_, cols)  # stride 0, as autograd's sum_all gradient
+        act = torch.randn(n, c, h, h, device=dev)
+        bias = torch.randn(c, 1, 1, device=dev)
+        relu_y = torch.relu(x)
+        flat = str(x.numel())
+        cases = [
+            ("mul contiguous", f"{rows_}x{cols}", 3 * x.numel(), lambda: x * g),
+            ("mul broadcast scalar", f"{rows_}x{cols}", 2 * x.numel(), lambda: scalar * g),
+            ("add per-channel", f"{n}x{c}x{h}x{h}+{c}x1x1", 2 * act.numel(), lambda: act + bias),
+            ("relu", flat, 2 * x.numel(), lambda: torch.relu(x)),
+            ("relu backward", flat, 3 * x.numel(), lambda: torch.ops.aten.threshold_backward(g, relu_y, 0.0)),
+            ("sum_all", flat, x.numel(), lambda: x.sum()),
+            ("sum last axis", f"{rows_}x{cols}", x.numel() + rows_, lambda: x.sum(-1)),
+        ]
+        for name, shape, elements, f in cases:
+            s = timer(dev, 2, 10, f)
+            add(f"{name} {shape}", s, elements * 4 / s / 1e9, "GB/s")
     if wanted("step"):
         for b in (64, 256):
             add(f"lenet train step b{b}", train_step_bench(dev, LeNet(), b, 50))

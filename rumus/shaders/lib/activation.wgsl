@@ -10,6 +10,8 @@ struct Params {
     // Passed in because WGSL constant expressions cannot be infinite or NaN.
     inf: f32,
     nan: f32,
+    // The first element the scalar entry points make (the `_vec4` ones make 0..n / 4 * 4).
+    start: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;

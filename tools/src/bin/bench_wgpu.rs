@@ -2,8 +2,9 @@
 //! inputs where the adapter has them), softmax forward + backward on [65536, 1024] (GB/s),
 //! the ResNet-block convolution's three passes apart (forward, input gradient, weight gradient;
 //! TFLOP/s), and training-mode batch norm at ResNet-18's four shapes (batch 128; GB/s): the fused
-//! kernels alone, then forward and backward through the op, fused and composed (issue #32),
-//! timed with GPU timestamp queries where the adapter has TIMESTAMP_QUERY (else wall time between
+//! kernels alone, then forward and backward through the op, fused and composed (issue #32), the
+//! elementwise and reduction kernels of every training step (binary products and broadcasts,
+//! relu and its backward, sums; GB/s), timed with GPU timestamp queries where the adapter has TIMESTAMP_QUERY (else wall time between
 //! full synchronisations). Warm-up runs first, then the median of repeats.
 //!
 //! ```text
@@ -11,15 +12,20 @@
 //! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json --quick  # small sizes (lavapipe)
 //! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json --resnet18 # + ResNet-18's 3×3 convs
 //! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json --only bn  # batch norm alone
+//! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json --only elementwise
 //! ```
 //!
-//! The batch norm rows' PyTorch twin: `tools/bench/torch_bench.py --device cuda --only bnpass --gpu-time`.
+//! The batch norm rows' PyTorch twin: `tools/bench/torch_bench.py --device cuda --only bnpass --gpu-time`;
+//! the elementwise rows': `tools/bench/torch_bench.py --device cuda --only elementwise --gpu-time`.
 
 use rumus::backend::wgpu::WgpuBackend;
 use std::sync::Arc;
 
-use rumus::backend::{Backend, BatchNormArgs, Conv2dArgs, Conv2dWanted, ConvGeom, MatmulArgs, MatrixLayout, Storage};
-use rumus::{Device, MatmulPrecision, RawTensor, Result, RunningStats};
+use rumus::backend::{
+    Backend, BatchNormArgs, BinaryOp, Conv2dArgs, Conv2dWanted, ConvGeom, MatmulArgs, MatrixLayout, ReduceDims,
+    ReduceOp, Storage, UnaryOp,
+};
+use rumus::{Device, Layout, MatmulPrecision, RawTensor, Result, RunningStats};
 
 struct Row {
     name: String,
@@ -199,6 +205,65 @@ fn bench_batch_norm(b: &Arc<WgpuBackend>, (n, c, h): (usize, usize, usize), repe
         .collect()
 }
 
+/// One timed kernel: its name, the shape shown, the elements its minimal traffic moves, the work.
+type Case<'a> = (&'static str, &'a String, usize, &'a dyn Fn() -> Result<()>);
+
+/// The elementwise and reduction kernels of every training step (issue #32), each timed alone
+/// through the `Backend` method an op calls: a product of two contiguous `[rows, cols]`
+/// tensors, a product with a broadcast scalar (stride 0; a product's backward under `sum_all`),
+/// a per-channel bias `[c, 1, 1]` added to `[n, c, h, h]`, relu and its backward, `sum_all`,
+/// and a sum over the last axis of `[rows, cols]`. Rates count the minimal traffic: each input
+/// read once, the output written once (relu's backward: x and the gradient in, one out).
+fn bench_elementwise(
+    b: &WgpuBackend,
+    (rows, cols): (usize, usize),
+    (n, c, h): (usize, usize, usize),
+    repeats: usize,
+) -> Result<Vec<Row>> {
+    let len = rows * cols;
+    let matrix = Layout::contiguous(&[rows, cols]);
+    let (x, g) = (random(b, len, 13)?, random(b, len, 14)?);
+    let scalar = random(b, 1, 15)?;
+    let scalar_view = Layout::contiguous(&[1]).broadcast_to(&[rows, cols])?;
+    let image = n * c * h * h;
+    let (act, bias) = (random(b, image, 16)?, random(b, c, 17)?);
+    let image_layout = Layout::contiguous(&[n, c, h, h]);
+    let bias_view = Layout::contiguous(&[c, 1, 1]).broadcast_to(&[n, c, h, h])?;
+    let relu_y = b.unary(UnaryOp::Relu, &x, len)?;
+    let shape = format!("{rows}x{cols}");
+    let image_shape = format!("{n}x{c}x{h}x{h}+{c}x1x1");
+    let flat = format!("{len}");
+    let mul = || b.binary(BinaryOp::Mul, &x, &matrix, &g, &matrix).map(drop);
+    let mul_scalar = || b.binary(BinaryOp::Mul, &scalar, &scalar_view, &g, &matrix).map(drop);
+    let add_channel = || b.binary(BinaryOp::Add, &act, &image_layout, &bias, &bias_view).map(drop);
+    let relu = || b.unary(UnaryOp::Relu, &x, len).map(drop);
+    let relu_backward = || b.unary_backward(UnaryOp::Relu, &x, &relu_y, &g, len).map(drop);
+    let sum_all = || b.reduce(ReduceOp::Sum, &x, ReduceDims { outer: 1, len, inner: 1 }).map(drop);
+    let sum_rows = || b.reduce(ReduceOp::Sum, &x, ReduceDims { outer: rows, len: cols, inner: 1 }).map(drop);
+    let cases: [Case; 7] = [
+        ("mul contiguous", &shape, 3 * len, &mul),
+        ("mul broadcast scalar", &shape, 2 * len, &mul_scalar),
+        ("add per-channel", &image_shape, 2 * image, &add_channel),
+        ("relu", &flat, 2 * len, &relu),
+        ("relu backward", &flat, 3 * len, &relu_backward),
+        ("sum_all", &flat, len, &sum_all),
+        ("sum last axis", &shape, len + rows, &sum_rows),
+    ];
+    cases
+        .into_iter()
+        .map(|(name, shape, elements, work)| {
+            let secs = time(b, 2, repeats, work)?;
+            Ok(Row {
+                name: name.into(),
+                shape: shape.clone(),
+                median_ms: secs * 1e3,
+                rate: elements as f64 * 4.0 / secs / 1e9,
+                unit: "GB/s",
+            })
+        })
+        .collect()
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
@@ -240,6 +305,10 @@ fn main() -> Result<()> {
     }
     if wanted("softmax") {
         rows_out.push(bench_softmax(&b, rows, cols, repeats)?);
+    }
+    if wanted("elementwise") {
+        let batch = if quick { 8 } else { 128 };
+        rows_out.extend(bench_elementwise(&b, (rows, cols), (batch, 64, 32), repeats)?);
     }
     if wanted("conv") {
         let resblock = if quick { (4, 16, 14, 16, 3, 1) } else { (32, 64, 56, 64, 3, 1) };

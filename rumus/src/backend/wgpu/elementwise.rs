@@ -3,9 +3,10 @@
 //! `UnaryOp::code` and `BinaryOp::code`, and placed before the shaders as `OP_*` constants.
 
 use super::copy::{coalesce, padded, MAX_RANK};
+use super::encoder::Binding;
 use super::launch::{bind, check_extent, check_len};
 use super::params::kernel_params;
-use super::pipelines::{self, Access};
+use super::pipelines::{self, Access, Shader};
 use super::{WgpuBackend, WgpuStorage};
 use crate::backend::{BinaryOp, DType, Storage, UnaryOp};
 use crate::{Error, Layout, Result};
@@ -60,7 +61,8 @@ pub(super) fn binary_constants() -> String {
 }
 
 kernel_params! {
-    /// `lib/activation.wgsl`: `n` elements through op `op` with its scalars `s0`, `s1`.
+    /// `lib/activation.wgsl`: `n` elements through op `op` with its scalars `s0`, `s1`; the
+    /// scalar entry points start at element `start`, the `_vec4` ones make `0..n / 4 * 4`.
     struct UnaryParams {
         n: u32,
         op: u32,
@@ -68,12 +70,15 @@ kernel_params! {
         s1: f32,
         inf: f32,
         nan: f32,
-    } pad 2
+        start: u32,
+    } pad 1
 }
 
 kernel_params! {
     /// `binary.wgsl`: `n` outputs of `lhs op rhs` over two views of `rank` axes, or flat when
-    /// both are `contiguous`.
+    /// both are `contiguous`; `binary` starts at output `start`, `binary_vec4` reads the
+    /// operands flagged in `splat` (bit 0 lhs, bit 1 rhs) as one element repeated along the
+    /// innermost axis.
     struct BinaryParams {
         n: u32,
         op: u32,
@@ -81,8 +86,8 @@ kernel_params! {
         contiguous: u32,
         lhs_offset: u32,
         rhs_offset: u32,
-        pad0: u32,
-        pad1: u32,
+        start: u32,
+        splat: u32,
         shape: [u32; MAX_RANK],
         lhs_strides: [u32; MAX_RANK],
         rhs_strides: [u32; MAX_RANK],
@@ -91,7 +96,31 @@ kernel_params! {
 
 fn unary_params(op: UnaryOp, len: usize) -> UnaryParams {
     let [s0, s1] = op.scalars();
-    UnaryParams { n: len as u32, op: op.code(), s0, s1, inf: f32::INFINITY, nan: f32::NAN, _pad: [0; 2] }
+    UnaryParams { n: len as u32, op: op.code(), s0, s1, inf: f32::INFINITY, nan: f32::NAN, start: 0, _pad: [0; 1] }
+}
+
+/// Whether `binary_vec4` may make the outputs of a (coalesced, `MAX_RANK` at most) view pair:
+/// at least four outputs; each operand's innermost stride 1 (read as 16-byte loads, so its
+/// offset and outer strides must be multiples of 4) or, for one of them at most, 0 (one element
+/// repeated, flagged in the returned bits: 1 lhs, 2 rhs); and with more than one axis an
+/// innermost axis of a multiple of 4 (a flat view's last `n % 4` outputs go to the scalar
+/// kernel).
+fn vec4_splat(shape: &[usize], strides: &[Vec<usize>], offsets: [usize; 2]) -> Option<u32> {
+    let (&inner, outer) = shape.split_last()?;
+    let n: usize = shape.iter().product();
+    if n < 4 || (!outer.is_empty() && !inner.is_multiple_of(4)) {
+        return None;
+    }
+    let mut splat = 0;
+    for (k, (s, offset)) in strides.iter().zip(offsets).enumerate() {
+        let (&last, outer_strides) = s.split_last()?;
+        match last {
+            0 => splat |= 1 << k,
+            1 if offset.is_multiple_of(4) && outer_strides.iter().all(|st| st.is_multiple_of(4)) => {}
+            _ => return None,
+        }
+    }
+    (splat != 3).then_some(splat)
 }
 
 impl WgpuBackend {
@@ -99,8 +128,7 @@ impl WgpuBackend {
         let x = self.gpu(x, DType::F32, op.name())?;
         check_len(op.name(), x, len)?;
         let out = self.alloc(len, DType::F32, op.name())?;
-        let groups = self.groups_for(len, op.name())?;
-        self.run(&pipelines::UNARY, "unary", &[R, W], &unary_params(op, len), &[bind(x), bind(&out)], groups)?;
+        self.flat_elementwise(&pipelines::UNARY, ["unary_vec4", "unary"], &[R, W], op, len, &[bind(x), bind(&out)])?;
         Ok(self.output(out))
     }
 
@@ -119,15 +147,38 @@ impl WgpuBackend {
             check_len(name, s, len)?;
         }
         let out = self.alloc(len, DType::F32, name)?;
-        self.run(
+        self.flat_elementwise(
             &pipelines::UNARY_BACKWARD,
-            "unary_backward",
+            ["unary_backward_vec4", "unary_backward"],
             &[R, R, R, W],
-            &unary_params(op, len),
+            op,
+            len,
             &[bind(x), bind(y), bind(g), bind(&out)],
-            self.groups_for(len, name)?,
         )?;
         Ok(self.output(out))
+    }
+
+    /// One op over `len` flat elements: `entries[0]` (four an invocation, 16-byte loads and
+    /// stores) makes the first `len / 4 * 4`, `entries[1]` (one an invocation) the rest.
+    fn flat_elementwise(
+        &self,
+        shader: &Shader,
+        entries: [&'static str; 2],
+        signature: &[Access],
+        op: UnaryOp,
+        len: usize,
+        buffers: &[Binding<'_>],
+    ) -> Result<()> {
+        let mut params = unary_params(op, len);
+        let quads = len / 4;
+        if quads > 0 {
+            self.run(shader, entries[0], signature, &params, buffers, self.groups_for(quads, op.name())?)?;
+        }
+        params.start = (quads * 4) as u32;
+        if quads * 4 < len {
+            self.run(shader, entries[1], signature, &params, buffers, self.groups_for(len - quads * 4, op.name())?)?;
+        }
+        Ok(())
     }
 
     pub(super) fn binary_kernel(
@@ -170,27 +221,40 @@ impl WgpuBackend {
             let (l, r) = (packed(l, lhs_layout)?, packed(r, rhs_layout)?);
             return self.binary_kernel(op, &l, &flat, &r, &flat);
         }
-        let params = BinaryParams {
+        let mut params = BinaryParams {
             n: n as u32,
             op: op.code(),
             rank: shape.len() as u32,
             contiguous: contiguous as u32,
             lhs_offset: lhs_layout.offset() as u32,
             rhs_offset: rhs_layout.offset() as u32,
-            pad0: 0,
-            pad1: 0,
+            start: 0,
+            splat: 0,
             shape: padded(&shape, 1),
             lhs_strides: padded(&strides[0], 0),
             rhs_strides: padded(&strides[1], 0),
         };
-        self.run(
-            &pipelines::BINARY,
-            "binary",
-            &[R, R, W],
-            &params,
-            &[bind(l), bind(r), bind(&out)],
-            self.groups_for(n, name)?,
-        )?;
+        let offsets = [lhs_layout.offset(), rhs_layout.offset()];
+        let bindings = [bind(l), bind(r), bind(&out)];
+        if let Some(splat) = vec4_splat(&shape, &strides, offsets) {
+            // Four outputs an invocation with 16-byte loads; a flat view's last n % 4 below.
+            let entry = match splat {
+                0 => "binary_vec4",
+                1 => "binary_vec4_splat_lhs",
+                _ => "binary_vec4_splat_rhs",
+            };
+            params.splat = splat;
+            params.contiguous = (shape.len() == 1) as u32;
+            let groups = self.groups_for(n / 4, name)?;
+            self.run(&pipelines::BINARY, entry, &[R, R, W], &params, &bindings, groups)?;
+            params.start = (n / 4 * 4) as u32;
+            params.splat = 0;
+            params.contiguous = contiguous as u32;
+        }
+        if (params.start as usize) < n {
+            let groups = self.groups_for(n - params.start as usize, name)?;
+            self.run(&pipelines::BINARY, "binary", &[R, R, W], &params, &bindings, groups)?;
+        }
         Ok(self.output(out))
     }
 }

@@ -14,8 +14,9 @@ use Access::{Read as R, Write as W};
 /// Rows up to this long get one invocation each (softmax, cross-entropy, reductions); longer
 /// rows get a workgroup each.
 pub(super) const SHORT_ROW: usize = 32;
-/// A reduction of few long rows splits them until about this many workgroups share the work...
-const SPREAD_GROUPS: usize = 1024;
+/// A reduction of few long rows splits them until about this many workgroups (of 64) share the
+/// work (an H100's 132 SMs hold 32 each)...
+const SPREAD_GROUPS: usize = 4096;
 /// ...but never into chunks shorter than this.
 const MIN_CHUNK: usize = 4096;
 /// A column reduction with few outputs splits the reduced axis until about this many
@@ -89,7 +90,10 @@ impl WgpuBackend {
         let (code, identity) = (code(op), identity(op));
         // The column kernel also reduces long rows, more slowly: a stand-in until the row kernel
         // is compiled (see `Pipelines::stand_in`).
-        if dims.inner > 1 || dims.len <= SHORT_ROW || self.pipelines.stand_in(&pipelines::REDUCE, "reduce_rows") {
+        // Rows of a multiple of 4 are read as 16-byte elements.
+        let quads = dims.len.is_multiple_of(4);
+        let row_entry = if quads { "reduce_rows4" } else { "reduce_rows" };
+        if dims.inner > 1 || dims.len <= SHORT_ROW || self.pipelines.stand_in(&pipelines::REDUCE, row_entry) {
             // One invocation per output, coalesced across `inner`; with few outputs the reduced
             // axis is split into chunks (partials reduced by a second pass) so the GPU fills up.
             let chunks = SPREAD_THREADS.div_ceil(n).clamp(1, dims.len.div_ceil(MIN_COL_CHUNK).max(1));
@@ -115,7 +119,11 @@ impl WgpuBackend {
         }
         // Few long rows: split each into chunks so the whole GPU works, then reduce the partials.
         let chunks = SPREAD_GROUPS.div_ceil(dims.outer).clamp(1, dims.len.div_ceil(MIN_CHUNK));
-        let chunk_len = dims.len.div_ceil(chunks);
+        let mut chunk_len = dims.len.div_ceil(chunks);
+        if quads {
+            chunk_len = chunk_len.next_multiple_of(4);
+        }
+        let chunks = dims.len.div_ceil(chunk_len);
         let rows = dims.outer * chunks;
         let target = self.alloc(rows, DType::F32, "reduce")?;
         let params = ReduceParams {
@@ -129,7 +137,7 @@ impl WgpuBackend {
             nan: f32::NAN,
         };
         let groups = self.groups_rows(rows);
-        self.run(&pipelines::REDUCE, "reduce_rows", &[R, W], &params, &[bind(x), bind(&target)], groups)?;
+        self.run(&pipelines::REDUCE, row_entry, &[R, W], &params, &[bind(x), bind(&target)], groups)?;
         if chunks == 1 {
             return Ok(self.output(target));
         }

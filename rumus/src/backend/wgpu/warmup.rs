@@ -226,12 +226,14 @@ pub(crate) fn index_select(b: &WgpuBackend) -> Result<()> {
     b.index_select(&upload(b, 8)?, &b.from_u32(&[1, 3])?, &args).map(drop)
 }
 
+/// Seven elements: four through the vec4 kernel, three through the one-element kernel.
 pub(crate) fn relu(b: &WgpuBackend) -> Result<()> {
-    b.unary(UnaryOp::Relu, &upload(b, 8)?, 8).map(drop)
+    b.unary(UnaryOp::Relu, &upload(b, 7)?, 7).map(drop)
 }
 
+/// Seven elements, as `relu`.
 pub(crate) fn relu_backward(b: &WgpuBackend) -> Result<()> {
-    b.unary_backward(UnaryOp::Relu, &upload(b, 8)?, &upload(b, 8)?, &upload(b, 8)?, 8).map(drop)
+    b.unary_backward(UnaryOp::Relu, &upload(b, 7)?, &upload(b, 7)?, &upload(b, 7)?, 7).map(drop)
 }
 
 /// 2×2 windows of stride 2 over `conv_args()`'s input.
@@ -264,9 +266,17 @@ pub(crate) fn matmul_small(b: &WgpuBackend) -> Result<()> {
     b.matmul(&upload(b, 6)?, &upload(b, 6)?, &args).map(drop)
 }
 
+/// Seven elements (the vec4 kernel, then the one-element kernel for the last three), then a
+/// broadcast scalar on either side (a bias, a loss gradient).
 pub(crate) fn binary(b: &WgpuBackend) -> Result<()> {
-    let layout = Layout::contiguous(&[8]);
-    b.binary(BinaryOp::Add, &upload(b, 8)?, &layout, &upload(b, 8)?, &layout).map(drop)
+    let layout = Layout::contiguous(&[7]);
+    let (x, one) = (upload(b, 7)?, upload(b, 1)?);
+    b.binary(BinaryOp::Add, &x, &layout, &upload(b, 7)?, &layout)?;
+    let scalar = Layout::contiguous(&[1]).broadcast_to(&[8])?;
+    let eight = Layout::contiguous(&[8]);
+    let y = upload(b, 8)?;
+    b.binary(BinaryOp::Mul, &one, &scalar, &y, &eight)?;
+    b.binary(BinaryOp::Mul, &y, &eight, &one, &scalar).map(drop)
 }
 
 /// Two rows of ten classes (the short-row kernels).
@@ -287,8 +297,10 @@ pub(crate) fn reduce_columns(b: &WgpuBackend) -> Result<()> {
 }
 
 /// ...and along rows longer than the short-row kernels take (a convolution's bias gradient).
+/// Rows of a multiple of 4 (read as vec4s) and others.
 pub(crate) fn reduce_rows(b: &WgpuBackend) -> Result<()> {
-    b.reduce(ReduceOp::Sum, &upload(b, 128)?, ReduceDims { outer: 2, len: 64, inner: 1 }).map(drop)
+    b.reduce(ReduceOp::Sum, &upload(b, 128)?, ReduceDims { outer: 2, len: 64, inner: 1 })?;
+    b.reduce(ReduceOp::Sum, &upload(b, 130)?, ReduceDims { outer: 2, len: 65, inner: 1 }).map(drop)
 }
 
 /// The strided copy that makes a transposed or sliced view contiguous.
