@@ -57,10 +57,17 @@ def workload_rows(rumus, peer_doc):
             yield r["name"], r["median_s"], r["rate"], r["unit"], peer
 
 
-def resnet_rows(rumus, peer_doc):
-    """rumus's f32 ResNet-18 step against each of the twin's modes (f32, tf32, bf16, compile, ...)."""
+def mode_rows(rumus, peer_doc, prefix=""):
+    """rumus's rows (those whose names start with `prefix`) against each of the twin's modes of the
+    same row: "resnet18 train step b128" against its f32, tf32, bf16, compile, ... rows, "lenet
+    mnist epoch b64" against eager, compile and compile-ro (first epochs only with first epochs)."""
     for r in rumus["results"] if rumus else []:
+        if not r["name"].startswith(prefix):
+            continue
         for peer in peer_doc["results"] if peer_doc else []:
+            first = peer["name"].endswith("(first)")
+            if first != r["name"].endswith("(first)"):
+                continue
             if peer["name"] == r["name"] or peer["name"].startswith(r["name"] + " "):
                 yield f"{r['name']} vs {peer['name'][len(r['name']):].strip() or 'f32'}", r["median_s"], None, r["unit"], peer
 
@@ -141,7 +148,9 @@ def main():
     table(f"{gpu} workloads, rumus wgpu vs PyTorch CUDA", workload_rows(load(out, "wgpu_rumus.json"), cuda))
     table(f"{gpu} workloads, second rumus run", workload_rows(load(out, "wgpu_rumus2.json"), cuda))
     table(f"{gpu} ResNet-18 training step, rumus wgpu (f32) vs PyTorch CUDA modes",
-          resnet_rows(load(out, "resnet_rumus.json"), load(out, "resnet_torch.json")))
+          mode_rows(load(out, "resnet_rumus.json"), load(out, "resnet_torch.json")))
+    table(f"{gpu} LeNet epoch, rumus wgpu vs PyTorch CUDA eager and compiled (`--epoch-modes`)",
+          mode_rows(load(out, "wgpu_rumus.json"), load(out, "epoch_modes_torch.json"), "lenet mnist epoch"))
     for i, name in cold_runs(out):
         table(f"{gpu} cold start {i}", workload_rows(load(out, name), load(out, "cold_torch.json")))
     cold_ratios(out)

@@ -47,6 +47,8 @@ if want workloads; then
     run "$BIN/bench" --device wgpu --json "$OUT/wgpu_rumus.json"
     run python3 tools/bench/torch_bench.py --device cuda --json "$OUT/cuda_torch.json"
     run "$BIN/bench" --device wgpu --only matmul,step,epoch --json "$OUT/wgpu_rumus2.json"
+    # #32's goal: the LeNet b64 epoch against torch.compile, default and reduce-overhead.
+    run python3 tools/bench/torch_bench.py --device cuda --only epoch --epoch-modes compile,compile-ro --json "$OUT/epoch_modes_torch.json"
 fi
 
 if want resnet; then

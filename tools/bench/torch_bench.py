@@ -214,11 +214,18 @@ def train_step_bench(device, model, batch, steps):
     return timer(device, 5, steps, step)
 
 
-def epoch_bench(device, batch, n=60000):
-    """A full MNIST-sized epoch from device-resident data, shuffled, reading the loss once at the end."""
+def epoch_bench(device, batch, n=60000, mode="eager"):
+    """A full MNIST-sized epoch from device-resident data, shuffled, reading the loss once at the end.
+    `mode`: "eager", "compile" (torch.compile) or "compile-ro" (mode="reduce-overhead"); the
+    compiled modes compile in the first epoch, which the first figure includes."""
     torch.manual_seed(0)
     model = LeNet().to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    forward = model
+    if mode == "compile":
+        forward = torch.compile(model)
+    elif mode == "compile-ro":
+        forward = torch.compile(model, mode="reduce-overhead")
     xs = torch.randn(n, 1, 28, 28, device=device)
     ys = torch.randint(0, 10, (n,), device=device)
 
@@ -228,7 +235,7 @@ def epoch_bench(device, batch, n=60000):
         for i in range(0, n, batch):
             idx = perm[i:i + batch]
             opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(xs[idx]), ys[idx])
+            loss = F.cross_entropy(forward(xs[idx]), ys[idx])
             loss.backward()
             opt.step()
             total += loss.detach()
@@ -252,6 +259,7 @@ def main():
     p.add_argument("--json", default="")
     p.add_argument("--resnet18", action="store_true", help="convpass: also ResNet-18's 3x3 convolutions")
     p.add_argument("--resnet-modes", default="", help="resnet: a comma list of f32,tf32,bf16,compile,compile-ro (default: all)")
+    p.add_argument("--epoch-modes", default="eager", help="epoch: a comma list of eager,compile,compile-ro (CUDA; default: eager)")
     p.add_argument("--resnet-batch", type=int, default=128, help="batch of the resnet workload")
     p.add_argument("--gpu-time", action="store_true", help="time kernels with CUDA events (GPU time alone)")
     a = p.parse_args()
@@ -422,10 +430,18 @@ def main():
             suffix = "" if mode == "f32" else f" {mode}"
             add(f"resnet18 train step b{b}{suffix}", s, b / s, "samples/s")
     if wanted("epoch"):
-        for b in (64, 256):
-            first, steady = epoch_bench(dev, b)
-            add(f"lenet mnist epoch b{b} (first)", first)
-            add(f"lenet mnist epoch b{b}", steady)
+        for mode in a.epoch_modes.split(","):
+            if mode != "eager" and (dev != "cuda" or not hasattr(torch, "compile")):
+                continue
+            suffix = "" if mode == "eager" else f" {mode}"
+            for b in (64, 256):
+                try:
+                    first, steady = epoch_bench(dev, b, mode=mode)
+                except Exception as e:  # torch.compile needs a compiler toolchain; report, go on
+                    print(f"lenet epoch {mode}: skipped ({type(e).__name__}: {e})")
+                    break
+                add(f"lenet mnist epoch b{b}{suffix} (first)", first)
+                add(f"lenet mnist epoch b{b}{suffix}", steady)
     if wanted("memory") and dev == "cuda":
         # Peak of one LeNet training step alone: start from an empty allocator.
         torch.cuda.empty_cache()
