@@ -231,9 +231,12 @@ fn fewest_waves(args: &MatmulArgs) -> MatmulPlan {
 /// strided kernel.
 const VEC4_LARGE_SHARED_BYTES: u32 = (32 * 32 + 32 * 64) * 16;
 
-/// Shared memory of `matmul_coop.wgsl`: two operands, two buffers of 128×40 halves (the larger
-/// of its two slice shapes), plus 8 subgroups' 16×16 f32 edge blocks.
-const COOP_SHARED_BYTES: u32 = 2 * 2 * 128 * 40 * 2 + 8 * 256 * 4;
+/// Shared memory of `matmul_coop.wgsl`: two buffers of each operand's slice (the larger of its
+/// two shapes: 128×24 and 16×136 halves of lhs, 256×24 and 16×264 of rhs), plus 8 subgroups'
+/// 16×16 f32 edge blocks.
+const COOP_SHARED_BYTES: u32 = 2 * (128 * 24 + 256 * 24) * 2 + 8 * 256 * 4;
+/// Its output tile, rows × columns.
+const COOP_TILE: [usize; 2] = [128, 256];
 
 kernel_params! {
     /// All three matmul shaders: `batch` products of `[m, k]` by `[k, n]`, each operand at its
@@ -428,7 +431,7 @@ impl WgpuBackend {
             [args.n.div_ceil(cols), args.m.div_ceil(rows), args.batch].map(|g| g.min(max) as u32)
         };
         if fit.vec4 && self.tensor_core_matmul.load(Ordering::Relaxed) {
-            self.run(&pipelines::MATMUL_COOP, "matmul_large", &SIGNATURE, &params, &buffers, grid([128, 128]))?;
+            self.run(&pipelines::MATMUL_COOP, "matmul_large", &SIGNATURE, &params, &buffers, grid(COOP_TILE))?;
             return Ok(self.output(out));
         }
         let large = matches!(kernel, MatmulKernel::Wide | MatmulKernel::Tall);
@@ -455,7 +458,9 @@ mod tests {
     use super::super::test_data::{normal, read};
     use super::super::WgpuBackend;
     use super::{choose_plan, split_k_args, split_k_slices, Fit, MatmulKernel, MatmulPlan};
-    use super::{COOP_SHARED_BYTES, VEC4_LARGE_INVOCATIONS, VEC4_LARGE_SHARED_BYTES, VEC4_LARGE_TILE, VEC4_TALL_TILE};
+    use super::{
+        COOP_SHARED_BYTES, COOP_TILE, VEC4_LARGE_INVOCATIONS, VEC4_LARGE_SHARED_BYTES, VEC4_LARGE_TILE, VEC4_TALL_TILE,
+    };
     use crate::backend::{Backend, MatmulArgs, MatrixLayout, ReduceDims, ReduceOp};
     use crate::testing::assert_close;
 
@@ -670,13 +675,16 @@ mod tests {
         line.trim_end_matches(';').trim_end_matches('u').parse().expect("integer constant")
     }
 
-    /// The constant follows the tensor-core shader's tile and K slice (rows padded by 8 halves).
+    /// The constants follow the tensor-core shader's tile and K slice (rows padded by 8 halves).
     #[test]
-    fn coop_shared_bytes_match_the_shader() {
+    fn coop_constants_match_the_shader() {
         let source = include_str!("../../../shaders/matmul_coop.wgsl");
-        let (tile, bk) = (shader_const(source, "TILE"), shader_const(source, "BK"));
-        let slice = (tile * (bk + 8)).max(bk * (tile + 8));
-        assert_eq!(2 * 2 * slice * 2 + 8 * 256 * 4, COOP_SHARED_BYTES);
+        let (m, n, bk) = (shader_const(source, "LTILE_M"), shader_const(source, "LTILE_N"), shader_const(source, "BK"));
+        let slice = |tile: u32| (tile * (bk + 8)).max(bk * (tile + 8));
+        assert_eq!(2 * (slice(m) + slice(n)) * 2 + 8 * 256 * 4, COOP_SHARED_BYTES);
+        assert_eq!([m as usize, n as usize], COOP_TILE);
+        assert_eq!(shader_const(source, "LOADS_A"), m * bk / 1024);
+        assert_eq!(shader_const(source, "LOADS_B"), n * bk / 1024);
     }
 
     /// The constants follow the generated shader (`tools/gen/matmul.py`).
