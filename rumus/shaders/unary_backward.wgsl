@@ -41,12 +41,36 @@ fn derivative(op: u32, v: f32, w: f32, s0: f32, s1: f32) -> f32 {
     }
 }
 
+// Which of x and y `derivative` reads for `op`: the kernels load only those (the branch is
+// uniform), so ReLU's backward streams x and grad, not y as well.
+fn reads_x(op: u32) -> bool {
+    switch op {
+        case OP_NEG, OP_EXP, OP_SQRT, OP_SIGMOID, OP_TANH, OP_ADD_SCALAR, OP_MUL_SCALAR: { return false; }
+        default: { return true; }
+    }
+}
+
+fn reads_y(op: u32) -> bool {
+    switch op {
+        case OP_EXP, OP_SQRT, OP_SIGMOID, OP_TANH: { return true; }
+        default: { return false; }
+    }
+}
+
 @compute @workgroup_size(256)
 fn unary_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                   @builtin(local_invocation_index) lid: u32) {
     let i = p.start + (wid.x + wid.y * nwg.x) * 256u + lid;
     if i < p.n {
-        out[i] = grad[i] * derivative(p.op, x[i], y[i], p.s0, p.s1);
+        var v = 0.0;
+        var w = 0.0;
+        if reads_x(p.op) {
+            v = x[i];
+        }
+        if reads_y(p.op) {
+            w = y[i];
+        }
+        out[i] = grad[i] * derivative(p.op, v, w, p.s0, p.s1);
     }
 }
 
@@ -57,8 +81,14 @@ fn unary_backward_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workg
                        @builtin(local_invocation_index) lid: u32) {
     let q = (wid.x + wid.y * nwg.x) * 256u + lid;
     if q < p.n / 4u {
-        let v = x4[q];
-        let w = y4[q];
+        var v = vec4<f32>(0.0);
+        var w = vec4<f32>(0.0);
+        if reads_x(p.op) {
+            v = x4[q];
+        }
+        if reads_y(p.op) {
+            w = y4[q];
+        }
         let d = vec4<f32>(derivative(p.op, v.x, w.x, p.s0, p.s1), derivative(p.op, v.y, w.y, p.s0, p.s1),
                           derivative(p.op, v.z, w.z, p.s0, p.s1), derivative(p.op, v.w, w.w, p.s0, p.s1));
         out4[q] = grad4[q] * d;
