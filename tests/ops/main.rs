@@ -19,3 +19,4 @@ mod ops_nn;
 mod wgpu_autograd_memory;
 mod wgpu_parity;
 mod wgpu_training_step;
+mod winograd;
