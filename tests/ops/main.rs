@@ -20,3 +20,4 @@ mod ops_nn;
 mod wgpu_autograd_memory;
 mod wgpu_parity;
 mod wgpu_training_step;
+mod winograd;

@@ -37,7 +37,10 @@ def kernel_rows(rumus, torch):
             # The reduced-precision path is compared against cuBLAS with TF32 on.
             peer, label = peers.get(f"matmul {shape} tf32"), label + " (vs TF32)"
         elif r["kernel"].startswith("conv2d"):
-            peer = peers.get(label)
+            # `--resnet18` names each pass's algorithm (`conv2d forward gemm`, `... winograd`);
+            # both compare with the one cuDNN row of the pass.
+            kernel = r["kernel"].removesuffix(" gemm").removesuffix(" winograd")
+            peer = peers.get(f"{kernel} {shape}")
         elif r["kernel"].startswith("batch_norm"):
             # bench_wgpu's three batch norm rows (fused kernels, op fused, op composed) against
             # the one cuDNN row of torch_bench --only bnpass.

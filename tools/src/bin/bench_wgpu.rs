@@ -10,7 +10,8 @@
 //! ```text
 //! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json          # the real sizes
 //! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json --quick  # small sizes (lavapipe)
-//! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json --resnet18 # + ResNet-18's 3×3 convs
+//! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json --resnet18 # + ResNet-18's 3×3 convs,
+//!                                        # implicit GEMM and Winograd (rows `... gemm`, `... winograd`)
 //! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json --only bn  # batch norm alone
 //! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json --only elementwise
 //! ```
@@ -18,7 +19,7 @@
 //! The batch norm rows' PyTorch twin: `tools/bench/torch_bench.py --device cuda --only bnpass --gpu-time`;
 //! the elementwise rows': `tools/bench/torch_bench.py --device cuda --only elementwise --gpu-time`.
 
-use rumus::backend::wgpu::WgpuBackend;
+use rumus::backend::wgpu::{ConvAlgorithm, WgpuBackend};
 use std::sync::Arc;
 
 use rumus::backend::{
@@ -107,11 +108,14 @@ const RESNET18_STAGES: [(usize, usize); 4] = [(64, 32), (128, 16), (256, 8), (51
 /// The three passes of a stride-1 convolution of `[n, c, h, h]` by `o` filters of k×k (padding
 /// `pad`, with bias), each timed on its own: the forward, the input gradient, and the weight
 /// gradient with its bias gradient (one backward call, as autograd makes it). Each pass is one
-/// product of `2·n·o·oh·ow·c·k·k` flops.
+/// product of `2·n·o·oh·ow·c·k·k` flops (Winograd's fewer multiplications count as the same
+/// work, so its rate compares with the GEMM's and cuDNN's). `algorithm` (e.g. ` winograd`) is
+/// appended to the rows' names.
 fn bench_conv(
     b: &WgpuBackend,
     (n, c, h, o, k, pad): (usize, usize, usize, usize, usize, usize),
     repeats: usize,
+    algorithm: &str,
 ) -> Result<Vec<Row>> {
     let geom = ConvGeom::square(n, c, (h, h), k, 1, pad, 1)
         .ok_or_else(|| rumus::Error::Gpu("bench_conv: the kernel does not fit the input".into()))?;
@@ -138,7 +142,7 @@ fn bench_conv(
         .map(|(name, pass)| {
             let secs = time(b, 2, repeats, pass)?;
             Ok(Row {
-                name: name.into(),
+                name: format!("{name}{algorithm}"),
                 shape: shape.clone(),
                 median_ms: secs * 1e3,
                 rate: flops / secs / 1e12,
@@ -312,7 +316,7 @@ fn main() -> Result<()> {
     }
     if wanted("conv") {
         let resblock = if quick { (4, 16, 14, 16, 3, 1) } else { (32, 64, 56, 64, 3, 1) };
-        rows_out.extend(bench_conv(&b, resblock, repeats)?);
+        rows_out.extend(bench_conv(&b, resblock, repeats, "")?);
     }
     if wanted("bn") {
         // ResNet-18 (CIFAR form) at batch 128: after the stem and each stage's downsampling.
@@ -323,9 +327,15 @@ fn main() -> Result<()> {
     }
     if wanted("conv") && args.iter().any(|a| a == "--resnet18") {
         // The 3×3 convolutions of ResNet-18's four stages (CIFAR form, batch 128), which make
-        // up most of its training step.
+        // up most of its training step, on each algorithm (backends of their own, whatever
+        // RUMUS_WGPU_CONV says): rows `conv2d forward gemm` next to `conv2d forward winograd`.
+        let batch = if quick { 8 } else { 128 };
+        let gemm = WgpuBackend::with_conv_algorithm(ConvAlgorithm::ImplicitGemm)?;
+        let winograd = WgpuBackend::with_conv_algorithm(ConvAlgorithm::Winograd)?;
         for (c, h) in RESNET18_STAGES {
-            rows_out.extend(bench_conv(&b, (128, c, h, c, 3, 1), repeats)?);
+            for (backend, algorithm) in [(&gemm, " gemm"), (&winograd, " winograd")] {
+                rows_out.extend(bench_conv(backend, (batch, c, h, c, 3, 1), repeats, algorithm)?);
+            }
         }
     }
 

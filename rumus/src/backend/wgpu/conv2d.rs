@@ -1,6 +1,8 @@
 //! Fused convolution: dispatch of the implicit GEMMs in `conv2d.wgsl` (forward, weight gradient,
 //! input gradient). Every geometry `Conv2dArgs` describes runs here; the bias gradient and the
-//! sum of the weight gradient's split partials use the backend's reduction. Until the start-up
+//! sum of the weight gradient's split partials use the backend's reduction. Where the backend's
+//! `ConvAlgorithm` takes Winograd, the forward and the input and weight gradients go to
+//! `winograd.rs` instead (the bias gradient stays here). Until the start-up
 //! warm-up has compiled these kernels, small convolutions run the stand-ins of
 //! `conv2d_direct.rs`.
 
@@ -113,6 +115,9 @@ impl WgpuBackend {
             check_len(OP, b, a.out_channels)?;
         }
         check_index_range(a)?;
+        if self.conv_uses_winograd(a)? {
+            return self.winograd_forward(x, w, bias, a);
+        }
         if self.conv2d_stand_in("conv2d_forward", &d) {
             return self.conv2d_direct_forward(x, w, bias, a, &d);
         }
@@ -140,9 +145,18 @@ impl WgpuBackend {
         check_len(OP, w, d.weight)?;
         check_len(OP, g, d.output)?;
         check_index_range(a)?;
+        let winograd = (wanted.x || wanted.weight) && self.conv_uses_winograd(a)?;
+        let input_grad = || match winograd {
+            true => self.winograd_input_grad(w, g, a),
+            false => self.conv2d_input_grad(w, g, a, &d),
+        };
+        let weight_grad = || match winograd {
+            true => self.winograd_weight_grad(xs, g, a),
+            false => self.conv2d_weight_grad(xs, g, a, &d),
+        };
         Ok(Conv2dGrads {
-            x: wanted.x.then(|| self.conv2d_input_grad(w, g, a, &d)).transpose()?,
-            weight: wanted.weight.then(|| self.conv2d_weight_grad(xs, g, a, &d)).transpose()?,
+            x: wanted.x.then(input_grad).transpose()?,
+            weight: wanted.weight.then(weight_grad).transpose()?,
             bias: wanted.bias.then(|| self.conv2d_bias_grad(grad, a)).transpose()?,
         })
     }

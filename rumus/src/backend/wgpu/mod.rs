@@ -15,6 +15,7 @@ mod buffer_pool;
 mod context;
 mod conv2d;
 mod conv2d_direct;
+mod conv_algorithm;
 mod copy;
 mod cross_entropy;
 mod elementwise;
@@ -41,9 +42,11 @@ mod timer;
 pub(crate) mod warmup;
 mod warp;
 mod window;
+mod winograd;
 
 pub use buffer_pool::PoolStats;
 pub use context::WgpuContext;
+pub use conv_algorithm::ConvAlgorithm;
 pub use encoder::transfer_count;
 pub use matmul::{MatmulKernel, MatmulPlan};
 #[cfg(any(test, feature = "testing"))]
@@ -138,6 +141,9 @@ pub struct WgpuBackend {
     tensor_core_matmul: AtomicBool,
     /// Workgroups per dispatch dimension: the adapter's limit (less in a test variant).
     max_groups: usize,
+    /// The convolutions' algorithm: `RUMUS_WGPU_CONV` when the backend was created, or
+    /// `with_conv_algorithm`'s.
+    conv_algorithm: ConvAlgorithm,
 }
 
 static BACKEND: OnceLock<std::result::Result<Arc<WgpuBackend>, String>> = OnceLock::new();
@@ -206,6 +212,7 @@ impl WgpuBackend {
             dummy,
             tensor_core_matmul: AtomicBool::new(false),
             max_groups: ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize,
+            conv_algorithm: ConvAlgorithm::from_env(),
             ctx,
         }
     }
@@ -465,7 +472,8 @@ impl Backend for WgpuBackend {
         self.col2im_kernel(cols, geom)
     }
 
-    /// Every geometry runs fused: implicit GEMMs in `conv2d.wgsl` (see `conv2d.rs`).
+    /// Every geometry runs fused: implicit GEMMs in `conv2d.wgsl` (see `conv2d.rs`), or
+    /// Winograd F(2×2, 3×3) where the backend's [`ConvAlgorithm`] takes it (`winograd.rs`).
     fn conv2d(
         &self,
         x: &Storage,

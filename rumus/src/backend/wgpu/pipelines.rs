@@ -23,6 +23,7 @@ use super::reduce::{reduce_constants, ArgmaxParams, ReduceParams};
 use super::softmax::{SoftmaxBackwardParams, SoftmaxParams};
 use super::warp::WarpParams;
 use super::window::WindowParams;
+use super::winograd::WinogradParams;
 use crate::{Error, Result};
 
 /// One WGSL file and what is placed before it: `constants` (op codes written in Rust, see
@@ -125,6 +126,7 @@ pub(crate) const IM2COL: Shader = shader!("im2col", WindowParams).including(&[WI
 pub(crate) const COL2IM: Shader = shader!("col2im", WindowParams).including(&[WINDOW]);
 pub(crate) const CONV2D: Shader = shader!("conv2d", WindowParams).including(&[WINDOW]);
 pub(crate) const CONV2D_DIRECT: Shader = shader!("conv2d_direct", WindowParams).including(&[WINDOW, LINEAR]);
+pub(crate) const WINOGRAD: Shader = shader!("winograd", WinogradParams);
 pub(crate) const POOLING: Shader = shader!("pooling", WindowParams).including(&[WINDOW, LINEAR]);
 pub(crate) const INDEX: Shader = shader!("index", IndexParams).including(&[LINEAR]);
 pub(crate) const LSTM_FORWARD: Shader = shader!("lstm_forward", RecurrentParams).including(&[LOGISTIC, RECURRENT_CELL]);
@@ -202,6 +204,7 @@ pub(crate) const ALL: &[Shader] = &[
     COL2IM,
     CONV2D,
     CONV2D_DIRECT,
+    WINOGRAD,
     POOLING,
     INDEX,
     OPTIMIZER,

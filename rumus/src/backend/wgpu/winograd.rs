@@ -1,0 +1,363 @@
+//! Winograd F(2×2, 3×3) convolution: dispatch of the transforms in `winograd.wgsl` around 16
+//! batched products on the backend's matmul kernels (`matmul.rs`), for the forward, the input
+//! gradient (the forward of the output gradient with the filters rotated and transposed, which
+//! the filter transform reads in place) and the weight gradient (its product over the tiles
+//! split into slices whose partials the backend's reduction adds up). Which convolutions come
+//! here: `conv_algorithm.rs`. The transforms are checked against a direct convolution by
+//! `tools/gen/winograd_transforms.py`.
+
+use super::conv_algorithm::{auto_picks_winograd, winograd_eligible, ConvAlgorithm};
+use super::launch::bind;
+use super::params::kernel_params;
+use super::pipelines::{self, Access};
+use super::{WgpuBackend, WgpuStorage};
+use crate::backend::{Conv2dArgs, DType, MatmulArgs, MatrixLayout, ReduceDims, ReduceOp, Storage};
+use crate::{Error, Result};
+
+const OP: &str = "conv2d (winograd)";
+/// Transformed positions of a 4×4 tile: the batch of products.
+const XI: usize = 16;
+/// Bindings of every entry point: src, bias, out (the bias only in `winograd_output`).
+const SIGNATURE: [Access; 3] = [Access::Read, Access::Read, Access::Write];
+/// Every element count of a buffer the kernels index stays below this, so their u32 index
+/// arithmetic (an element plus a few planes) stays below 2^31.
+const INDEX_LIMIT: u64 = 1 << 30;
+/// The weight gradient's products (`[O, P] @ [P, C]` per position, P tiles long) are split
+/// along P until about this many 64×64 output tiles are computed at once...
+const SPLIT_TARGET_GROUPS: usize = 1024;
+/// ...in slices of at least this many tiles.
+const MIN_SLICE: usize = 256;
+
+kernel_params! {
+    /// `winograd.wgsl`: `n` invocations over the convolution the forward computes (`channels`
+    /// in, `out_channels` out) and the tile matrix they read or write (`rows` × `cols`, in
+    /// slices of `slice_len`).
+    struct WinogradParams {
+        n: u32,
+        batch: u32,
+        channels: u32,
+        out_channels: u32,
+        in_h: u32,
+        in_w: u32,
+        out_h: u32,
+        out_w: u32,
+        pad_h: u32,
+        pad_w: u32,
+        tiles_h: u32,
+        tiles_w: u32,
+        rows: u32,
+        slice_len: u32,
+        cols: u32,
+        flip: u32,
+        has_bias: u32,
+    } pad 3
+}
+
+/// The stride-1 3×3 convolution the forward kernels compute: the layer's own, or its input
+/// gradient's.
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    batch: usize,
+    channels: usize,
+    out_channels: usize,
+    in_h: usize,
+    in_w: usize,
+    pad_h: usize,
+    pad_w: usize,
+    out_h: usize,
+    out_w: usize,
+}
+
+impl Shape {
+    fn forward(a: &Conv2dArgs) -> Shape {
+        let g = &a.geom;
+        Shape {
+            batch: g.batch,
+            channels: g.channels,
+            out_channels: a.out_channels,
+            in_h: g.in_h,
+            in_w: g.in_w,
+            pad_h: g.pad_h,
+            pad_w: g.pad_w,
+            out_h: g.out_h,
+            out_w: g.out_w,
+        }
+    }
+
+    /// dx = the convolution of dy ([n, o, oh, ow]) with w rotated 180° and transposed, padded by
+    /// 2 − pad: its output is [n, c, h, w] (`winograd_eligible` keeps pad ≤ 2).
+    fn input_grad(a: &Conv2dArgs) -> Shape {
+        let g = &a.geom;
+        Shape {
+            batch: g.batch,
+            channels: a.out_channels,
+            out_channels: g.channels,
+            in_h: g.out_h,
+            in_w: g.out_w,
+            pad_h: 2 - g.pad_h,
+            pad_w: 2 - g.pad_w,
+            out_h: g.in_h,
+            out_w: g.in_w,
+        }
+    }
+
+    fn tiles_h(&self) -> usize {
+        self.out_h.div_ceil(2)
+    }
+
+    fn tiles_w(&self) -> usize {
+        self.out_w.div_ceil(2)
+    }
+
+    /// P: the 2×2 output tiles of the whole batch.
+    fn tiles(&self) -> usize {
+        self.batch * self.tiles_h() * self.tiles_w()
+    }
+
+    /// Columns of the forward's tile matrices: P rounded up to a multiple of 4, so the products
+    /// can take the vec4 matmul kernels.
+    fn forward_cols(&self) -> usize {
+        self.tiles().next_multiple_of(4)
+    }
+
+    /// Parameters for `n` invocations over a tile matrix of `rows` × `cols` in slices of
+    /// `slice_len`.
+    fn params(&self, n: usize, rows: usize, slice_len: usize, cols: usize) -> WinogradParams {
+        let v = |x: usize| x as u32;
+        WinogradParams {
+            n: v(n),
+            batch: v(self.batch),
+            channels: v(self.channels),
+            out_channels: v(self.out_channels),
+            in_h: v(self.in_h),
+            in_w: v(self.in_w),
+            out_h: v(self.out_h),
+            out_w: v(self.out_w),
+            pad_h: v(self.pad_h),
+            pad_w: v(self.pad_w),
+            tiles_h: v(self.tiles_h()),
+            tiles_w: v(self.tiles_w()),
+            rows: v(rows),
+            slice_len: v(slice_len),
+            cols: v(cols),
+            flip: 0,
+            has_bias: 0,
+            _pad: [0; 3],
+        }
+    }
+}
+
+/// How the weight gradient's products over P tiles are split: `(slices, slice_len)`, with
+/// `slice_len` a multiple of 4 (the vec4 kernels' alignment) and `slices · slice_len ≥ tiles`.
+/// Enough slices that the 16 products' 64×64 output tiles (`o` × `c` each) reach about
+/// [`SPLIT_TARGET_GROUPS`], none shorter than [`MIN_SLICE`]. To be tuned with the H100 timings.
+fn weight_grad_split(o: usize, c: usize, tiles: usize) -> (usize, usize) {
+    let per_split = XI * o.div_ceil(64) * c.div_ceil(64);
+    let wanted = SPLIT_TARGET_GROUPS.div_ceil(per_split).clamp(1, tiles.div_ceil(MIN_SLICE).max(1));
+    let slice_len = tiles.div_ceil(wanted).next_multiple_of(4);
+    (tiles.div_ceil(slice_len), slice_len)
+}
+
+/// Element counts of every buffer the three passes of `a` index: inputs, outputs, transformed
+/// filters and tiles, products and partial sums, named.
+fn extents(a: &Conv2dArgs) -> [(&'static str, u64); 8] {
+    let f = Shape::forward(a);
+    let b = Shape::input_grad(a);
+    let v = |x: usize| x as u64;
+    let (o, c) = (v(f.out_channels), v(f.channels));
+    let (slices, slice_len) = weight_grad_split(f.out_channels, f.channels, f.tiles());
+    let split_cols = v(slices) * v(slice_len);
+    let xi = XI as u64;
+    let big = |parts: &[u64]| parts.iter().fold(1u64, |acc, &p| acc.saturating_mul(p));
+    [
+        ("input", big(&[v(f.batch), c, v(f.in_h), v(f.in_w)])),
+        ("output", big(&[v(f.batch), o, v(f.out_h), v(f.out_w)])),
+        ("forward input tiles", big(&[xi, c, v(f.forward_cols())])),
+        ("forward products", big(&[xi, o, v(f.forward_cols())])),
+        ("input gradient tiles", big(&[xi, o, v(b.forward_cols())])),
+        ("input gradient products", big(&[xi, c, v(b.forward_cols())])),
+        ("weight gradient tiles", big(&[xi, o.max(c), split_cols])),
+        ("weight gradient partial sums", big(&[xi, v(slices), o, c])),
+    ]
+}
+
+impl WgpuBackend {
+    /// A backend of its own on the shared device (like [`WgpuBackend::independent`]) whose
+    /// convolutions run on `algorithm` instead of the one `RUMUS_WGPU_CONV` names: to compare
+    /// the algorithms in one process, or to force one. Its tensors do not mix with other
+    /// backends' (move them with `to`).
+    pub fn with_conv_algorithm(algorithm: ConvAlgorithm) -> Result<WgpuBackend> {
+        let mut backend = WgpuBackend::independent()?;
+        backend.conv_algorithm = algorithm;
+        Ok(backend)
+    }
+
+    /// The algorithm this backend's convolutions run on (see [`ConvAlgorithm`]).
+    pub fn conv_algorithm(&self) -> ConvAlgorithm {
+        self.conv_algorithm
+    }
+
+    /// Whether `a` runs on Winograd: `Auto`'s rule where the buffers fit; where `Winograd` is
+    /// forced on an eligible convolution, always, and an error if they do not fit.
+    pub(super) fn conv_uses_winograd(&self, a: &Conv2dArgs) -> Result<bool> {
+        match self.conv_algorithm {
+            ConvAlgorithm::ImplicitGemm => Ok(false),
+            ConvAlgorithm::Auto => Ok(auto_picks_winograd(a, self.ctx.is_hardware()) && self.winograd_fits(a).is_ok()),
+            ConvAlgorithm::Winograd if winograd_eligible(a) => self.winograd_fits(a).map(|()| true),
+            ConvAlgorithm::Winograd => Ok(false),
+        }
+    }
+
+    /// `Ok` when every buffer of the three passes stays inside the kernels' 32-bit indexing and
+    /// the adapter's largest storage binding; else an error naming the buffer.
+    fn winograd_fits(&self, a: &Conv2dArgs) -> Result<()> {
+        let binding = self.ctx.limits.max_storage_buffer_binding_size.min(self.ctx.limits.max_buffer_size) / 4;
+        for (what, len) in extents(a) {
+            if len > INDEX_LIMIT || len > binding {
+                return Err(Error::Gpu(format!(
+                    "{OP}: the {what} hold {len} elements, beyond the 32-bit indexing of the Winograd kernels \
+                     ({INDEX_LIMIT}) or the adapter's largest buffer ({binding}); use ConvAlgorithm::ImplicitGemm \
+                     (RUMUS_WGPU_CONV=gemm)"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The forward: y = conv(x, w) + bias, y as [n, o, oh, ow].
+    pub(super) fn winograd_forward(
+        &self,
+        x: &WgpuStorage,
+        w: &WgpuStorage,
+        bias: Option<&WgpuStorage>,
+        a: &Conv2dArgs,
+    ) -> Result<Storage> {
+        self.winograd_convolution(x, w, bias, &Shape::forward(a), false)
+    }
+
+    /// dx: the forward of the output gradient with the filters read rotated and transposed.
+    pub(super) fn winograd_input_grad(&self, w: &WgpuStorage, grad: &WgpuStorage, a: &Conv2dArgs) -> Result<Storage> {
+        self.winograd_convolution(grad, w, None, &Shape::input_grad(a), true)
+    }
+
+    /// Filter transform, input transform, 16 products, output transform.
+    fn winograd_convolution(
+        &self,
+        x: &WgpuStorage,
+        w: &WgpuStorage,
+        bias: Option<&WgpuStorage>,
+        s: &Shape,
+        flip: bool,
+    ) -> Result<Storage> {
+        let (o, c, cols, tiles) = (s.out_channels, s.channels, s.forward_cols(), s.tiles());
+        let filters = self.alloc(XI * o * c, DType::F32, OP)?;
+        let params = WinogradParams { flip: flip as u32, ..s.params(o * c, o, c, c) };
+        self.winograd_run("winograd_filter", &params, w, &filters)?;
+
+        let input_tiles = self.alloc(XI * c * cols, DType::F32, OP)?;
+        let params = s.params(c * cols, c, cols, cols);
+        self.winograd_run("winograd_input", &params, x, &input_tiles)?;
+
+        // M[ξ] = U[ξ] @ V[ξ]: [o, c] @ [c, cols], 16 of them.
+        let products = MatmulArgs {
+            batch: XI,
+            m: o,
+            k: c,
+            n: cols,
+            lhs: MatrixLayout { offset: 0, batch_stride: o * c, row_stride: c, col_stride: 1 },
+            rhs: MatrixLayout { offset: 0, batch_stride: c * cols, row_stride: cols, col_stride: 1 },
+        };
+        let m = self.matmul_dispatch(&self.output(filters), &self.output(input_tiles), &products)?;
+        let m = self.gpu(&m, DType::F32, OP)?;
+
+        let out = self.alloc(s.batch * o * s.out_h * s.out_w, DType::F32, OP)?;
+        let params = WinogradParams { has_bias: bias.is_some() as u32, ..s.params(o * tiles, o, cols, cols) };
+        let buffers = [bind(m), bias.map_or(self.unused(), bind), bind(&out)];
+        let groups = self.groups_for(o * tiles, OP)?;
+        self.run(&pipelines::WINOGRAD, "winograd_output", &SIGNATURE, &params, &buffers, groups)?;
+        Ok(self.output(out))
+    }
+
+    /// dw: Z from the output gradient's tiles and V from the input's, split along the tiles;
+    /// dU[ξ] = Σ_slices Z[ξ] @ V[ξ]ᵀ; dw = Gᵀ dU G.
+    pub(super) fn winograd_weight_grad(&self, x: &WgpuStorage, grad: &WgpuStorage, a: &Conv2dArgs) -> Result<Storage> {
+        let s = Shape::forward(a);
+        let (o, c) = (s.out_channels, s.channels);
+        let (slices, slice_len) = weight_grad_split(o, c, s.tiles());
+        let cols = slices * slice_len;
+
+        let input_tiles = self.alloc(XI * c * cols, DType::F32, OP)?;
+        self.winograd_run("winograd_input", &s.params(c * cols, c, slice_len, cols), x, &input_tiles)?;
+        let grad_tiles = self.alloc(XI * o * cols, DType::F32, OP)?;
+        self.winograd_run("winograd_grad_tiles", &s.params(o * cols, o, slice_len, cols), grad, &grad_tiles)?;
+
+        // Batch entry ξ·slices + slice: [o, slice_len] @ [slice_len, c] (V's block transposed).
+        let products = MatmulArgs {
+            batch: XI * slices,
+            m: o,
+            k: slice_len,
+            n: c,
+            lhs: MatrixLayout { offset: 0, batch_stride: o * slice_len, row_stride: slice_len, col_stride: 1 },
+            rhs: MatrixLayout { offset: 0, batch_stride: c * slice_len, row_stride: 1, col_stride: slice_len },
+        };
+        let partials = self.matmul_dispatch(&self.output(grad_tiles), &self.output(input_tiles), &products)?;
+        let du = if slices == 1 {
+            partials
+        } else {
+            self.reduce_kernel(ReduceOp::Sum, &partials, ReduceDims { outer: XI, len: slices, inner: o * c })?
+        };
+        let du = self.gpu(&du, DType::F32, OP)?;
+        let out = self.alloc(o * c * 9, DType::F32, OP)?;
+        self.winograd_run("winograd_filter_grad", &s.params(o * c, o, c, c), du, &out)?;
+        Ok(self.output(out))
+    }
+
+    /// One transform over `params.n` invocations, from `src` into `out` (no bias).
+    fn winograd_run(
+        &self,
+        entry: &'static str,
+        params: &WinogradParams,
+        src: &WgpuStorage,
+        out: &WgpuStorage,
+    ) -> Result<()> {
+        let groups = self.groups_for(params.n as usize, OP)?;
+        self.run(&pipelines::WINOGRAD, entry, &SIGNATURE, params, &[bind(src), self.unused(), bind(out)], groups)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{extents, weight_grad_split, Shape};
+    use crate::backend::{Conv2dArgs, ConvGeom};
+
+    #[test]
+    fn the_weight_gradient_splits_long_products_into_aligned_slices() {
+        // ResNet-18 at batch 128: 64 channels at 32² (32768 tiles) down to 512 at 4² (512).
+        assert_eq!(weight_grad_split(64, 64, 32768), (64, 512));
+        assert_eq!(weight_grad_split(128, 128, 8192), (16, 512));
+        assert_eq!(weight_grad_split(256, 256, 2048), (4, 512));
+        assert_eq!(weight_grad_split(512, 512, 512), (1, 512));
+        // Few tiles: one slice, padded to a multiple of 4.
+        assert_eq!(weight_grad_split(3, 5, 7), (1, 8));
+        for (o, c, tiles) in [(5, 7, 1000), (64, 3, 12345), (70, 70, 257)] {
+            let (slices, len) = weight_grad_split(o, c, tiles);
+            assert!(len.is_multiple_of(4) && slices * len >= tiles && (slices - 1) * len < tiles, "{o} {c} {tiles}");
+        }
+    }
+
+    #[test]
+    fn the_input_gradient_is_a_convolution_back_to_the_input() {
+        for pad in 0..=2 {
+            let g = ConvGeom::square(2, 3, (5, 6), 3, 1, pad, 1).unwrap();
+            let a = Conv2dArgs { geom: g, out_channels: 4, groups: 1 };
+            let b = Shape::input_grad(&a);
+            assert_eq!((b.channels, b.out_channels), (4, 3));
+            assert_eq!(ConvGeom::out_extent(b.in_h, 3, 1, b.pad_h, 1), Some(g.in_h));
+            assert_eq!(ConvGeom::out_extent(b.in_w, 3, 1, b.pad_w, 1), Some(g.in_w));
+            assert_eq!((b.out_h, b.out_w), (5, 6));
+        }
+        let g = ConvGeom::square(128, 64, (32, 32), 3, 1, 1, 1).unwrap();
+        let big = extents(&Conv2dArgs { geom: g, out_channels: 64, groups: 1 });
+        assert_eq!(big[2], ("forward input tiles", 16 * 64 * 32768));
+    }
+}

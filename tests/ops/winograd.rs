@@ -1,0 +1,130 @@
+//! Winograd F(2×2, 3×3) convolution on wgpu (`ConvAlgorithm::Winograd`, forced on a backend of
+//! its own since `Auto` keeps software adapters on the implicit GEMM): forward with and without
+//! bias, input and weight gradients against the CPU backend over paddings 0-2, odd and even
+//! outputs (partial tiles), 1×1 and 5×5 images, a weight gradient split in slices, batches 1 and 3, channel counts not multiples
+//! of 4; an ineligible convolution (stride 2) as the implicit GEMM computes it; and a
+//! convolution with its backward through the op layer on a device built from the forced
+//! backend.
+
+use std::sync::Arc;
+
+use rumus::backend::cpu::CpuBackend;
+use rumus::backend::wgpu::{ConvAlgorithm, WgpuBackend};
+use rumus::backend::{Backend, Conv2dArgs, Conv2dWanted, ConvGeom, Storage};
+use rumus::testing::{assert_close, wgpu_or_skip};
+use rumus::{Device, Layout, RawTensor, Result};
+
+/// Deterministic pseudo-random data in [-2, 2).
+fn data(len: usize, seed: u64) -> Vec<f32> {
+    let mut rng = rumus::rng::Rng::new(seed);
+    (0..len).map(|_| rng.uniform() * 4.0 - 2.0).collect()
+}
+
+fn read(b: &dyn Backend, s: &Storage) -> Vec<f32> {
+    b.to_f32(s, &Layout::contiguous(&[s.len()])).unwrap()
+}
+
+/// The forced-Winograd backend, or `None` (skipped) without an adapter.
+fn winograd() -> Option<WgpuBackend> {
+    wgpu_or_skip()?;
+    let b = WgpuBackend::with_conv_algorithm(ConvAlgorithm::Winograd).unwrap();
+    assert_eq!(b.conv_algorithm(), ConvAlgorithm::Winograd);
+    Some(b)
+}
+
+/// Forward (with `bias` or not) and all three gradients of one convolution on `b`.
+fn conv_pass(b: &dyn Backend, a: &Conv2dArgs, bias: bool, seed: u64) -> Result<Vec<Vec<f32>>> {
+    let g = &a.geom;
+    let x = b.from_f32(&data(g.batch * g.channels * g.in_h * g.in_w, seed))?;
+    let w = b.from_f32(&data(a.out_channels * g.channels / a.groups * 9, seed + 1))?;
+    let bias = if bias { Some(b.from_f32(&data(a.out_channels, seed + 2))?) } else { None };
+    let grad = b.from_f32(&data(g.batch * a.out_channels * g.out_h * g.out_w, seed + 3))?;
+    let y = b.conv2d(&x, &w, bias.as_ref(), a)?.expect("a fused stride-1 convolution");
+    let grads = b.conv2d_backward(&x, &w, &grad, a, Conv2dWanted { x: true, weight: true, bias: false })?;
+    Ok([Some(y), grads.x, grads.weight].into_iter().flatten().map(|s| read(b, &s)).collect())
+}
+
+fn args(batch: usize, channels: usize, size: (usize, usize), pad: usize, out_channels: usize) -> Conv2dArgs {
+    Conv2dArgs { geom: ConvGeom::square(batch, channels, size, 3, 1, pad, 1).unwrap(), out_channels, groups: 1 }
+}
+
+#[test]
+fn winograd_matches_the_cpu_convolution_forward_and_backward() {
+    let Some(gpu) = winograd() else { return };
+    let cases = [
+        // pad 1, even and odd outputs, channels not multiples of 4.
+        args(1, 3, (6, 6), 1, 5),
+        args(3, 5, (7, 5), 1, 6),
+        // pad 0 (outputs 4×3: a partial tile column) and pad 2 (outputs 9×8).
+        args(2, 4, (6, 5), 0, 3),
+        args(1, 6, (7, 6), 2, 7),
+        // 1×1 images (pad 1 and 2) and 5×5.
+        args(3, 2, (1, 1), 1, 3),
+        args(1, 3, (1, 1), 2, 2),
+        args(3, 7, (5, 5), 1, 9),
+        args(1, 1, (5, 5), 0, 1),
+        // 300 tiles: the weight gradient's product in two slices, the second padded.
+        args(3, 2, (20, 20), 1, 3),
+        // Enough channels for the tiled matmul kernels, a pad mixing 0 and 2.
+        Conv2dArgs {
+            geom: ConvGeom {
+                pad_h: 2,
+                pad_w: 0,
+                out_h: 8,
+                out_w: 3,
+                ..ConvGeom::square(2, 20, (6, 5), 3, 1, 0, 1).unwrap()
+            },
+            out_channels: 17,
+            groups: 1,
+        },
+    ];
+    for (k, a) in cases.iter().enumerate() {
+        for bias in [false, true] {
+            let seed = 10 * k as u64 + bias as u64;
+            let want = conv_pass(&CpuBackend, a, bias, seed).unwrap();
+            let got = conv_pass(&gpu, a, bias, seed).unwrap_or_else(|e| panic!("{a:?}: {e}"));
+            for (name, (g, w)) in ["forward", "input gradient", "weight gradient"].iter().zip(got.iter().zip(&want)) {
+                assert_close(&format!("winograd {name} of {a:?} (bias {bias})"), g, w, 1e-4);
+            }
+        }
+    }
+}
+
+/// A strided convolution is not Winograd's: the forced backend computes it on the implicit GEMM,
+/// value for value.
+#[test]
+fn an_ineligible_convolution_runs_on_the_implicit_gemm() {
+    let Some(gpu) = winograd() else { return };
+    let gemm = WgpuBackend::with_conv_algorithm(ConvAlgorithm::ImplicitGemm).unwrap();
+    let a = Conv2dArgs { geom: ConvGeom::square(2, 3, (7, 7), 3, 2, 1, 1).unwrap(), out_channels: 4, groups: 1 };
+    let want = conv_pass(&gemm, &a, true, 5).unwrap();
+    let got = conv_pass(&gpu, &a, true, 5).unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g, w, "stride 2 on the forced Winograd backend");
+    }
+}
+
+/// `RawTensor::conv2d` and its backward on a device of the forced backend, against the CPU.
+#[test]
+fn the_op_layer_runs_winograd_convolutions() {
+    let Some(gpu) = winograd() else { return };
+    let devices = [Device::Cpu, Device::Wgpu(Arc::new(gpu))];
+    let run = |device: &Device| -> Result<Vec<Vec<f32>>> {
+        let x = RawTensor::from_slice(&data(2 * 3 * 5 * 6, 1), &[2, 3, 5, 6], device)?.requires_grad_()?;
+        let w = RawTensor::from_slice(&data(4 * 3 * 9, 2), &[4, 3, 3, 3], device)?.requires_grad_()?;
+        let b = RawTensor::from_slice(&data(4, 3), &[4], device)?.requires_grad_()?;
+        let y = x.conv2d(&w, Some(&b), (1, 1), (1, 1), (1, 1), 1)?;
+        let weights = RawTensor::from_slice(&data(y.numel(), 4), y.shape(), device)?;
+        let grads = y.mul(&weights)?.sum_all()?.backward()?;
+        let mut out = vec![y.to_vec()?];
+        for leaf in [&x, &w, &b] {
+            out.push(grads.get(leaf).expect("a gradient").to_vec()?);
+        }
+        Ok(out)
+    };
+    let want = run(&devices[0]).unwrap();
+    let got = run(&devices[1]).unwrap();
+    for (name, (g, w)) in ["y", "dx", "dw", "db"].iter().zip(got.iter().zip(&want)) {
+        assert_close(&format!("op-layer winograd {name}"), g, w, 1e-4);
+    }
+}
