@@ -289,7 +289,9 @@ fn every_kernel_fits_webgpu_default_limits_or_is_gated() {
         };
         let got = conv2d_kernels_under_limits(&large, &stage).map(|(_, e)| e.ends_with("_large"));
         if got != want {
-            failures.push(format!("conv2d of {channels} channels at {side}x{side}: large tiles {got:?}, expected {want:?}"));
+            failures.push(format!(
+                "conv2d of {channels} channels at {side}x{side}: large tiles {got:?}, expected {want:?}"
+            ));
         }
     }
     for (kernel, entry) in conv2d_kernels_under_limits(&defaults, &conv) {
@@ -299,7 +301,9 @@ fn every_kernel_fits_webgpu_default_limits_or_is_gated() {
     }
     for (kernel, entry) in large_entries {
         if !entry.ends_with("_large") {
-            failures.push(format!("conv2d with 48 KiB runs {kernel}::{entry}, not a large tile: the gate no longer decides"));
+            failures.push(format!(
+                "conv2d with 48 KiB runs {kernel}::{entry}, not a large tile: the gate no longer decides"
+            ));
         }
     }
     // The gate asks for no more than the large kernels need: it opens at exactly the most of them.
@@ -313,7 +317,9 @@ fn every_kernel_fits_webgpu_default_limits_or_is_gated() {
         let limits = wgpu::Limits { max_compute_workgroup_storage_size: have, ..large.clone() };
         for (_, entry) in conv2d_kernels_under_limits(&limits, &conv) {
             if entry.ends_with("_large") != want_large {
-                failures.push(format!("conv2d with {have} bytes of workgroup storage runs {entry} (the large tiles need {need})"));
+                failures.push(format!(
+                    "conv2d with {have} bytes of workgroup storage runs {entry} (the large tiles need {need})"
+                ));
             }
         }
     }

@@ -130,7 +130,9 @@ struct LargePasses {
 /// The dispatcher's choice of tiles for each GEMM of `a` on an adapter with `limits`.
 fn large_passes(limits: &::wgpu::Limits, tiles: Conv2dTiles, a: &Conv2dArgs, d: &Dims) -> LargePasses {
     let fits = limits.max_compute_workgroup_storage_size >= LARGE_SHARED_BYTES;
-    let fills = |m: usize, pixels: usize| m >= LARGE && m.div_ceil(LARGE) * pixels.div_ceil(LARGE) * a.groups >= MIN_LARGE_TILES;
+    let fills = |m: usize, pixels: usize| {
+        m >= LARGE && m.div_ceil(LARGE) * pixels.div_ceil(LARGE) * a.groups >= MIN_LARGE_TILES
+    };
     let all = |on: bool| LargePasses { forward: on, input_grad: on, weight_grad: on };
     match tiles {
         _ if !fits => all(false),
@@ -197,7 +199,8 @@ impl WgpuBackend {
         let out = self.alloc(d.output, DType::F32, OP)?;
         let large = self.conv2d_large(self.conv2d_passes(a, &d).forward, "conv2d_forward_large");
         // M tiles (output channels) × N tiles (n·oh·ow) × groups, walked with a grid stride.
-        let (entry, [rows, cols]) = if large { ("conv2d_forward_large", [LARGE, LARGE]) } else { ("conv2d_forward", [TILE, WIDE]) };
+        let (entry, [rows, cols]) =
+            if large { ("conv2d_forward_large", [LARGE, LARGE]) } else { ("conv2d_forward", [TILE, WIDE]) };
         let tiles = d.group_out.div_ceil(rows) * d.out_pixels.div_ceil(cols) * a.groups;
         let buffers = [bind(x), bind(w), self.unused(), bias.map_or(self.unused(), bind), bind(&out)];
         let params = params(a, 0, bias.is_some(), 0);
