@@ -28,7 +28,8 @@
 // along K (weights; both operands of the weight gradient) are loaded 8 consecutive k per row:
 // 32-byte runs in global memory, and their transposing stores into the shared tiles hit 32
 // different banks. Workgroups walk the tiles with a grid stride over a 1-D dispatch, so any
-// tile count works. The window's parameters are in lib/window.wgsl.
+// tile count works. The window's parameters are in lib/window.wgsl. The `_large` entry points at
+// the end compute the same GEMMs on 128×128 tiles, 8×8 outputs per invocation (see there).
 
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> weight: array<f32>;
@@ -316,15 +317,16 @@ fn forward_store(o: u32, ok: bool, cols: vec4<u32>, n: u32, v: vec4<f32>, z: Siz
     store4(o * z.spatial, cols, n, v + b);
 }
 
-// The 4×4 outputs of acc0..acc3 (or acc4..acc7, `far`) at rows r.., columns c.. (`n` inside).
-fn forward_store_block(r: u32, g: u32, c: u32, n: u32, far: bool, z: Sizes) {
+// A 4×4 block of outputs (rows v0..v3) at rows r.., columns c.. (`n` inside).
+fn forward_store_block(r: u32, g: u32, c: u32, n: u32, v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: vec4<f32>,
+                       z: Sizes) {
     let oc = vec4<u32>(forward_column(c, z), forward_column(c + 1u, z), forward_column(c + 2u, z),
                        forward_column(c + 3u, z));
     let o = g * z.og + r;
-    forward_store(o, r < z.og, oc, n, select(acc0, acc4, far), z);
-    forward_store(o + 1u, r + 1u < z.og, oc, n, select(acc1, acc5, far), z);
-    forward_store(o + 2u, r + 2u < z.og, oc, n, select(acc2, acc6, far), z);
-    forward_store(o + 3u, r + 3u < z.og, oc, n, select(acc3, acc7, far), z);
+    forward_store(o, r < z.og, oc, n, v0, z);
+    forward_store(o + 1u, r + 1u < z.og, oc, n, v1, z);
+    forward_store(o + 2u, r + 2u < z.og, oc, n, v2, z);
+    forward_store(o + 3u, r + 3u < z.og, oc, n, v3, z);
 }
 
 @compute @workgroup_size(16, 16)
@@ -376,8 +378,8 @@ fn conv2d_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
         }
         let c = col0 + tx * 4u;
         let r = row0 + ty * 4u;
-        forward_store_block(r, g, c, inside(c, cols), false, z);
-        forward_store_block(r, g, c + TILE, inside(c + TILE, cols), true, z);
+        forward_store_block(r, g, c, inside(c, cols), acc0, acc1, acc2, acc3, z);
+        forward_store_block(r, g, c + TILE, inside(c + TILE, cols), acc4, acc5, acc6, acc7, z);
     }
 }
 
@@ -418,6 +420,25 @@ struct Loads {
     b: vec4<f32>,
 }
 
+// The lanes of invocation `lid` for the 64×64 block of group g's weight gradient at (row0, col0).
+fn weight_grad_lanes(row0: u32, col0: u32, g: u32, k_len: u32, lid: u32, z: Sizes) -> WeightGradLanes {
+    let r0 = row0 + kc_row(lid, 0u);
+    let r2 = row0 + kc_row(lid, 2u);
+    let c0 = col0 + kc_row(lid, 0u);
+    let c2 = col0 + kc_row(lid, 2u);
+    let group_channels = vec4<i32>(i32(g * z.cg * z.plane), 0, 0, 0);
+    return WeightGradLanes(
+        (g * z.og + r0) * z.spatial,
+        (g * z.og + r2) * z.spatial,
+        r0 < z.og,
+        r2 < z.og,
+        tap(c0, z) + group_channels,
+        tap(c2, z) + group_channels,
+        c0 < k_len,
+        c2 < k_len,
+    );
+}
+
 fn weight_grad_loads(l: WeightGradLanes, j0: u32, j_end: u32, half: u32, lid: u32) -> Loads {
     let j = kc_k(lid, 0u);
     let lo = kt[half + j];
@@ -437,6 +458,27 @@ fn weight_grad_loads(l: WeightGradLanes, j0: u32, j_end: u32, half: u32, lid: u3
         x_at(hi, l.tap2, hi_ok && l.tap2_ok),
     );
     return Loads(a, b);
+}
+
+// A 4×4 block of split `split`'s partial sums (rows v0..v3) at rows r.., columns c.. of group
+// g's weight gradient: out[split, o, k].
+fn partial_store_block(split: u32, g: u32, r: u32, c: u32, k_len: u32, v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>,
+                       v3: vec4<f32>, z: Sizes) {
+    let n = inside(c, k_len);
+    let oc = vec4<u32>(c, c + 1u, c + 2u, c + 3u);
+    let o = split * p.out_channels + g * z.og + r;
+    if r < z.og {
+        store4(o * k_len, oc, n, v0);
+    }
+    if r + 1u < z.og {
+        store4((o + 1u) * k_len, oc, n, v1);
+    }
+    if r + 2u < z.og {
+        store4((o + 2u) * k_len, oc, n, v2);
+    }
+    if r + 3u < z.og {
+        store4((o + 3u) * k_len, oc, n, v3);
+    }
 }
 
 @compute @workgroup_size(16, 16)
@@ -461,21 +503,7 @@ fn conv2d_weight_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
         let j_begin = split * p.split_len;
         let j_end = min(reduction, j_begin + p.split_len);
         let busy = block_inside(row0, col0, tx, ty, z.og, k_len);
-        let r0 = row0 + kc_row(lid, 0u);
-        let r2 = row0 + kc_row(lid, 2u);
-        let c0 = col0 + kc_row(lid, 0u);
-        let c2 = col0 + kc_row(lid, 2u);
-        let group_channels = vec4<i32>(i32(g * z.cg * z.plane), 0, 0, 0);
-        let lanes = WeightGradLanes(
-            (g * z.og + r0) * z.spatial,
-            (g * z.og + r2) * z.spatial,
-            r0 < z.og,
-            r2 < z.og,
-            tap(c0, z) + group_channels,
-            tap(c2, z) + group_channels,
-            c0 < k_len,
-            c2 < k_len,
-        );
+        let lanes = weight_grad_lanes(row0, col0, g, k_len, lid, z);
         clear();
         if lid < BK {
             kt[lid] = reduction_entry(j_begin + lid, z);
@@ -500,24 +528,7 @@ fn conv2d_weight_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
             workgroupBarrier();
             half = BK - half;
         }
-        // This split's partial sums: out[split, o, k].
-        let c = col0 + tx * 4u;
-        let n = inside(c, k_len);
-        let oc = vec4<u32>(c, c + 1u, c + 2u, c + 3u);
-        let r = row0 + ty * 4u;
-        let o = split * p.out_channels + g * z.og + r;
-        if r < z.og {
-            store4(o * k_len, oc, n, acc0);
-        }
-        if r + 1u < z.og {
-            store4((o + 1u) * k_len, oc, n, acc1);
-        }
-        if r + 2u < z.og {
-            store4((o + 2u) * k_len, oc, n, acc2);
-        }
-        if r + 3u < z.og {
-            store4((o + 3u) * k_len, oc, n, acc3);
-        }
+        partial_store_block(split, g, row0 + ty * 4u, col0 + tx * 4u, k_len, acc0, acc1, acc2, acc3, z);
     }
 }
 
@@ -603,22 +614,23 @@ fn input_column(c: u32, z: Sizes) -> u32 {
     return c / z.plane * p.channels * z.plane + c % z.plane;
 }
 
-// The 4×4 outputs of acc0..acc3 (or acc4..acc7, `far`) at rows r.., columns c.. (`n` inside).
-fn input_store_block(r: u32, g: u32, c: u32, n: u32, far: bool, z: Sizes) {
+// A 4×4 block of outputs (rows v0..v3) at rows r.., columns c.. (`n` inside).
+fn input_store_block(r: u32, g: u32, c: u32, n: u32, v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: vec4<f32>,
+                     z: Sizes) {
     let ic = vec4<u32>(input_column(c, z), input_column(c + 1u, z), input_column(c + 2u, z),
                        input_column(c + 3u, z));
     let ch = g * z.cg + r;
     if r < z.cg {
-        store4(ch * z.plane, ic, n, select(acc0, acc4, far));
+        store4(ch * z.plane, ic, n, v0);
     }
     if r + 1u < z.cg {
-        store4((ch + 1u) * z.plane, ic, n, select(acc1, acc5, far));
+        store4((ch + 1u) * z.plane, ic, n, v1);
     }
     if r + 2u < z.cg {
-        store4((ch + 2u) * z.plane, ic, n, select(acc2, acc6, far));
+        store4((ch + 2u) * z.plane, ic, n, v2);
     }
     if r + 3u < z.cg {
-        store4((ch + 3u) * z.plane, ic, n, select(acc3, acc7, far));
+        store4((ch + 3u) * z.plane, ic, n, v3);
     }
 }
 
@@ -671,7 +683,316 @@ fn conv2d_input_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
         }
         let c = col0 + tx * 4u;
         let r = row0 + ty * 4u;
-        input_store_block(r, g, c, inside(c, cols), false, z);
-        input_store_block(r, g, c + TILE, inside(c + TILE, cols), true, z);
+        input_store_block(r, g, c, inside(c, cols), acc0, acc1, acc2, acc3, z);
+        input_store_block(r, g, c + TILE, inside(c + TILE, cols), acc4, acc5, acc6, acc7, z);
+    }
+}
+
+// ----- large tiles: 128×128, 8×8 outputs per invocation -----
+//
+// The `_large` entry points compute the same GEMMs on 128×128 tiles: each invocation holds four
+// 4×4 blocks, at rows ty·4 and 64 + ty·4 and columns tx·4 and 64 + tx·4 of the tile, so every
+// vec4 read from workgroup memory feeds 32 products (16 in the 64×128 tiles) and the reads stay
+// conflict-free as above. Both operands' slices are [BK][128] (`ta_wide`, `tb_wide`): the
+// gathered operand is loaded exactly as the wide tiles' B, and a K-contiguous one as two
+// halves of 64 rows, each loaded like the 64-row tiles'. 64 accumulators and 16 prefetched
+// values per invocation stay within 128 registers, so two workgroups share an SM. Their slices
+// take more than WebGPU's default 16 KiB of workgroup memory: conv2d.rs selects them only on
+// adapters with more, and for GEMMs whose M side fills the 128 rows. Tiles are walked in groups
+// of GROUP_ROWS tile rows, rows fastest, so the workgroups running at once share both operands'
+// slices in L2.
+
+const LARGE: u32 = 128u;
+const GROUP_ROWS: u32 = 8u;
+
+var<workgroup> ta_wide: array<vec4<f32>, 528>;
+
+// Rows 64 + ty·4 + i of this invocation's large tile: columns tx·4.. (acc8..acc11) and
+// 64 + tx·4.. (acc12..acc15); acc0..acc7 hold rows ty·4 + i as in the wide tiles.
+var<private> acc8: vec4<f32>;
+var<private> acc9: vec4<f32>;
+var<private> acc10: vec4<f32>;
+var<private> acc11: vec4<f32>;
+var<private> acc12: vec4<f32>;
+var<private> acc13: vec4<f32>;
+var<private> acc14: vec4<f32>;
+var<private> acc15: vec4<f32>;
+
+fn clear_far_rows() {
+    acc8 = vec4<f32>(0.0);
+    acc9 = vec4<f32>(0.0);
+    acc10 = vec4<f32>(0.0);
+    acc11 = vec4<f32>(0.0);
+    acc12 = vec4<f32>(0.0);
+    acc13 = vec4<f32>(0.0);
+    acc14 = vec4<f32>(0.0);
+    acc15 = vec4<f32>(0.0);
+}
+
+// Tile t of a tiles_m × tiles_n grid, as (tile row, tile column): GROUP_ROWS tile rows at a time
+// (fewer in the last group), rows fastest within a group.
+fn grouped_tile(t: u32, tiles_m: u32, tiles_n: u32) -> vec2<u32> {
+    let first = t / (GROUP_ROWS * tiles_n) * GROUP_ROWS;
+    let rows = min(GROUP_ROWS, tiles_m - first);
+    let i = t - first * tiles_n;
+    return vec2<u32>(first + i % rows, i / rows);
+}
+
+fn put_a_wide(k: u32, r: u32, v: f32) {
+    ta_wide[k * ROW_WIDE + r / 4u][r % 4u] = v;
+}
+
+// Stores loads 0..3 of a K-contiguous operand into rows (or columns) r0 + kc_row(lid, t) of A
+// (or B): r0 is 0 or 64.
+fn stash_a_wide(v: vec4<f32>, lid: u32, r0: u32) {
+    put_a_wide(kc_k(lid, 0u), r0 + kc_row(lid, 0u), v.x);
+    put_a_wide(kc_k(lid, 1u), r0 + kc_row(lid, 1u), v.y);
+    put_a_wide(kc_k(lid, 2u), r0 + kc_row(lid, 2u), v.z);
+    put_a_wide(kc_k(lid, 3u), r0 + kc_row(lid, 3u), v.w);
+}
+
+fn stash_b_wide(v: vec4<f32>, lid: u32, c0: u32) {
+    put_b_wide(kc_k(lid, 0u), c0 + kc_row(lid, 0u), v.x);
+    put_b_wide(kc_k(lid, 1u), c0 + kc_row(lid, 1u), v.y);
+    put_b_wide(kc_k(lid, 2u), c0 + kc_row(lid, 2u), v.z);
+    put_b_wide(kc_k(lid, 3u), c0 + kc_row(lid, 3u), v.w);
+}
+
+fn mac_large(k: u32, tx: u32, ty: u32) {
+    let a = ta_wide[k * ROW_WIDE + ty];
+    let a_far = ta_wide[k * ROW_WIDE + 16u + ty];
+    let b = tb_wide[k * ROW_WIDE + tx];
+    let b_far = tb_wide[k * ROW_WIDE + 16u + tx];
+    acc0 = fma(vec4<f32>(a.x), b, acc0);
+    acc1 = fma(vec4<f32>(a.y), b, acc1);
+    acc2 = fma(vec4<f32>(a.z), b, acc2);
+    acc3 = fma(vec4<f32>(a.w), b, acc3);
+    acc4 = fma(vec4<f32>(a.x), b_far, acc4);
+    acc5 = fma(vec4<f32>(a.y), b_far, acc5);
+    acc6 = fma(vec4<f32>(a.z), b_far, acc6);
+    acc7 = fma(vec4<f32>(a.w), b_far, acc7);
+    acc8 = fma(vec4<f32>(a_far.x), b, acc8);
+    acc9 = fma(vec4<f32>(a_far.y), b, acc9);
+    acc10 = fma(vec4<f32>(a_far.z), b, acc10);
+    acc11 = fma(vec4<f32>(a_far.w), b, acc11);
+    acc12 = fma(vec4<f32>(a_far.x), b_far, acc12);
+    acc13 = fma(vec4<f32>(a_far.y), b_far, acc13);
+    acc14 = fma(vec4<f32>(a_far.z), b_far, acc14);
+    acc15 = fma(vec4<f32>(a_far.w), b_far, acc15);
+}
+
+fn multiply_large(tx: u32, ty: u32) {
+    mac_large(0u, tx, ty);
+    mac_large(1u, tx, ty);
+    mac_large(2u, tx, ty);
+    mac_large(3u, tx, ty);
+    mac_large(4u, tx, ty);
+    mac_large(5u, tx, ty);
+    mac_large(6u, tx, ty);
+    mac_large(7u, tx, ty);
+    mac_large(8u, tx, ty);
+    mac_large(9u, tx, ty);
+    mac_large(10u, tx, ty);
+    mac_large(11u, tx, ty);
+    mac_large(12u, tx, ty);
+    mac_large(13u, tx, ty);
+    mac_large(14u, tx, ty);
+    mac_large(15u, tx, ty);
+}
+
+@compute @workgroup_size(16, 16)
+fn conv2d_forward_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                        @builtin(local_invocation_index) lid: u32) {
+    let z = sizes();
+    let k_len = z.cg * z.taps;
+    let cols = p.batch * z.spatial;
+    let tiles_m = div_up(z.og, LARGE);
+    let tiles_n = div_up(cols, LARGE);
+    let tiles = tiles_m * tiles_n;
+    let tx = lid % 16u;
+    let ty = lid / 16u;
+    let gk = lid / LARGE;
+    for (var t = wid.x; t < tiles * p.groups; t += nwg.x) {
+        let tile = grouped_tile(t % tiles, tiles_m, tiles_n);
+        let row0 = tile.x * LARGE;
+        let col0 = tile.y * LARGE;
+        let g = t / tiles;
+        let col = col0 + lid % LARGE;
+        let win = window(col / z.spatial, g * z.cg, col % z.spatial, z);
+        // Weight rows row0.. and row0 + 64..: `rows` and `rows_far` of them valid.
+        let w_base = (g * z.og + row0) * k_len;
+        let w_far = w_base + TILE * k_len;
+        let rows = z.og - row0;
+        let rows_far = rows - min(rows, TILE);
+        let busy = block_inside(row0, col0, tx, ty, z.og, cols);
+        clear();
+        clear_far_rows();
+        if lid < BK {
+            kt[lid] = tap(lid, z);
+        }
+        workgroupBarrier();
+        var ra = forward_a(w_base, rows, k_len, 0u, lid);
+        var ra_far = forward_a(w_far, rows_far, k_len, 0u, lid);
+        var rb = forward_b(win, col < cols, k_len, 0u, 0u, gk);
+        var half = BK;
+        for (var k0 = 0u; k0 < k_len; k0 += BK) {
+            stash_a_wide(ra, lid, 0u);
+            stash_a_wide(ra_far, lid, TILE);
+            stash_b_gathered(rb, lid);
+            let next = k0 + BK;
+            if lid < BK && next < k_len {
+                kt[half + lid] = tap(next + lid, z);
+            }
+            workgroupBarrier();
+            if next < k_len {
+                ra = forward_a(w_base, rows, k_len, next, lid);
+                ra_far = forward_a(w_far, rows_far, k_len, next, lid);
+                rb = forward_b(win, col < cols, k_len, next, half, gk);
+            }
+            if busy {
+                multiply_large(tx, ty);
+            }
+            workgroupBarrier();
+            half = BK - half;
+        }
+        let c = col0 + tx * 4u;
+        let c_far = c + TILE;
+        let r = row0 + ty * 4u;
+        let r_far = r + TILE;
+        forward_store_block(r, g, c, inside(c, cols), acc0, acc1, acc2, acc3, z);
+        forward_store_block(r, g, c_far, inside(c_far, cols), acc4, acc5, acc6, acc7, z);
+        forward_store_block(r_far, g, c, inside(c, cols), acc8, acc9, acc10, acc11, z);
+        forward_store_block(r_far, g, c_far, inside(c_far, cols), acc12, acc13, acc14, acc15, z);
+    }
+}
+
+@compute @workgroup_size(16, 16)
+fn conv2d_weight_grad_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                            @builtin(local_invocation_index) lid: u32) {
+    let z = sizes();
+    let k_len = z.cg * z.taps;
+    let reduction = p.batch * z.spatial;
+    let splits = div_up(reduction, p.split_len);
+    let tiles_m = div_up(z.og, LARGE);
+    let tiles_n = div_up(k_len, LARGE);
+    let tiles = tiles_m * tiles_n;
+    let tx = lid % 16u;
+    let ty = lid / 16u;
+    // Tiles, then groups, then splits, as in conv2d_weight_grad.
+    for (var t = wid.x; t < tiles * p.groups * splits; t += nwg.x) {
+        let tile = grouped_tile(t % tiles, tiles_m, tiles_n);
+        let row0 = tile.x * LARGE;
+        let col0 = tile.y * LARGE;
+        let g = t / tiles % p.groups;
+        let split = t / (tiles * p.groups);
+        let j_begin = split * p.split_len;
+        let j_end = min(reduction, j_begin + p.split_len);
+        let busy = block_inside(row0, col0, tx, ty, z.og, k_len);
+        // Rows and columns 0..63 of the tile, and 64..127.
+        let lanes = weight_grad_lanes(row0, col0, g, k_len, lid, z);
+        let lanes_far = weight_grad_lanes(row0 + TILE, col0 + TILE, g, k_len, lid, z);
+        clear();
+        clear_far_rows();
+        if lid < BK {
+            kt[lid] = reduction_entry(j_begin + lid, z);
+        }
+        workgroupBarrier();
+        var loads = weight_grad_loads(lanes, j_begin, j_end, 0u, lid);
+        var loads_far = weight_grad_loads(lanes_far, j_begin, j_end, 0u, lid);
+        var half = BK;
+        for (var j0 = j_begin; j0 < j_end; j0 += BK) {
+            stash_a_wide(loads.a, lid, 0u);
+            stash_a_wide(loads_far.a, lid, TILE);
+            stash_b_wide(loads.b, lid, 0u);
+            stash_b_wide(loads_far.b, lid, TILE);
+            let next = j0 + BK;
+            if lid < BK && next < j_end {
+                kt[half + lid] = reduction_entry(next + lid, z);
+            }
+            workgroupBarrier();
+            if next < j_end {
+                loads = weight_grad_loads(lanes, next, j_end, half, lid);
+                loads_far = weight_grad_loads(lanes_far, next, j_end, half, lid);
+            }
+            if busy {
+                multiply_large(tx, ty);
+            }
+            workgroupBarrier();
+            half = BK - half;
+        }
+        let c = col0 + tx * 4u;
+        let c_far = c + TILE;
+        let r = row0 + ty * 4u;
+        let r_far = r + TILE;
+        partial_store_block(split, g, r, c, k_len, acc0, acc1, acc2, acc3, z);
+        partial_store_block(split, g, r, c_far, k_len, acc4, acc5, acc6, acc7, z);
+        partial_store_block(split, g, r_far, c, k_len, acc8, acc9, acc10, acc11, z);
+        partial_store_block(split, g, r_far, c_far, k_len, acc12, acc13, acc14, acc15, z);
+    }
+}
+
+@compute @workgroup_size(16, 16)
+fn conv2d_input_grad_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                           @builtin(local_invocation_index) lid: u32) {
+    let z = sizes();
+    let k_len = z.og * z.taps;
+    let cols = p.batch * z.plane;
+    let tiles_m = div_up(z.cg, LARGE);
+    let tiles_n = div_up(cols, LARGE);
+    let tiles = tiles_m * tiles_n;
+    let tx = lid % 16u;
+    let ty = lid / 16u;
+    let gk = lid / LARGE;
+    for (var t = wid.x; t < tiles * p.groups; t += nwg.x) {
+        let tile = grouped_tile(t % tiles, tiles_m, tiles_n);
+        let row0 = tile.x * LARGE;
+        let col0 = tile.y * LARGE;
+        let g = t / tiles;
+        let col = col0 + lid % LARGE;
+        let pix = pixel(col, g, z);
+        // Weight rows (input channels) row0.. and row0 + 64..: `rows` and `rows_far` valid.
+        let w_base = (g * z.og * z.cg + row0) * z.taps;
+        let w_far = w_base + TILE * z.taps;
+        let rows = z.cg - row0;
+        let rows_far = rows - min(rows, TILE);
+        let busy = block_inside(row0, col0, tx, ty, z.cg, cols);
+        clear();
+        clear_far_rows();
+        if lid < BK {
+            input_grad_table(lid, lid, z);
+        }
+        workgroupBarrier();
+        var ra = input_grad_a(w_base, rows, k_len, 0u, 0u, lid, z.taps);
+        var ra_far = input_grad_a(w_far, rows_far, k_len, 0u, 0u, lid, z.taps);
+        var rb = input_grad_b(pix, col < cols, k_len, 0u, 0u, gk);
+        var half = BK;
+        for (var k0 = 0u; k0 < k_len; k0 += BK) {
+            stash_a_wide(ra, lid, 0u);
+            stash_a_wide(ra_far, lid, TILE);
+            stash_b_gathered(rb, lid);
+            let next = k0 + BK;
+            if lid < BK && next < k_len {
+                input_grad_table(half + lid, next + lid, z);
+            }
+            workgroupBarrier();
+            if next < k_len {
+                ra = input_grad_a(w_base, rows, k_len, next, half, lid, z.taps);
+                ra_far = input_grad_a(w_far, rows_far, k_len, next, half, lid, z.taps);
+                rb = input_grad_b(pix, col < cols, k_len, next, half, gk);
+            }
+            if busy {
+                multiply_large(tx, ty);
+            }
+            workgroupBarrier();
+            half = BK - half;
+        }
+        let c = col0 + tx * 4u;
+        let c_far = c + TILE;
+        let r = row0 + ty * 4u;
+        let r_far = r + TILE;
+        input_store_block(r, g, c, inside(c, cols), acc0, acc1, acc2, acc3, z);
+        input_store_block(r, g, c_far, inside(c_far, cols), acc4, acc5, acc6, acc7, z);
+        input_store_block(r_far, g, c, inside(c, cols), acc8, acc9, acc10, acc11, z);
+        input_store_block(r_far, g, c_far, inside(c_far, cols), acc12, acc13, acc14, acc15, z);
     }
 }

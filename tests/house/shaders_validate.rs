@@ -184,6 +184,9 @@ const GATED: &[(&str, &str, &str)] = &[
     ("matmul_vec4", "matmul_large", "matmul.rs `fit_under`: the vec4 large tiles need 48 KiB and 512 invocations"),
     ("matmul_vec4", "matmul_tall", "matmul.rs `fit_under`: the vec4 large tiles need 48 KiB and 512 invocations"),
     ("matmul_coop", "matmul_large", "matmul.rs `coop_fits`: set_matmul_precision refuses tensor cores"),
+    ("conv2d", "conv2d_forward_large", "conv2d.rs `large_passes`: the large tiles need 17.1 KiB"),
+    ("conv2d", "conv2d_input_grad_large", "conv2d.rs `large_passes`: the large tiles need 17.1 KiB"),
+    ("conv2d", "conv2d_weight_grad_large", "conv2d.rs `large_passes`: the large tiles need 17.1 KiB"),
     ("attention_backward_dkdv_blocked_d32", "attention_backward_dkdv", "attention.rs `dkdv_kernel`"),
     ("attention_backward_dkdv_blocked_d64", "attention_backward_dkdv", "attention.rs `dkdv_kernel`"),
 ];
@@ -195,8 +198,8 @@ const GATED: &[(&str, &str, &str)] = &[
 /// one where an adapter offers what it needs.
 #[test]
 fn every_kernel_fits_webgpu_default_limits_or_is_gated() {
-    use rumus::backend::wgpu::kernel_under_limits;
-    use rumus::backend::{MatmulArgs, MatrixLayout};
+    use rumus::backend::wgpu::{conv2d_kernels_under_limits, kernel_under_limits};
+    use rumus::backend::{Conv2dArgs, ConvGeom, MatmulArgs, MatrixLayout};
 
     let defaults = wgpu::Limits::default();
     let needs = kernel_needs();
@@ -267,6 +270,57 @@ fn every_kernel_fits_webgpu_default_limits_or_is_gated() {
         let kernel = kernel_under_limits(&large, &small, d).attention_dkdv.expect("head dimensions up to 128");
         if d <= 64 && !kernel.starts_with("attention_backward_dkdv_blocked") {
             failures.push(format!("attention dk/dv for d = {d} with 48 KiB runs {kernel}, not the blocked kernel: the gate no longer decides"));
+        }
+    }
+    // ResNet-18's second stage at batch 128 (large tiles for all three passes where they fit).
+    let conv = Conv2dArgs {
+        geom: ConvGeom::square(128, 128, (16, 16), 3, 1, 1, 1).expect("a valid geometry"),
+        out_channels: 128,
+        groups: 1,
+    };
+    let large_entries = conv2d_kernels_under_limits(&large, &conv);
+    // The other stages: M (channels) of 64 keeps the 64-row tiles; 512 channels at 4×4 have too
+    // few large tiles (64) for the forward and input gradient, but split the weight gradient.
+    for (channels, side, want) in [(64, 32, [false; 3]), (256, 8, [true; 3]), (512, 4, [false, false, true])] {
+        let stage = Conv2dArgs {
+            geom: ConvGeom::square(128, channels, (side, side), 3, 1, 1, 1).expect("a valid geometry"),
+            out_channels: channels,
+            groups: 1,
+        };
+        let got = conv2d_kernels_under_limits(&large, &stage).map(|(_, e)| e.ends_with("_large"));
+        if got != want {
+            failures.push(format!(
+                "conv2d of {channels} channels at {side}x{side}: large tiles {got:?}, expected {want:?}"
+            ));
+        }
+    }
+    for (kernel, entry) in conv2d_kernels_under_limits(&defaults, &conv) {
+        if !fits(kernel, entry) {
+            failures.push(format!("conv2d under WebGPU's defaults runs {kernel}::{entry}, which does not fit them"));
+        }
+    }
+    for (kernel, entry) in large_entries {
+        if !entry.ends_with("_large") {
+            failures.push(format!(
+                "conv2d with 48 KiB runs {kernel}::{entry}, not a large tile: the gate no longer decides"
+            ));
+        }
+    }
+    // The gate asks for no more than the large kernels need: it opens at exactly the most of them.
+    let need = needs
+        .iter()
+        .filter(|n| large_entries.iter().any(|&(k, e)| n.kernel == k && n.entry == e))
+        .map(|n| n.workgroup_bytes)
+        .max()
+        .expect("the large entries are compiled");
+    for (have, want_large) in [(need, true), (need - 1, false)] {
+        let limits = wgpu::Limits { max_compute_workgroup_storage_size: have, ..large.clone() };
+        for (_, entry) in conv2d_kernels_under_limits(&limits, &conv) {
+            if entry.ends_with("_large") != want_large {
+                failures.push(format!(
+                    "conv2d with {have} bytes of workgroup storage runs {entry} (the large tiles need {need})"
+                ));
+            }
         }
     }
     let small = product(64, 64, 64);

@@ -7,7 +7,7 @@
 //! where a missing adapter fails them.
 
 use rumus::backend::cpu::CpuBackend;
-use rumus::backend::wgpu::WgpuBackend;
+use rumus::backend::wgpu::{Conv2dTiles, WgpuBackend};
 use rumus::backend::*;
 use rumus::testing::{assert_close, wgpu_or_skip};
 use rumus::{Device, Layout, MatmulPrecision, RawTensor, Result};
@@ -864,6 +864,71 @@ fn convolution_matches_over_geometries() {
         parity(&gpu, c.name, &inputs, 1e-4, |t| conv(t, &t[0]));
         // The input as data (a first layer): the backward computes no input gradient.
         parity(&gpu, &format!("{} without input gradient", c.name), &inputs, 1e-4, |t| conv(t, &t[0].detach()));
+    }
+}
+
+/// The large-tile convolution kernels (128×128 tiles, 8×8 outputs per invocation), forced at
+/// small sizes: tile edges on every side (M, N and K off the 128-tile and 16-slice grids, far rows
+/// partly or wholly outside), groups, stride, padding and dilation, a weight gradient in splits,
+/// and more than 8 tile rows (the grouped tile order's last, shorter group).
+#[test]
+fn large_tile_convolutions_match() {
+    let Some(Device::Wgpu(_)) = wgpu_or_skip() else { return };
+    let backend = std::sync::Arc::new(WgpuBackend::with_conv2d_tiles(Conv2dTiles::Large).unwrap());
+    let gpu = Device::Wgpu(backend.clone());
+    let base = Conv {
+        name: "",
+        x: [2, 20, 9, 7],
+        out: 130,
+        kernel: (3, 3),
+        stride: (1, 1),
+        padding: (1, 1),
+        dilation: (1, 1),
+        groups: 1,
+        bias: true,
+    };
+    let cases = [
+        Conv { name: "large: 20 => 130 channels, 2x9x7 pixels", ..base },
+        Conv {
+            name: "large: groups 2, stride 2, padding 2, dilation 2",
+            x: [2, 160, 11, 10],
+            out: 132,
+            padding: (2, 2),
+            stride: (2, 2),
+            dilation: (2, 2),
+            groups: 2,
+            ..base
+        },
+        Conv { name: "large: 150 => 8 channels (input gradient's far rows)", x: [1, 150, 12, 12], out: 8, ..base },
+        Conv { name: "large: weight gradient in 4 splits", x: [4, 8, 20, 20], out: 130, bias: false, ..base },
+        Conv {
+            name: "large: 1x1, 3 => 1100 channels (9 tile rows)",
+            x: [2, 3, 12, 12],
+            out: 1100,
+            kernel: (1, 1),
+            padding: (0, 0),
+            ..base
+        },
+        Conv {
+            name: "large: 1x1, 1100 => 3 channels (9 tile rows of the input gradient)",
+            x: [2, 1100, 12, 12],
+            out: 3,
+            kernel: (1, 1),
+            padding: (0, 0),
+            ..base
+        },
+    ];
+    for (k, c) in cases.iter().enumerate() {
+        let w = [c.out, c.x[1] / c.groups, c.kernel.0, c.kernel.1];
+        let geom = geom(c.x[0], c.x[1], (c.x[2], c.x[3]), c.kernel.0, c.stride.0, c.padding.0, c.dilation.0);
+        let args = Conv2dArgs { geom, out_channels: c.out, groups: c.groups };
+        let want = ["conv2d_forward_large", "conv2d_input_grad_large", "conv2d_weight_grad_large"];
+        assert_eq!(backend.conv2d_entries(&args), want, "{}: the adapter refuses the large tiles", c.name);
+        let seed = 400 + 3 * k as u64;
+        let inputs = [input(&c.x, seed), input(&w, seed + 1), input(&[c.out], seed + 2)];
+        parity(&gpu, c.name, &inputs, 1e-4, |t| {
+            t[0].conv2d(&t[1], c.bias.then_some(&t[2]), c.stride, c.padding, c.dilation, c.groups)
+        });
     }
 }
 

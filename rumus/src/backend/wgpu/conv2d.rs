@@ -23,6 +23,25 @@ const SLICE: usize = 16;
 /// the reduction is split until about this many workgroups share it (the H200's 132 SMs hold
 /// about 8 of these workgroups each)...
 const SPLIT_TARGET_GROUPS: usize = 1024;
+/// The side of the `_large` kernels' square tiles (`LARGE` in the shader; 8×8 outputs per
+/// invocation of a 16×16 workgroup). A GEMM takes them when its M side (output channels for the
+/// forward and weight gradient, input channels for the input gradient, per group) fills at least
+/// one such tile...
+const LARGE: usize = 128;
+/// ...and, for the forward and input gradient, which are not split, when it has at least this
+/// many tiles: about one per SM of an H100 (132). Two of these workgroups fit an SM, but each
+/// does the work of two 64×128 ones with fewer workgroup-memory reads per product, so a GEMM
+/// with about one large tile per SM finishes no later than on the 64×128 tiles. (ResNet-18's
+/// stride-1 convolutions at batch 128: 128 channels at 16×16 have 256 tiles, 256 at 8×8 have
+/// 128, 512 at 4×4 only 64 and keep the 64×128 tiles.)
+const MIN_LARGE_TILES: usize = 128;
+/// The large weight-gradient tiles' split target: two workgroups on each of 132 SMs.
+const LARGE_SPLIT_TARGET_GROUPS: usize = 264;
+/// Workgroup memory of the `_large` kernels: two slices of [16][128] values with rows padded by a
+/// vec4 (528 vec4 each), the double-buffered K table (32 vec4<i32>) and the input gradient's
+/// weight offsets (32 u32). More than WebGPU's default 16 KiB: adapters with less take the
+/// 64-row tiles.
+const LARGE_SHARED_BYTES: u32 = 2 * 528 * 16 + 32 * 16 + 32 * 4;
 /// ...in pieces no shorter than this, so the partial sums stay small next to the products.
 const MIN_SPLIT_LEN: usize = 512;
 /// The kernels mix u32 and i32 index arithmetic: each quantity checked against this bound, and
@@ -87,6 +106,67 @@ fn check_index_range(a: &Conv2dArgs) -> Result<()> {
     }
 }
 
+/// Which tiles the three GEMMs of a convolution run on: a backend's setting ([`Conv2dTiles::Auto`]
+/// unless a test or the kernel lab asks otherwise).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Conv2dTiles {
+    /// The large 128×128 tiles where the GEMM's M side and tile count fill them (see
+    /// `MIN_LARGE_TILES` in `conv2d.rs`), else the 64-row tiles.
+    Auto,
+    /// Always the 64-row tiles (64×128 for the forward and input gradient, 64×64 for the weight
+    /// gradient).
+    Small,
+    /// The large tiles wherever the adapter's workgroup memory allows them, whatever the sizes:
+    /// for tests of their edges at small sizes.
+    Large,
+}
+
+/// Which of the three GEMMs run on the large tiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct LargePasses {
+    forward: bool,
+    input_grad: bool,
+    weight_grad: bool,
+}
+
+/// The dispatcher's choice of tiles for each GEMM of `a` on an adapter with `limits`.
+fn large_passes(limits: &::wgpu::Limits, tiles: Conv2dTiles, a: &Conv2dArgs, d: &Dims) -> LargePasses {
+    let fits = limits.max_compute_workgroup_storage_size >= LARGE_SHARED_BYTES;
+    let fills = |m: usize, pixels: usize| {
+        m >= LARGE && m.div_ceil(LARGE) * pixels.div_ceil(LARGE) * a.groups >= MIN_LARGE_TILES
+    };
+    let all = |on: bool| LargePasses { forward: on, input_grad: on, weight_grad: on };
+    match tiles {
+        _ if !fits => all(false),
+        Conv2dTiles::Small => all(false),
+        Conv2dTiles::Large => all(true),
+        // The weight gradient is split until it fills the GPU; its N side (c/g·kh·kw) must fill
+        // the tile too.
+        Conv2dTiles::Auto => LargePasses {
+            forward: fills(d.group_out, d.out_pixels),
+            input_grad: fills(d.group_in, d.in_pixels),
+            weight_grad: d.group_out >= LARGE && d.weight_cols >= LARGE,
+        },
+    }
+}
+
+/// The entry points of `conv2d.wgsl` that run the forward, input gradient and weight gradient.
+fn entries(large: LargePasses) -> [&'static str; 3] {
+    [
+        if large.forward { "conv2d_forward_large" } else { "conv2d_forward" },
+        if large.input_grad { "conv2d_input_grad_large" } else { "conv2d_input_grad" },
+        if large.weight_grad { "conv2d_weight_grad_large" } else { "conv2d_weight_grad" },
+    ]
+}
+
+/// The `(shader file, entry point)` of the forward, input gradient and weight gradient of `a`
+/// on an adapter with `limits` (the dispatcher's own choice, once the kernels are compiled). For
+/// the test that every kernel fits WebGPU's default limits or is gated on the adapter's
+/// (`tests/house/shaders_validate.rs`).
+pub(super) fn conv2d_kernels_under(limits: &::wgpu::Limits, a: &Conv2dArgs) -> [(&'static str, &'static str); 3] {
+    entries(large_passes(limits, Conv2dTiles::Auto, a, &Dims::of(a))).map(|entry| (pipelines::CONV2D.name, entry))
+}
+
 /// The window parameters (`lib/window.wgsl`; `n` invocations) with the convolution's own.
 pub(super) fn params(a: &Conv2dArgs, n: usize, has_bias: bool, split_len: usize) -> WindowParams {
     WindowParams {
@@ -122,11 +202,14 @@ impl WgpuBackend {
             return self.conv2d_direct_forward(x, w, bias, a, &d);
         }
         let out = self.alloc(d.output, DType::F32, OP)?;
+        let large = self.conv2d_large(self.conv2d_passes(a, &d).forward, "conv2d_forward_large");
         // M tiles (output channels) × N tiles (n·oh·ow) × groups, walked with a grid stride.
-        let tiles = d.group_out.div_ceil(TILE) * d.out_pixels.div_ceil(WIDE) * a.groups;
+        let (entry, [rows, cols]) =
+            if large { ("conv2d_forward_large", [LARGE, LARGE]) } else { ("conv2d_forward", [TILE, WIDE]) };
+        let tiles = d.group_out.div_ceil(rows) * d.out_pixels.div_ceil(cols) * a.groups;
         let buffers = [bind(x), bind(w), self.unused(), bias.map_or(self.unused(), bind), bind(&out)];
         let params = params(a, 0, bias.is_some(), 0);
-        self.run(&pipelines::CONV2D, "conv2d_forward", &SIGNATURE, &params, &buffers, self.groups_rows(tiles))?;
+        self.run(&pipelines::CONV2D, entry, &SIGNATURE, &params, &buffers, self.groups_rows(tiles))?;
         Ok(self.output(out))
     }
 
@@ -166,11 +249,14 @@ impl WgpuBackend {
             return self.conv2d_direct_input_grad(w, grad, a, d);
         }
         let out = self.alloc(d.input, DType::F32, OP)?;
+        let large = self.conv2d_large(self.conv2d_passes(a, d).input_grad, "conv2d_input_grad_large");
         // M tiles (input channels) × N tiles (n·h·w) × groups.
-        let tiles = d.group_in.div_ceil(TILE) * d.in_pixels.div_ceil(WIDE) * a.groups;
+        let (entry, [rows, cols]) =
+            if large { ("conv2d_input_grad_large", [LARGE, LARGE]) } else { ("conv2d_input_grad", [TILE, WIDE]) };
+        let tiles = d.group_in.div_ceil(rows) * d.in_pixels.div_ceil(cols) * a.groups;
         let buffers = [self.unused(), bind(w), bind(grad), self.unused(), bind(&out)];
         let params = params(a, 0, false, 0);
-        self.run(&pipelines::CONV2D, "conv2d_input_grad", &SIGNATURE, &params, &buffers, self.groups_rows(tiles))?;
+        self.run(&pipelines::CONV2D, entry, &SIGNATURE, &params, &buffers, self.groups_rows(tiles))?;
         Ok(self.output(out))
     }
 
@@ -182,24 +268,50 @@ impl WgpuBackend {
         if self.conv2d_stand_in("conv2d_weight_grad", d) {
             return self.conv2d_direct_weight_grad(x, grad, a, d);
         }
+        let large = self.conv2d_large(self.conv2d_passes(a, d).weight_grad, "conv2d_weight_grad_large");
+        let (entry, side, target) = if large {
+            ("conv2d_weight_grad_large", LARGE, LARGE_SPLIT_TARGET_GROUPS)
+        } else {
+            ("conv2d_weight_grad", TILE, SPLIT_TARGET_GROUPS)
+        };
         // M tiles (output channels) × N tiles (c/g·kh·kw) × groups, then splits of n·oh·ow whose
         // partial sums [split, o, c/g·kh·kw] are added up by a reduction.
-        let tiles = d.group_out.div_ceil(TILE) * d.weight_cols.div_ceil(TILE) * a.groups;
+        let tiles = d.group_out.div_ceil(side) * d.weight_cols.div_ceil(side) * a.groups;
         // The partials stay inside the index range, like every other buffer.
         let most = (INDEX_LIMIT as usize / d.weight.max(1)).max(1);
-        let wanted = SPLIT_TARGET_GROUPS.div_ceil(tiles.max(1)).clamp(1, reduction.div_ceil(MIN_SPLIT_LEN).min(most));
+        let wanted = target.div_ceil(tiles.max(1)).clamp(1, reduction.div_ceil(MIN_SPLIT_LEN).min(most));
         let split_len = reduction.div_ceil(wanted).next_multiple_of(SLICE);
         let splits = reduction.div_ceil(split_len);
         let partials = self.alloc(splits * d.weight, DType::F32, OP)?;
         let buffers = [bind(x), self.unused(), bind(grad), self.unused(), bind(&partials)];
         let params = params(a, 0, false, split_len);
         let groups = self.groups_rows(tiles * splits);
-        self.run(&pipelines::CONV2D, "conv2d_weight_grad", &SIGNATURE, &params, &buffers, groups)?;
+        self.run(&pipelines::CONV2D, entry, &SIGNATURE, &params, &buffers, groups)?;
         let partials = self.output(partials);
         if splits == 1 {
             return Ok(partials);
         }
         self.reduce_kernel(ReduceOp::Sum, &partials, ReduceDims { outer: 1, len: splits, inner: d.weight })
+    }
+
+    /// The entry points of `conv2d.wgsl` that this backend runs for the forward, input gradient
+    /// and weight gradient of `a` once its kernels are compiled (for tests that must reach a
+    /// kind of tile).
+    #[doc(hidden)]
+    pub fn conv2d_entries(&self, a: &Conv2dArgs) -> [&'static str; 3] {
+        entries(self.conv2d_passes(a, &Dims::of(a)))
+    }
+
+    /// Which GEMMs of `a` this backend runs on the large tiles.
+    fn conv2d_passes(&self, a: &Conv2dArgs, d: &Dims) -> LargePasses {
+        large_passes(&self.ctx.limits, self.conv2d_tiles, a, d)
+    }
+
+    /// Whether a GEMM chosen for the large tiles (`chosen`) runs `entry` now: not while the
+    /// start-up warm-up is compiling kernels (see `Pipelines::stand_in`); the 64-row tiles compute
+    /// the same values meanwhile.
+    fn conv2d_large(&self, chosen: bool, entry: &'static str) -> bool {
+        chosen && !self.pipelines.stand_in(&pipelines::CONV2D, entry)
     }
 
     /// Σ of the output gradient over oh·ow (rows of [n·o, oh·ow]), then over the batch.

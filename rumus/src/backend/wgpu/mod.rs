@@ -47,6 +47,7 @@ mod winograd;
 pub use buffer_pool::PoolStats;
 pub use context::WgpuContext;
 pub use conv_algorithm::ConvAlgorithm;
+pub use conv2d::Conv2dTiles;
 pub use encoder::transfer_count;
 pub use matmul::{MatmulKernel, MatmulPlan};
 #[cfg(any(test, feature = "testing"))]
@@ -102,6 +103,14 @@ pub fn kernel_under_limits(limits: &::wgpu::Limits, matmul: &MatmulArgs, d: usiz
     }
 }
 
+/// The `(shader file, entry point)` that the forward, input gradient and weight gradient of the
+/// convolution `args` run on an adapter with `limits`: the dispatcher's own choice, for the
+/// test that every kernel fits WebGPU's default limits or is gated on the adapter's.
+#[doc(hidden)]
+pub fn conv2d_kernels_under_limits(limits: &::wgpu::Limits, args: &Conv2dArgs) -> [(&'static str, &'static str); 3] {
+    conv2d::conv2d_kernels_under(limits, args)
+}
+
 /// What [`kernel_under_limits`] returns.
 #[doc(hidden)]
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -144,6 +153,8 @@ pub struct WgpuBackend {
     /// The convolutions' algorithm: `RUMUS_WGPU_CONV` when the backend was created, or
     /// `with_conv_algorithm`'s.
     conv_algorithm: ConvAlgorithm,
+    /// The tiles of the convolution kernels: [`Conv2dTiles::Auto`] (other settings in tests).
+    conv2d_tiles: Conv2dTiles,
 }
 
 static BACKEND: OnceLock<std::result::Result<Arc<WgpuBackend>, String>> = OnceLock::new();
@@ -192,6 +203,17 @@ impl WgpuBackend {
         Ok(backend)
     }
 
+    /// A second backend on the shared device whose convolutions run on the tiles `tiles` names
+    /// (the large ones only where the adapter's workgroup memory allows them), so tests reach
+    /// both kinds of tile at small sizes. (With the `testing` feature.)
+    #[cfg(any(test, feature = "testing"))]
+    pub fn with_conv2d_tiles(tiles: Conv2dTiles) -> Result<WgpuBackend> {
+        let ctx = WgpuContext::get()?;
+        let mut backend = WgpuBackend::new(ctx);
+        backend.conv2d_tiles = tiles;
+        Ok(backend)
+    }
+
     /// True when this backend's reductions use subgroup operations.
     pub fn uses_subgroups(&self) -> bool {
         self.pipelines.subgroups()
@@ -213,6 +235,7 @@ impl WgpuBackend {
             tensor_core_matmul: AtomicBool::new(false),
             max_groups: ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize,
             conv_algorithm: ConvAlgorithm::from_env(),
+            conv2d_tiles: Conv2dTiles::Auto,
             ctx,
         }
     }
