@@ -215,7 +215,7 @@ impl WgpuBackend {
         for (what, len) in extents(a) {
             if len > INDEX_LIMIT || len > binding {
                 return Err(Error::Gpu(format!(
-                    "{OP}: the {what} hold {len} elements, beyond the 32-bit indexing of the Winograd kernels \
+                    "{OP}: the {what} would take {len} elements, beyond the 32-bit indexing of the Winograd kernels \
                      ({INDEX_LIMIT}) or the adapter's largest buffer ({binding}); use ConvAlgorithm::ImplicitGemm \
                      (RUMUS_WGPU_CONV=gemm)"
                 )));
@@ -359,5 +359,29 @@ mod tests {
         let g = ConvGeom::square(128, 64, (32, 32), 3, 1, 1, 1).unwrap();
         let big = extents(&Conv2dArgs { geom: g, out_channels: 64, groups: 1 });
         assert_eq!(big[2], ("forward input tiles", 16 * 64 * 32768));
+    }
+
+    /// Tiles past the 32-bit indexing (and, on most adapters, the input past the largest
+    /// buffer): forced Winograd refuses the convolution with an error naming the op and the
+    /// buffer (before allocating anything), `Auto` leaves it to the GEMM.
+    #[test]
+    fn a_convolution_too_large_for_the_tiles_is_refused_when_forced() {
+        use super::super::{ConvAlgorithm, WgpuBackend};
+        if crate::testing::wgpu_or_skip().is_none() {
+            return;
+        }
+        let g = ConvGeom::square(4, 512, (512, 512), 3, 1, 1, 1).unwrap();
+        let a = Conv2dArgs { geom: g, out_channels: 512, groups: 1 };
+        let forced = WgpuBackend::with_conv_algorithm(ConvAlgorithm::Winograd).unwrap();
+        let err = forced.conv_uses_winograd(&a).unwrap_err();
+        assert!(
+            matches!(&err, crate::Error::Gpu(m) if m.contains("conv2d (winograd)") && m.contains("elements")),
+            "{err}"
+        );
+        let auto = WgpuBackend::with_conv_algorithm(ConvAlgorithm::Auto).unwrap();
+        assert!(!auto.conv_uses_winograd(&a).unwrap());
+        let small =
+            Conv2dArgs { geom: ConvGeom::square(1, 3, (4, 4), 3, 1, 1, 1).unwrap(), out_channels: 2, groups: 1 };
+        assert!(forced.conv_uses_winograd(&small).unwrap());
     }
 }
