@@ -29,7 +29,8 @@
 // 32-byte runs in global memory, and their transposing stores into the shared tiles hit 32
 // different banks. Workgroups walk the tiles with a grid stride over a 1-D dispatch, so any
 // tile count works. The window's parameters are in lib/window.wgsl. The `_large` entry points at
-// the end compute the same GEMMs on 128×128 tiles, 8×8 outputs per invocation (see there).
+// the end compute the same GEMMs on 128×128 tiles, 8×8 outputs per invocation, and the `_long`
+// ones the forward and input gradient of at most 64 rows on 64×256 tiles (see there).
 
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> weight: array<f32>;

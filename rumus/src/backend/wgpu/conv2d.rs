@@ -1,5 +1,6 @@
 //! Fused convolution: dispatch of the implicit GEMMs in `conv2d.wgsl` (forward, weight gradient,
-//! input gradient). Every geometry `Conv2dArgs` describes runs here; the bias gradient and the
+//! input gradient), each on 64-row tiles or, where the adapter's workgroup memory allows and the
+//! GEMM fills them, on the large tiles (`choose_tiles`). Every geometry `Conv2dArgs` describes runs here; the bias gradient and the
 //! sum of the weight gradient's split partials use the backend's reduction. Until the start-up
 //! warm-up has compiled these kernels, small convolutions run the stand-ins of
 //! `conv2d_direct.rs`.
