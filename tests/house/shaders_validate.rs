@@ -184,9 +184,11 @@ const GATED: &[(&str, &str, &str)] = &[
     ("matmul_vec4", "matmul_large", "matmul.rs `fit_under`: the vec4 large tiles need 48 KiB and 512 invocations"),
     ("matmul_vec4", "matmul_tall", "matmul.rs `fit_under`: the vec4 large tiles need 48 KiB and 512 invocations"),
     ("matmul_coop", "matmul_large", "matmul.rs `coop_fits`: set_matmul_precision refuses tensor cores"),
-    ("conv2d", "conv2d_forward_large", "conv2d.rs `large_passes`: the large tiles need 17.1 KiB"),
-    ("conv2d", "conv2d_input_grad_large", "conv2d.rs `large_passes`: the large tiles need 17.1 KiB"),
-    ("conv2d", "conv2d_weight_grad_large", "conv2d.rs `large_passes`: the large tiles need 17.1 KiB"),
+    ("conv2d", "conv2d_forward_large", "conv2d.rs `choose_tiles`: the large tiles need 17 KiB"),
+    ("conv2d", "conv2d_input_grad_large", "conv2d.rs `choose_tiles`: the large tiles need 17 KiB"),
+    ("conv2d", "conv2d_weight_grad_large", "conv2d.rs `choose_tiles`: the large tiles need 17 KiB"),
+    ("conv2d", "conv2d_forward_long", "conv2d.rs `choose_tiles`: the long tiles need 21 KiB"),
+    ("conv2d", "conv2d_input_grad_long", "conv2d.rs `choose_tiles`: the long tiles need 21 KiB"),
     ("attention_backward_dkdv_blocked_d32", "attention_backward_dkdv", "attention.rs `dkdv_kernel`"),
     ("attention_backward_dkdv_blocked_d64", "attention_backward_dkdv", "attention.rs `dkdv_kernel`"),
 ];
@@ -272,54 +274,51 @@ fn every_kernel_fits_webgpu_default_limits_or_is_gated() {
             failures.push(format!("attention dk/dv for d = {d} with 48 KiB runs {kernel}, not the blocked kernel: the gate no longer decides"));
         }
     }
-    // ResNet-18's second stage at batch 128 (large tiles for all three passes where they fit).
-    let conv = Conv2dArgs {
-        geom: ConvGeom::square(128, 128, (16, 16), 3, 1, 1, 1).expect("a valid geometry"),
-        out_channels: 128,
+    // ResNet-18's 3×3 convolutions at batch 128: the tiles each stage's forward, input gradient
+    // and weight gradient take where the large tiles fit (64 channels: 64×256 for the first two,
+    // the weight gradient's 64 rows keep 64×64; 512 channels at 4×4 have too few 128×128 tiles for
+    // the unsplit passes).
+    let stage = |channels: usize, side: usize| Conv2dArgs {
+        geom: ConvGeom::square(128, channels, (side, side), 3, 1, 1, 1).expect("a valid geometry"),
+        out_channels: channels,
         groups: 1,
     };
-    let large_entries = conv2d_kernels_under_limits(&large, &conv);
-    // The other stages: M (channels) of 64 keeps the 64-row tiles; 512 channels at 4×4 have too
-    // few large tiles (64) for the forward and input gradient, but split the weight gradient.
-    for (channels, side, want) in [(64, 32, [false; 3]), (256, 8, [true; 3]), (512, 4, [false, false, true])] {
-        let stage = Conv2dArgs {
-            geom: ConvGeom::square(128, channels, (side, side), 3, 1, 1, 1).expect("a valid geometry"),
-            out_channels: channels,
-            groups: 1,
-        };
-        let got = conv2d_kernels_under_limits(&large, &stage).map(|(_, e)| e.ends_with("_large"));
-        if got != want {
-            failures.push(format!(
-                "conv2d of {channels} channels at {side}x{side}: large tiles {got:?}, expected {want:?}"
-            ));
+    let stages = [
+        (64, 32, ["_long", "_long", ""]),
+        (128, 16, ["_large", "_large", "_large"]),
+        (256, 8, ["_large", "_large", "_large"]),
+        (512, 4, ["", "", "_large"]),
+    ];
+    for (channels, side, want) in stages {
+        let conv = stage(channels, side);
+        for (kernel, entry) in conv2d_kernels_under_limits(&defaults, &conv) {
+            if !fits(kernel, entry) {
+                failures
+                    .push(format!("conv2d under WebGPU's defaults runs {kernel}::{entry}, which does not fit them"));
+            }
         }
-    }
-    for (kernel, entry) in conv2d_kernels_under_limits(&defaults, &conv) {
-        if !fits(kernel, entry) {
-            failures.push(format!("conv2d under WebGPU's defaults runs {kernel}::{entry}, which does not fit them"));
+        let got = conv2d_kernels_under_limits(&large, &conv).map(|(_, e)| e);
+        let pass = ["conv2d_forward", "conv2d_input_grad", "conv2d_weight_grad"];
+        if (0..3).any(|i| got[i] != format!("{}{}", pass[i], want[i])) {
+            failures.push(format!("conv2d of {channels} channels at {side}x{side} with 48 KiB runs {got:?}, expected the tiles {want:?}: the gate or the choice changed"));
         }
-    }
-    for (kernel, entry) in large_entries {
-        if !entry.ends_with("_large") {
-            failures.push(format!(
-                "conv2d with 48 KiB runs {kernel}::{entry}, not a large tile: the gate no longer decides"
-            ));
-        }
-    }
-    // The gate asks for no more than the large kernels need: it opens at exactly the most of them.
-    let need = needs
-        .iter()
-        .filter(|n| large_entries.iter().any(|&(k, e)| n.kernel == k && n.entry == e))
-        .map(|n| n.workgroup_bytes)
-        .max()
-        .expect("the large entries are compiled");
-    for (have, want_large) in [(need, true), (need - 1, false)] {
-        let limits = wgpu::Limits { max_compute_workgroup_storage_size: have, ..large.clone() };
-        for (_, entry) in conv2d_kernels_under_limits(&limits, &conv) {
-            if entry.ends_with("_large") != want_large {
-                failures.push(format!(
-                    "conv2d with {have} bytes of workgroup storage runs {entry} (the large tiles need {need})"
-                ));
+        // Each pass's gate asks for no more than its large kernel needs: it opens at exactly that.
+        for (i, entry) in got.into_iter().enumerate() {
+            if !(entry.ends_with("_large") || entry.ends_with("_long")) {
+                continue;
+            }
+            let need = needs
+                .iter()
+                .filter(|n| n.kernel == "conv2d" && n.entry == entry)
+                .map(|n| n.workgroup_bytes)
+                .max()
+                .expect("the chosen entry is compiled");
+            let limits = |have: u32| wgpu::Limits { max_compute_workgroup_storage_size: have, ..large.clone() };
+            if conv2d_kernels_under_limits(&limits(need), &conv)[i].1 != entry {
+                failures.push(format!("conv2d of {channels} channels at {side}x{side}: {need} bytes of workgroup storage, all that {entry} needs, do not open its gate"));
+            }
+            if conv2d_kernels_under_limits(&limits(need - 1), &conv)[i].1 == entry {
+                failures.push(format!("conv2d of {channels} channels at {side}x{side} runs {entry} with {} bytes of workgroup storage (it needs {need})", need - 1));
             }
         }
     }

@@ -1,8 +1,9 @@
 //! Fused convolution: dispatch of the implicit GEMMs in `conv2d.wgsl` (forward, weight gradient,
-//! input gradient). Every geometry `Conv2dArgs` describes runs here; the bias gradient and the
-//! sum of the weight gradient's split partials use the backend's reduction. Where the backend's
-//! `ConvAlgorithm` takes Winograd, the forward and the input and weight gradients go to
-//! `winograd.rs` instead (the bias gradient stays here). Until the start-up
+//! input gradient), each on 64-row tiles or, where the adapter's workgroup memory allows and the
+//! GEMM fills them, on the large tiles (`choose_tiles`). Every geometry `Conv2dArgs` describes
+//! runs here; the bias gradient and the sum of the weight gradient's split partials use the
+//! backend's reduction. Where the backend's `ConvAlgorithm` takes Winograd, the forward and the
+//! input and weight gradients go to `winograd.rs` instead (the bias gradient stays here). Until the start-up
 //! warm-up has compiled these kernels, small convolutions run the stand-ins of
 //! `conv2d_direct.rs`.
 
@@ -23,6 +24,8 @@ const SLICE: usize = 16;
 /// the reduction is split until about this many workgroups share it (the H200's 132 SMs hold
 /// about 8 of these workgroups each)...
 const SPLIT_TARGET_GROUPS: usize = 1024;
+/// ...in pieces no shorter than this, so the partial sums stay small next to the products.
+const MIN_SPLIT_LEN: usize = 512;
 /// The side of the `_large` kernels' square tiles (`LARGE` in the shader; 8×8 outputs per
 /// invocation of a 16×16 workgroup). A GEMM takes them when its M side (output channels for the
 /// forward and weight gradient, input channels for the input gradient, per group) fills at least
@@ -38,12 +41,20 @@ const MIN_LARGE_TILES: usize = 128;
 /// The large weight-gradient tiles' split target: two workgroups on each of 132 SMs.
 const LARGE_SPLIT_TARGET_GROUPS: usize = 264;
 /// Workgroup memory of the `_large` kernels: two slices of [16][128] values with rows padded by a
-/// vec4 (528 vec4 each), the double-buffered K table (32 vec4<i32>) and the input gradient's
-/// weight offsets (32 u32). More than WebGPU's default 16 KiB: adapters with less take the
-/// 64-row tiles.
-const LARGE_SHARED_BYTES: u32 = 2 * 528 * 16 + 32 * 16 + 32 * 4;
-/// ...in pieces no shorter than this, so the partial sums stay small next to the products.
-const MIN_SPLIT_LEN: usize = 512;
+/// vec4 (528 vec4 each) and the double-buffered K table (32 vec4<i32>); the input gradient's
+/// also holds [`WEIGHT_TABLE_BYTES`]. More than WebGPU's default 16 KiB: adapters with less take
+/// the 64-row tiles.
+const LARGE_SHARED_BYTES: u32 = 2 * 528 * 16 + 32 * 16;
+/// The input gradient's table of weight offsets (32 u32).
+const WEIGHT_TABLE_BYTES: u32 = 32 * 4;
+/// The `_long` kernels' 64×256 tiles (`LONG` in the shader; 8×8 outputs per invocation of a 32×8
+/// workgroup) serve forwards and input gradients whose M side is at most 64 (and more than 32)
+/// with at least [`MIN_LARGE_TILES`] tiles: ResNet-18's first stage, 64 channels at 32×32.
+const LONG: usize = 256;
+/// Workgroup memory of the `_long` kernels: A's [16][64] slice (272 vec4, as the 64-row tiles'),
+/// B's [16][256] slice with rows padded by a vec4 (1040 vec4), and the K table (the input
+/// gradient's also [`WEIGHT_TABLE_BYTES`]).
+const LONG_SHARED_BYTES: u32 = (272 + 1040) * 16 + 32 * 16;
 /// The kernels mix u32 and i32 index arithmetic: each quantity checked against this bound, and
 /// any sum of two of them, stays below 2^31.
 const INDEX_LIMIT: u64 = 1 << 30;
@@ -110,53 +121,98 @@ fn check_index_range(a: &Conv2dArgs) -> Result<()> {
 /// unless a test or the kernel lab asks otherwise).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Conv2dTiles {
-    /// The large 128×128 tiles where the GEMM's M side and tile count fill them (see
-    /// `MIN_LARGE_TILES` in `conv2d.rs`), else the 64-row tiles.
+    /// The large tiles (128×128, or 64×256 for an M side of at most 64) where the GEMM's M side
+    /// and tile count fill them (see `MIN_LARGE_TILES` in `conv2d.rs`), else the 64-row tiles.
     Auto,
     /// Always the 64-row tiles (64×128 for the forward and input gradient, 64×64 for the weight
     /// gradient).
     Small,
-    /// The large tiles wherever the adapter's workgroup memory allows them, whatever the sizes:
-    /// for tests of their edges at small sizes.
+    /// The large tiles wherever the adapter's workgroup memory allows them, whatever the sizes
+    /// (64×256 for an M side of at most 64): for tests of their edges at small sizes.
     Large,
 }
 
-/// Which of the three GEMMs run on the large tiles.
+/// The tiles of one GEMM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct LargePasses {
-    forward: bool,
-    input_grad: bool,
-    weight_grad: bool,
+enum Tile {
+    /// 64×128 (forward, input gradient) or 64×64 (weight gradient).
+    Small,
+    /// 128×128 (`_large`).
+    Large,
+    /// 64×256 (`_long`; forward and input gradient).
+    Long,
+}
+
+/// The tiles of the forward, input gradient and weight gradient.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Tiles {
+    forward: Tile,
+    input_grad: Tile,
+    weight_grad: Tile,
 }
 
 /// The dispatcher's choice of tiles for each GEMM of `a` on an adapter with `limits`.
-fn large_passes(limits: &::wgpu::Limits, tiles: Conv2dTiles, a: &Conv2dArgs, d: &Dims) -> LargePasses {
-    let fits = limits.max_compute_workgroup_storage_size >= LARGE_SHARED_BYTES;
-    let fills = |m: usize, pixels: usize| {
-        m >= LARGE && m.div_ceil(LARGE) * pixels.div_ceil(LARGE) * a.groups >= MIN_LARGE_TILES
+fn choose_tiles(limits: &::wgpu::Limits, setting: Conv2dTiles, a: &Conv2dArgs, d: &Dims) -> Tiles {
+    let memory = limits.max_compute_workgroup_storage_size;
+    let auto = setting == Conv2dTiles::Auto;
+    let forced = setting == Conv2dTiles::Large;
+    // A forward or input gradient of M rows over `pixels` columns per group, whose tables take
+    // `table` bytes beyond the K table.
+    let gemm = |m: usize, pixels: usize, table: u32| {
+        let (large_fits, long_fits) = (memory >= LARGE_SHARED_BYTES + table, memory >= LONG_SHARED_BYTES + table);
+        if m <= TILE {
+            let fills = m > TILE / 2 && pixels.div_ceil(LONG) * a.groups >= MIN_LARGE_TILES;
+            return if long_fits && (forced || auto && fills) { Tile::Long } else { Tile::Small };
+        }
+        let fills = m >= LARGE && m.div_ceil(LARGE) * pixels.div_ceil(LARGE) * a.groups >= MIN_LARGE_TILES;
+        if large_fits && (forced || auto && fills) {
+            Tile::Large
+        } else {
+            Tile::Small
+        }
     };
-    let all = |on: bool| LargePasses { forward: on, input_grad: on, weight_grad: on };
-    match tiles {
-        _ if !fits => all(false),
-        Conv2dTiles::Small => all(false),
-        Conv2dTiles::Large => all(true),
-        // The weight gradient is split until it fills the GPU; its N side (c/g·kh·kw) must fill
-        // the tile too.
-        Conv2dTiles::Auto => LargePasses {
-            forward: fills(d.group_out, d.out_pixels),
-            input_grad: fills(d.group_in, d.in_pixels),
-            weight_grad: d.group_out >= LARGE && d.weight_cols >= LARGE,
-        },
+    // The weight gradient is split until it fills the GPU; its N side (c/g·kh·kw) must fill the
+    // tile too.
+    let fills = d.group_out >= LARGE && d.weight_cols >= LARGE;
+    let large_fits = memory >= LARGE_SHARED_BYTES;
+    Tiles {
+        forward: gemm(d.group_out, d.out_pixels, 0),
+        input_grad: gemm(d.group_in, d.in_pixels, WEIGHT_TABLE_BYTES),
+        weight_grad: if large_fits && (forced || auto && fills) { Tile::Large } else { Tile::Small },
+    }
+}
+
+impl Tile {
+    fn forward(self) -> &'static str {
+        match self {
+            Tile::Small => "conv2d_forward",
+            Tile::Large => "conv2d_forward_large",
+            Tile::Long => "conv2d_forward_long",
+        }
+    }
+
+    fn input_grad(self) -> &'static str {
+        match self {
+            Tile::Small => "conv2d_input_grad",
+            Tile::Large => "conv2d_input_grad_large",
+            Tile::Long => "conv2d_input_grad_long",
+        }
+    }
+
+    /// The forward's and input gradient's tile, rows by columns.
+    fn sides(self) -> [usize; 2] {
+        match self {
+            Tile::Small => [TILE, WIDE],
+            Tile::Large => [LARGE, LARGE],
+            Tile::Long => [TILE, LONG],
+        }
     }
 }
 
 /// The entry points of `conv2d.wgsl` that run the forward, input gradient and weight gradient.
-fn entries(large: LargePasses) -> [&'static str; 3] {
-    [
-        if large.forward { "conv2d_forward_large" } else { "conv2d_forward" },
-        if large.input_grad { "conv2d_input_grad_large" } else { "conv2d_input_grad" },
-        if large.weight_grad { "conv2d_weight_grad_large" } else { "conv2d_weight_grad" },
-    ]
+fn entries(t: Tiles) -> [&'static str; 3] {
+    let weight_grad = if t.weight_grad == Tile::Large { "conv2d_weight_grad_large" } else { "conv2d_weight_grad" };
+    [t.forward.forward(), t.input_grad.input_grad(), weight_grad]
 }
 
 /// The `(shader file, entry point)` of the forward, input gradient and weight gradient of `a`
@@ -164,7 +220,7 @@ fn entries(large: LargePasses) -> [&'static str; 3] {
 /// the test that every kernel fits WebGPU's default limits or is gated on the adapter's
 /// (`tests/house/shaders_validate.rs`).
 pub(super) fn conv2d_kernels_under(limits: &::wgpu::Limits, a: &Conv2dArgs) -> [(&'static str, &'static str); 3] {
-    entries(large_passes(limits, Conv2dTiles::Auto, a, &Dims::of(a))).map(|entry| (pipelines::CONV2D.name, entry))
+    entries(choose_tiles(limits, Conv2dTiles::Auto, a, &Dims::of(a))).map(|entry| (pipelines::CONV2D.name, entry))
 }
 
 /// The window parameters (`lib/window.wgsl`; `n` invocations) with the convolution's own.
@@ -202,10 +258,9 @@ impl WgpuBackend {
             return self.conv2d_direct_forward(x, w, bias, a, &d);
         }
         let out = self.alloc(d.output, DType::F32, OP)?;
-        let large = self.conv2d_large(self.conv2d_passes(a, &d).forward, "conv2d_forward_large");
+        let tile = self.conv2d_tile(self.conv2d_tiles_of(a, &d).forward, Tile::forward);
+        let (entry, [rows, cols]) = (tile.forward(), tile.sides());
         // M tiles (output channels) × N tiles (n·oh·ow) × groups, walked with a grid stride.
-        let (entry, [rows, cols]) =
-            if large { ("conv2d_forward_large", [LARGE, LARGE]) } else { ("conv2d_forward", [TILE, WIDE]) };
         let tiles = d.group_out.div_ceil(rows) * d.out_pixels.div_ceil(cols) * a.groups;
         let buffers = [bind(x), bind(w), self.unused(), bias.map_or(self.unused(), bind), bind(&out)];
         let params = params(a, 0, bias.is_some(), 0);
@@ -249,10 +304,9 @@ impl WgpuBackend {
             return self.conv2d_direct_input_grad(w, grad, a, d);
         }
         let out = self.alloc(d.input, DType::F32, OP)?;
-        let large = self.conv2d_large(self.conv2d_passes(a, d).input_grad, "conv2d_input_grad_large");
+        let tile = self.conv2d_tile(self.conv2d_tiles_of(a, d).input_grad, Tile::input_grad);
+        let (entry, [rows, cols]) = (tile.input_grad(), tile.sides());
         // M tiles (input channels) × N tiles (n·h·w) × groups.
-        let (entry, [rows, cols]) =
-            if large { ("conv2d_input_grad_large", [LARGE, LARGE]) } else { ("conv2d_input_grad", [TILE, WIDE]) };
         let tiles = d.group_in.div_ceil(rows) * d.in_pixels.div_ceil(cols) * a.groups;
         let buffers = [self.unused(), bind(w), bind(grad), self.unused(), bind(&out)];
         let params = params(a, 0, false, 0);
@@ -268,8 +322,8 @@ impl WgpuBackend {
         if self.conv2d_stand_in("conv2d_weight_grad", d) {
             return self.conv2d_direct_weight_grad(x, grad, a, d);
         }
-        let large = self.conv2d_large(self.conv2d_passes(a, d).weight_grad, "conv2d_weight_grad_large");
-        let (entry, side, target) = if large {
+        let tile = self.conv2d_tile(self.conv2d_tiles_of(a, d).weight_grad, |_| "conv2d_weight_grad_large");
+        let (entry, side, target) = if tile == Tile::Large {
             ("conv2d_weight_grad_large", LARGE, LARGE_SPLIT_TARGET_GROUPS)
         } else {
             ("conv2d_weight_grad", TILE, SPLIT_TARGET_GROUPS)
@@ -299,19 +353,22 @@ impl WgpuBackend {
     /// kind of tile).
     #[doc(hidden)]
     pub fn conv2d_entries(&self, a: &Conv2dArgs) -> [&'static str; 3] {
-        entries(self.conv2d_passes(a, &Dims::of(a)))
+        entries(self.conv2d_tiles_of(a, &Dims::of(a)))
     }
 
-    /// Which GEMMs of `a` this backend runs on the large tiles.
-    fn conv2d_passes(&self, a: &Conv2dArgs, d: &Dims) -> LargePasses {
-        large_passes(&self.ctx.limits, self.conv2d_tiles, a, d)
+    /// The tiles this backend's setting chooses for the GEMMs of `a`.
+    fn conv2d_tiles_of(&self, a: &Conv2dArgs, d: &Dims) -> Tiles {
+        choose_tiles(&self.ctx.limits, self.conv2d_tiles, a, d)
     }
 
-    /// Whether a GEMM chosen for the large tiles (`chosen`) runs `entry` now: not while the
-    /// start-up warm-up is compiling kernels (see `Pipelines::stand_in`); the 64-row tiles compute
-    /// the same values meanwhile.
-    fn conv2d_large(&self, chosen: bool, entry: &'static str) -> bool {
-        chosen && !self.pipelines.stand_in(&pipelines::CONV2D, entry)
+    /// The tiles a GEMM chosen for `chosen` (whose entry point `entry` names) runs on now: the
+    /// 64-row tiles, which compute the same values, while the start-up warm-up is compiling
+    /// kernels and the chosen ones are not ready (see `Pipelines::stand_in`).
+    fn conv2d_tile(&self, chosen: Tile, entry: fn(Tile) -> &'static str) -> Tile {
+        if chosen != Tile::Small && self.pipelines.stand_in(&pipelines::CONV2D, entry(chosen)) {
+            return Tile::Small;
+        }
+        chosen
     }
 
     /// Σ of the output gradient over oh·ow (rows of [n·o, oh·ow]), then over the batch.
