@@ -16,7 +16,7 @@ pub(super) const CONV_ENV: &str = "RUMUS_WGPU_CONV";
 /// the setting.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ConvAlgorithm {
-    /// Winograd for eligible convolutions with at least 64 input and 64 output channels on a
+    /// Winograd for eligible convolutions with at least 128 input and 128 output channels on a
     /// hardware adapter, the implicit GEMM otherwise (always on software adapters such as
     /// lavapipe). The default.
     #[default]
@@ -69,16 +69,19 @@ pub(super) fn winograd_eligible(a: &Conv2dArgs) -> bool {
         && a.out_channels > 0
 }
 
-/// The least input and output channels for which `Auto` takes Winograd.
-const AUTO_MIN_CHANNELS: usize = 64;
+/// The least input and output channels for which `Auto` takes Winograd. On an H100 (2026-12-06,
+/// `bench_wgpu --resnet18`, batch 128, ms for forward / input gradient / weight gradient):
+/// 64 channels at 32×32, implicit GEMM 0.42 / 0.45 / 0.49 against Winograd 0.48 / 0.48 / 1.13
+/// (its transforms outweigh the 16 small products); 128 at 16×16, 0.37 / 0.43 / 0.55 against
+/// 0.26 / 0.26 / 0.40; 256 at 8×8 and 512 at 4×4, Winograd 1.7–3× faster on every pass.
+const AUTO_MIN_CHANNELS: usize = 128;
 
 /// `Auto`'s rule, in this one place: Winograd for an eligible convolution (see
 /// [`winograd_eligible`]) with at least [`AUTO_MIN_CHANNELS`] input and output channels, on a
-/// hardware adapter. Few channels leave the 16 batched matmuls too little work per product, and
-/// on a software adapter (lavapipe) the implicit GEMM keeps CI's tests on their usual path.
-/// To be tuned from H100 timings of `bench_wgpu --resnet18` (rows `conv ... winograd` next to
-/// `conv ... gemm`): the channel threshold, and possibly the image size (the deep stages' 4×4
-/// and 8×8 images have few tiles, the first stage's 32×32 many).
+/// hardware adapter. Few channels leave the 16 batched matmuls too little work next to the
+/// transforms, and on a software adapter (lavapipe) the implicit GEMM keeps CI's tests on their
+/// usual path. Measured with `bench_wgpu --resnet18` (rows `conv ... winograd` next to
+/// `conv ... gemm`); see [`AUTO_MIN_CHANNELS`].
 pub(super) fn auto_picks_winograd(a: &Conv2dArgs, hardware: bool) -> bool {
     hardware && winograd_eligible(a) && a.geom.channels >= AUTO_MIN_CHANNELS && a.out_channels >= AUTO_MIN_CHANNELS
 }
@@ -108,14 +111,15 @@ mod tests {
             out_channels: o,
             groups: 1,
         };
-        assert!(auto_picks_winograd(&args(64, 64, 3, 1, 1), true));
+        assert!(auto_picks_winograd(&args(128, 128, 3, 1, 1), true));
         assert!(auto_picks_winograd(&args(512, 256, 3, 1, 2), true));
-        assert!(!auto_picks_winograd(&args(64, 64, 3, 1, 1), false), "software adapters keep the GEMM");
-        assert!(!auto_picks_winograd(&args(32, 64, 3, 1, 1), true));
-        assert!(!auto_picks_winograd(&args(64, 32, 3, 1, 1), true));
-        assert!(!auto_picks_winograd(&args(64, 64, 3, 2, 1), true));
-        assert!(!auto_picks_winograd(&args(64, 64, 1, 1, 0), true));
-        assert!(!auto_picks_winograd(&args(64, 64, 3, 1, 3), true));
+        assert!(!auto_picks_winograd(&args(128, 128, 3, 1, 1), false), "software adapters keep the GEMM");
+        assert!(!auto_picks_winograd(&args(64, 64, 3, 1, 1), true), "ResNet's first stage: the GEMM is faster");
+        assert!(!auto_picks_winograd(&args(64, 128, 3, 1, 1), true));
+        assert!(!auto_picks_winograd(&args(128, 64, 3, 1, 1), true));
+        assert!(!auto_picks_winograd(&args(128, 128, 3, 2, 1), true));
+        assert!(!auto_picks_winograd(&args(128, 128, 1, 1, 0), true));
+        assert!(!auto_picks_winograd(&args(128, 128, 3, 1, 3), true));
         assert!(!winograd_eligible(&Conv2dArgs { groups: 2, ..args(64, 64, 3, 1, 1) }));
         assert!(winograd_eligible(&args(3, 5, 3, 1, 0)));
     }
