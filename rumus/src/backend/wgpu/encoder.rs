@@ -21,6 +21,12 @@ use crate::{Error, Result};
 /// Dispatches recorded before a submit. Large enough to amortise submit cost, small enough that
 /// the GPU starts working while the host is still recording.
 const MAX_PENDING: usize = 256;
+/// After a wait for the GPU (a read-back, `synchronize`) the GPU is idle: the first submit comes
+/// after this many dispatches and each later one after twice as many as the one before, up to
+/// `MAX_PENDING`. A training step that ends in a read-back (its loss) so keeps the GPU busy from
+/// its first kernels instead of idling until the host has recorded `MAX_PENDING` of them
+/// (issue #32: a ResNet-18 step records about 400).
+const FIRST_SUBMIT: usize = 32;
 /// Submissions the host may run ahead of the GPU before it waits for the oldest, so a loop
 /// that never reads back cannot queue unbounded work (and memory).
 const MAX_IN_FLIGHT: usize = 4;
@@ -72,6 +78,9 @@ struct Pending {
     encoder: Option<::wgpu::CommandEncoder>,
     params: Vec<u8>,
     dispatches: usize,
+    /// Dispatches this encoder takes before it is submitted (`FIRST_SUBMIT` doubling up to
+    /// `MAX_PENDING`).
+    limit: usize,
     upload_bytes: u64,
     in_flight: VecDeque<::wgpu::SubmissionIndex>,
 }
@@ -107,6 +116,7 @@ impl Recorder {
                 encoder: None,
                 params: vec![0; slot * MAX_PENDING],
                 dispatches: 0,
+                limit: FIRST_SUBMIT,
                 upload_bytes: 0,
                 in_flight: VecDeque::new(),
             }),
@@ -160,7 +170,7 @@ impl Recorder {
             return Ok(());
         }
         let mut pending = self.lock();
-        if pending.dispatches == MAX_PENDING {
+        if pending.dispatches >= pending.limit {
             self.submit_locked(ctx, &mut pending)?;
         }
         let offset = pending.dispatches * self.slot;
@@ -217,6 +227,7 @@ impl Recorder {
             ctx.queue.write_buffer(&self.params_buffer, 0, &pending.params[..pending.dispatches * self.slot]);
         }
         pending.dispatches = 0;
+        pending.limit = (pending.limit * 2).min(MAX_PENDING);
         pending.upload_bytes = 0;
         let index = ctx.queue.submit([encoder.finish()]);
         pending.in_flight.push_back(index);
@@ -258,6 +269,8 @@ impl Recorder {
     /// blocking. A blocked thread is woken by the OS some time after the GPU finishes; polling
     /// sees it at once, as CUDA's default synchronisation does by spinning (see `spin_default`).
     fn wait(&self, ctx: &WgpuContext, what: &str, mut done: impl FnMut(::wgpu::PollStatus) -> bool) -> Result<()> {
+        // The GPU will be idle when this returns: what comes next is submitted early.
+        self.lock().limit = FIRST_SUBMIT;
         let gpu = |e: ::wgpu::PollError| Error::Gpu(format!("{what}: {e}"));
         if !self.spin.is_zero() {
             let start = Instant::now();
