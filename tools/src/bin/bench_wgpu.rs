@@ -2,7 +2,8 @@
 //! inputs where the adapter has them), softmax forward + backward on [65536, 1024] (GB/s),
 //! the ResNet-block convolution's three passes apart (forward, input gradient, weight gradient;
 //! TFLOP/s), and training-mode batch norm at ResNet-18's four shapes (batch 128; GB/s): the fused
-//! kernels alone, then forward and backward through the op, fused and composed (issue #32),
+//! kernels alone, then forward and backward through the op, fused and composed, and with a ReLU
+//! after it, fused into the batch norm's kernels or as its own op (issue #32),
 //! timed with GPU timestamp queries where the adapter has TIMESTAMP_QUERY (else wall time between
 //! full synchronisations). Warm-up runs first, then the median of repeats.
 //!
@@ -280,9 +281,9 @@ fn main() -> Result<()> {
         }
     }
 
-    println!("{:<28} {:>16} {:>12} {:>14}", "kernel", "shape", "median ms", "rate");
+    println!("{:<32} {:>16} {:>12} {:>14}", "kernel", "shape", "median ms", "rate");
     for r in &rows_out {
-        println!("{:<28} {:>16} {:>12.3} {:>9.2} {}", r.name, r.shape, r.median_ms, r.rate, r.unit);
+        println!("{:<32} {:>16} {:>12.3} {:>9.2} {}", r.name, r.shape, r.median_ms, r.rate, r.unit);
     }
     let entries: Vec<String> = rows_out
         .iter()
