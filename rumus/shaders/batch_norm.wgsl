@@ -10,11 +10,12 @@
 //     per invocation, in a fixed order: a deterministic result) and writes the mean and the
 //     biased variance;
 //   batch_norm_apply (one value per invocation) and batch_norm_apply4 (four, inner % 4 == 0):
-//     y = (x - mean) * weight / sqrt(var + eps) + bias per channel (weight, bias optional).
+//     y = (x - mean) * weight / sqrt(var + eps) + bias per channel (weight, bias optional),
+//     max(y, 0) with p.relu (a ReLU fused into the same pass).
 // The running statistics' update is batch_norm_running.wgsl.
 // Needs a reduction prelude (wg_sum, RED_WG). Mirrors rumus/src/backend/cpu/batch_norm.rs.
 
-// struct Params: lib/batch_norm_params.wgsl.
+// struct Params: lib/batch_norm_params.wgsl; forward_affine: lib/batch_norm_affine.wgsl.
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -120,19 +121,6 @@ fn batch_norm_stats(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     }
 }
 
-// (mean, scale, shift) of channel c: y = (x - mean) * scale + shift.
-fn coefficients(c: u32) -> vec3<f32> {
-    var scale = 1.0 / sqrt(variance[c] + p.eps);
-    if p.has_weight == 1u {
-        scale *= weight[c];
-    }
-    var shift = 0.0;
-    if p.has_bias == 1u {
-        shift = bias[c];
-    }
-    return vec3<f32>(mean[c], scale, shift);
-}
-
 @compute @workgroup_size(256)
 fn batch_norm_apply(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                     @builtin(local_invocation_index) lid: u32) {
@@ -140,8 +128,12 @@ fn batch_norm_apply(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     if i >= p.count * p.channels {
         return;
     }
-    let k = coefficients((i / p.inner) % p.channels);
-    y[i] = (x[i] - k.x) * k.y + k.z;
+    let k = forward_affine((i / p.inner) % p.channels);
+    var v = (x[i] - k.x) * k.y + k.z;
+    if p.relu == 1u {
+        v = max(v, 0.0);
+    }
+    y[i] = v;
 }
 
 @compute @workgroup_size(256)
@@ -153,8 +145,11 @@ fn batch_norm_apply4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     }
     // inner % 4 == 0: the four values share a channel.
     let at = i * 4u;
-    let k = coefficients(at / p.inner % p.channels);
-    let v = (vec4<f32>(x[at], x[at + 1u], x[at + 2u], x[at + 3u]) - k.x) * k.y + k.z;
+    let k = forward_affine(at / p.inner % p.channels);
+    var v = (vec4<f32>(x[at], x[at + 1u], x[at + 2u], x[at + 3u]) - k.x) * k.y + k.z;
+    if p.relu == 1u {
+        v = max(v, vec4<f32>());
+    }
     y[at] = v.x;
     y[at + 1u] = v.y;
     y[at + 2u] = v.z;

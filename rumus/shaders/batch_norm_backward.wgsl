@@ -12,9 +12,12 @@
 //     inner % 4 == 0): dx = k * dy + kx * (x - mean) + k0 with k = weight * rstd and, with
 //     batch statistics, kx = -k * rstd * dweight / count and k0 = -k * dbias / count (0 without:
 //     the running statistics are constants).
+// With p.relu (the forward fused a ReLU) every pass reads dy as the ReLU's gradient: dy where
+// the forward's y = (x - mean) * scale + shift (forward_affine, recomputed from x, which every
+// pass reads anyway: no saved output) is positive, else 0.
 // Needs a reduction prelude (wg_sum, RED_WG). Mirrors rumus/src/backend/cpu/batch_norm.rs.
 
-// struct Params: lib/batch_norm_params.wgsl.
+// struct Params: lib/batch_norm_params.wgsl; forward_affine: lib/batch_norm_affine.wgsl.
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -24,6 +27,17 @@
 @group(0) @binding(5) var<storage, read> dy: array<f32>;
 @group(0) @binding(6) var<storage, read_write> partials: array<f32>;
 @group(0) @binding(7) var<storage, read_write> dx: array<f32>;
+@group(0) @binding(8) var<storage, read> bias: array<f32>;
+
+// The fused ReLU's gradient: g where the forward's output at x, by channel map k
+// (forward_affine), was positive, else 0 (read only with p.relu).
+fn relu_grad(g: f32, x: f32, k: vec3<f32>) -> f32 {
+    return select(0.0, g, (x - k.x) * k.y + k.z > 0.0);
+}
+
+fn relu_grad4(g: vec4<f32>, x: vec4<f32>, k: vec3<f32>) -> vec4<f32> {
+    return select(vec4<f32>(), g, (x - k.x) * k.y + k.z > vec4<f32>());
+}
 
 // Where dbias (then dweight) follow the partials.
 fn tail() -> u32 {
@@ -40,15 +54,20 @@ fn batch_norm_backward_partials(@builtin(workgroup_id) wid: vec3<u32>, @builtin(
     let first = wid.x * RED_WG + lid;
     for (var c = wid.y; c < p.channels; c += nwg.y) {
         let mu = mean[c];
+        let k = forward_affine(c);
         var n = first / p.inner;
         var i = first % p.inner;
         var s = 0.0;
         var sx = 0.0;
         for (var j = first; j < p.count; j += stride) {
             let at = n * plane + c * p.inner + i;
-            let g = dy[at];
+            let v = x[at];
+            var g = dy[at];
+            if p.relu == 1u {
+                g = relu_grad(g, v, k);
+            }
             s += g;
-            sx += g * (x[at] - mu);
+            sx += g * (v - mu);
             i += r;
             n += q;
             if i >= p.inner {
@@ -76,14 +95,18 @@ fn batch_norm_backward_partials4(@builtin(workgroup_id) wid: vec3<u32>, @builtin
     let first = (wid.x * RED_WG + lid) * 4u;
     for (var c = wid.y; c < p.channels; c += nwg.y) {
         let mu = mean[c];
+        let k = forward_affine(c);
         var n = first / p.inner;
         var i = first % p.inner;
         var s = vec4<f32>();
         var sx = vec4<f32>();
         for (var j = first; j < p.count; j += stride) {
             let at = n * plane + c * p.inner + i;
-            let g = vec4<f32>(dy[at], dy[at + 1u], dy[at + 2u], dy[at + 3u]);
             let v = vec4<f32>(x[at], x[at + 1u], x[at + 2u], x[at + 3u]);
+            var g = vec4<f32>(dy[at], dy[at + 1u], dy[at + 2u], dy[at + 3u]);
+            if p.relu == 1u {
+                g = relu_grad4(g, v, k);
+            }
             s += g;
             sx += g * (v - mu);
             i += r;
@@ -149,8 +172,14 @@ fn batch_norm_backward_apply(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num
     if i >= p.count * p.channels {
         return;
     }
-    let k = coefficients((i / p.inner) % p.channels);
-    dx[i] = k.y * dy[i] + k.z * (x[i] - k.x) + k.w;
+    let c = (i / p.inner) % p.channels;
+    let k = coefficients(c);
+    let v = x[i];
+    var g = dy[i];
+    if p.relu == 1u {
+        g = relu_grad(g, v, forward_affine(c));
+    }
+    dx[i] = k.y * g + k.z * (v - k.x) + k.w;
 }
 
 @compute @workgroup_size(256)
@@ -162,9 +191,13 @@ fn batch_norm_backward_apply4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(nu
     }
     // inner % 4 == 0: the four values share a channel.
     let at = i * 4u;
-    let k = coefficients(at / p.inner % p.channels);
-    let g = vec4<f32>(dy[at], dy[at + 1u], dy[at + 2u], dy[at + 3u]);
+    let c = at / p.inner % p.channels;
+    let k = coefficients(c);
     let v = vec4<f32>(x[at], x[at + 1u], x[at + 2u], x[at + 3u]);
+    var g = vec4<f32>(dy[at], dy[at + 1u], dy[at + 2u], dy[at + 3u]);
+    if p.relu == 1u {
+        g = relu_grad4(g, v, forward_affine(c));
+    }
     let d = k.y * g + k.z * (v - k.x) + k.w;
     dx[at] = d.x;
     dx[at + 1u] = d.y;

@@ -8,6 +8,7 @@
 mod common;
 
 mod conv_family;
+mod fused_relu;
 mod layers;
 mod macro_gpt;
 mod macro_modules;

@@ -186,14 +186,14 @@ fn gradients_match_finite_differences_on_wgpu() {
 fn the_kernels_refuse_bad_storages() {
     let Some(device) = wgpu_or_skip() else { return };
     let b = device.backend();
-    let args = BatchNormArgs { batch: 2, channels: 3, inner: 4, eps: 1e-5, batch_stats: true };
+    let args = BatchNormArgs { batch: 2, channels: 3, inner: 4, eps: 1e-5, batch_stats: true, relu: false };
     let (x, short, stats) =
         (b.from_f32(&[0.5; 24]).unwrap(), b.from_f32(&[0.5; 23]).unwrap(), b.from_f32(&[1.0; 3]).unwrap());
     assert!(b.batch_norm(&short, None, None, None, &args).is_err(), "a short input");
     assert!(b.batch_norm(&x, Some(&b.from_f32(&[1.0; 2]).unwrap()), None, None, &args).is_err(), "a short weight");
     let eval = BatchNormArgs { batch_stats: false, ..args };
     assert!(b.batch_norm(&x, None, None, None, &eval).is_err(), "evaluation without statistics");
-    assert!(b.batch_norm_backward(&x, None, &stats, &stats, &short, &args).is_err(), "a short gradient");
+    assert!(b.batch_norm_backward(&x, None, None, &stats, &stats, &short, &args).is_err(), "a short gradient");
     assert!(b.batch_norm(&x, None, None, None, &BatchNormArgs { inner: 0, ..args }).is_err(), "an empty axis");
     let (mean, var) = (b.from_f32(&[0.0; 3]).unwrap(), b.from_f32(&[1.0; 3]).unwrap());
     let running = b.from_f32(&[0.0; 3]).unwrap();

@@ -11,6 +11,7 @@ mod common;
 mod affine_warp;
 mod attention;
 mod batch_norm_fused;
+mod batch_norm_relu;
 mod core_ops;
 mod elementwise_paths;
 mod gradient_views;

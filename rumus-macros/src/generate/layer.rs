@@ -9,7 +9,7 @@ use super::tokens::{depth_var, dims, lit, pair, seed, tie_var};
 use crate::analyse::plan::{
     Attention, Conv1d, Conv1dPadding, Conv2d, ConvTranspose2d, LayerRef, Pair, Recurrent, UpsampleMode,
 };
-use crate::analyse::{Layer, LayerKind};
+use crate::analyse::{fuse, Layer, LayerKind};
 
 /// An expression that builds `layer`.
 pub fn ctor(layer: &Layer) -> TokenStream {
@@ -92,13 +92,12 @@ pub fn ctor(layer: &Layer) -> TokenStream {
         LayerKind::Softmax { axis } => quote!(::rumus::nn::Softmax { axis: #axis }),
         LayerKind::LogSoftmax { axis } => quote!(::rumus::nn::LogSoftmax { axis: #axis }),
         LayerKind::Residual { layers, shortcut } => {
-            let ctors = layers.iter().map(ctor);
-            let inner = quote!(::rumus::nn::Sequential::new() #(.with(#ctors))*);
+            let inner = sequential(layers);
             match shortcut {
                 None => quote!(::rumus::nn::Residual::new(#inner)),
                 Some(side) => {
-                    let side = side.iter().map(ctor);
-                    quote!(::rumus::nn::Residual::with_shortcut(#inner, ::rumus::nn::Sequential::new() #(.with(#side))*))
+                    let side = sequential(side);
+                    quote!(::rumus::nn::Residual::with_shortcut(#inner, #side))
                 }
             }
         }
@@ -112,6 +111,20 @@ pub fn ctor(layer: &Layer) -> TokenStream {
         LayerKind::Lstm(r) => recurrent(quote!(Lstm), r),
         LayerKind::Gru(r) => recurrent(quote!(Gru), r),
     }
+}
+
+/// A `Sequential` of `layers` in builder style, a batch norm and the `Relu` after it appended
+/// with one `with_relu` (run as one fused op: [`fuse::steps`]).
+fn sequential(layers: &[Layer]) -> TokenStream {
+    let appends = fuse::steps(layers).into_iter().map(|step| {
+        let ctor = ctor(step.layer);
+        if step.with_relu {
+            quote!(.with_relu(#ctor))
+        } else {
+            quote!(.with(#ctor))
+        }
+    });
+    quote!(::rumus::nn::Sequential::new() #(#appends)*)
 }
 
 /// `MaxPool2d::new(kernel, stride, padding[, dilation])`.

@@ -231,6 +231,29 @@ mod tests {
         assert!(custom.contains("cannot derive its incremental (cached) decoding"), "{custom}");
     }
 
+    const BLOCKS: &str = "pub struct Net { stem: layers![Conv2d(4, 3, padding = 1, bias = false), BatchNorm2d, Relu], blocks: layers![Residual(Conv2d(4, 3, padding = 1), BatchNorm2d, Relu, Conv2d(4, 3, padding = 1), BatchNorm2d, shortcut = (Conv2d(4, 1), BatchNorm2d)), Relu, BatchNorm2d, Flatten, Relu, Linear(8), BatchNorm1d, Relu] }";
+
+    /// The peephole: a batch norm right before `Relu` is built with it (`push_with_relu`, or
+    /// `with_relu` inside a Residual), so the forward runs one fused op; a batch norm followed
+    /// by anything else, and a `Relu` after anything else, are built alone. The plan (names,
+    /// counts, summary) does not see it.
+    #[test]
+    fn a_batch_norm_before_relu_is_built_with_it() {
+        let out = model("input = [3, 4, 4]".parse().unwrap(), BLOCKS.parse().unwrap()).to_string();
+        assert!(!out.contains("compile_error"), "{out}");
+        let fused_push = "push_with_relu (:: std :: boxed :: Box :: new (:: rumus :: nn :: BatchNorm";
+        assert_eq!(out.matches(fused_push).count(), 2, "the stem's BatchNorm2d and the BatchNorm1d: {out}");
+        assert_eq!(out.matches(". with_relu (:: rumus :: nn :: BatchNorm2d").count(), 1, "{out}");
+        // The Relus after the Residual and after the Flatten stay layers of their own.
+        assert_eq!(out.matches(":: rumus :: nn :: Relu").count(), 2, "{out}");
+        assert_eq!(out.matches(":: rumus :: nn :: BatchNorm2d :: new").count(), 5, "{out}");
+        let (fields, plan) = plan_of("input = [3, 4, 4]", BLOCKS);
+        let table = summary::render("Net", &fields, &plan.unwrap());
+        for row in [" stem.1 (BatchNorm2d)", " stem.2 (Relu)", " blocks.1 (Relu)", " blocks.7 (Relu)"] {
+            assert!(table.contains(row), "{row} in {table}");
+        }
+    }
+
     /// Field names become parts of local names in `new`; a raw identifier must not panic there.
     #[test]
     fn raw_field_names_expand() {

@@ -8,7 +8,7 @@ use super::layer::ctor;
 use super::tokens::{depth_var, field_var, lit, seed, tie_var};
 use super::Gen;
 use crate::analyse::plan::{FieldPlan, LayerRef};
-use crate::analyse::{FieldBody, Layer};
+use crate::analyse::{fuse, FieldBody, Layer};
 use crate::parse::model::Field;
 
 pub fn constructor(g: &Gen) -> TokenStream {
@@ -50,14 +50,18 @@ fn build(f: &Field, p: &FieldPlan, tied: &[LayerRef]) -> TokenStream {
     }
 }
 
-/// Builds a `layers![..]` field into its local: each layer pushed in order, and the weight of
-/// every Embedding that a later `Linear(.., tie = ..)` shares bound to its tie variable.
+/// Builds a `layers![..]` field into its local: each layer pushed in order (a batch norm and
+/// the `Relu` after it with one `push_with_relu`, run as one fused op: [`fuse::steps`]), and
+/// the weight of every Embedding that a later `Linear(.., tie = ..)` shares bound to its tie
+/// variable.
 fn build_list(key: &str, layers: &[Layer], tied: &[LayerRef]) -> TokenStream {
     let local = field_var(key);
-    let pushes = layers.iter().enumerate().map(|(index, layer)| {
+    let pushes = fuse::steps(layers).into_iter().map(|fuse::Step { index, layer, with_relu }| {
         let ctor = ctor(layer);
         let source = LayerRef { field: key.to_string(), index };
-        if tied.contains(&source) {
+        if with_relu {
+            quote!(#local.push_with_relu(::std::boxed::Box::new(#ctor));)
+        } else if tied.contains(&source) {
             let var = tie_var(&source);
             quote! {
                 let layer = #ctor;

@@ -13,4 +13,5 @@ struct Params {
     batch_stats: u32,
     momentum: f32,
     unbiased: f32,
+    relu: u32,
 }

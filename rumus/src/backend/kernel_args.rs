@@ -317,6 +317,10 @@ pub struct BatchNormArgs {
     /// True: the batch's own mean and biased variance normalise it (training). False: given
     /// statistics (the running ones) do, and the backward treats them as constants.
     pub batch_stats: bool,
+    /// A ReLU follows, fused into the same passes: the forward writes `max(0, y)` and the
+    /// backward masks `dy` where `y ≤ 0`, `y` recomputed from `x`, the statistics, weight and
+    /// bias (no saved output).
+    pub relu: bool,
 }
 
 impl BatchNormArgs {

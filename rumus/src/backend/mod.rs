@@ -171,7 +171,8 @@ pub trait Backend: Send + Sync {
     /// `y = (x - mean)·rstd·weight + bias` per channel of `x [batch, channels, inner]`, with
     /// `rstd = 1/√(var + eps)` and `weight`, `bias` `[channels]` (each optional). With
     /// `args.batch_stats` the mean and biased variance are the batch's own and `stats` is
-    /// ignored; otherwise `stats` holds them (`(mean, var)`, `[channels]` each). Returns
+    /// ignored; otherwise `stats` holds them (`(mean, var)`, `[channels]` each). With
+    /// `args.relu` it writes `max(0, y)` instead (the ReLU in the same pass). Returns
     /// `(y, mean, var)`, the statistics used. By default an error: see
     /// [`Backend::fuses_batch_norm`].
     fn batch_norm(
@@ -188,18 +189,22 @@ pub trait Backend: Send + Sync {
     /// The gradients `(dx, dweight, dbias)` of [`Backend::batch_norm`] given `dy`, the
     /// statistics it used (`mean`, `var`) and the same `args`: with `x̂ = (x - mean)·rstd`,
     /// `dweight = Σ dy·x̂` and `dbias = Σ dy` per channel, and `dx = weight·rstd·(dy - Σdy/M -
-    /// x̂·Σdy·x̂/M)` (`M = batch·inner`) with batch statistics, `weight·rstd·dy` without. By
-    /// default an error: see [`Backend::fuses_batch_norm`].
+    /// x̂·Σdy·x̂/M)` (`M = batch·inner`) with batch statistics, `weight·rstd·dy` without. With
+    /// `args.relu` the gradient of the ReLU'd output: `dy` is first zeroed wherever the forward's
+    /// `x̂·weight + bias ≤ 0`, recomputed from `x` as the forward computed it (so `bias` is
+    /// read only then). By default an error: see [`Backend::fuses_batch_norm`].
+    #[allow(clippy::too_many_arguments)]
     fn batch_norm_backward(
         &self,
         x: &Storage,
         weight: Option<&Storage>,
+        bias: Option<&Storage>,
         mean: &Storage,
         var: &Storage,
         dy: &Storage,
         args: &BatchNormArgs,
     ) -> Result<(Storage, Storage, Storage)> {
-        let _ = (x, weight, mean, var, dy, args);
+        let _ = (x, weight, bias, mean, var, dy, args);
         Err(crate::Error::invalid("batch_norm", format!("no fused batch norm on {}", self.name())))
     }
     /// Moves the running statistics `running_mean` and `running_var` (`[channels]` each, updated

@@ -39,11 +39,17 @@ impl BatchNormState {
         })
     }
 
-    fn forward(&self, x: &RawTensor) -> Result<RawTensor> {
+    /// The batch norm, and with `relu` a ReLU in the same passes.
+    fn forward(&self, x: &RawTensor, relu: bool) -> Result<RawTensor> {
         let running =
             RunningStats { mean: self.running_mean.tensor(), var: self.running_var.tensor(), momentum: self.momentum };
         let training = super::training_active(self.training);
-        x.batch_norm(Some(self.weight.tensor()), Some(self.bias.tensor()), Some(running), training, self.eps)
+        let (w, b) = (Some(self.weight.tensor()), Some(self.bias.tensor()));
+        if relu {
+            x.batch_norm_relu(w, b, Some(running), training, self.eps)
+        } else {
+            x.batch_norm(w, b, Some(running), training, self.eps)
+        }
     }
 
     fn visit(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param)) {
@@ -104,7 +110,14 @@ macro_rules! batch_norm_layer {
         impl Module for $name {
             fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
                 self.state.check_input(stringify!($name), x, &$ranks, $expected)?;
-                self.state.forward(x)
+                self.state.forward(x, false)
+            }
+            /// The batch norm with the ReLU in its own passes
+            /// ([`RawTensor::batch_norm_relu`]): the values and gradients of `forward_raw`
+            /// then `Relu`, without the ReLU's passes.
+            fn forward_relu_raw(&self, x: &RawTensor) -> Result<RawTensor> {
+                self.state.check_input(stringify!($name), x, &$ranks, $expected)?;
+                self.state.forward(x, true)
             }
             fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param)) {
                 self.state.visit(prefix, visitor);

@@ -10,6 +10,15 @@ pub trait Module: Send + Sync {
     /// Runs the layer on a batch (`[batch, ...per-sample shape]`).
     fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor>;
 
+    /// Runs the layer and a ReLU after it: `relu(forward_raw(x))`, which is the default. A layer
+    /// that can apply the ReLU inside its own passes overrides it (the batch norms, through
+    /// [`RawTensor::batch_norm_relu`]: no separate ReLU pass forward or backward); a
+    /// [`Sequential`](super::Sequential) built with `with_relu` / `push_with_relu` calls it,
+    /// as does the code `#[model]` generates for a layer followed by `Relu`.
+    fn forward_relu_raw(&self, x: &RawTensor) -> Result<RawTensor> {
+        self.forward_raw(x)?.relu()
+    }
+
     /// Runs the layer on the new positions `x` (`[batch, new, ...]`) of a sequence whose earlier
     /// positions are in `cache` (incremental decoding). The default, [`forward_raw`], is right
     /// for layers that treat each position alone (linear, norms, activations); layers that mix

@@ -4,26 +4,58 @@ use super::{join_name, KvCache, Module, Param};
 use crate::{RawTensor, Result};
 
 /// Modules applied in order. Parameter names are `<index>.<name>`, as in `nn.Sequential`.
+///
+/// A layer appended with [`Sequential::with_relu`] or [`Sequential::push_with_relu`] is
+/// followed by a [`Relu`](super::Relu) that runs with it, through the layer's
+/// [`Module::forward_relu_raw`] (one fused pass for a batch norm): the two are still two
+/// layers for names, `layers()`, `len()` and `describe()`.
 #[derive(Default)]
 pub struct Sequential {
     layers: Vec<Box<dyn Module>>,
+    /// Per layer: it runs together with the `Relu` after it.
+    with_relu: Vec<bool>,
 }
 
 impl Sequential {
     /// An empty sequence (the identity).
     pub fn new() -> Self {
-        Sequential { layers: Vec::new() }
+        Sequential { layers: Vec::new(), with_relu: Vec::new() }
     }
 
     /// Appends a layer (builder style).
     pub fn with(mut self, layer: impl Module + 'static) -> Self {
-        self.layers.push(Box::new(layer));
+        self.push(Box::new(layer));
+        self
+    }
+
+    /// Appends a layer and a [`Relu`](super::Relu) after it, run as one (builder style): see
+    /// [`Sequential::push_with_relu`].
+    pub fn with_relu(mut self, layer: impl Module + 'static) -> Self {
+        self.push_with_relu(Box::new(layer));
         self
     }
 
     /// Appends a layer; it runs after the ones already there.
     pub fn push(&mut self, layer: Box<dyn Module>) {
         self.layers.push(layer);
+        self.with_relu.push(false);
+    }
+
+    /// Appends `layer` and a [`Relu`](super::Relu) after it, which the forward runs as one call
+    /// of `layer`'s [`Module::forward_relu_raw`] (a batch norm applies the ReLU in its own
+    /// passes). Values, gradients, parameter names and the two layers' places in `layers()` are
+    /// those of `push(layer)` then `push(Box::new(Relu))`.
+    pub fn push_with_relu(&mut self, layer: Box<dyn Module>) {
+        self.layers.push(layer);
+        self.with_relu.push(true);
+        self.layers.push(Box::new(super::Relu));
+        self.with_relu.push(false);
+    }
+
+    /// Whether the layer at `index` runs together with the `Relu` after it (appended with
+    /// [`Sequential::with_relu`] or [`Sequential::push_with_relu`]).
+    pub fn runs_with_relu(&self, index: usize) -> bool {
+        self.with_relu.get(index).copied().unwrap_or(false)
     }
 
     /// The layers in the order they run.
@@ -45,13 +77,22 @@ impl Sequential {
 impl Module for Sequential {
     fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
         let mut h = x.clone();
-        for layer in &self.layers {
-            h = layer.forward_raw(&h)?;
+        let mut i = 0;
+        while let Some(layer) = self.layers.get(i) {
+            if self.with_relu[i] {
+                // The Relu at i + 1 runs inside this call.
+                h = layer.forward_relu_raw(&h)?;
+                i += 2;
+            } else {
+                h = layer.forward_raw(&h)?;
+                i += 1;
+            }
         }
         Ok(h)
     }
 
-    /// Passes the cache through every layer in order.
+    /// Passes the cache through every layer in order (each alone: a layer's `forward_cached`
+    /// may differ from its `forward_raw`, so a fused Relu runs as its own layer here).
     fn forward_cached(&self, x: &RawTensor, cache: &mut KvCache) -> Result<RawTensor> {
         let mut h = x.clone();
         for layer in &self.layers {

@@ -6,7 +6,8 @@
 //! [`RawTensor::layer_norm_reference`] kept as the reference they are tested against. Group
 //! (and instance) normalisation is the fused layer norm of each group's slab, then a per-channel
 //! affine map; RMS normalisation has fused kernels of its own
-//! ([`Backend::rms_norm`](crate::backend::Backend::rms_norm)).
+//! ([`Backend::rms_norm`](crate::backend::Backend::rms_norm)). Batch normalisation followed by
+//! a ReLU, [`RawTensor::batch_norm_relu`], is the same kernels with the ReLU in their passes.
 
 use crate::autograd::BackwardOp;
 use crate::backend::{BatchNormArgs, LayerNormArgs};
@@ -71,7 +72,8 @@ impl BackwardOp for LayerNormBackward {
     }
 }
 
-/// The fused batch norm's backward: `(dx, dweight, dbias)` from one kernel.
+/// The fused batch norm's backward: `(dx, dweight, dbias)` from one kernel (of the ReLU'd
+/// output with `args.relu`, the mask recomputed from `x`, the weight and the bias).
 struct BatchNormBackward {
     mean: RawTensor,
     var: RawTensor,
@@ -82,16 +84,22 @@ struct BatchNormBackward {
 
 impl BackwardOp for BatchNormBackward {
     fn name(&self) -> &'static str {
-        "batch_norm"
+        if self.args.relu {
+            "batch_norm_relu"
+        } else {
+            "batch_norm"
+        }
     }
     fn backward(&self, inputs: &[RawTensor], grad: &RawTensor) -> Result<Vec<Option<RawTensor>>> {
         let x = &inputs[0];
         let weight = if self.has_weight { inputs.get(1) } else { None };
+        let bias = if self.has_bias { inputs.get(1 + self.has_weight as usize) } else { None };
         let dy = grad.contiguous()?;
         let device = x.device();
         let (dx, dw, db) = device.backend().batch_norm_backward(
             x.storage(),
             weight.map(|w| w.storage()),
+            bias.map(|b| b.storage()),
             self.mean.storage(),
             self.var.storage(),
             dy.storage(),
@@ -229,8 +237,9 @@ fn write_in_place(dst: &RawTensor, src: &RawTensor) -> Result<()> {
 }
 
 /// Checks a batch norm's input (`[n, c, ...]`, more than one value per channel when
-/// training), weight, bias, running statistics and `eps`.
+/// training), weight, bias, running statistics and `eps`; errors name `op`.
 fn check_batch_norm(
+    op: &'static str,
     x: &RawTensor,
     weight: Option<&RawTensor>,
     bias: Option<&RawTensor>,
@@ -238,28 +247,27 @@ fn check_batch_norm(
     training: bool,
     eps: f32,
 ) -> Result<()> {
-    const OP: &str = "batch_norm";
-    x.check_f32(OP)?;
+    x.check_f32(op)?;
     if x.rank() < 2 {
-        return Err(Error::shape(OP, format!("input {:?}: expected [batch, channels, ...]", x.shape())));
+        return Err(Error::shape(op, format!("input {:?}: expected [batch, channels, ...]", x.shape())));
     }
     let channels = x.shape()[1];
-    check_feature_tensor(OP, "weight", x, weight, &[channels])?;
-    check_feature_tensor(OP, "bias", x, bias, &[channels])?;
+    check_feature_tensor(op, "weight", x, weight, &[channels])?;
+    check_feature_tensor(op, "bias", x, bias, &[channels])?;
     if let Some(stats) = running {
-        check_feature_tensor(OP, "running_mean", x, Some(stats.mean), &[channels])?;
-        check_feature_tensor(OP, "running_var", x, Some(stats.var), &[channels])?;
+        check_feature_tensor(op, "running_mean", x, Some(stats.mean), &[channels])?;
+        check_feature_tensor(op, "running_var", x, Some(stats.var), &[channels])?;
         if !(0.0..=1.0).contains(&stats.momentum) {
-            return Err(Error::invalid(OP, format!("momentum {} must be in [0, 1]", stats.momentum)));
+            return Err(Error::invalid(op, format!("momentum {} must be in [0, 1]", stats.momentum)));
         }
     }
     if eps.is_nan() || eps < 0.0 {
-        return Err(Error::invalid(OP, format!("eps {eps} must be non-negative")));
+        return Err(Error::invalid(op, format!("eps {eps} must be non-negative")));
     }
     let count = x.numel() / channels.max(1);
     if count <= 1 && training {
         return Err(Error::shape(
-            OP,
+            op,
             format!("input {:?}: expected more than 1 value per channel when training", x.shape()),
         ));
     }
@@ -332,17 +340,50 @@ impl RawTensor {
         training: bool,
         eps: f32,
     ) -> Result<RawTensor> {
-        const OP: &str = "batch_norm";
-        check_batch_norm(self, weight, bias, running.as_ref(), training, eps)?;
+        self.batch_norm_fused(false, weight, bias, running, training, eps)
+    }
+
+    /// `relu(batch_norm(..))`, PyTorch's `F.relu(F.batch_norm(..))`, with the ReLU inside the
+    /// batch norm's own passes: the forward's elementwise pass writes `max(0, y)`, and the
+    /// backward masks the incoming gradient where the output was not positive, recomputing it
+    /// from the input it reads anyway (no saved output, no ReLU pass either way). Arguments,
+    /// statistics and the running statistics' update are those of [`RawTensor::batch_norm`];
+    /// errors name `batch_norm_relu`. On a device without fused batch norm kernels it is
+    /// [`RawTensor::batch_norm_reference`] then [`RawTensor::relu`].
+    pub fn batch_norm_relu(
+        &self,
+        weight: Option<&RawTensor>,
+        bias: Option<&RawTensor>,
+        running: Option<RunningStats<'_>>,
+        training: bool,
+        eps: f32,
+    ) -> Result<RawTensor> {
+        self.batch_norm_fused(true, weight, bias, running, training, eps)
+    }
+
+    /// [`RawTensor::batch_norm`], or with `relu` [`RawTensor::batch_norm_relu`], through the
+    /// device's fused kernels where it has them.
+    fn batch_norm_fused(
+        &self,
+        relu: bool,
+        weight: Option<&RawTensor>,
+        bias: Option<&RawTensor>,
+        running: Option<RunningStats<'_>>,
+        training: bool,
+        eps: f32,
+    ) -> Result<RawTensor> {
+        let op = if relu { "batch_norm_relu" } else { "batch_norm" };
+        check_batch_norm(op, self, weight, bias, running.as_ref(), training, eps)?;
         if !self.device().backend().fuses_batch_norm() || self.numel() == 0 {
-            return self.batch_norm_reference(weight, bias, running, training, eps);
+            let y = self.batch_norm_reference(weight, bias, running, training, eps)?;
+            return if relu { y.relu() } else { Ok(y) };
         }
         let channels = self.shape()[1];
         let batch = self.shape()[0];
-        let inner = crate::layout::checked_numel(OP, &self.shape()[2..])?;
+        let inner = crate::layout::checked_numel(op, &self.shape()[2..])?;
         let batch_stats = training || running.is_none();
-        let args = BatchNormArgs { batch, channels, inner, eps, batch_stats };
-        args.check(OP)?;
+        let args = BatchNormArgs { batch, channels, inner, eps, batch_stats, relu };
+        args.check(op)?;
         let x = self.contiguous()?;
         let weight = weight.map(|w| w.contiguous()).transpose()?;
         let bias = bias.map(|b| b.contiguous()).transpose()?;
@@ -381,7 +422,7 @@ impl RawTensor {
         training: bool,
         eps: f32,
     ) -> Result<RawTensor> {
-        check_batch_norm(self, weight, bias, running.as_ref(), training, eps)?;
+        check_batch_norm("batch_norm", self, weight, bias, running.as_ref(), training, eps)?;
         let channels = self.shape()[1];
         // Per-channel tensors broadcast as [1, c, 1, ...].
         let mut stat_shape = vec![1; self.rank()];

@@ -2,7 +2,8 @@
 //! inputs where the adapter has them), softmax forward + backward on [65536, 1024] (GB/s),
 //! the ResNet-block convolution's three passes apart (forward, input gradient, weight gradient;
 //! TFLOP/s), and training-mode batch norm at ResNet-18's four shapes (batch 128; GB/s): the fused
-//! kernels alone, then forward and backward through the op, fused and composed (issue #32), the
+//! kernels alone, then forward and backward through the op, fused and composed, and with a ReLU
+//! after it, fused into the batch norm's kernels or as its own op (issue #32), the
 //! elementwise and reduction kernels of every training step (binary products and broadcasts,
 //! relu and its backward, sums; GB/s), timed with GPU timestamp queries where the adapter has TIMESTAMP_QUERY (else wall time between
 //! full synchronisations). Warm-up runs first, then the median of repeats.
@@ -157,17 +158,24 @@ fn bench_conv(
 /// then forward and backward through the op as a layer runs it (`RawTensor::batch_norm`, the
 /// running statistics' update included, and `batch_norm_reference`, the composed form the
 /// wgpu backend ran before the fused kernels), the backward seeded with a gradient through
-/// one multiply (the same for both). Rates count the fused kernels' traffic: the forward
-/// reads x twice and writes y, the backward reads x and dy twice and writes dx (8 passes).
+/// one multiply (the same for both); then the same with a ReLU after the batch norm: fused
+/// into its kernels (`BatchNormArgs::relu`, `RawTensor::batch_norm_relu`, what `#[model]`
+/// runs for `BatchNorm2d, Relu`) and as a separate ReLU op. Rates count the fused kernels'
+/// traffic: the forward reads x twice and writes y, the backward reads x and dy twice and
+/// writes dx (8 passes; a separate ReLU adds 5 more).
 fn bench_batch_norm(b: &Arc<WgpuBackend>, (n, c, h): (usize, usize, usize), repeats: usize) -> Result<Vec<Row>> {
     let len = n * c * h * h;
-    let args = BatchNormArgs { batch: n, channels: c, inner: h * h, eps: 1e-5, batch_stats: true };
+    let args = BatchNormArgs { batch: n, channels: c, inner: h * h, eps: 1e-5, batch_stats: true, relu: false };
     let (x, g) = (random(b, len, 9)?, random(b, len, 10)?);
     let (w, bias) = (b.full(c, 1.0)?, b.full(c, 0.0)?);
-    let kernels = || -> Result<()> {
-        let (_, mean, var) = b.batch_norm(&x, Some(&w), Some(&bias), None, &args)?;
-        b.batch_norm_backward(&x, Some(&w), &mean, &var, &g, &args).map(drop)
+    let kernels_of = |args: BatchNormArgs| {
+        let (x, g, w, bias) = (&x, &g, &w, &bias);
+        move || -> Result<()> {
+            let (_, mean, var) = b.batch_norm(x, Some(w), Some(bias), None, &args)?;
+            b.batch_norm_backward(x, Some(w), Some(bias), &mean, &var, g, &args).map(drop)
+        }
     };
+    let (kernels, kernels_relu) = (kernels_of(args), kernels_of(BatchNormArgs { relu: true, ..args }));
     let device = Device::Wgpu(b.clone());
     let shape = [n, c, h, h];
     let xt = RawTensor::randn(&shape, 0.0, 1.0, 11, &device)?.requires_grad_()?;
@@ -175,23 +183,36 @@ fn bench_batch_norm(b: &Arc<WgpuBackend>, (n, c, h): (usize, usize, usize), repe
     let wt = RawTensor::ones(&[c], &device)?.requires_grad_()?;
     let bt = RawTensor::zeros(&[c], &device)?.requires_grad_()?;
     let (rm, rv) = (RawTensor::zeros(&[c], &device)?, RawTensor::ones(&[c], &device)?);
-    let op = |composed: bool| {
+    #[derive(Clone, Copy)]
+    enum Form {
+        Fused,
+        Composed,
+        FusedRelu,
+        ThenRelu,
+    }
+    let op = |form: Form| {
         let (xt, gt, wt, bt, rm, rv) = (&xt, &gt, &wt, &bt, &rm, &rv);
         move || -> Result<()> {
             let running = Some(RunningStats { mean: rm, var: rv, momentum: 0.1 });
-            let y = if composed {
-                xt.batch_norm_reference(Some(wt), Some(bt), running, true, 1e-5)?
-            } else {
-                xt.batch_norm(Some(wt), Some(bt), running, true, 1e-5)?
+            let (w, bias) = (Some(wt), Some(bt));
+            let y = match form {
+                Form::Fused => xt.batch_norm(w, bias, running, true, 1e-5)?,
+                Form::Composed => xt.batch_norm_reference(w, bias, running, true, 1e-5)?,
+                Form::FusedRelu => xt.batch_norm_relu(w, bias, running, true, 1e-5)?,
+                Form::ThenRelu => xt.batch_norm(w, bias, running, true, 1e-5)?.relu()?,
             };
             y.mul(gt)?.sum_all()?.backward().map(drop)
         }
     };
-    let (fused, composed) = (op(false), op(true));
-    let passes: [(&str, &dyn Fn() -> Result<()>); 3] = [
+    let (fused, composed) = (op(Form::Fused), op(Form::Composed));
+    let (fused_relu, then_relu) = (op(Form::FusedRelu), op(Form::ThenRelu));
+    let passes: [(&str, &dyn Fn() -> Result<()>); 6] = [
         ("batch_norm kernels fwd+bwd", &kernels),
         ("batch_norm op fwd+bwd", &fused),
         ("batch_norm composed fwd+bwd", &composed),
+        ("batch_norm_relu kernels fwd+bwd", &kernels_relu),
+        ("batch_norm_relu op fwd+bwd", &fused_relu),
+        ("batch_norm then relu op fwd+bwd", &then_relu),
     ];
     let bytes = 8.0 * len as f64 * 4.0;
     passes
@@ -339,9 +360,9 @@ fn main() -> Result<()> {
         }
     }
 
-    println!("{:<28} {:>16} {:>12} {:>14}", "kernel", "shape", "median ms", "rate");
+    println!("{:<32} {:>16} {:>12} {:>14}", "kernel", "shape", "median ms", "rate");
     for r in &rows_out {
-        println!("{:<28} {:>16} {:>12.3} {:>9.2} {}", r.name, r.shape, r.median_ms, r.rate, r.unit);
+        println!("{:<32} {:>16} {:>12.3} {:>9.2} {}", r.name, r.shape, r.median_ms, r.rate, r.unit);
     }
     let entries: Vec<String> = rows_out
         .iter()

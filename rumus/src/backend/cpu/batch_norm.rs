@@ -1,6 +1,8 @@
 //! Batch normalisation over the channels of `[batch, channels, inner]`, forward and backward:
 //! per-channel sums over contiguous `inner` runs (channels in parallel), then one elementwise
-//! pass (samples in parallel).
+//! pass (samples in parallel). With `BatchNormArgs::relu` a ReLU rides along: the forward's
+//! pass writes `max(0, y)`, and the backward's passes read `dy` masked where the output was
+//! not positive, recomputing `y` from `x` exactly as the forward did (no saved output).
 
 use rayon::prelude::*;
 
@@ -40,22 +42,57 @@ fn lane_moments(x: &[f32], shift: f32) -> (f32, f32) {
     (s.iter().sum::<f32>() + ts, q.iter().sum::<f32>() + tq)
 }
 
-/// `(Σ dy_i, Σ dy_i·(x_i - mu))` over a run, in [`LANES`] partial sums each.
-fn lane_sums_dy(x: &[f32], dy: &[f32], mu: f32) -> (f32, f32) {
+/// `(Σ g_i, Σ g_i·(x_i - mu))` over a run, in [`LANES`] partial sums each, with
+/// `g_i = gate(x_i, dy_i)` (`dy_i` itself, or the ReLU's masked gradient: one copy each).
+fn lane_sums_dy(x: &[f32], dy: &[f32], mu: f32, gate: impl Fn(f32, f32) -> f32) -> (f32, f32) {
     let (mut s, mut sx) = ([0.0f32; LANES], [0.0f32; LANES]);
     let (xc, gc) = (x.chunks_exact(LANES), dy.chunks_exact(LANES));
     let (mut ts, mut tsx) = (0.0f32, 0.0f32);
     for (&x, &g) in xc.remainder().iter().zip(gc.remainder()) {
+        let g = gate(x, g);
         ts += g;
         tsx += g * (x - mu);
     }
     for (x, g) in xc.zip(gc) {
         for l in 0..LANES {
-            s[l] += g[l];
-            sx[l] += g[l] * (x[l] - mu);
+            let g = gate(x[l], g[l]);
+            s[l] += g;
+            sx[l] += g * (x[l] - mu);
         }
     }
     (s.iter().sum::<f32>() + ts, sx.iter().sum::<f32>() + tsx)
+}
+
+/// The forward's map of one channel, `y = (x - mean)·scale + shift`: computed the same way by
+/// the forward and by the backward's ReLU mask, so that both agree on every sign.
+#[derive(Clone, Copy)]
+struct Affine {
+    mean: f32,
+    scale: f32,
+    shift: f32,
+}
+
+impl Affine {
+    fn of(c: usize, weight: Option<&[f32]>, bias: Option<&[f32]>, mean: &[f32], var: &[f32], eps: f32) -> Self {
+        Affine {
+            mean: mean[c],
+            scale: weight.map_or(1.0, |w| w[c]) / (var[c] + eps).sqrt(),
+            shift: bias.map_or(0.0, |b| b[c]),
+        }
+    }
+
+    fn apply(self, x: f32) -> f32 {
+        (x - self.mean) * self.scale + self.shift
+    }
+
+    /// `g` where the output `apply(x)` is positive, else 0 (ReLU's gradient, 0 at 0).
+    fn relu_grad(self, x: f32, g: f32) -> f32 {
+        if self.apply(x) > 0.0 {
+            g
+        } else {
+            0.0
+        }
+    }
 }
 
 /// Per-channel values `f(c)` computed in parallel when the tensor is large.
@@ -104,36 +141,48 @@ pub fn batch_norm(
             })
         }
     };
-    // y = (x - mean)·scale + bias per channel.
-    let coef: Vec<(f32, f32, f32)> = (0..a.channels)
-        .map(|c| (mean[c], weight.map_or(1.0, |w| w[c]) / (var[c] + a.eps).sqrt(), bias.map_or(0.0, |b| b[c])))
-        .collect();
+    // y = (x - mean)·scale + bias per channel (then max(0, y) with the ReLU).
+    let coef: Vec<Affine> = (0..a.channels).map(|c| Affine::of(c, weight, bias, &mean, &var, a.eps)).collect();
     let mut y = buffer_pool::take(OP, x.len())?;
     each_run(&mut y, a, |c, y, at| {
-        let (mu, scale, shift) = coef[c];
-        for (y, &x) in y.iter_mut().zip(&x[at..at + a.inner]) {
-            *y = (x - mu) * scale + shift;
+        let k = coef[c];
+        let x = &x[at..at + a.inner];
+        if a.relu {
+            for (y, &x) in y.iter_mut().zip(x) {
+                *y = k.apply(x).max(0.0);
+            }
+        } else {
+            for (y, &x) in y.iter_mut().zip(x) {
+                *y = k.apply(x);
+            }
         }
     });
     Ok((y, mean, var))
 }
 
-/// `(dx, dweight, dbias)` of [`batch_norm`]: see `Backend::batch_norm_backward`.
+/// `(dx, dweight, dbias)` of [`batch_norm`]: see `Backend::batch_norm_backward` (`bias` is read
+/// only by the ReLU's mask).
 pub fn batch_norm_backward(
     x: &[f32],
     weight: Option<&[f32]>,
+    bias: Option<&[f32]>,
     mean: &[f32],
     var: &[f32],
     dy: &[f32],
     a: &BatchNormArgs,
 ) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
     let rstd: Vec<f32> = var.iter().map(|&v| 1.0 / (v + a.eps).sqrt()).collect();
-    // Σ dy and Σ dy·x̂ per channel, in one pass over x and dy.
+    // The ReLU's mask per channel: the forward's map, recomputed.
+    let mask = |c: usize| a.relu.then(|| Affine::of(c, weight, bias, mean, var, a.eps));
+    // Σ dy and Σ dy·x̂ per channel (dy masked with the ReLU), in one pass over x and dy.
     let (db, dw) = per_channel(a, |c| {
-        let (mu, inv) = (mean[c], rstd[c]);
+        let (mu, inv, m) = (mean[c], rstd[c], mask(c));
         let (mut s, mut sx) = (0.0f64, 0.0f64);
         for (x, dy) in runs(x, a, c).zip(runs(dy, a, c)) {
-            let (rs, rsx) = lane_sums_dy(x, dy, mu);
+            let (rs, rsx) = match m {
+                Some(m) => lane_sums_dy(x, dy, mu, |x, g| m.relu_grad(x, g)),
+                None => lane_sums_dy(x, dy, mu, |_, g| g),
+            };
             s += rs as f64;
             sx += rsx as f64;
         }
@@ -154,8 +203,18 @@ pub fn batch_norm_backward(
     let mut dx = buffer_pool::take(OP, x.len())?;
     each_run(&mut dx, a, |c, dx, at| {
         let (mu, k, kx, k0) = coef[c];
-        for ((dx, &g), &x) in dx.iter_mut().zip(&dy[at..at + a.inner]).zip(&x[at..at + a.inner]) {
-            *dx = k * g + kx * (x - mu) + k0;
+        let pairs = dx.iter_mut().zip(&dy[at..at + a.inner]).zip(&x[at..at + a.inner]);
+        match mask(c) {
+            Some(m) => {
+                for ((dx, &g), &x) in pairs {
+                    *dx = k * m.relu_grad(x, g) + kx * (x - mu) + k0;
+                }
+            }
+            None => {
+                for ((dx, &g), &x) in pairs {
+                    *dx = k * g + kx * (x - mu) + k0;
+                }
+            }
         }
     });
     Ok((dx, dw, db))

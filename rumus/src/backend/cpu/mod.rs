@@ -358,6 +358,7 @@ impl Backend for CpuBackend {
         &self,
         x: &Storage,
         weight: Option<&Storage>,
+        bias: Option<&Storage>,
         mean: &Storage,
         var: &Storage,
         dy: &Storage,
@@ -365,15 +366,19 @@ impl Backend for CpuBackend {
     ) -> Result<(Storage, Storage, Storage)> {
         const OP: &str = "batch_norm";
         args.check(OP)?;
+        // The bias only shapes the ReLU's mask.
+        let bias = if args.relu { bias } else { None };
         let storages: Vec<&Storage> =
-            [Some(x), Some(mean), Some(var), Some(dy), weight].into_iter().flatten().collect();
+            [Some(x), Some(mean), Some(var), Some(dy), weight, bias].into_iter().flatten().collect();
         let locked = read_all(OP, &storages)?;
         let len = crate::layout::checked_numel(OP, &[args.batch, args.channels, args.inner])?;
         let (x, dy) = (prefix(OP, locked.f32(0, OP)?, len)?, prefix(OP, locked.f32(3, OP)?, len)?);
         let (mean, var) =
             (prefix(OP, locked.f32(1, OP)?, args.channels)?, prefix(OP, locked.f32(2, OP)?, args.channels)?);
         let w = weight.is_some().then(|| prefix(OP, locked.f32(4, OP)?, args.channels)).transpose()?;
-        let (dx, dw, db) = batch_norm::batch_norm_backward(x, w, mean, var, dy, args)?;
+        let at = 4 + weight.is_some() as usize;
+        let b = bias.is_some().then(|| prefix(OP, locked.f32(at, OP)?, args.channels)).transpose()?;
+        let (dx, dw, db) = batch_norm::batch_norm_backward(x, w, b, mean, var, dy, args)?;
         Ok((f32_storage(dx), f32_storage(dw), f32_storage(db)))
     }
 

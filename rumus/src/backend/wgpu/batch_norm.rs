@@ -4,7 +4,10 @@
 //! GPU), their per-channel totals, and one elementwise pass (four values per invocation where
 //! `inner` is a multiple of 4); the backward then copies `dweight` and `dbias` out of its
 //! scratch buffer (within WebGPU's default of 8 storage buffers per kernel). The running statistics' update is one more, tiny, dispatch
-//! (`batch_norm_running.wgsl`).
+//! (`batch_norm_running.wgsl`). A fused ReLU (`BatchNormArgs::relu`) adds no dispatch: the
+//! forward's elementwise pass clamps, and the backward's passes mask `dy` by the forward's
+//! output recomputed from `x` (which they read anyway) with the bias bound as the eighth
+//! storage buffer.
 
 use std::sync::Arc;
 
@@ -33,7 +36,8 @@ kernel_params! {
     /// `batch_norm.wgsl` and `batch_norm_backward.wgsl`: the shape (`count = batch·inner` values
     /// per channel), the chunks each channel is split over, `eps`, which of weight and bias are
     /// bound, whether the batch's own statistics normalise (the backward's extra terms), and
-    /// the running statistics' update (`momentum`, `unbiased = count / (count - 1)`).
+    /// the running statistics' update (`momentum`, `unbiased = count / (count - 1)`), and
+    /// whether a ReLU is fused (`relu`).
     struct BatchNormParams {
         batch: u32,
         channels: u32,
@@ -46,7 +50,8 @@ kernel_params! {
         batch_stats: u32,
         momentum: f32,
         unbiased: f32,
-    } pad 1
+        relu: u32,
+    }
 }
 
 /// Workgroups each channel's sums are split over: enough that every invocation takes
@@ -81,7 +86,7 @@ fn params(a: &BatchNormArgs, weight: bool, bias: bool) -> Result<BatchNormParams
         batch_stats: a.batch_stats as u32,
         momentum: 0.0,
         unbiased: count as f32 / (count.max(2) - 1) as f32,
-        _pad: [0; 1],
+        relu: a.relu as u32,
     })
 }
 
@@ -172,12 +177,15 @@ impl WgpuBackend {
         &self,
         x: &Storage,
         weight: Option<&Storage>,
+        bias: Option<&Storage>,
         mean: &Storage,
         var: &Storage,
         dy: &Storage,
         a: &BatchNormArgs,
     ) -> Result<(Storage, Storage, Storage)> {
-        let p = params(a, weight.is_some(), false)?;
+        // The bias only shapes the fused ReLU's mask.
+        let bias = if a.relu { bias } else { None };
+        let p = params(a, weight.is_some(), bias.is_some())?;
         let len = a.batch * a.channels * a.inner;
         let (x, dy) = (self.gpu(x, DType::F32, OP)?, self.gpu(dy, DType::F32, OP)?);
         let (mean, var) = (self.gpu(mean, DType::F32, OP)?, self.gpu(var, DType::F32, OP)?);
@@ -185,12 +193,13 @@ impl WgpuBackend {
             check_len(OP, s, n)?;
         }
         let w = self.channel_tensor(weight, a.channels)?.map_or(self.unused(), bind);
+        let b = self.channel_tensor(bias, a.channels)?.map_or(self.unused(), bind);
         // The partial sums, then dbias and dweight (copied out at the end).
         let tail = 2 * a.channels * p.chunks as usize;
         let partials = self.alloc(tail + 2 * a.channels, DType::F32, OP)?;
         let dx = self.alloc(len, DType::F32, OP)?;
-        let buffers = [bind(x), w, bind(mean), bind(var), bind(dy), bind(&partials), bind(&dx)];
-        let signature = [R, R, R, R, R, W, W];
+        let buffers = [bind(x), w, bind(mean), bind(var), bind(dy), bind(&partials), bind(&dx), b];
+        let signature = [R, R, R, R, R, W, W, R];
         let shader = &pipelines::BATCH_NORM_BACKWARD;
         let groups = [p.chunks, a.channels.min(self.max_groups) as u32, 1];
         let entry = four_wide(a, ["batch_norm_backward_partials", "batch_norm_backward_partials4"]);

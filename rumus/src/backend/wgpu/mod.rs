@@ -448,12 +448,13 @@ impl Backend for WgpuBackend {
         &self,
         x: &Storage,
         weight: Option<&Storage>,
+        bias: Option<&Storage>,
         mean: &Storage,
         var: &Storage,
         dy: &Storage,
         args: &BatchNormArgs,
     ) -> Result<(Storage, Storage, Storage)> {
-        self.batch_norm_backward_kernel(x, weight, mean, var, dy, args)
+        self.batch_norm_backward_kernel(x, weight, bias, mean, var, dy, args)
     }
 
     fn batch_norm_update_running(

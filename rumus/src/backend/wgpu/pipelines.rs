@@ -90,6 +90,7 @@ const ATTENTION_BLOCKS: &str = lib!("attention_blocks");
 const ATTENTION_DOUT: &str = lib!("attention_dout");
 const RECURRENT_CELL: &str = lib!("recurrent_cell");
 const BATCH_NORM_PARAMS: &str = lib!("batch_norm_params");
+const BATCH_NORM_AFFINE: &str = lib!("batch_norm_affine");
 
 pub(crate) const FILL: Shader = shader!("fill", FillParams);
 pub(crate) const COPY_STRIDED: Shader = shader!("copy_strided", CopyParams);
@@ -112,9 +113,10 @@ pub(crate) const LAYER_NORM_BACKWARD: Shader = shader!("layer_norm_backward", La
 pub(crate) const RMS_NORM: Shader = shader!("rms_norm", LayerNormParams).row_reduce();
 pub(crate) const RMS_NORM_BACKWARD: Shader = shader!("rms_norm_backward", LayerNormParams).row_reduce();
 pub(crate) const BATCH_NORM: Shader =
-    shader!("batch_norm", BatchNormParams).row_reduce().including(&[BATCH_NORM_PARAMS, LINEAR]);
-pub(crate) const BATCH_NORM_BACKWARD: Shader =
-    shader!("batch_norm_backward", BatchNormParams).row_reduce().including(&[BATCH_NORM_PARAMS, LINEAR]);
+    shader!("batch_norm", BatchNormParams).row_reduce().including(&[BATCH_NORM_PARAMS, BATCH_NORM_AFFINE, LINEAR]);
+pub(crate) const BATCH_NORM_BACKWARD: Shader = shader!("batch_norm_backward", BatchNormParams)
+    .row_reduce()
+    .including(&[BATCH_NORM_PARAMS, BATCH_NORM_AFFINE, LINEAR]);
 pub(crate) const BATCH_NORM_RUNNING: Shader =
     shader!("batch_norm_running", BatchNormParams).including(&[BATCH_NORM_PARAMS, LINEAR]);
 pub(crate) const AFFINE_WARP: Shader = shader!("affine_warp", WarpParams);

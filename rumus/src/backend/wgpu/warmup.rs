@@ -339,7 +339,8 @@ pub(crate) fn layer_norm_backward(b: &WgpuBackend) -> Result<()> {
 
 /// A training batch norm of [2, 3, 4] (four values per invocation) and of [2, 3, 1] (one):
 /// every entry point of the forward kernels...
-const BATCH_NORM: BatchNormArgs = BatchNormArgs { batch: 2, channels: 3, inner: 4, eps: 1e-5, batch_stats: true };
+const BATCH_NORM: BatchNormArgs =
+    BatchNormArgs { batch: 2, channels: 3, inner: 4, eps: 1e-5, batch_stats: true, relu: false };
 const BATCH_NORM_1D: BatchNormArgs = BatchNormArgs { inner: 1, ..BATCH_NORM };
 
 pub(crate) fn batch_norm(b: &WgpuBackend) -> Result<()> {
@@ -351,8 +352,8 @@ pub(crate) fn batch_norm(b: &WgpuBackend) -> Result<()> {
 /// ...of the backward's...
 pub(crate) fn batch_norm_backward(b: &WgpuBackend) -> Result<()> {
     let (x, w) = (upload(b, 24)?, upload(b, 3)?);
-    b.batch_norm_backward(&x, Some(&w), &w, &w, &x, &BATCH_NORM)?;
-    b.batch_norm_backward(&x, Some(&w), &w, &w, &x, &BATCH_NORM_1D).map(drop)
+    b.batch_norm_backward(&x, Some(&w), Some(&w), &w, &w, &x, &BATCH_NORM)?;
+    b.batch_norm_backward(&x, Some(&w), Some(&w), &w, &w, &x, &BATCH_NORM_1D).map(drop)
 }
 
 /// ...and the running statistics' update.
