@@ -16,7 +16,7 @@
 use rayon::prelude::*;
 
 use super::matmul::gemm_into;
-use super::{buffer_pool, reduce};
+use super::{buffer_pool, conv2d_direct, reduce};
 use crate::backend::{Conv2dArgs, Conv2dGrads, Conv2dWanted, MatrixLayout};
 use crate::Result;
 
@@ -137,6 +137,9 @@ fn unfold_chunk(x: &[f32], d: &Dims, first: usize, samples: usize, clean: bool) 
 /// Forward: `[n, c, h, w]` with weight `[o, c/groups, kh, kw]` and an optional bias `[o]` →
 /// `[n, o, oh, ow]`.
 pub fn conv2d(x: &[f32], weight: &[f32], bias: Option<&[f32]>, a: &Conv2dArgs) -> Result<Vec<f32>> {
+    if conv2d_direct::supports(a) {
+        return conv2d_direct::conv2d(x, weight, bias, a);
+    }
     forward(x, weight, bias, a, CHUNK_COLUMN_ELEMS)
 }
 
@@ -148,7 +151,7 @@ pub fn conv2d_backward(
     a: &Conv2dArgs,
     wanted: Conv2dWanted,
 ) -> Result<Conv2dGrads<Vec<f32>>> {
-    backward(x, weight, grad, a, wanted, CHUNK_COLUMN_ELEMS)
+    backward(x, weight, grad, a, wanted, CHUNK_COLUMN_ELEMS, conv2d_direct::supports(a))
 }
 
 fn forward(x: &[f32], weight: &[f32], bias: Option<&[f32]>, a: &Conv2dArgs, budget: usize) -> Result<Vec<f32>> {
@@ -197,12 +200,16 @@ fn backward(
     a: &Conv2dArgs,
     wanted: Conv2dWanted,
     budget: usize,
+    direct: bool,
 ) -> Result<Conv2dGrads<Vec<f32>>> {
     let d = Dims::new(a, budget);
+    // With few channels the input gradient is summed directly (`conv2d_direct`), without the
+    // columns' gradient and its scatter back.
+    let direct_dx = (direct && wanted.x).then(|| conv2d_direct::InputGrad::new(weight, a));
     let g = &a.geom;
     let n = g.batch;
     let (out_plane, per_sample) = (g.out_h * g.out_w, g.channels * d.plane);
-    let backward_chunk = |ci: usize, dx: Option<&mut [f32]>| {
+    let backward_chunk = |ci: usize, mut dx: Option<&mut [f32]>| {
         let (first, samples) = (ci * d.chunk, d.chunk.min(n - ci * d.chunk));
         let width = samples * d.ext;
         // The output gradient as [o, samples, oh, wp] with zeros in the junk columns, matching
@@ -241,8 +248,11 @@ fn backward(
             Ok(dw)
         });
         let dw = dw.transpose()?;
+        if let (Some(dx), Some(direct_dx)) = (dx.as_deref_mut(), &direct_dx) {
+            direct_dx.run(grad, first, dx)?;
+        }
         // dcols_g = W_gᵀ @ gy_g, each row added back into the padded plane at its tap's shift.
-        if let Some(dx) = dx {
+        if let Some(dx) = dx.filter(|_| direct_dx.is_none()) {
             let mut dcols = buffer_pool::take("conv2d", g.channels * d.taps * width)?;
             for gi in 0..a.groups {
                 let w = Dims::matrix(gi * d.group_outs * d.group_rows, d.group_rows, true);
@@ -299,13 +309,13 @@ fn backward(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::backend::ConvGeom;
     use crate::testing::assert_close;
 
     /// Stride-1 geometry of `[n, c, h, w]` under `kernel`, `pad`, `dilation`.
-    fn args(
+    pub(crate) fn args(
         x: [usize; 4],
         out_channels: usize,
         groups: usize,
@@ -334,7 +344,8 @@ mod tests {
         Conv2dArgs { geom, out_channels, groups }
     }
 
-    fn values(len: usize, salt: u32) -> Vec<f32> {
+    /// `len` values in [-1, 1], different for each `salt`.
+    pub(crate) fn values(len: usize, salt: u32) -> Vec<f32> {
         (0..len as u32)
             .map(|i| (crate::rng::pcg_hash(i ^ salt.wrapping_mul(0x9e37_79b9)) % 2001) as f32 / 1000.0 - 1.0)
             .collect()
@@ -342,7 +353,7 @@ mod tests {
 
     /// Calls `visit(y, x, w)` with the output, input and weight element indices of every
     /// multiply of the direct definition.
-    fn for_each_tap(a: &Conv2dArgs, mut visit: impl FnMut(usize, usize, usize)) {
+    pub(crate) fn for_each_tap(a: &Conv2dArgs, mut visit: impl FnMut(usize, usize, usize)) {
         let g = &a.geom;
         let (cg, og) = (g.channels / a.groups, a.out_channels / a.groups);
         for b in 0..g.batch {
@@ -405,12 +416,15 @@ mod tests {
                 assert_close(&format!("{what} y"), &forward(&x, &w, None, a, budget).unwrap(), &y, 1e-4);
                 let with_bias = forward(&x, &w, Some(&bias), a, budget).unwrap();
                 assert_close(&format!("{what} y + bias"), &with_bias, &y_bias, 1e-4);
-                for (wx, ww, wb) in
+                for ((wx, ww, wb), supports_direct) in
                     [(true, true, true), (false, true, false), (true, false, false), (false, false, true)]
+                        .into_iter()
+                        .flat_map(|wanted| [(wanted, false), (wanted, conv2d_direct::supports(a))])
                 {
                     let wanted = Conv2dWanted { x: wx, weight: ww, bias: wb };
-                    let got = backward(&x, &w, &gy, a, wanted, budget).unwrap();
-                    let what = format!("{what} {wanted:?}");
+                    let direct = supports_direct && wanted.x;
+                    let got = backward(&x, &w, &gy, a, wanted, budget, direct).unwrap();
+                    let what = format!("{what} {wanted:?} direct input gradient {direct}");
                     assert_eq!((got.x.is_some(), got.weight.is_some(), got.bias.is_some()), (wx, ww, wb), "{what}");
                     got.x.inspect(|got| assert_close(&format!("{what} dx"), got, &dx, 1e-4));
                     got.weight.inspect(|got| assert_close(&format!("{what} dw"), got, &dw, 1e-4));
@@ -429,7 +443,7 @@ mod tests {
         x[4] = f32::INFINITY;
         let gy = values(9, 8);
         let wanted = Conv2dWanted { x: false, weight: true, bias: false };
-        let dw = backward(&x, &[0.5, 0.25], &gy, &a, wanted, CHUNK_COLUMN_ELEMS).unwrap().weight.unwrap();
+        let dw = backward(&x, &[0.5, 0.25], &gy, &a, wanted, CHUNK_COLUMN_ELEMS, true).unwrap().weight.unwrap();
         assert!(!dw[0].is_finite());
         let want: f32 =
             (0..3).flat_map(|i| (0..3).map(move |j| (i, j))).map(|(i, j)| gy[i * 3 + j] * x[i * 4 + j + 1]).sum();
