@@ -238,11 +238,19 @@ fn backward(
             let clean = !inputs.iter().fold(true, |finite, v| finite & v.is_finite());
             let cols = unfold_chunk(x, &d, first, samples, clean)?;
             let mut dw = buffer_pool::zeroed("conv2d", a.out_channels * d.group_rows)?;
+            // As dW_gᵀ = cols_g @ gy_gᵀ, transposed afterwards: gemm then packs the small
+            // gradient rather than the columns (LeNet: 16 rows against 150).
+            let mut dwt = vec![0.0; d.group_rows * d.group_outs];
             for gi in 0..a.groups {
-                let gl = Dims::matrix(gi * d.group_outs * width, width, false);
-                let c = Dims::matrix(gi * d.group_rows * width, width, true);
-                let dst = &mut dw[gi * d.group_outs * d.group_rows..];
-                gemm_into(dst, &gy, &gl, &cols, &c, (d.group_outs, width, d.group_rows), d.gemm_threads)?;
+                let c = Dims::matrix(gi * d.group_rows * width, width, false);
+                let gl = Dims::matrix(gi * d.group_outs * width, width, true);
+                gemm_into(&mut dwt, &cols, &c, &gy, &gl, (d.group_rows, width, d.group_outs), d.gemm_threads)?;
+                let dst = &mut dw[gi * d.group_outs * d.group_rows..][..d.group_outs * d.group_rows];
+                for (r, row) in dwt.chunks_exact(d.group_outs).enumerate() {
+                    for (o, &v) in row.iter().enumerate() {
+                        dst[o * d.group_rows + r] = v;
+                    }
+                }
             }
             buffer_pool::give_back(cols);
             Ok(dw)
