@@ -353,7 +353,7 @@ pub(crate) mod tests {
     }
 
     /// `len` values in [-1, 1], different for each `salt`.
-    pub(crate) fn values(len: usize, salt: u32) -> Vec<f32> {
+    fn values(len: usize, salt: u32) -> Vec<f32> {
         (0..len as u32)
             .map(|i| (crate::rng::pcg_hash(i ^ salt.wrapping_mul(0x9e37_79b9)) % 2001) as f32 / 1000.0 - 1.0)
             .collect()
@@ -361,7 +361,7 @@ pub(crate) mod tests {
 
     /// Calls `visit(y, x, w)` with the output, input and weight element indices of every
     /// multiply of the direct definition.
-    pub(crate) fn for_each_tap(a: &Conv2dArgs, mut visit: impl FnMut(usize, usize, usize)) {
+    fn for_each_tap(a: &Conv2dArgs, mut visit: impl FnMut(usize, usize, usize)) {
         let g = &a.geom;
         let (cg, og) = (g.channels / a.groups, a.out_channels / a.groups);
         for b in 0..g.batch {
@@ -388,6 +388,39 @@ pub(crate) mod tests {
         }
     }
 
+    /// Inputs of a convolution drawn with `salt` (`x`, `w`, `gy`, `bias`) and the direct
+    /// definition's results.
+    pub(crate) struct Reference {
+        pub x: Vec<f32>,
+        pub w: Vec<f32>,
+        pub gy: Vec<f32>,
+        pub bias: Vec<f32>,
+        pub y: Vec<f32>,
+        pub y_bias: Vec<f32>,
+        pub dx: Vec<f32>,
+        pub dw: Vec<f32>,
+        pub db: Vec<f32>,
+    }
+
+    pub(crate) fn reference(a: &Conv2dArgs, salt: u32) -> Reference {
+        let g = &a.geom;
+        let x = values(g.batch * g.channels * g.in_h * g.in_w, salt);
+        let w = values(a.out_channels * g.channels / a.groups * g.kernel_h * g.kernel_w, salt + 1);
+        let gy = values(g.batch * a.out_channels * g.out_h * g.out_w, salt + 2);
+        let bias = values(a.out_channels, salt + 3);
+        let (mut y, mut dx, mut dw) = (vec![0.0; gy.len()], vec![0.0; x.len()], vec![0.0; w.len()]);
+        for_each_tap(a, |yi, xi, wi| {
+            y[yi] += x[xi] * w[wi];
+            dx[xi] += gy[yi] * w[wi];
+            dw[wi] += gy[yi] * x[xi];
+        });
+        let out_plane = g.out_h * g.out_w;
+        let y_bias = y.iter().enumerate().map(|(i, v)| v + bias[i / out_plane % a.out_channels]).collect();
+        let mut db = vec![0.0; a.out_channels];
+        gy.iter().enumerate().for_each(|(i, v)| db[i / out_plane % a.out_channels] += v);
+        Reference { x, w, gy, bias, y, y_bias, dx, dw, db }
+    }
+
     #[test]
     fn chunked_forward_and_backward_match_the_direct_definition() {
         let cases = [
@@ -401,21 +434,7 @@ pub(crate) mod tests {
         ];
         for (k, a) in cases.iter().enumerate() {
             let g = &a.geom;
-            let x = values(g.batch * g.channels * g.in_h * g.in_w, 3 * k as u32);
-            let w = values(a.out_channels * g.channels / a.groups * g.kernel_h * g.kernel_w, 3 * k as u32 + 1);
-            let gy = values(g.batch * a.out_channels * g.out_h * g.out_w, 3 * k as u32 + 2);
-            let bias = values(a.out_channels, 3 * k as u32 + 3);
-            let (mut y, mut dx, mut dw) = (vec![0.0; gy.len()], vec![0.0; x.len()], vec![0.0; w.len()]);
-            for_each_tap(a, |yi, xi, wi| {
-                y[yi] += x[xi] * w[wi];
-                dx[xi] += gy[yi] * w[wi];
-                dw[wi] += gy[yi] * x[xi];
-            });
-            let out_plane = g.out_h * g.out_w;
-            let y_bias: Vec<f32> =
-                y.iter().enumerate().map(|(i, v)| v + bias[i / out_plane % a.out_channels]).collect();
-            let mut db = vec![0.0; a.out_channels];
-            gy.iter().enumerate().for_each(|(i, v)| db[i / out_plane % a.out_channels] += v);
+            let Reference { x, w, gy, bias, y, y_bias, dx, dw, db } = reference(a, 3 * k as u32);
             let per_sample = g.channels * g.kernel_h * g.kernel_w * g.out_h * (g.in_w + 2 * g.pad_w);
             // One sample per chunk, two per chunk (a short last chunk when the batch is odd), and
             // the whole batch in one chunk.

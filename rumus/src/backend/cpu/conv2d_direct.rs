@@ -555,7 +555,7 @@ impl InputGrad {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::cpu::conv2d::tests::{args, for_each_tap, values};
+    use crate::backend::cpu::conv2d::tests::{args, reference, Reference};
     use crate::testing::assert_close;
 
     /// Every instruction set of this CPU the kernels have, the portable one included.
@@ -589,21 +589,7 @@ mod tests {
         for (k, a) in cases.iter().enumerate() {
             assert!(supports(a), "case {k}");
             let g = &a.geom;
-            let x = values(g.batch * g.channels * g.in_h * g.in_w, 5 * k as u32);
-            let w = values(a.out_channels * g.channels * g.kernel_h * g.kernel_w, 5 * k as u32 + 1);
-            let gy = values(g.batch * a.out_channels * g.out_h * g.out_w, 5 * k as u32 + 2);
-            let bias = values(a.out_channels, 5 * k as u32 + 3);
-            let (mut y, mut dx, mut dw) = (vec![0.0; gy.len()], vec![0.0; x.len()], vec![0.0; w.len()]);
-            for_each_tap(a, |yi, xi, wi| {
-                y[yi] += x[xi] * w[wi];
-                dx[xi] += gy[yi] * w[wi];
-                dw[wi] += gy[yi] * x[xi];
-            });
-            let out_plane = g.out_h * g.out_w;
-            let y_bias: Vec<f32> =
-                y.iter().enumerate().map(|(i, v)| v + bias[i / out_plane % a.out_channels]).collect();
-            let mut db = vec![0.0; a.out_channels];
-            gy.iter().enumerate().for_each(|(i, v)| db[i / out_plane % a.out_channels] += v);
+            let Reference { x, w, gy, bias, y, y_bias, dx, .. } = reference(a, 5 * k as u32);
             // One sample per chunk, two per chunk (a short last chunk when the batch is odd),
             // and the whole batch in one chunk.
             let per_sample = {
