@@ -154,19 +154,25 @@ fn blocks(count: usize) -> Vec<(usize, usize, usize)> {
         .collect()
 }
 
+/// A block of channels in a packing of [`pack`].
+#[derive(Clone, Copy, Debug)]
+struct Block {
+    /// The first channel, how many are real, and the kernel's block size (at least `real`).
+    first: usize,
+    real: usize,
+    size: usize,
+    /// Where the block's weights start in the packing.
+    offset: usize,
+}
+
 /// Weights packed per block of `rows` channels: for each block, `[cols][taps][size]` with
 /// `weight(row, col, tap)` (zero past the block's real rows). Returns the packing and each
 /// block's offset into it.
-fn pack(
-    rows: usize,
-    cols: usize,
-    taps: usize,
-    weight: impl Fn(usize, usize, usize) -> f32,
-) -> (Vec<f32>, Vec<(usize, usize, usize, usize)>) {
+fn pack(rows: usize, cols: usize, taps: usize, weight: impl Fn(usize, usize, usize) -> f32) -> (Vec<f32>, Vec<Block>) {
     let mut packed = Vec::new();
     let mut layout = Vec::new();
     for (first, real, size) in blocks(rows) {
-        layout.push((first, real, size, packed.len()));
+        layout.push(Block { first, real, size, offset: packed.len() });
         for col in 0..cols {
             for t in 0..taps {
                 packed.extend((0..size).map(|r| if r < real { weight(first + r, col, t) } else { 0.0 }));
@@ -474,7 +480,7 @@ fn forward(
         let mut ext_out = buffer_pool::take("conv2d", MAX_BLOCK * width)?;
         for (b, out_b) in out_chunk.chunks_exact_mut(per_sample).enumerate() {
             d.pad_into(x, ci * d.chunk + b, &mut xp);
-            for &(first, real, size, offset) in &layout {
+            for &Block { first, real, size, offset } in &layout {
                 let mut block_bias = [0.0; MAX_BLOCK];
                 if let Some(bias) = bias {
                     block_bias[..real].copy_from_slice(&bias[first..first + real]);
@@ -504,7 +510,7 @@ pub struct InputGrad {
     d: Dims,
     /// The weights per block of input channels, `[outs][taps][size]` each, and the blocks.
     packed: Vec<f32>,
-    layout: Vec<(usize, usize, usize, usize)>,
+    layout: Vec<Block>,
     isa: Isa,
 }
 
@@ -533,7 +539,7 @@ impl InputGrad {
         let mut in_out = buffer_pool::take("conv2d", MAX_BLOCK * width)?;
         for (b, dx_b) in dx.chunks_exact_mut(g.channels * d.plane).enumerate() {
             d.grad_into(grad, first + b, &mut gp);
-            for &(c0, real, size, offset) in &self.layout {
+            for &Block { first: c0, real, size, offset } in &self.layout {
                 let w = &self.packed[offset..][..outs * taps * size];
                 input_grad_dispatch(self.isa, d, &gp, w, size, &mut in_out);
                 // The interior rows at full padded width → [real, h, w].
