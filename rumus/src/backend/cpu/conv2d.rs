@@ -16,7 +16,7 @@
 use rayon::prelude::*;
 
 use super::matmul::gemm_into;
-use super::{buffer_pool, reduce};
+use super::{buffer_pool, conv2d_direct, reduce};
 use crate::backend::{Conv2dArgs, Conv2dGrads, Conv2dWanted, MatrixLayout};
 use crate::Result;
 
@@ -137,6 +137,9 @@ fn unfold_chunk(x: &[f32], d: &Dims, first: usize, samples: usize, clean: bool) 
 /// Forward: `[n, c, h, w]` with weight `[o, c/groups, kh, kw]` and an optional bias `[o]` →
 /// `[n, o, oh, ow]`.
 pub fn conv2d(x: &[f32], weight: &[f32], bias: Option<&[f32]>, a: &Conv2dArgs) -> Result<Vec<f32>> {
+    if conv2d_direct::supports(a) {
+        return conv2d_direct::conv2d(x, weight, bias, a);
+    }
     forward(x, weight, bias, a, CHUNK_COLUMN_ELEMS)
 }
 
@@ -148,7 +151,7 @@ pub fn conv2d_backward(
     a: &Conv2dArgs,
     wanted: Conv2dWanted,
 ) -> Result<Conv2dGrads<Vec<f32>>> {
-    backward(x, weight, grad, a, wanted, CHUNK_COLUMN_ELEMS)
+    backward(x, weight, grad, a, wanted, CHUNK_COLUMN_ELEMS, conv2d_direct::supports(a))
 }
 
 fn forward(x: &[f32], weight: &[f32], bias: Option<&[f32]>, a: &Conv2dArgs, budget: usize) -> Result<Vec<f32>> {
@@ -197,12 +200,16 @@ fn backward(
     a: &Conv2dArgs,
     wanted: Conv2dWanted,
     budget: usize,
+    direct: bool,
 ) -> Result<Conv2dGrads<Vec<f32>>> {
     let d = Dims::new(a, budget);
+    // With few channels the input gradient is summed directly (`conv2d_direct`), without the
+    // columns' gradient and its scatter back.
+    let direct_dx = (direct && wanted.x).then(|| conv2d_direct::InputGrad::new(weight, a));
     let g = &a.geom;
     let n = g.batch;
     let (out_plane, per_sample) = (g.out_h * g.out_w, g.channels * d.plane);
-    let backward_chunk = |ci: usize, dx: Option<&mut [f32]>| {
+    let backward_chunk = |ci: usize, mut dx: Option<&mut [f32]>| {
         let (first, samples) = (ci * d.chunk, d.chunk.min(n - ci * d.chunk));
         let width = samples * d.ext;
         // The output gradient as [o, samples, oh, wp] with zeros in the junk columns, matching
@@ -231,18 +238,29 @@ fn backward(
             let clean = !inputs.iter().fold(true, |finite, v| finite & v.is_finite());
             let cols = unfold_chunk(x, &d, first, samples, clean)?;
             let mut dw = buffer_pool::zeroed("conv2d", a.out_channels * d.group_rows)?;
+            // As dW_gᵀ = cols_g @ gy_gᵀ, transposed afterwards: gemm then packs the small
+            // gradient rather than the columns (LeNet: 16 rows against 150).
+            let mut dwt = vec![0.0; d.group_rows * d.group_outs];
             for gi in 0..a.groups {
-                let gl = Dims::matrix(gi * d.group_outs * width, width, false);
-                let c = Dims::matrix(gi * d.group_rows * width, width, true);
-                let dst = &mut dw[gi * d.group_outs * d.group_rows..];
-                gemm_into(dst, &gy, &gl, &cols, &c, (d.group_outs, width, d.group_rows), d.gemm_threads)?;
+                let c = Dims::matrix(gi * d.group_rows * width, width, false);
+                let gl = Dims::matrix(gi * d.group_outs * width, width, true);
+                gemm_into(&mut dwt, &cols, &c, &gy, &gl, (d.group_rows, width, d.group_outs), d.gemm_threads)?;
+                let dst = &mut dw[gi * d.group_outs * d.group_rows..][..d.group_outs * d.group_rows];
+                for (r, row) in dwt.chunks_exact(d.group_outs).enumerate() {
+                    for (o, &v) in row.iter().enumerate() {
+                        dst[o * d.group_rows + r] = v;
+                    }
+                }
             }
             buffer_pool::give_back(cols);
             Ok(dw)
         });
         let dw = dw.transpose()?;
+        if let (Some(dx), Some(direct_dx)) = (dx.as_deref_mut(), &direct_dx) {
+            direct_dx.run(grad, first, dx)?;
+        }
         // dcols_g = W_gᵀ @ gy_g, each row added back into the padded plane at its tap's shift.
-        if let Some(dx) = dx {
+        if let Some(dx) = dx.filter(|_| direct_dx.is_none()) {
             let mut dcols = buffer_pool::take("conv2d", g.channels * d.taps * width)?;
             for gi in 0..a.groups {
                 let w = Dims::matrix(gi * d.group_outs * d.group_rows, d.group_rows, true);
@@ -299,13 +317,13 @@ fn backward(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::backend::ConvGeom;
     use crate::testing::assert_close;
 
     /// Stride-1 geometry of `[n, c, h, w]` under `kernel`, `pad`, `dilation`.
-    fn args(
+    pub(crate) fn args(
         x: [usize; 4],
         out_channels: usize,
         groups: usize,
@@ -334,6 +352,7 @@ mod tests {
         Conv2dArgs { geom, out_channels, groups }
     }
 
+    /// `len` values in [-1, 1], different for each `salt`.
     fn values(len: usize, salt: u32) -> Vec<f32> {
         (0..len as u32)
             .map(|i| (crate::rng::pcg_hash(i ^ salt.wrapping_mul(0x9e37_79b9)) % 2001) as f32 / 1000.0 - 1.0)
@@ -369,6 +388,39 @@ mod tests {
         }
     }
 
+    /// Inputs of a convolution drawn with `salt` (`x`, `w`, `gy`, `bias`) and the direct
+    /// definition's results.
+    pub(crate) struct Reference {
+        pub x: Vec<f32>,
+        pub w: Vec<f32>,
+        pub gy: Vec<f32>,
+        pub bias: Vec<f32>,
+        pub y: Vec<f32>,
+        pub y_bias: Vec<f32>,
+        pub dx: Vec<f32>,
+        pub dw: Vec<f32>,
+        pub db: Vec<f32>,
+    }
+
+    pub(crate) fn reference(a: &Conv2dArgs, salt: u32) -> Reference {
+        let g = &a.geom;
+        let x = values(g.batch * g.channels * g.in_h * g.in_w, salt);
+        let w = values(a.out_channels * g.channels / a.groups * g.kernel_h * g.kernel_w, salt + 1);
+        let gy = values(g.batch * a.out_channels * g.out_h * g.out_w, salt + 2);
+        let bias = values(a.out_channels, salt + 3);
+        let (mut y, mut dx, mut dw) = (vec![0.0; gy.len()], vec![0.0; x.len()], vec![0.0; w.len()]);
+        for_each_tap(a, |yi, xi, wi| {
+            y[yi] += x[xi] * w[wi];
+            dx[xi] += gy[yi] * w[wi];
+            dw[wi] += gy[yi] * x[xi];
+        });
+        let out_plane = g.out_h * g.out_w;
+        let y_bias = y.iter().enumerate().map(|(i, v)| v + bias[i / out_plane % a.out_channels]).collect();
+        let mut db = vec![0.0; a.out_channels];
+        gy.iter().enumerate().for_each(|(i, v)| db[i / out_plane % a.out_channels] += v);
+        Reference { x, w, gy, bias, y, y_bias, dx, dw, db }
+    }
+
     #[test]
     fn chunked_forward_and_backward_match_the_direct_definition() {
         let cases = [
@@ -382,21 +434,7 @@ mod tests {
         ];
         for (k, a) in cases.iter().enumerate() {
             let g = &a.geom;
-            let x = values(g.batch * g.channels * g.in_h * g.in_w, 3 * k as u32);
-            let w = values(a.out_channels * g.channels / a.groups * g.kernel_h * g.kernel_w, 3 * k as u32 + 1);
-            let gy = values(g.batch * a.out_channels * g.out_h * g.out_w, 3 * k as u32 + 2);
-            let bias = values(a.out_channels, 3 * k as u32 + 3);
-            let (mut y, mut dx, mut dw) = (vec![0.0; gy.len()], vec![0.0; x.len()], vec![0.0; w.len()]);
-            for_each_tap(a, |yi, xi, wi| {
-                y[yi] += x[xi] * w[wi];
-                dx[xi] += gy[yi] * w[wi];
-                dw[wi] += gy[yi] * x[xi];
-            });
-            let out_plane = g.out_h * g.out_w;
-            let y_bias: Vec<f32> =
-                y.iter().enumerate().map(|(i, v)| v + bias[i / out_plane % a.out_channels]).collect();
-            let mut db = vec![0.0; a.out_channels];
-            gy.iter().enumerate().for_each(|(i, v)| db[i / out_plane % a.out_channels] += v);
+            let Reference { x, w, gy, bias, y, y_bias, dx, dw, db } = reference(a, 3 * k as u32);
             let per_sample = g.channels * g.kernel_h * g.kernel_w * g.out_h * (g.in_w + 2 * g.pad_w);
             // One sample per chunk, two per chunk (a short last chunk when the batch is odd), and
             // the whole batch in one chunk.
@@ -405,12 +443,15 @@ mod tests {
                 assert_close(&format!("{what} y"), &forward(&x, &w, None, a, budget).unwrap(), &y, 1e-4);
                 let with_bias = forward(&x, &w, Some(&bias), a, budget).unwrap();
                 assert_close(&format!("{what} y + bias"), &with_bias, &y_bias, 1e-4);
-                for (wx, ww, wb) in
+                for ((wx, ww, wb), supports_direct) in
                     [(true, true, true), (false, true, false), (true, false, false), (false, false, true)]
+                        .into_iter()
+                        .flat_map(|wanted| [(wanted, false), (wanted, conv2d_direct::supports(a))])
                 {
                     let wanted = Conv2dWanted { x: wx, weight: ww, bias: wb };
-                    let got = backward(&x, &w, &gy, a, wanted, budget).unwrap();
-                    let what = format!("{what} {wanted:?}");
+                    let direct = supports_direct && wanted.x;
+                    let got = backward(&x, &w, &gy, a, wanted, budget, direct).unwrap();
+                    let what = format!("{what} {wanted:?} direct input gradient {direct}");
                     assert_eq!((got.x.is_some(), got.weight.is_some(), got.bias.is_some()), (wx, ww, wb), "{what}");
                     got.x.inspect(|got| assert_close(&format!("{what} dx"), got, &dx, 1e-4));
                     got.weight.inspect(|got| assert_close(&format!("{what} dw"), got, &dw, 1e-4));
@@ -429,7 +470,7 @@ mod tests {
         x[4] = f32::INFINITY;
         let gy = values(9, 8);
         let wanted = Conv2dWanted { x: false, weight: true, bias: false };
-        let dw = backward(&x, &[0.5, 0.25], &gy, &a, wanted, CHUNK_COLUMN_ELEMS).unwrap().weight.unwrap();
+        let dw = backward(&x, &[0.5, 0.25], &gy, &a, wanted, CHUNK_COLUMN_ELEMS, true).unwrap().weight.unwrap();
         assert!(!dw[0].is_finite());
         let want: f32 =
             (0..3).flat_map(|i| (0..3).map(move |j| (i, j))).map(|(i, j)| gy[i * 3 + j] * x[i * 4 + j + 1]).sum();

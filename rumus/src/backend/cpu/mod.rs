@@ -5,6 +5,7 @@ mod batch_norm;
 mod buffer_pool;
 mod conv;
 mod conv2d;
+mod conv2d_direct;
 mod copy;
 mod denormals;
 mod elementwise;
