@@ -5,14 +5,15 @@
 // (contiguous side, offsets and strides multiples of 4; the dispatcher checks), read as vec4s.
 //
 // A workgroup of 256 invocations (8 subgroups of 32; the dispatcher checks the adapter's
-// subgroup size) computes a 128×256 tile. K goes in slices of BK = 16, converted to f16 on the
+// subgroup size) computes a 128×256 tile. K goes in slices of BK = 32, converted to f16 on the
 // way into shared memory, where each operand keeps its own memory order (so the 4 elements of a
-// vec4 land side by side) and the fragment loads say which order that is. Two shared buffers:
-// the next slice is fetched into registers while the current one is multiplied, then stored into
-// the idle buffer, so one barrier per slice suffices. The subgroups sit 2 × 4 over the tile and
-// each owns a 64×64 block: 4×4 accumulators of 16×16, so each fragment loaded from shared memory
-// feeds four products. (On an H100, 4096³: 130–142 TFLOP/s against 111–124 for the 128×128 tile
-// with 2×4 accumulators per subgroup; `tools/src/bin/matmul_lab.rs` timed both.)
+// vec4 land side by side) and the fragment loads say which order that is. One shared buffer per
+// operand: the next slice is fetched into registers while the current one is multiplied, then
+// stored between two barriers. The subgroups sit 2 × 4 over the tile and each owns a 64×64 block:
+// 4×4 accumulators of 16×16, so each fragment loaded from shared memory feeds four products.
+// (On an H100, 4096³ NN / TN / NT: 155 / 160 / 144 TFLOP/s; K slices of 16 double-buffered
+// 139 / 141 / 130; the 128×128 tile with 2×4 accumulators per subgroup 116 / 124 / 111;
+// `tools/src/bin/matmul_lab.rs` timed them.)
 
 enable f16;
 enable wgpu_cooperative_matrix;
@@ -40,7 +41,7 @@ struct Params {
 // Tile sides (the dispatcher's grid follows them) and K slice.
 const LTILE_M: u32 = 128u;
 const LTILE_N: u32 = 256u;
-const BK: u32 = 16u;
+const BK: u32 = 32u;
 // Shared rows are padded by 8 halves (16 bytes) so the rows a fragment load touches start on
 // different banks. An operand's slice is tile-side rows of BK (contiguous along k) or BK rows of
 // the tile side (contiguous along the tile side); a buffer holds either.
@@ -50,11 +51,11 @@ const TB_ROW: u32 = LTILE_N + 8u;
 const SLICE_A: u32 = max(LTILE_M * KA_ROW, BK * TA_ROW);
 const SLICE_B: u32 = max(LTILE_N * KA_ROW, BK * TB_ROW);
 // vec4s of each operand per slice that one invocation moves.
-const LOADS_A: u32 = 2u;
-const LOADS_B: u32 = 4u;
+const LOADS_A: u32 = 4u;
+const LOADS_B: u32 = 8u;
 
-var<workgroup> sa: array<f16, 2u * SLICE_A>;
-var<workgroup> sb: array<f16, 2u * SLICE_B>;
+var<workgroup> sa: array<f16, SLICE_A>;
+var<workgroup> sb: array<f16, SLICE_B>;
 // One 16×16 f32 block per subgroup, for stores of tiles that cross the matrix edge.
 var<workgroup> edge: array<f32, 8u * 256u>;
 
@@ -197,8 +198,6 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                     stash_rhs(0u, bc[t], rb[t], rhs_n_fast);
                 }
                 workgroupBarrier();
-                var cur_a = 0u;
-                var cur_b = 0u;
                 for (var k0 = 0u; k0 < p.k; k0 += BK) {
                     let next = k0 + BK;
                     if next < p.k {
@@ -217,22 +216,22 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         var a2: coop_mat16x16<f16, A>;
                         var a3: coop_mat16x16<f16, A>;
                         if lhs_k_fast {
-                            let at0 = cur_a + (wm + 0u) * KA_ROW + kk;
+                            let at0 = (wm + 0u) * KA_ROW + kk;
                             a0 = coopLoadT<coop_mat16x16<f16, A>>(&sa[at0], KA_ROW);
-                            let at1 = cur_a + (wm + 16u) * KA_ROW + kk;
+                            let at1 = (wm + 16u) * KA_ROW + kk;
                             a1 = coopLoadT<coop_mat16x16<f16, A>>(&sa[at1], KA_ROW);
-                            let at2 = cur_a + (wm + 32u) * KA_ROW + kk;
+                            let at2 = (wm + 32u) * KA_ROW + kk;
                             a2 = coopLoadT<coop_mat16x16<f16, A>>(&sa[at2], KA_ROW);
-                            let at3 = cur_a + (wm + 48u) * KA_ROW + kk;
+                            let at3 = (wm + 48u) * KA_ROW + kk;
                             a3 = coopLoadT<coop_mat16x16<f16, A>>(&sa[at3], KA_ROW);
                         } else {
-                            let at0 = cur_a + kk * TA_ROW + wm + 0u;
+                            let at0 = kk * TA_ROW + wm + 0u;
                             a0 = coopLoad<coop_mat16x16<f16, A>>(&sa[at0], TA_ROW);
-                            let at1 = cur_a + kk * TA_ROW + wm + 16u;
+                            let at1 = kk * TA_ROW + wm + 16u;
                             a1 = coopLoad<coop_mat16x16<f16, A>>(&sa[at1], TA_ROW);
-                            let at2 = cur_a + kk * TA_ROW + wm + 32u;
+                            let at2 = kk * TA_ROW + wm + 32u;
                             a2 = coopLoad<coop_mat16x16<f16, A>>(&sa[at2], TA_ROW);
-                            let at3 = cur_a + kk * TA_ROW + wm + 48u;
+                            let at3 = kk * TA_ROW + wm + 48u;
                             a3 = coopLoad<coop_mat16x16<f16, A>>(&sa[at3], TA_ROW);
                         }
                         var b0: coop_mat16x16<f16, B>;
@@ -240,22 +239,22 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         var b2: coop_mat16x16<f16, B>;
                         var b3: coop_mat16x16<f16, B>;
                         if rhs_n_fast {
-                            let bt0 = cur_b + kk * TB_ROW + wn + 0u;
+                            let bt0 = kk * TB_ROW + wn + 0u;
                             b0 = coopLoadT<coop_mat16x16<f16, B>>(&sb[bt0], TB_ROW);
-                            let bt1 = cur_b + kk * TB_ROW + wn + 16u;
+                            let bt1 = kk * TB_ROW + wn + 16u;
                             b1 = coopLoadT<coop_mat16x16<f16, B>>(&sb[bt1], TB_ROW);
-                            let bt2 = cur_b + kk * TB_ROW + wn + 32u;
+                            let bt2 = kk * TB_ROW + wn + 32u;
                             b2 = coopLoadT<coop_mat16x16<f16, B>>(&sb[bt2], TB_ROW);
-                            let bt3 = cur_b + kk * TB_ROW + wn + 48u;
+                            let bt3 = kk * TB_ROW + wn + 48u;
                             b3 = coopLoadT<coop_mat16x16<f16, B>>(&sb[bt3], TB_ROW);
                         } else {
-                            let bt0 = cur_b + (wn + 0u) * KA_ROW + kk;
+                            let bt0 = (wn + 0u) * KA_ROW + kk;
                             b0 = coopLoad<coop_mat16x16<f16, B>>(&sb[bt0], KA_ROW);
-                            let bt1 = cur_b + (wn + 16u) * KA_ROW + kk;
+                            let bt1 = (wn + 16u) * KA_ROW + kk;
                             b1 = coopLoad<coop_mat16x16<f16, B>>(&sb[bt1], KA_ROW);
-                            let bt2 = cur_b + (wn + 32u) * KA_ROW + kk;
+                            let bt2 = (wn + 32u) * KA_ROW + kk;
                             b2 = coopLoad<coop_mat16x16<f16, B>>(&sb[bt2], KA_ROW);
-                            let bt3 = cur_b + (wn + 48u) * KA_ROW + kk;
+                            let bt3 = (wn + 48u) * KA_ROW + kk;
                             b3 = coopLoad<coop_mat16x16<f16, B>>(&sb[bt3], KA_ROW);
                         }
                         acc00 = coopMultiplyAdd(a0, b0, acc00);
@@ -275,17 +274,17 @@ fn matmul_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                         acc32 = coopMultiplyAdd(a3, b2, acc32);
                         acc33 = coopMultiplyAdd(a3, b3, acc33);
                     }
+                    // Everyone has read the slice before it is overwritten with the next.
+                    workgroupBarrier();
                     if next < p.k {
                         for (var t = 0u; t < LOADS_A; t++) {
-                            stash_lhs(SLICE_A - cur_a, ac[t], ra[t], lhs_k_fast);
+                            stash_lhs(0u, ac[t], ra[t], lhs_k_fast);
                         }
                         for (var t = 0u; t < LOADS_B; t++) {
-                            stash_rhs(SLICE_B - cur_b, bc[t], rb[t], rhs_n_fast);
+                            stash_rhs(0u, bc[t], rb[t], rhs_n_fast);
                         }
                     }
                     workgroupBarrier();
-                    cur_a = SLICE_A - cur_a;
-                    cur_b = SLICE_B - cur_b;
                 }
                 // Workgroup-uniform, so every subgroup takes the same branch in store_block.
                 let interior = row0 + LTILE_M <= p.m && col0 + LTILE_N <= p.n;

@@ -46,8 +46,8 @@ mod winograd;
 
 pub use buffer_pool::PoolStats;
 pub use context::WgpuContext;
-pub use conv_algorithm::ConvAlgorithm;
 pub use conv2d::Conv2dTiles;
+pub use conv_algorithm::ConvAlgorithm;
 pub use encoder::transfer_count;
 pub use matmul::{MatmulKernel, MatmulPlan};
 #[cfg(any(test, feature = "testing"))]
