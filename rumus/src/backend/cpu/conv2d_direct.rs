@@ -14,7 +14,7 @@
 //! an output gradient plane with zeros in front of it and in its junk columns; `conv2d.rs`'s
 //! backward calls it for each of its chunks. The weight gradient stays a gemm over the column
 //! matrix there: as a direct sum (a horizontal add per sample, channel, tap and output channel)
-//! it took more time than the column matrix and gemm together.
+//! it took more time than the column matrix and gemm together (BENCHMARKS.md).
 //!
 //! The forward goes in chunks of samples fixed by the geometry; each output value is summed in
 //! the same order whatever the chunk, so results are the same on any number of threads.
