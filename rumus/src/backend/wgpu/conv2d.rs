@@ -38,9 +38,10 @@ const LARGE: usize = 128;
 /// stride-1 convolutions at batch 128: 128 channels at 16×16 have 256 tiles, 256 at 8×8 have
 /// 128, 512 at 4×4 only 64 and keep the 64×128 tiles.)
 const MIN_LARGE_TILES: usize = 128;
-/// The large weight-gradient tiles' split target. At 264 (two workgroups on each of 132 SMs)
-/// they ran 0.55 ms against the 64×64 tiles' 0.46–0.49 at ResNet-18's deep stages on an H100,
-/// too few invocations to hide the long K loop's latency; this gives them the 64×64 tiles' count.
+/// The large weight-gradient tiles' split target. On an H100 (runs T and U, docs/BENCHMARKS.md)
+/// they took 0.52–0.55 ms at ResNet-18's deep stages against the 64×64 tiles' 0.46–0.48, at a
+/// target of 264 workgroups and of 1024 alike, so `Conv2dTiles::Auto` does not choose them; they
+/// run when `Conv2dTiles::Large` asks (tests).
 const LARGE_SPLIT_TARGET_GROUPS: usize = 1024;
 /// Workgroup memory of the `_large` kernels: two slices of [16][128] values with rows padded by a
 /// vec4 (528 vec4 each) and the double-buffered K table (32 vec4<i32>); the input gradient's
@@ -50,8 +51,10 @@ const LARGE_SHARED_BYTES: u32 = 2 * 528 * 16 + 32 * 16;
 /// The input gradient's table of weight offsets (32 u32).
 const WEIGHT_TABLE_BYTES: u32 = 32 * 4;
 /// The `_long` kernels' 64×256 tiles (`LONG` in the shader; 8×8 outputs per invocation of a 32×8
-/// workgroup) serve forwards and input gradients whose M side is at most 64 (and more than 32)
-/// with at least [`MIN_LARGE_TILES`] tiles: ResNet-18's first stage, 64 channels at 32×32.
+/// workgroup) for forwards and input gradients whose M side is at most 64. On an H100 (run U,
+/// docs/BENCHMARKS.md) ResNet-18's first stage (64 channels at 32×32) took 0.454 / 0.456 ms on
+/// them against 0.418 / 0.452 on the 64×128 tiles, so `Conv2dTiles::Auto` does not choose them;
+/// they run when `Conv2dTiles::Large` asks (tests).
 const LONG: usize = 256;
 /// Workgroup memory of the `_long` kernels: A's [16][64] slice (272 vec4, as the 64-row tiles'),
 /// B's [16][256] slice with rows padded by a vec4 (1040 vec4), and the K table (the input
@@ -123,8 +126,9 @@ fn check_index_range(a: &Conv2dArgs) -> Result<()> {
 /// unless a test or the kernel lab asks otherwise).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Conv2dTiles {
-    /// The large tiles (128×128, or 64×256 for an M side of at most 64) where the GEMM's M side
-    /// and tile count fill them (see `MIN_LARGE_TILES` in `conv2d.rs`), else the 64-row tiles.
+    /// The 128×128 tiles for forwards and input gradients whose M side and tile count fill them
+    /// (see `MIN_LARGE_TILES` in `conv2d.rs`), else the 64-row tiles; weight gradients and M
+    /// sides of at most 64 keep the 64-row tiles, which were faster there on an H100.
     Auto,
     /// Always the 64-row tiles (64×128 for the forward and input gradient, 64×64 for the weight
     /// gradient).
@@ -163,8 +167,8 @@ fn choose_tiles(limits: &::wgpu::Limits, setting: Conv2dTiles, a: &Conv2dArgs, d
     let gemm = |m: usize, pixels: usize, table: u32| {
         let (large_fits, long_fits) = (memory >= LARGE_SHARED_BYTES + table, memory >= LONG_SHARED_BYTES + table);
         if m <= TILE {
-            let fills = m > TILE / 2 && pixels.div_ceil(LONG) * a.groups >= MIN_LARGE_TILES;
-            return if long_fits && (forced || auto && fills) { Tile::Long } else { Tile::Small };
+            // Auto keeps the 64×128 tiles here: see `LONG`.
+            return if long_fits && forced { Tile::Long } else { Tile::Small };
         }
         let fills = m >= LARGE && m.div_ceil(LARGE) * pixels.div_ceil(LARGE) * a.groups >= MIN_LARGE_TILES;
         if large_fits && (forced || auto && fills) {
@@ -175,12 +179,12 @@ fn choose_tiles(limits: &::wgpu::Limits, setting: Conv2dTiles, a: &Conv2dArgs, d
     };
     // The weight gradient is split until it fills the GPU; its N side (c/g·kh·kw) must fill the
     // tile too.
-    let fills = d.group_out >= LARGE && d.weight_cols >= LARGE;
+    // Auto keeps the 64×64 tiles for the weight gradient: see `LARGE_SPLIT_TARGET_GROUPS`.
     let large_fits = memory >= LARGE_SHARED_BYTES;
     Tiles {
         forward: gemm(d.group_out, d.out_pixels, 0),
         input_grad: gemm(d.group_in, d.in_pixels, WEIGHT_TABLE_BYTES),
-        weight_grad: if large_fits && (forced || auto && fills) { Tile::Large } else { Tile::Small },
+        weight_grad: if large_fits && forced { Tile::Large } else { Tile::Small },
     }
 }
 
