@@ -54,23 +54,9 @@ fn binary(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     if i >= p.n {
         return;
     }
-    var a = p.lhs_offset;
-    var b = p.rhs_offset;
-    if p.contiguous == 1u {
-        a += i;
-        b += i;
-    } else {
-        var rest = i;
-        for (var k = 0u; k < p.rank; k++) {
-            let axis = p.rank - 1u - k;
-            let dim = p.shape[axis / 4u][axis % 4u];
-            let c = rest % dim;
-            rest = rest / dim;
-            a += c * p.lhs_strides[axis / 4u][axis % 4u];
-            b += c * p.rhs_strides[axis / 4u][axis % 4u];
-        }
-    }
-    out[i] = apply(p.op, lhs[a], rhs[b]);
+    // The host runs this kernel with no splat flags, so `sources` walks the plain views.
+    let s = sources(i);
+    out[i] = apply(p.op, lhs[s.x], rhs[s.y]);
 }
 
 fn apply4(op: u32, a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
