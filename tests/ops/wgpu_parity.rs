@@ -791,6 +791,19 @@ struct Conv {
     bias: bool,
 }
 
+impl Conv {
+    /// Input, weight and bias of this convolution, drawn from `seed`, `seed + 1`, `seed + 2`.
+    fn inputs(&self, seed: u64) -> [Input; 3] {
+        let w = [self.out, self.x[1] / self.groups, self.kernel.0, self.kernel.1];
+        [input(&self.x, seed), input(&w, seed + 1), input(&[self.out], seed + 2)]
+    }
+
+    /// This convolution of `x` with the weight and bias of `t` (as `inputs` orders them).
+    fn apply(&self, t: &[RawTensor], x: &RawTensor) -> Result<RawTensor> {
+        x.conv2d(&t[1], self.bias.then_some(&t[2]), self.stride, self.padding, self.dilation, self.groups)
+    }
+}
+
 #[test]
 fn convolution_matches_over_geometries() {
     let Some(gpu) = wgpu_or_skip() else { return };
@@ -855,15 +868,10 @@ fn convolution_matches_over_geometries() {
         Conv { name: "one wide tile: 64 => 64 channels, 2x8x8 pixels", x: [2, 64, 8, 8], out: 64, ..base },
     ];
     for (k, c) in cases.iter().enumerate() {
-        let seed = 200 + 3 * k as u64;
-        let w = [c.out, c.x[1] / c.groups, c.kernel.0, c.kernel.1];
-        let inputs = [input(&c.x, seed), input(&w, seed + 1), input(&[c.out], seed + 2)];
-        let conv = |t: &[RawTensor], x: &RawTensor| {
-            x.conv2d(&t[1], c.bias.then_some(&t[2]), c.stride, c.padding, c.dilation, c.groups)
-        };
-        parity(&gpu, c.name, &inputs, 1e-4, |t| conv(t, &t[0]));
+        let inputs = c.inputs(200 + 3 * k as u64);
+        parity(&gpu, c.name, &inputs, 1e-4, |t| c.apply(t, &t[0]));
         // The input as data (a first layer): the backward computes no input gradient.
-        parity(&gpu, &format!("{} without input gradient", c.name), &inputs, 1e-4, |t| conv(t, &t[0].detach()));
+        parity(&gpu, &format!("{} without input gradient", c.name), &inputs, 1e-4, |t| c.apply(t, &t[0].detach()));
     }
 }
 
@@ -930,7 +938,6 @@ fn large_tile_convolutions_match() {
         },
     ];
     for (k, c) in cases.iter().enumerate() {
-        let w = [c.out, c.x[1] / c.groups, c.kernel.0, c.kernel.1];
         let geom = geom(c.x[0], c.x[1], (c.x[2], c.x[3]), c.kernel.0, c.stride.0, c.padding.0, c.dilation.0);
         let args = Conv2dArgs { geom, out_channels: c.out, groups: c.groups };
         // 64×256 tiles for an M side of at most 64, else 128×128.
@@ -941,11 +948,7 @@ fn large_tile_convolutions_match() {
             "conv2d_weight_grad_large".to_string(),
         ];
         assert_eq!(backend.conv2d_entries(&args), want, "{}: the adapter refuses the large tiles", c.name);
-        let seed = 400 + 3 * k as u64;
-        let inputs = [input(&c.x, seed), input(&w, seed + 1), input(&[c.out], seed + 2)];
-        parity(&gpu, c.name, &inputs, 1e-4, |t| {
-            t[0].conv2d(&t[1], c.bias.then_some(&t[2]), c.stride, c.padding, c.dilation, c.groups)
-        });
+        parity(&gpu, c.name, &c.inputs(400 + 3 * k as u64), 1e-4, |t| c.apply(t, &t[0]));
     }
 }
 
