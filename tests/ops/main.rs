@@ -15,6 +15,7 @@ mod batch_norm_relu;
 mod core_ops;
 mod elementwise_paths;
 mod gradient_views;
+mod kernel_profile;
 mod layer_norm_fused;
 mod losses;
 mod ops_nn;

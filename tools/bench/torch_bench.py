@@ -150,10 +150,11 @@ def convpass_bench(dev, shape, add):
         add(f"conv2d {name} {n}x{c}x{h}x{h}->{o}k{k}", s, flops / s / 1e9, "GFLOP/s")
 
 
-def resnet_step_bench(device, batch, steps, mode):
+def resnet_step_bench(device, batch, steps, mode, profile=False):
     """One ResNet-18 training step (forward, cross-entropy, backward, SGD with momentum 0.9) on a
     synthetic [batch, 3, 32, 32] batch. `mode`: "f32" (TF32 off), "tf32", "bf16" (autocast),
-    "compile" (torch.compile, f32) or "compile-ro" (mode="reduce-overhead")."""
+    "compile" (torch.compile, f32) or "compile-ro" (mode="reduce-overhead"). `profile`: also print
+    the GPU time per kernel of one step (torch.profiler), the twin of `bench --profile`."""
     torch.manual_seed(0)
     model = ResNet18().to(device).train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -177,10 +178,28 @@ def resnet_step_bench(device, batch, steps, mode):
         loss.item()
 
     try:
-        return timer(device, 10 if mode.startswith("compile") else 3, steps, step)
+        secs = timer(device, 10 if mode.startswith("compile") else 3, steps, step)
+        if profile:
+            print_kernel_profile(f"resnet18 train step b{batch} {mode}", step)
+        return secs
     finally:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
+
+
+def print_kernel_profile(what, step):
+    """Prints the GPU (or, without CUDA, CPU) time per kernel of one call of `step`."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = torch.cuda.is_available()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        step()
+    key = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    events = prof.key_averages()
+    total = sum(getattr(e, "self_device_time_total" if cuda else "self_cpu_time_total", 0) for e in events)
+    print(f"{'GPU' if cuda else 'CPU'} time per kernel, {what}: {total / 1e3:.3f} ms")
+    print(events.table(sort_by=key, row_limit=45, max_name_column_width=70))
 
 
 def mlp():
@@ -261,6 +280,7 @@ def main():
     p.add_argument("--resnet-modes", default="", help="resnet: a comma list of f32,tf32,bf16,compile,compile-ro (default: all)")
     p.add_argument("--epoch-modes", default="eager", help="epoch: a comma list of eager,compile,compile-ro (CUDA; default: eager)")
     p.add_argument("--resnet-batch", type=int, default=128, help="batch of the resnet workload")
+    p.add_argument("--profile", action="store_true", help="resnet: print one f32 step's time per kernel")
     p.add_argument("--gpu-time", action="store_true", help="time kernels with CUDA events (GPU time alone)")
     a = p.parse_args()
     global GPU_TIME
@@ -423,7 +443,7 @@ def main():
             if mode.startswith("compile") and not hasattr(torch, "compile"):
                 continue
             try:
-                s = resnet_step_bench(dev, b, 20, mode)
+                s = resnet_step_bench(dev, b, 20, mode, profile=a.profile and mode == "f32")
             except Exception as e:  # torch.compile needs a compiler toolchain; report, go on
                 print(f"resnet18 {mode}: skipped ({type(e).__name__}: {e})")
                 continue

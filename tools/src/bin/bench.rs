@@ -3,11 +3,12 @@
 //! `tools/bench/torch_bench.py`; run both in the same session and compare ratios (docs/BENCHMARKS.md).
 //!
 //! ```text
-//! cargo run --release -p rumus-tools --bin bench -- [--device cpu|wgpu] [--only matmul,linear,softmax,attention,conv,step,bn,memory,epoch,resnet] [--resnet-batch N] [--json out.json]
+//! cargo run --release -p rumus-tools --bin bench -- [--device cpu|wgpu] [--only matmul,linear,softmax,attention,conv,step,bn,memory,epoch,resnet] [--resnet-batch N] [--profile] [--json out.json]
 //! ```
 //!
 //! `resnet` (ResNet-18 training steps, batch 128 unless `--resnet-batch` says otherwise) runs only
-//! when `--only` names it.
+//! when `--only` names it. `--profile` (wgpu) then also times one step's every dispatch on the GPU
+//! and prints the time per kernel (the twin: `torch_bench.py --only resnet --profile`).
 //!
 //! The LeNet epoch benchmark reports its first epoch apart: run alone (`--only epoch`) in a
 //! fresh process, that is the cold start, kernels compiled on the spot.
@@ -255,7 +256,7 @@ fn bench_step(device: &Device, name: &str, model: Sequential, batch: usize) -> R
 /// One ResNet-18 training step (CIFAR form, `rumus_test_models::ResNet18`: forward in training
 /// mode, cross-entropy, backward, SGD with momentum 0.9) on a synthetic `[batch, 3, 32, 32]` batch,
 /// f32. The twin is `resnet_step_bench` in tools/bench/torch_bench.py.
-fn bench_resnet_step(device: &Device, batch: usize) -> Result<Record> {
+fn bench_resnet_step(device: &Device, batch: usize, profile: bool) -> Result<Record> {
     let model = ResNet18::new(device, 1)?;
     let params = model.named_parameters();
     let mut sgd = Sgd::new(0.01).momentum(0.9);
@@ -263,18 +264,56 @@ fn bench_resnet_step(device: &Device, batch: usize) -> Result<Record> {
     let labels: Vec<u32> = (0..batch as u32).map(|i| i % 10).collect();
     let y = RawTensor::from_indices(&labels, &[batch], device)?;
     let repeats = if device.is_cpu() { 5 } else { 20 };
-    let secs = time(3, repeats, || {
+    let mut step = || {
         let loss = model.forward_raw(&x)?.cross_entropy(&y, 0.0)?;
         let grads = loss.backward()?;
         sgd.step(&params, &grads)?;
         loss.item().map(|_| ())
-    })?;
+    };
+    let secs = time(3, repeats, &mut step)?;
+    if let (true, Device::Wgpu(backend)) = (profile, device) {
+        print_kernel_profile(&format!("resnet18 train step b{batch}"), &backend.profile_kernels(step)?);
+    }
     Ok(Record {
         name: format!("resnet18 train step b{batch}"),
         median_s: secs,
         rate: batch as f64 / secs,
         unit: "samples/s",
     })
+}
+
+/// Prints where a profiled run spent its GPU time: per kernel, per kernel and dispatch size (the
+/// longest), and per shader file.
+fn print_kernel_profile(what: &str, times: &[rumus::backend::wgpu::KernelTime]) {
+    let total: f64 = times.iter().map(|t| t.seconds).sum();
+    let calls: u64 = times.iter().map(|t| t.calls).sum();
+    println!("GPU time per kernel, {what}: {:.3} ms in {calls} dispatches", total * 1e3);
+    let sum_by = |key: &dyn Fn(&rumus::backend::wgpu::KernelTime) -> String| {
+        let mut sums: Vec<(String, u64, f64)> = Vec::new();
+        for t in times {
+            let k = key(t);
+            match sums.iter_mut().find(|(s, ..)| *s == k) {
+                Some((_, c, secs)) => (*c, *secs) = (*c + t.calls, *secs + t.seconds),
+                None => sums.push((k, t.calls, t.seconds)),
+            }
+        }
+        sums.sort_by(|a, b| b.2.total_cmp(&a.2));
+        sums
+    };
+    let row = |name: &str, calls: u64, secs: f64| {
+        println!("{name:<60} {calls:>6} {:>10.3} {:>6.1}%", secs * 1e3, 100.0 * secs / total);
+    };
+    println!("{:<60} {:>6} {:>10} {:>7}", "shader.entry", "calls", "ms", "share");
+    for (name, c, secs) in sum_by(&|t| format!("{}.{}", t.shader, t.entry)) {
+        row(&name, c, secs);
+    }
+    println!("{:<60} {:>6} {:>10} {:>7}", "shader.entry [workgroups] (the 40 longest)", "calls", "ms", "share");
+    for t in times.iter().take(40) {
+        row(&format!("{}.{} {:?}", t.shader, t.entry, t.groups), t.calls, t.seconds);
+    }
+    let by_shader: Vec<String> =
+        sum_by(&|t| t.shader.to_string()).iter().map(|(s, _, secs)| format!("{s} {:.3}", secs * 1e3)).collect();
+    println!("per shader (ms): {}", by_shader.join(", "));
 }
 
 /// Peak device memory of one LeNet-5 training step at batch 64, counted from before the model
@@ -438,7 +477,7 @@ fn main() -> Result<()> {
     // Minutes on a CPU: only when asked for by name.
     if only.as_ref().is_some_and(|o| o.split(',').any(|w| w == "resnet")) {
         let batch = value("--resnet-batch").and_then(|b| b.parse().ok()).unwrap_or(128);
-        records.push(bench_resnet_step(&device, batch)?);
+        records.push(bench_resnet_step(&device, batch, args.iter().any(|a| a == "--profile"))?);
     }
 
     println!("rumus on {} ({} threads)", device.name(), rayon::current_num_threads());

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use super::buffer_pool::size_class;
 use super::context::WgpuContext;
 use super::pipelines::Kernel;
+use super::profiler::KernelProfile;
 use crate::{Error, Result};
 
 /// Dispatches recorded before a submit. Large enough to amortise submit cost, small enough that
@@ -83,6 +84,8 @@ struct Pending {
     limit: usize,
     upload_bytes: u64,
     in_flight: VecDeque<::wgpu::SubmissionIndex>,
+    /// Per-kernel GPU timing while `WgpuBackend::profile_kernels` runs (a pass per dispatch).
+    profile: Option<KernelProfile>,
 }
 
 pub(crate) struct Recorder {
@@ -119,6 +122,7 @@ impl Recorder {
                 limit: FIRST_SUBMIT,
                 upload_bytes: 0,
                 in_flight: VecDeque::new(),
+                profile: None,
             }),
             params_buffer,
             slot,
@@ -134,24 +138,45 @@ impl Recorder {
     /// The pending encoder, created on first use, with any open compute pass ended.
     fn encoder<'a>(ctx: &WgpuContext, pending: &'a mut Pending) -> &'a mut ::wgpu::CommandEncoder {
         pending.pass = None;
-        pending.encoder.get_or_insert_with(|| {
-            ctx.device.create_command_encoder(&::wgpu::CommandEncoderDescriptor { label: Some("rumus") })
-        })
+        pending.encoder.get_or_insert_with(|| new_encoder(ctx))
     }
 
-    /// The open compute pass, begun on the pending encoder if none is.
-    fn pass<'a>(ctx: &WgpuContext, pending: &'a mut Pending) -> &'a mut ::wgpu::ComputePass<'static> {
+    /// The open compute pass, begun on the pending encoder if none is; while profiling, a pass
+    /// of its own for each dispatch (of `kernel` over `groups`), with its timestamps.
+    fn pass<'a>(
+        ctx: &WgpuContext,
+        pending: &'a mut Pending,
+        kernel: (&'static str, &'static str),
+        groups: [u32; 3],
+    ) -> &'a mut ::wgpu::ComputePass<'static> {
+        if pending.profile.is_some() {
+            pending.pass = None;
+        }
         if pending.pass.is_none() {
-            let encoder = Self::encoder(ctx, pending);
-            let pass = encoder
-                .begin_compute_pass(&::wgpu::ComputePassDescriptor { label: None, timestamp_writes: None })
-                .forget_lifetime();
+            let encoder = pending.encoder.get_or_insert_with(|| new_encoder(ctx));
+            let pass = match pending.profile.as_mut() {
+                Some(profile) => profile.begin_pass(encoder, kernel, groups),
+                None => encoder
+                    .begin_compute_pass(&::wgpu::ComputePassDescriptor { label: None, timestamp_writes: None })
+                    .forget_lifetime(),
+            };
             pending.pass = Some(pass);
         }
         match &mut pending.pass {
             Some(pass) => pass,
             None => unreachable!("the pass was begun above"),
         }
+    }
+
+    /// Starts timing every dispatch per kernel (`WgpuBackend::profile_kernels`).
+    pub fn start_profile(&self, ctx: &WgpuContext) {
+        self.lock().profile = Some(KernelProfile::new(ctx, MAX_PENDING));
+    }
+
+    /// Stops timing and returns the profile; its last submit must have been collected (a
+    /// `synchronize` first).
+    pub fn stop_profile(&self) -> Option<KernelProfile> {
+        self.lock().profile.take()
     }
 
     /// Records one dispatch of `kernel` over `groups` workgroups.
@@ -170,7 +195,7 @@ impl Recorder {
             return Ok(());
         }
         let mut pending = self.lock();
-        if pending.dispatches >= pending.limit {
+        if pending.dispatches >= pending.limit || pending.profile.as_ref().is_some_and(KernelProfile::full) {
             self.submit_locked(ctx, &mut pending)?;
         }
         let offset = pending.dispatches * self.slot;
@@ -206,11 +231,14 @@ impl Recorder {
             layout: &kernel.layout,
             entries: &entries[..buffers.len() + 1],
         });
-        let pass = Self::pass(ctx, &mut pending);
+        let pass = Self::pass(ctx, &mut pending, kernel.name, groups);
         pass.set_pipeline(&kernel.pipeline);
         pass.set_bind_group(0, &bind_group, &[]);
         pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
         pending.dispatches += 1;
+        if pending.profile.is_some() {
+            pending.pass = None; // writes the dispatch's end timestamp
+        }
         Ok(())
     }
 
@@ -222,7 +250,10 @@ impl Recorder {
 
     fn submit_locked(&self, ctx: &WgpuContext, pending: &mut Pending) -> Result<()> {
         pending.pass = None; // ends the pass: the encoder cannot finish while one is open
-        let Some(encoder) = pending.encoder.take() else { return Ok(()) };
+        let Some(mut encoder) = pending.encoder.take() else { return Ok(()) };
+        if let Some(profile) = &pending.profile {
+            profile.resolve(&mut encoder);
+        }
         if pending.dispatches > 0 {
             ctx.queue.write_buffer(&self.params_buffer, 0, &pending.params[..pending.dispatches * self.slot]);
         }
@@ -238,6 +269,9 @@ impl Recorder {
             None => ::wgpu::PollType::Poll,
         };
         ctx.device.poll(poll).map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))?;
+        if let Some(profile) = pending.profile.as_mut() {
+            profile.collect(ctx)?;
+        }
         ctx.take_error()
     }
 
@@ -362,6 +396,11 @@ impl Recorder {
             }
         }
     }
+}
+
+/// A command encoder for recorded work.
+fn new_encoder(ctx: &WgpuContext) -> ::wgpu::CommandEncoder {
+    ctx.device.create_command_encoder(&::wgpu::CommandEncoderDescriptor { label: Some("rumus") })
 }
 
 #[cfg(test)]

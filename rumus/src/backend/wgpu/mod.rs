@@ -31,6 +31,7 @@ mod optimizer;
 mod params;
 mod pipelines;
 mod pooling;
+mod profiler;
 mod random;
 mod recurrent;
 mod reduce;
@@ -53,6 +54,7 @@ pub use matmul::{MatmulKernel, MatmulPlan};
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub use params::ParamLayout;
+pub use profiler::KernelTime;
 pub use storage::WgpuStorage;
 
 use std::sync::atomic::AtomicBool;

@@ -263,6 +263,8 @@ pub(crate) enum KernelState {
 }
 
 pub(crate) struct Kernel {
+    /// The shader's name and the entry point.
+    pub name: (&'static str, &'static str),
     pub pipeline: ::wgpu::ComputePipeline,
     pub layout: Arc<::wgpu::BindGroupLayout>,
 }
@@ -493,7 +495,7 @@ impl Pipelines {
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::Gpu(format!("compiling {}.wgsl entry {entry}: {e}", shader.name)));
         }
-        Ok(Kernel { pipeline, layout: bgl })
+        Ok(Kernel { name: (shader.name, entry), pipeline, layout: bgl })
     }
 
     /// The bind group layout (uniform parameters at 0, then `signature`'s buffers) and the
