@@ -9,7 +9,9 @@
 //                       its partial sums to out[split, o, k] and the dispatcher adds them up
 //   conv2d_input_grad   dX[n, c, h, w] = Σ_(o, kh, kw) W[o, c, kh, kw] · grad[n, o, oh, ow]
 //                       over the (oh, ow) with oh·stride_h = h + pad_h - kh·dilation_h exactly
-//                       (w likewise): M = c/g, N = n·h·w, K = o/g·kh·kw. A gather: no atomics.
+//                       (w likewise), one dispatch per stride phase (the pixels that take the
+//                       same taps): M = c/g, N = n·(the phase's h·w), K = o/g·(its taps). A
+//                       gather: no atomics.
 //
 // The tiling is matmul.wgsl's scheme: a 16×16 workgroup computes a 64×64 tile of the weight
 // gradient, 4×4 outputs per invocation, and a 64×128 tile of the forward and input gradient,
@@ -76,11 +78,14 @@ struct Sizes {
     taps: u32,
     plane: u32,
     spatial: u32,
+    // The input gradient's stride phase (see `pixel`): its taps and its pixels per sample.
+    phase_taps: u32,
+    sub_plane: u32,
 }
 
 fn sizes() -> Sizes {
     return Sizes(p.channels / p.groups, p.out_channels / p.groups, p.kernel_h * p.kernel_w, p.in_h * p.in_w,
-                 p.out_h * p.out_w);
+                 p.out_h * p.out_w, p.taps_h * p.taps_w, p.sub_h * p.sub_w);
 }
 
 fn div_up(a: u32, b: u32) -> u32 {
@@ -535,38 +540,40 @@ fn conv2d_weight_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
 
 // ----- input gradient -----
 
-// Input pixel c = (n, h, w) of group g, at padded position (hy, hx) = (h + pad_h, w + pad_w).
-// Tap (kh, kw) carries back the output gradient at ((hy - dy) / stride_h, (hx - dx) / stride_w)
-// with (dy, dx) = (kh·dilation_h, kw·dilation_w), where both divide exactly. Writing
-// hy = qy·stride_h + ry (dy, hx and dx likewise), that is oh = qy - dy / stride_h when
-// ry = dy % stride_h. A pixel is (offset of grad[n, g·o/g, qy, qx], qy, qx, phase) and a tap
-// (offset of its output channel from there, dy / stride_h, dx / stride_w, phase), with the
-// remainders as phase = ry·stride_w + rx: a tap reaches a pixel only where the phases match.
+// One dispatch computes one stride phase (rumus/src/backend/wgpu/stride_phase.rs): the input
+// rows h = phase_h + j·stride_h (j < sub_h) and columns w = phase_w + i·stride_w (i < sub_w),
+// which all take the taps kh = tap_h + u·tap_step_h (u < taps_h) and kw likewise; at stride 1,
+// every row and every tap. Input pixel c = (n, j, i) of group g sits at padded position
+// (hy, hx) = (h + pad_h, w + pad_w); tap (kh, kw) carries back the output gradient at
+// ((hy - dy) / stride_h, (hx - dx) / stride_w) with (dy, dx) = (kh·dilation_h, kw·dilation_w),
+// and within a phase both always divide exactly: with qy = hy / stride_h, the output row is
+// qy - dy / stride_h. A pixel is (offset of grad[n, g·o/g, qy, qx], qy, qx, 0) and a tap (offset
+// of its output channel from there, dy / stride_h, dx / stride_w, 0).
 fn pixel(c: u32, g: u32, z: Sizes) -> vec4<i32> {
-    let q = c % z.plane;
-    let hy = q / p.in_w + p.pad_h;
-    let hx = q % p.in_w + p.pad_w;
-    let qy = hy / p.stride_h;
-    let qx = hx / p.stride_w;
-    let base = (c / z.plane * p.out_channels + g * z.og) * z.spatial + qy * p.out_w + qx;
-    return vec4<i32>(i32(base), i32(qy), i32(qx), i32(hy % p.stride_h * p.stride_w + hx % p.stride_w));
+    let q = c % z.sub_plane;
+    let qy = (p.phase_h + q / p.sub_w * p.stride_h + p.pad_h) / p.stride_h;
+    let qx = (p.phase_w + q % p.sub_w * p.stride_w + p.pad_w) / p.stride_w;
+    let base = (c / z.sub_plane * p.out_channels + g * z.og) * z.spatial + qy * p.out_w + qx;
+    return vec4<i32>(i32(base), i32(qy), i32(qx), 0);
 }
 
-// Tap k = (m, kh, kw) of the reduction, m an output channel of the group.
+// The phase's tap t as (kh, kw).
+fn phase_tap(t: u32) -> vec2<u32> {
+    return vec2<u32>(p.tap_h + t / p.taps_w * p.tap_step_h, p.tap_w + t % p.taps_w * p.tap_step_w);
+}
+
+// Tap k = (m, t) of the reduction, m an output channel of the group, t a tap of the phase.
 fn grad_tap(k: u32, z: Sizes) -> vec4<i32> {
-    let t = k % z.taps;
-    let dy = t / p.kernel_w * p.dilation_h;
-    let dx = t % p.kernel_w * p.dilation_w;
-    let qy = dy / p.stride_h;
-    let qx = dx / p.stride_w;
-    let phase = dy % p.stride_h * p.stride_w + dx % p.stride_w;
-    return vec4<i32>(i32(k / z.taps * z.spatial) - i32(qy * p.out_w + qx), i32(qy), i32(qx), i32(phase));
+    let tap = phase_tap(k % z.phase_taps);
+    let qy = tap.x * p.dilation_h / p.stride_h;
+    let qx = tap.y * p.dilation_w / p.stride_w;
+    return vec4<i32>(i32(k / z.phase_taps * z.spatial) - i32(qy * p.out_w + qx), i32(qy), i32(qx), 0);
 }
 
-// The output gradient that tap `t` carries back to pixel `pix` (if `ok`); zero where no output
-// reads the pixel through that tap.
+// The output gradient that tap `t` carries back to pixel `pix` (if `ok`); zero where the output
+// position falls outside the output.
 fn grad_tap_at(pix: vec4<i32>, t: vec4<i32>, ok: bool) -> f32 {
-    if ok && pix.w == t.w && u32(pix.y - t.y) < p.out_h && u32(pix.z - t.z) < p.out_w {
+    if ok && u32(pix.y - t.y) < p.out_h && u32(pix.z - t.z) < p.out_w {
         return grad[u32(pix.x + t.x)];
     }
     return 0.0;
@@ -607,12 +614,16 @@ fn input_grad_b(pix: vec4<i32>, ok: bool, k_len: u32, k0: u32, half: u32, gk: u3
 // The table entries of slice row `k`: grad_tap, and the offset of W[m, 0, kh, kw] in the group.
 fn input_grad_table(i: u32, k: u32, z: Sizes) {
     kt[i] = grad_tap(k, z);
-    kt_weight[i] = k / z.taps * z.cg * z.taps + k % z.taps;
+    let tap = phase_tap(k % z.phase_taps);
+    kt_weight[i] = k / z.phase_taps * z.cg * z.taps + tap.x * p.kernel_w + tap.y;
 }
 
-// Offset in out of column c (sample, input pixel) at channel 0.
+// Offset in out of column c (sample, pixel of the phase) at channel 0.
 fn input_column(c: u32, z: Sizes) -> u32 {
-    return c / z.plane * p.channels * z.plane + c % z.plane;
+    let q = c % z.sub_plane;
+    let h = p.phase_h + q / p.sub_w * p.stride_h;
+    let w = p.phase_w + q % p.sub_w * p.stride_w;
+    return c / z.sub_plane * p.channels * z.plane + h * p.in_w + w;
 }
 
 // A 4×4 block of outputs (rows v0..v3) at rows r.., columns c.. (`n` inside).
@@ -639,8 +650,8 @@ fn input_store_block(r: u32, g: u32, c: u32, n: u32, v0: vec4<f32>, v1: vec4<f32
 fn conv2d_input_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                      @builtin(local_invocation_index) lid: u32) {
     let z = sizes();
-    let k_len = z.og * z.taps;
-    let cols = p.batch * z.plane;
+    let k_len = z.og * z.phase_taps;
+    let cols = p.batch * z.sub_plane;
     let tiles_m = div_up(z.cg, TILE);
     let tiles_n = div_up(cols, WIDE);
     let tx = lid % 16u;
@@ -936,8 +947,8 @@ fn conv2d_weight_grad_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_
 fn conv2d_input_grad_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                            @builtin(local_invocation_index) lid: u32) {
     let z = sizes();
-    let k_len = z.og * z.taps;
-    let cols = p.batch * z.plane;
+    let k_len = z.og * z.phase_taps;
+    let cols = p.batch * z.sub_plane;
     let tiles_m = div_up(z.cg, LARGE);
     let tiles_n = div_up(cols, LARGE);
     let tiles = tiles_m * tiles_n;
@@ -1182,8 +1193,8 @@ fn conv2d_forward_long(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workg
 fn conv2d_input_grad_long(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                           @builtin(local_invocation_index) lid: u32) {
     let z = sizes();
-    let k_len = z.og * z.taps;
-    let cols = p.batch * z.plane;
+    let k_len = z.og * z.phase_taps;
+    let cols = p.batch * z.sub_plane;
     let tiles_m = div_up(z.cg, TILE);
     let tiles_n = div_up(cols, LONG);
     let tiles = tiles_m * tiles_n;

@@ -866,6 +866,42 @@ fn convolution_matches_over_geometries() {
         },
         Conv { name: "exactly one tile: 64 => 64 channels, 8x8", x: [1, 64, 8, 8], out: 64, ..base },
         Conv { name: "one wide tile: 64 => 64 channels, 2x8x8 pixels", x: [2, 64, 8, 8], out: 64, ..base },
+        // The input gradient runs one dispatch per stride phase (stride_phase.rs): phases of
+        // every size, phases whose taps are all out of reach, and phases with no taps at all.
+        Conv {
+            name: "stride 2 and dilation 2 (odd rows take no tap)",
+            x: [2, 3, 11, 10],
+            out: 4,
+            stride: (2, 2),
+            padding: (2, 1),
+            dilation: (2, 2),
+            ..base
+        },
+        Conv {
+            name: "stride (2, 3), dilation (3, 2), kernel 4x3",
+            x: [2, 3, 14, 13],
+            out: 5,
+            kernel: (4, 3),
+            stride: (2, 3),
+            padding: (1, 2),
+            dilation: (3, 2),
+            ..base
+        },
+        Conv {
+            name: "stride 4 over a k3 window, padding 1 (phases without taps)",
+            x: [1, 3, 13, 12],
+            out: 2,
+            stride: (4, 4),
+            ..base
+        },
+        Conv {
+            name: "ResNet downsampling: 3x3 stride 2, 70 => 72 channels, 10x10",
+            x: [2, 70, 10, 10],
+            out: 72,
+            stride: (2, 2),
+            bias: false,
+            ..base
+        },
     ];
     for (k, c) in cases.iter().enumerate() {
         let inputs = c.inputs(200 + 3 * k as u64);

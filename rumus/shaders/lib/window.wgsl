@@ -26,6 +26,18 @@ struct Params {
     groups: u32,
     has_bias: u32,
     split_len: u32,
+    // conv2d.wgsl's input gradient only: the stride phase of the dispatch (its first input row
+    // and column, rows and columns, first taps, tap counts and tap steps; see conv2d.wgsl).
+    phase_h: u32,
+    phase_w: u32,
+    sub_h: u32,
+    sub_w: u32,
+    tap_h: u32,
+    tap_w: u32,
+    taps_h: u32,
+    taps_w: u32,
+    tap_step_h: u32,
+    tap_step_w: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;

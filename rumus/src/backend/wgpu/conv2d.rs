@@ -9,6 +9,7 @@
 
 use super::launch::{bind, check_len};
 use super::pipelines::{self, Access};
+use super::stride_phase::axis_phases;
 use super::window::WindowParams;
 use super::{WgpuBackend, WgpuStorage};
 use crate::backend::{Conv2dArgs, Conv2dGrads, Conv2dWanted, DType, ReduceDims, ReduceOp, Storage};
@@ -78,7 +79,8 @@ pub(super) struct Dims {
     pub weight_cols: usize,
     /// The spatial extents the GEMMs run over: n·oh·ow and n·h·w.
     pub out_pixels: usize,
-    pub in_pixels: usize,
+    /// Input pixels of the input gradient's largest stride phase (all of them at stride 1).
+    pub phase_pixels: usize,
 }
 
 impl Dims {
@@ -87,16 +89,15 @@ impl Dims {
         let group_in = g.channels / a.groups;
         let weight_cols = group_in * g.kernel_h * g.kernel_w;
         let out_pixels = g.batch * g.out_h * g.out_w;
-        let in_pixels = g.batch * g.in_h * g.in_w;
         Dims {
-            input: in_pixels * g.channels,
+            input: g.batch * g.in_h * g.in_w * g.channels,
             weight: a.out_channels * weight_cols,
             output: out_pixels * a.out_channels,
             group_in,
             group_out: a.out_channels / a.groups,
             weight_cols,
             out_pixels,
-            in_pixels,
+            phase_pixels: g.batch * g.in_h.div_ceil(g.stride_h.max(1)) * g.in_w.div_ceil(g.stride_w.max(1)),
         }
     }
 }
@@ -183,7 +184,7 @@ fn choose_tiles(limits: &::wgpu::Limits, setting: Conv2dTiles, a: &Conv2dArgs, d
     let large_fits = memory >= LARGE_SHARED_BYTES;
     Tiles {
         forward: gemm(d.group_out, d.out_pixels, 0),
-        input_grad: gemm(d.group_in, d.in_pixels, WEIGHT_TABLE_BYTES),
+        input_grad: gemm(d.group_in, d.phase_pixels, WEIGHT_TABLE_BYTES),
         weight_grad: if large_fits && forced { Tile::Large } else { Tile::Small },
     }
 }
@@ -305,6 +306,8 @@ impl WgpuBackend {
         })
     }
 
+    /// One dispatch per stride phase (`stride_phase.rs`); each writes its own pixels of the
+    /// gradient, zeros where its phase has no taps.
     fn conv2d_input_grad(&self, w: &WgpuStorage, grad: &WgpuStorage, a: &Conv2dArgs, d: &Dims) -> Result<Storage> {
         if self.conv2d_stand_in("conv2d_input_grad", d) {
             return self.conv2d_direct_input_grad(w, grad, a, d);
@@ -312,11 +315,30 @@ impl WgpuBackend {
         let out = self.alloc(d.input, DType::F32, OP)?;
         let tile = self.conv2d_tile(self.conv2d_tiles_of(a, d).input_grad, Tile::input_grad);
         let (entry, [rows, cols]) = (tile.input_grad(), tile.sides());
-        // M tiles (input channels) × N tiles (n·h·w) × groups.
-        let tiles = d.group_in.div_ceil(rows) * d.in_pixels.div_ceil(cols) * a.groups;
         let buffers = [self.unused(), bind(w), bind(grad), self.unused(), bind(&out)];
-        let params = params(a, 0, false, 0);
-        self.run(&pipelines::CONV2D, entry, &SIGNATURE, &params, &buffers, self.groups_rows(tiles))?;
+        let g = &a.geom;
+        let rows_phases = axis_phases(g.in_h, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h);
+        let cols_phases = axis_phases(g.in_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w);
+        for ph in &rows_phases {
+            for pw in &cols_phases {
+                // M tiles (input channels) × N tiles (n · the phase's pixels) × groups.
+                let tiles = d.group_in.div_ceil(rows) * (g.batch * ph.rows * pw.rows).div_ceil(cols) * a.groups;
+                let params = WindowParams {
+                    phase_h: ph.first as u32,
+                    phase_w: pw.first as u32,
+                    sub_h: ph.rows as u32,
+                    sub_w: pw.rows as u32,
+                    tap_h: ph.tap as u32,
+                    tap_w: pw.tap as u32,
+                    taps_h: ph.taps as u32,
+                    taps_w: pw.taps as u32,
+                    tap_step_h: ph.tap_step as u32,
+                    tap_step_w: pw.tap_step as u32,
+                    ..params(a, 0, false, 0)
+                };
+                self.run(&pipelines::CONV2D, entry, &SIGNATURE, &params, &buffers, self.groups_rows(tiles))?;
+            }
+        }
         Ok(self.output(out))
     }
 

@@ -39,6 +39,7 @@ mod rms_norm;
 mod runtime_dir;
 mod softmax;
 mod storage;
+mod stride_phase;
 mod timer;
 pub(crate) mod warmup;
 mod warp;
