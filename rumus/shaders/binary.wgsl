@@ -43,6 +43,8 @@ fn apply(op: u32, a: f32, b: f32) -> f32 {
         case OP_MINIMUM: { return min(a, b); }
         case OP_EQ: { return select(0.0, 1.0, a == b); }
         case OP_GT: { return select(0.0, 1.0, a > b); }
+        // A residual connection's sum and the ReLU after it (RawTensor::add_relu).
+        case OP_ADD_RELU: { return max(a + b, 0.0); }
         default: { return 0.0; }
     }
 }

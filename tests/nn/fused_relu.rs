@@ -1,9 +1,9 @@
-//! A batch norm and the `Relu` after it run as one op (issue #32): the layers'
+//! A batch norm or a `Residual` and the `Relu` after it run as one op (issue #32): the layers'
 //! `Module::forward_relu_raw` against `forward_raw` then `Relu`; `Sequential::with_relu`
 //! against the two layers pushed apart (values, gradients, running statistics, names,
-//! `describe`); and `#[model]`, which builds every `BatchNorm, Relu` pair of a layer list
-//! (inside a `Residual` too) with it: the fused model against the same layers run one by one,
-//! and ResNet-18's pairs.
+//! `describe`); and `#[model]`, which builds every `BatchNorm, Relu` and `Residual, Relu` pair
+//! of a layer list (inside a `Residual` too) with it: the fused model against the same layers
+//! run one by one, and ResNet-18's pairs (its forward and backward against its layers apart).
 
 use rumus::nn::{named_params, BatchNorm1d, BatchNorm2d, Conv2d, Conv2dConfig, Module, Relu, Residual, Sequential};
 use rumus::prelude::*;
@@ -76,6 +76,56 @@ fn batch_norm_forward_relu_equals_forward_then_relu() -> Result<()> {
     Ok(())
 }
 
+/// A residual block `conv, bn, relu, conv, bn` with an identity or a projection (`conv 1×1,
+/// bn`) shortcut.
+fn plain_block(device: &Device, shortcut: bool) -> Result<Residual> {
+    let conv = |k: usize, seed| {
+        let padding = (k / 2, k / 2);
+        Conv2d::new(device, Conv2dConfig { padding, ..Conv2dConfig::new(3, 3, (k, k)) }, seed)
+    };
+    let bn = || BatchNorm2d::new(device, 3, 1e-5, 0.1);
+    let inner = Sequential::new().with(conv(3, 1)?).with_relu(bn()?).with(conv(3, 2)?).with(bn()?);
+    Ok(if shortcut {
+        Residual::with_shortcut(inner, Sequential::new().with(conv(1, 3)?).with(bn()?))
+    } else {
+        Residual::new(inner)
+    })
+}
+
+/// `forward_relu_raw` of a Residual (its sum and the ReLU in one `add_relu`) equals
+/// `forward_raw` then a ReLU, with either shortcut, in training and in evaluation; its shape
+/// checks are `forward_raw`'s.
+#[test]
+fn residual_forward_relu_equals_forward_then_relu() -> Result<()> {
+    for device in devices() {
+        for shortcut in [false, true] {
+            for training in [true, false] {
+                let (mut fused, mut apart) = (plain_block(&device, shortcut)?, plain_block(&device, shortcut)?);
+                fused.set_training(training);
+                apart.set_training(training);
+                let x = RawTensor::randn(&[2, 3, 5, 5], 0.0, 1.0, 8, &device)?;
+                let got = outcome(&fused, &x, |x| fused.forward_relu_raw(x))?;
+                let want = outcome(&apart, &x, |x| apart.forward_raw(x)?.relu())?;
+                let zeros = got[0].iter().filter(|v| **v == 0.0).count();
+                assert!(zeros > 0 && zeros < got[0].len(), "{device}: the ReLU clamps some outputs, not all");
+                compare(&format!("{device} shortcut {shortcut} training {training}"), &got, &want);
+            }
+        }
+        // An inner block that changes the shape is the same error fused or not.
+        let wrong = Residual::new(Sequential::new().with(Conv2d::new(&device, Conv2dConfig::new(3, 3, (3, 3)), 1)?));
+        let x = RawTensor::zeros(&[1, 3, 5, 5], &device)?;
+        let (fused, apart) = (wrong.forward_relu_raw(&x).unwrap_err(), wrong.forward_raw(&x).unwrap_err());
+        assert!(matches!(fused, Error::Shape { op: "Residual", .. }), "{device}: {fused}");
+        assert_eq!(fused.to_string(), apart.to_string());
+        let side = Sequential::new().with(Conv2d::new(&device, Conv2dConfig::new(3, 3, (3, 3)), 2)?);
+        let shortcut = Residual::with_shortcut(Sequential::new(), side);
+        let (fused, apart) = (shortcut.forward_relu_raw(&x).unwrap_err(), shortcut.forward_raw(&x).unwrap_err());
+        assert!(fused.to_string().contains("the shortcut [1, 3, 3, 3]"), "{device}: {fused}");
+        assert_eq!(fused.to_string(), apart.to_string());
+    }
+    Ok(())
+}
+
 /// A residual block `conv, bn, relu, conv, bn` built with `with_relu` and with three `with`s.
 fn block(device: &Device, fused: bool) -> Result<Residual> {
     let conv = |seed| Conv2d::new(device, Conv2dConfig { padding: (1, 1), ..Conv2dConfig::new(3, 3, (3, 3)) }, seed);
@@ -127,7 +177,8 @@ pub struct Fused {
     ],
 }
 
-/// The generated model runs each `BatchNorm, Relu` pair of its list as one op, and its forward
+/// The generated model runs each `BatchNorm, Relu` and `Residual, Relu` pair of its list as one
+/// op, and its forward
 /// and backward equal the same layers run one by one (`forward_raw` each, the Residual's inner
 /// pair still fused: `sequential_with_relu_runs_like_the_layers_apart` covers it).
 #[test]
@@ -135,7 +186,11 @@ fn model_runs_batch_norm_relu_pairs_fused() -> Result<()> {
     for device in devices() {
         let model = Fused::new(&device, 5)?;
         let marked: Vec<usize> = (0..model.body.len()).filter(|&i| model.body.runs_with_relu(i)).collect();
-        assert_eq!(marked, [1, 10], "the batch norms before a Relu; not the one before MaxPool2d");
+        assert_eq!(
+            marked,
+            [1, 3, 10],
+            "the batch norms and the Residual before a Relu; not the batch norm before MaxPool2d"
+        );
         assert_eq!(model.body.len(), 13, "the Relus stay layers");
         let x = RawTensor::randn(&[4, 3, 6, 6], 0.0, 1.0, 6, &device)?;
         for training in [true, false] {
@@ -153,7 +208,7 @@ fn model_runs_batch_norm_relu_pairs_fused() -> Result<()> {
 }
 
 /// ResNet-18's stem and the first half of every block run their batch norm and ReLU as one
-/// op; the `Relu` after each `Residual` (an add then a ReLU) is a layer of its own.
+/// op, and every block its sum and the `Relu` after it (`add_relu`); the Relus stay layers.
 #[test]
 fn resnet_pairs_are_fused() -> Result<()> {
     let model = ResNet18::new(&Device::cpu(), 1)?;
@@ -161,7 +216,29 @@ fn resnet_pairs_are_fused() -> Result<()> {
     assert_eq!(model.stem.layers()[2].describe(), "Relu");
     for stage in [&model.layer1, &model.layer2, &model.layer3, &model.layer4] {
         assert_eq!(stage.len(), 4, "two blocks, each a Residual then a Relu");
-        assert!((0..4).all(|i| !stage.runs_with_relu(i)));
+        let marked: Vec<usize> = (0..4).filter(|&i| stage.runs_with_relu(i)).collect();
+        assert_eq!(marked, [0, 2], "both Residuals");
+        assert!(stage.layers()[0].describe().starts_with("Residual("));
+        assert_eq!(stage.layers()[1].describe(), "Relu");
     }
+    Ok(())
+}
+
+/// ResNet-18 with every pair fused (the generated forward) gives the values, the gradients of
+/// the input and of every parameter, and the running statistics of its layers run one by one
+/// (`forward_raw` each: every block's sum, then its `Relu`), on a batch of 2 in training mode
+/// (CPU: `residual_forward_relu_equals_forward_then_relu` covers wgpu at the block's size).
+#[test]
+fn resnet_fused_equals_its_layers_apart() -> Result<()> {
+    let device = Device::cpu();
+    let (model, twin) = (ResNet18::new(&device, 2)?, ResNet18::new(&device, 2)?);
+    let x = RawTensor::randn(&[2, 3, 32, 32], 0.0, 1.0, 4, &device)?;
+    let got = outcome(&model, &x, |x| model.forward_raw(x))?;
+    let want = outcome(&twin, &x, |x| {
+        let fields = [&twin.stem, &twin.layer1, &twin.layer2, &twin.layer3, &twin.layer4, &twin.head];
+        let mut layers = fields.into_iter().flat_map(|f| f.layers());
+        layers.try_fold(x.clone(), |h, layer| layer.forward_raw(&h))
+    })?;
+    compare("ResNet-18", &got, &want);
     Ok(())
 }

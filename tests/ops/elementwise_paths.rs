@@ -44,7 +44,9 @@ fn both(name: &str, tol: f32, f: impl Fn(&dyn Backend) -> Result<Storage>) {
 
 /// `lhs op rhs` over two views of the storages `(len, layout)`, for several ops.
 fn binary_case(name: &str, lhs: (usize, Layout), rhs: (usize, Layout)) {
-    for op in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Maximum, BinaryOp::Gt] {
+    for op in
+        [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Maximum, BinaryOp::Gt, BinaryOp::AddRelu]
+    {
         // Division may round differently on the GPU (WGSL allows 2.5 ulp).
         let tol = if op == BinaryOp::Div { 1e-6 } else { 0.0 };
         both(&format!("{name} {}", op.name()), tol, |b| {

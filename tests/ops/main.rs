@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod add_relu;
 mod affine_warp;
 mod attention;
 mod batch_norm_fused;

@@ -134,6 +134,7 @@ fn ops_on_non_contiguous_views_match() {
     let x = input(&[6, 65], 3);
     let y = input(&[65, 6], 4);
     parity(&gpu, "transpose add", &[x.clone(), y.clone()], 1e-4, |t| t[0].transpose(0, 1)?.add(&t[1]));
+    parity(&gpu, "transpose add_relu", &[x.clone(), y.clone()], 1e-4, |t| t[0].transpose(0, 1)?.add_relu(&t[1]));
     parity(&gpu, "narrow mul", std::slice::from_ref(&x), 1e-4, |t| t[0].narrow(1, 3, 60)?.mul(&t[0].narrow(1, 0, 57)?));
     parity(&gpu, "narrow exp", std::slice::from_ref(&x), 1e-4, |t| t[0].narrow(0, 1, 5)?.exp());
     parity(&gpu, "transpose sum", std::slice::from_ref(&x), 1e-4, |t| t[0].transpose(0, 1)?.sum(&[1], false));

@@ -417,6 +417,8 @@ def main():
             ("add per-channel", f"{n}x{c}x{h}x{h}+{c}x1x1", 2 * act.numel(), lambda: act + bias),
             ("relu", flat, 2 * x.numel(), lambda: torch.relu(x)),
             ("relu backward", flat, 3 * x.numel(), lambda: torch.ops.aten.threshold_backward(g, relu_y, 0.0)),
+            # PyTorch eager's residual end, torchvision's `out += identity; relu(out)`: two kernels.
+            ("add_relu", flat, 3 * x.numel(), lambda: torch.relu_(x + g)),
             ("sum_all", flat, x.numel(), lambda: x.sum()),
             ("sum last axis", f"{rows_}x{cols}", x.numel() + rows_, lambda: x.sum(-1)),
         ]

@@ -1,6 +1,7 @@
 //! The peephole over a layer list: a layer that applies a following `Relu` inside its own
 //! passes at run time (`Module::forward_relu_raw`; the batch norms, through
-//! `RawTensor::batch_norm_relu`) is paired with that `Relu`, which generation builds with
+//! `RawTensor::batch_norm_relu`, and `Residual`, through `RawTensor::add_relu`) is paired with
+//! that `Relu`, which generation builds with
 //! `Sequential::push_with_relu` / `with_relu` so that the forward runs one fused op instead of
 //! two. The pair stays two layers of the plan: names, counts and `summary()` do not change.
 
@@ -14,12 +15,14 @@ pub struct Step<'a> {
     pub with_relu: bool,
 }
 
-/// Whether `layer`'s runtime type fuses a following ReLU.
+/// Whether `layer`'s runtime type fuses a following ReLU: the batch norms (the ReLU in their
+/// own passes) and `Residual` (its sum and the ReLU in one pass).
 fn fuses_relu(layer: &Layer) -> bool {
-    matches!(layer.kind, LayerKind::BatchNorm1d { .. } | LayerKind::BatchNorm2d { .. })
+    matches!(layer.kind, LayerKind::BatchNorm1d { .. } | LayerKind::BatchNorm2d { .. } | LayerKind::Residual { .. })
 }
 
-/// The steps of `layers`: every batch norm immediately followed by `Relu` paired with it.
+/// The steps of `layers`: every batch norm or `Residual` immediately followed by `Relu` paired
+/// with it.
 pub fn steps(layers: &[Layer]) -> Vec<Step<'_>> {
     let mut steps = Vec::with_capacity(layers.len());
     let mut index = 0;

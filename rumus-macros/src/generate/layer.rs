@@ -113,8 +113,8 @@ pub fn ctor(layer: &Layer) -> TokenStream {
     }
 }
 
-/// A `Sequential` of `layers` in builder style, a batch norm and the `Relu` after it appended
-/// with one `with_relu` (run as one fused op: [`fuse::steps`]).
+/// A `Sequential` of `layers` in builder style, a batch norm or a `Residual` and the `Relu`
+/// after it appended with one `with_relu` (run as one fused op: [`fuse::steps`]).
 fn sequential(layers: &[Layer]) -> TokenStream {
     let appends = fuse::steps(layers).into_iter().map(|step| {
         let ctor = ctor(step.layer);

@@ -50,8 +50,9 @@ fn build(f: &Field, p: &FieldPlan, tied: &[LayerRef]) -> TokenStream {
     }
 }
 
-/// Builds a `layers![..]` field into its local: each layer pushed in order (a batch norm and
-/// the `Relu` after it with one `push_with_relu`, run as one fused op: [`fuse::steps`]), and
+/// Builds a `layers![..]` field into its local: each layer pushed in order (a batch norm or a
+/// `Residual` and the `Relu` after it with one `push_with_relu`, run as one fused op:
+/// [`fuse::steps`]), and
 /// the weight of every Embedding that a later `Linear(.., tie = ..)` shares bound to its tie
 /// variable.
 fn build_list(key: &str, layers: &[Layer], tied: &[LayerRef]) -> TokenStream {

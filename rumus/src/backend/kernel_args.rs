@@ -111,6 +111,9 @@ pub enum BinaryOp {
     Eq,
     /// 1.0 where lhs > rhs, else 0.0.
     Gt,
+    /// `max(lhs + rhs, 0)`: an add and the ReLU after it in one pass (a residual connection's
+    /// sum and the block's ReLU, `RawTensor::add_relu`).
+    AddRelu,
 }
 
 impl BinaryOp {
@@ -130,6 +133,7 @@ impl BinaryOp {
             BinaryOp::Minimum => "minimum",
             BinaryOp::Eq => "eq",
             BinaryOp::Gt => "gt",
+            BinaryOp::AddRelu => "add_relu",
         }
     }
 }

@@ -12,7 +12,8 @@ pub trait Module: Send + Sync {
 
     /// Runs the layer and a ReLU after it: `relu(forward_raw(x))`, which is the default. A layer
     /// that can apply the ReLU inside its own passes overrides it (the batch norms, through
-    /// [`RawTensor::batch_norm_relu`]: no separate ReLU pass forward or backward); a
+    /// [`RawTensor::batch_norm_relu`], and [`Residual`](super::Residual), through
+    /// [`RawTensor::add_relu`]: no separate ReLU pass forward or backward); a
     /// [`Sequential`](super::Sequential) built with `with_relu` / `push_with_relu` calls it,
     /// as does the code `#[model]` generates for a layer followed by `Relu`.
     fn forward_relu_raw(&self, x: &RawTensor) -> Result<RawTensor> {

@@ -35,23 +35,33 @@ impl Residual {
     pub fn shortcut(&self) -> Option<&Sequential> {
         self.shortcut.as_ref()
     }
+
+    /// `x + inner(x)` (or `shortcut(x) + inner(x)`), with `relu` ReLU'd in the same pass.
+    fn forward_sum(&self, x: &RawTensor, relu: bool) -> Result<RawTensor> {
+        let branch = self.inner.forward_raw(x)?;
+        match &self.shortcut {
+            None => add_branch(x, &branch, relu),
+            Some(s) => add_shortcut(x, &s.forward_raw(x)?, &branch, relu),
+        }
+    }
 }
 
 impl Module for Residual {
     fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
-        let branch = self.inner.forward_raw(x)?;
-        match &self.shortcut {
-            None => add_branch(x, &branch),
-            Some(s) => add_shortcut(x, &s.forward_raw(x)?, &branch),
-        }
+        self.forward_sum(x, false)
+    }
+    /// The sum and the ReLU after it in one pass ([`RawTensor::add_relu`]): the values and
+    /// gradients of `forward_raw` then `Relu` (ResNet's block), without the ReLU's passes.
+    fn forward_relu_raw(&self, x: &RawTensor) -> Result<RawTensor> {
+        self.forward_sum(x, true)
     }
     /// `x + inner(x)` (or `shortcut(x) + inner(x)`) with the cache passed to the inner layers,
     /// then to the shortcut's.
     fn forward_cached(&self, x: &RawTensor, cache: &mut KvCache) -> Result<RawTensor> {
         let branch = self.inner.forward_cached(x, cache)?;
         match &self.shortcut {
-            None => add_branch(x, &branch),
-            Some(s) => add_shortcut(x, &s.forward_cached(x, cache)?, &branch),
+            None => add_branch(x, &branch, false),
+            Some(s) => add_shortcut(x, &s.forward_cached(x, cache)?, &branch, false),
         }
     }
     fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param)) {
@@ -74,19 +84,30 @@ impl Module for Residual {
     }
 }
 
-/// `x + branch`, with exact shapes: broadcasting here would silently hide a wrong inner block.
-fn add_branch(x: &RawTensor, branch: &RawTensor) -> Result<RawTensor> {
+/// `a + b`, or with `relu` `max(a + b, 0)` in one pass.
+fn sum(a: &RawTensor, b: &RawTensor, relu: bool) -> Result<RawTensor> {
+    if relu {
+        a.add_relu(b)
+    } else {
+        a.add(b)
+    }
+}
+
+/// `x + branch` (ReLU'd with `relu`), with exact shapes: broadcasting here would silently hide
+/// a wrong inner block.
+fn add_branch(x: &RawTensor, branch: &RawTensor, relu: bool) -> Result<RawTensor> {
     if branch.shape() != x.shape() {
         return Err(Error::shape(
             "Residual",
             format!("input {:?}: inner layers produce {:?}, which cannot be added to it", x.shape(), branch.shape()),
         ));
     }
-    x.add(branch)
+    sum(x, branch, relu)
 }
 
-/// `shortcut + branch`, with exact shapes (no broadcasting, as in [`add_branch`]).
-fn add_shortcut(x: &RawTensor, shortcut: &RawTensor, branch: &RawTensor) -> Result<RawTensor> {
+/// `shortcut + branch` (ReLU'd with `relu`), with exact shapes (no broadcasting, as in
+/// [`add_branch`]).
+fn add_shortcut(x: &RawTensor, shortcut: &RawTensor, branch: &RawTensor, relu: bool) -> Result<RawTensor> {
     if branch.shape() != shortcut.shape() {
         return Err(Error::shape(
             "Residual",
@@ -98,5 +119,5 @@ fn add_shortcut(x: &RawTensor, shortcut: &RawTensor, branch: &RawTensor) -> Resu
             ),
         ));
     }
-    shortcut.add(branch)
+    sum(shortcut, branch, relu)
 }

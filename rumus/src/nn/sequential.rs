@@ -7,8 +7,8 @@ use crate::{RawTensor, Result};
 ///
 /// A layer appended with [`Sequential::with_relu`] or [`Sequential::push_with_relu`] is
 /// followed by a [`Relu`](super::Relu) that runs with it, through the layer's
-/// [`Module::forward_relu_raw`] (one fused pass for a batch norm): the two are still two
-/// layers for names, `layers()`, `len()` and `describe()`.
+/// [`Module::forward_relu_raw`] (one fused pass for a batch norm or a residual's sum): the two
+/// are still two layers for names, `layers()`, `len()` and `describe()`.
 #[derive(Default)]
 pub struct Sequential {
     layers: Vec<Box<dyn Module>>,
@@ -43,8 +43,8 @@ impl Sequential {
 
     /// Appends `layer` and a [`Relu`](super::Relu) after it, which the forward runs as one call
     /// of `layer`'s [`Module::forward_relu_raw`] (a batch norm applies the ReLU in its own
-    /// passes). Values, gradients, parameter names and the two layers' places in `layers()` are
-    /// those of `push(layer)` then `push(Box::new(Relu))`.
+    /// passes, a residual in its sum's). Values, gradients, parameter names and the two layers'
+    /// places in `layers()` are those of `push(layer)` then `push(Box::new(Relu))`.
     pub fn push_with_relu(&mut self, layer: Box<dyn Module>) {
         self.layers.push(layer);
         self.with_relu.push(true);

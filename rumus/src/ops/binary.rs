@@ -1,13 +1,16 @@
-//! Elementwise functions of two tensors with NumPy broadcasting.
+//! Elementwise functions of two tensors with NumPy broadcasting, and the add fused with the
+//! ReLU after it ([`RawTensor::add_relu`], a residual connection's sum).
 
 use crate::autograd::BackwardOp;
-use crate::backend::BinaryOp;
+use crate::backend::{BinaryOp, UnaryOp};
 use crate::layout::broadcast_shapes;
 use crate::tensor::RawTensor;
-use crate::{Layout, Result};
+use crate::{Error, Layout, Result};
 
 struct BinaryBackward {
     op: BinaryOp,
+    /// The forward's output, kept by the ops whose derivative reads it (`AddRelu`'s mask).
+    output: Option<RawTensor>,
 }
 
 impl BackwardOp for BinaryBackward {
@@ -34,10 +37,29 @@ impl BackwardOp for BinaryBackward {
                 (wanted(wa, a_wins)?, wanted(wb, b_wins)?)
             }
             BinaryOp::Eq | BinaryOp::Gt => return Ok(vec![None, None]),
+            BinaryOp::AddRelu => {
+                // `binary` keeps the output for AddRelu; without it there is no mask to apply.
+                let output =
+                    self.output.as_ref().ok_or_else(|| Error::invalid("add_relu", "the output was not kept"))?;
+                let masked = if wa || wb { Some(relu_mask(output, grad)?) } else { None };
+                (masked.clone().filter(|_| wa), masked.filter(|_| wb))
+            }
         };
         let to = |g: Option<RawTensor>, shape: &[usize]| g.map(|g| g.sum_to_shape(shape)).transpose();
         Ok(vec![to(ga, a.shape())?, to(gb, b.shape())?])
     }
+}
+
+/// `grad` where the ReLU'd output `y` is positive, else 0: ReLU's backward kernel given `y` for
+/// its input (`y > 0` exactly where the pre-activation is), so nothing but `y` is kept.
+fn relu_mask(y: &RawTensor, grad: &RawTensor) -> Result<RawTensor> {
+    let (y, grad) = (y.contiguous()?, grad.contiguous()?);
+    if grad.shape() != y.shape() {
+        return Err(Error::shape("add_relu", format!("gradient {:?} for an output {:?}", grad.shape(), y.shape())));
+    }
+    let backend = y.device().backend();
+    let storage = backend.unary_backward(UnaryOp::Relu, y.storage(), y.storage(), grad.storage(), y.numel())?;
+    Ok(RawTensor::from_kernel(storage, y.shape(), y.device()))
 }
 
 /// `f()` when the gradient is wanted, else nothing (and no kernel).
@@ -60,9 +82,41 @@ impl RawTensor {
         let rhs_layout = other.layout().broadcast_to(&shape)?;
         let backend = self.device().backend();
         let storage = backend.binary(op, self.storage(), &lhs_layout, other.storage(), &rhs_layout)?;
+        let saved = (op == BinaryOp::AddRelu).then(|| storage.clone());
         Ok(RawTensor::from_op(storage, Layout::contiguous(&shape), self.device().clone(), &[self, other], || {
-            Box::new(BinaryBackward { op })
+            let output = saved.map(|s| RawTensor::from_kernel(s, &shape, self.device()));
+            Box::new(BinaryBackward { op, output })
         }))
+    }
+
+    /// `max(self + other, 0)` in one pass, PyTorch's `F.relu(a + b)`: a residual connection's
+    /// sum and the ReLU after it ([`Residual`](crate::nn::Residual)'s `forward_relu_raw`).
+    /// Both inputs get the gradient where the output is positive (0 where it is 0, as
+    /// [`RawTensor::relu`]'s), masked by the saved output alone. The shapes must be equal (no
+    /// broadcasting): otherwise [`Error::Shape`] naming `add_relu` and both shapes.
+    ///
+    /// ```
+    /// use rumus::{Device, RawTensor};
+    ///
+    /// let device = Device::cpu();
+    /// let a = RawTensor::from_vec(vec![1.0, -2.0, 3.0, -4.0], &[2, 2], &device)?;
+    /// let b = RawTensor::from_vec(vec![0.5, 1.0, -3.0, 5.0], &[2, 2], &device)?;
+    /// assert_eq!(a.add_relu(&b)?.to_vec()?, [1.5, 0.0, 0.0, 1.0]);
+    /// assert!(a.add_relu(&RawTensor::zeros(&[4], &device)?).is_err());
+    /// # Ok::<(), rumus::Error>(())
+    /// ```
+    pub fn add_relu(&self, other: &RawTensor) -> Result<RawTensor> {
+        if self.shape() != other.shape() {
+            return Err(Error::shape(
+                BinaryOp::AddRelu.name(),
+                format!(
+                    "lhs {:?} and rhs {:?}: the shapes must be equal (no broadcasting)",
+                    self.shape(),
+                    other.shape()
+                ),
+            ));
+        }
+        self.binary(BinaryOp::AddRelu, other)
     }
 
     /// Elementwise `self + other` with NumPy broadcasting; shapes that do not broadcast are

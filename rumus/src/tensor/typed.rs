@@ -108,6 +108,12 @@ impl<S: Shape> Tensor<S> {
         Ok(Self::from_raw_unchecked(self.raw.add(&other.raw)?))
     }
 
+    /// `max(self + other, 0)` in one pass, with a tensor of the same shape (a residual
+    /// connection and the ReLU after it): [`RawTensor::add_relu`].
+    pub fn add_relu(&self, other: &Tensor<S>) -> Result<Self> {
+        Ok(Self::from_raw_unchecked(self.raw.add_relu(&other.raw)?))
+    }
+
     /// A copy on `device` (the same tensor when it is already there).
     pub fn to_device(&self, device: &Device) -> Result<Self> {
         Ok(Self::from_raw_unchecked(self.raw.to_device(device)?))

@@ -5,7 +5,7 @@
 //! kernels alone, then forward and backward through the op, fused and composed, and with a ReLU
 //! after it, fused into the batch norm's kernels or as its own op (issue #32), the
 //! elementwise and reduction kernels of every training step (binary products and broadcasts,
-//! relu and its backward, sums; GB/s), timed with GPU timestamp queries where the adapter has TIMESTAMP_QUERY (else wall time between
+//! relu and its backward, the add with a fused ReLU, sums; GB/s), timed with GPU timestamp queries where the adapter has TIMESTAMP_QUERY (else wall time between
 //! full synchronisations). Warm-up runs first, then the median of repeats.
 //!
 //! ```text
@@ -236,9 +236,11 @@ type Case<'a> = (&'static str, &'a String, usize, &'a dyn Fn() -> Result<()>);
 /// The elementwise and reduction kernels of every training step (issue #32), each timed alone
 /// through the `Backend` method an op calls: a product of two contiguous `[rows, cols]`
 /// tensors, a product with a broadcast scalar (stride 0; a product's backward under `sum_all`),
-/// a per-channel bias `[c, 1, 1]` added to `[n, c, h, h]`, relu and its backward, `sum_all`,
-/// and a sum over the last axis of `[rows, cols]`. Rates count the minimal traffic: each input
-/// read once, the output written once (relu's backward: x and the gradient in, one out).
+/// a per-channel bias `[c, 1, 1]` added to `[n, c, h, h]`, relu and its backward, the add with
+/// the ReLU fused (`add_relu`, a residual block's end; its backward is relu's backward given the
+/// output), `sum_all`, and a sum over the last axis of `[rows, cols]`. Rates count the minimal
+/// traffic: each input read once, the output written once (relu's backward: x and the gradient
+/// in, one out).
 fn bench_elementwise(
     b: &WgpuBackend,
     (rows, cols): (usize, usize),
@@ -263,14 +265,16 @@ fn bench_elementwise(
     let add_channel = || b.binary(BinaryOp::Add, &act, &image_layout, &bias, &bias_view).map(drop);
     let relu = || b.unary(UnaryOp::Relu, &x, len).map(drop);
     let relu_backward = || b.unary_backward(UnaryOp::Relu, &x, &relu_y, &g, len).map(drop);
+    let add_relu = || b.binary(BinaryOp::AddRelu, &x, &matrix, &g, &matrix).map(drop);
     let sum_all = || b.reduce(ReduceOp::Sum, &x, ReduceDims { outer: 1, len, inner: 1 }).map(drop);
     let sum_rows = || b.reduce(ReduceOp::Sum, &x, ReduceDims { outer: rows, len: cols, inner: 1 }).map(drop);
-    let cases: [Case; 7] = [
+    let cases: [Case; 8] = [
         ("mul contiguous", &shape, 3 * len, &mul),
         ("mul broadcast scalar", &shape, 2 * len, &mul_scalar),
         ("add per-channel", &image_shape, 2 * image, &add_channel),
         ("relu", &flat, 2 * len, &relu),
         ("relu backward", &flat, 3 * len, &relu_backward),
+        ("add_relu", &flat, 3 * len, &add_relu),
         ("sum_all", &flat, len, &sum_all),
         ("sum last axis", &shape, len + rows, &sum_rows),
     ];

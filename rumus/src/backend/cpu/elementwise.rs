@@ -270,6 +270,7 @@ pub fn binary_scalar(op: BinaryOp, a: f32, b: f32) -> f32 {
         BinaryOp::Minimum => a.min(b),
         BinaryOp::Eq => (a == b) as u8 as f32,
         BinaryOp::Gt => (a > b) as u8 as f32,
+        BinaryOp::AddRelu => (a + b).max(0.0),
     }
 }
 
@@ -301,6 +302,7 @@ fn binary_row(op: BinaryOp, o: &mut [f32], a: &[f32], b: &[f32]) {
         BinaryOp::Sub => each(o, a, b, |a, b| a - b),
         BinaryOp::Mul => each(o, a, b, |a, b| a * b),
         BinaryOp::Div => each(o, a, b, |a, b| a / b),
+        BinaryOp::AddRelu => each(o, a, b, |a, b| (a + b).max(0.0)),
         _ => each(o, a, b, |a, b| binary_scalar(op, a, b)),
     }
 }
@@ -318,6 +320,7 @@ pub fn binary(op: BinaryOp, lhs: &[f32], lhs_layout: &Layout, rhs: &[f32], rhs_l
             BinaryOp::Sub => map2(op.name(), a, b, |a, b| a - b),
             BinaryOp::Mul => map2(op.name(), a, b, |a, b| a * b),
             BinaryOp::Div => map2(op.name(), a, b, |a, b| a / b),
+            BinaryOp::AddRelu => map2(op.name(), a, b, |a, b| (a + b).max(0.0)),
             _ => map2(op.name(), a, b, |a, b| binary_scalar(op, a, b)),
         };
     }

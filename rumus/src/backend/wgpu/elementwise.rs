@@ -34,7 +34,7 @@ const UNARY_OPS: [UnaryOp; 16] = [
 ];
 
 /// Every binary op, for `binary.wgsl`'s `OP_*` constants.
-const BINARY_OPS: [BinaryOp; 8] = [
+const BINARY_OPS: [BinaryOp; 9] = [
     BinaryOp::Add,
     BinaryOp::Sub,
     BinaryOp::Mul,
@@ -43,6 +43,7 @@ const BINARY_OPS: [BinaryOp; 8] = [
     BinaryOp::Minimum,
     BinaryOp::Eq,
     BinaryOp::Gt,
+    BinaryOp::AddRelu,
 ];
 
 /// `const OP_<NAME>: u32 = <code>u;` for each `(name, code)`.
@@ -282,10 +283,12 @@ mod tests {
             match op {
                 BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {}
                 BinaryOp::Maximum | BinaryOp::Minimum | BinaryOp::Eq | BinaryOp::Gt => {}
+                BinaryOp::AddRelu => {}
             }
         }
         assert!(unary_constants().contains("const OP_LEAKY_RELU: u32 = 6u;\n"));
         assert!(unary_constants().contains("const OP_CLAMP: u32 = 15u;\n"));
         assert!(binary_constants().contains("const OP_GT: u32 = 7u;\n"));
+        assert!(binary_constants().contains("const OP_ADD_RELU: u32 = 8u;\n"));
     }
 }
