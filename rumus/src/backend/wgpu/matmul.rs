@@ -60,21 +60,21 @@ fn split_k_args(args: &MatmulArgs, slices: usize) -> MatmulArgs {
 
 /// The tile of `matmul_large` in `matmul_vec4.wgsl`, rows by columns (the strided kernel's is
 /// 128×128), on 32×16 invocations.
-const VEC4_LARGE_TILE: [usize; 2] = [128, 256];
+pub(super) const VEC4_LARGE_TILE: [usize; 2] = [128, 256];
 /// The tile of `matmul_tall` (vec4 only), on 16×32 invocations.
-const VEC4_TALL_TILE: [usize; 2] = [256, 128];
+pub(super) const VEC4_TALL_TILE: [usize; 2] = [256, 128];
 const VEC4_LARGE_INVOCATIONS: u32 = 512;
 
 /// The streaming multiprocessors that a split product's tiles are counted against: an H100's
 /// (and an H200's) 132. The vec4 large tiles run one workgroup per SM (512 invocations at up to
 /// 128 registers), so a product whose workgroups spill a few past a multiple of this waits a
 /// whole extra wave for them.
-const WAVE_SMS: usize = 132;
+pub(super) const WAVE_SMS: usize = 132;
 
 /// How many partial outputs written and summed again cost as much time as one k step of a wave
 /// of large tiles (each SM's 128×256 FMAs, about 0.2 µs on an H100; 8 bytes per partial output
 /// at about 2.5 TB/s).
-const PARTIAL_OUTPUTS_PER_K_STEP: usize = 65536;
+pub(super) const PARTIAL_OUTPUTS_PER_K_STEP: usize = 65536;
 
 /// The kernel a product runs on (see [`MatmulPlan`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -346,6 +346,14 @@ impl WgpuBackend {
 
     fn fit(&self, args: &MatmulArgs) -> Fit {
         fit_under(&self.ctx.limits, args)
+    }
+
+    /// Whether this adapter has the workgroup memory and invocations of the vec4 large tiles
+    /// ([`MatmulKernel::Wide`] and [`MatmulKernel::Tall`] on vec4 operands).
+    pub(super) fn large_tiles_fit(&self) -> bool {
+        let l = &self.ctx.limits;
+        l.max_compute_workgroup_storage_size >= VEC4_LARGE_SHARED_BYTES
+            && l.max_compute_invocations_per_workgroup >= VEC4_LARGE_INVOCATIONS
     }
 
     /// The product `args` describes, computed as `plan` says; any plan gives the same values up
