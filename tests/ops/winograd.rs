@@ -3,7 +3,7 @@
 //! bias, input and weight gradients against the CPU backend over paddings 0-2, odd and even
 //! outputs (partial tiles), 1×1 and 5×5 images, a weight gradient split in slices, batches 1 and 3, channel counts not multiples
 //! of 4; the weight gradient alone on each of its plans (one invocation per output, 64×64,
-//! 128×256 and 256×128 tiles, split and not, channels padded to 8, paddings 0-2); an
+//! 128×256, 256×128 and 128×128 tiles, split and not, channels padded to 8, paddings 0-2); an
 //! ineligible convolution (stride 2) as the implicit GEMM computes it; and a convolution with
 //! its backward through the op layer on a device built from the forced backend.
 
@@ -118,10 +118,12 @@ fn winograd_weight_gradient_matches_the_cpu_on_every_plan() {
         args(2, 17, (32, 31), 1, 20),
         // pad 0, 13 × 9 channels (rows 16): 550 tiles in two slices of 276, the last padded.
         args(5, 9, (22, 23), 0, 13),
-        // 128 × 256 (the wide tile) and 256 × 128 (the tall one), one slice of 12 and 9 tiles.
+        // 128 × 256 (the wide tile), 256 × 128 (the tall one) and 128 × 128 (the square one;
+        // without the large tiles' resources all three), one slice of 12, 9 and 9 tiles.
         args(1, 256, (6, 7), 1, 128),
         args(1, 128, (5, 5), 1, 256),
-        // The wide tile over 512 tiles in two slices.
+        args(1, 128, (5, 6), 2, 128),
+        // The wide (or square) tile over 512 tiles in two slices.
         args(2, 256, (32, 32), 1, 128),
     ];
     for (k, a) in cases.iter().enumerate() {

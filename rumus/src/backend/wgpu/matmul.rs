@@ -63,6 +63,9 @@ fn split_k_args(args: &MatmulArgs, slices: usize) -> MatmulArgs {
 pub(super) const VEC4_LARGE_TILE: [usize; 2] = [128, 256];
 /// The tile of `matmul_tall` (vec4 only), on 16×32 invocations.
 pub(super) const VEC4_TALL_TILE: [usize; 2] = [256, 128];
+/// The tile of `matmul_square` (vec4 only), on 16×16 invocations; the dispatcher never picks it,
+/// the Winograd weight gradient does (`winograd.rs`).
+pub(super) const VEC4_SQUARE_TILE: [usize; 2] = [128, 128];
 const VEC4_LARGE_INVOCATIONS: u32 = 512;
 
 /// The streaming multiprocessors that a split product's tiles are counted against: an H100's
@@ -87,6 +90,9 @@ pub enum MatmulKernel {
     Wide,
     /// 256×128 tiles (`matmul_tall`), vec4 loads only.
     Tall,
+    /// 128×128 tiles on 256 invocations (`matmul_square`), vec4 loads only: for batches of
+    /// products whose sides are 128, which a 128×256 tile would half waste.
+    Square,
 }
 
 impl MatmulKernel {
@@ -96,6 +102,7 @@ impl MatmulKernel {
             MatmulKernel::Tile64 => "matmul",
             MatmulKernel::Wide => "matmul_large",
             MatmulKernel::Tall => "matmul_tall",
+            MatmulKernel::Square => "matmul_square",
         }
     }
 }
@@ -163,6 +170,7 @@ fn tiles_kernel(kernel: MatmulKernel, fit: Fit) -> (&'static pipelines::Shader, 
         MatmulKernel::Wide if vec4 => VEC4_LARGE_TILE,
         MatmulKernel::Wide => [128, 128],
         MatmulKernel::Tall => VEC4_TALL_TILE,
+        MatmulKernel::Square => VEC4_SQUARE_TILE,
         MatmulKernel::Tile64 | MatmulKernel::PerOutput => [64, 64],
     };
     (shader, kernel.entry(), tile)
@@ -398,6 +406,9 @@ impl WgpuBackend {
                 format!("the 256x128 tile needs vec4 operands and large tiles ({fit:?})"),
             ));
         }
+        if plan.kernel == MatmulKernel::Square && !fit.vec4 {
+            return Err(Error::invalid("matmul", format!("the 128x128 vec4 tile needs vec4 operands ({fit:?})")));
+        }
         if slices == 1 {
             return self.matmul_tiles(lhs, rhs, args, plan.kernel, fit);
         }
@@ -442,7 +453,7 @@ impl WgpuBackend {
             self.run(&pipelines::MATMUL_COOP, "matmul_large", &SIGNATURE, &params, &buffers, grid(COOP_TILE))?;
             return Ok(self.output(out));
         }
-        let large = matches!(kernel, MatmulKernel::Wide | MatmulKernel::Tall);
+        let large = matches!(kernel, MatmulKernel::Wide | MatmulKernel::Tall | MatmulKernel::Square);
         let (shader, entry, tile) = tiles_kernel(kernel, fit);
         // Until that kernel is compiled (see `Pipelines::stand_in`): the same shader's 64-tile
         // kernel if it is ready, else (for a small product) one invocation per output, else wait.
@@ -467,7 +478,8 @@ mod tests {
     use super::super::WgpuBackend;
     use super::{choose_plan, split_k_args, split_k_slices, Fit, MatmulKernel, MatmulPlan};
     use super::{
-        COOP_SHARED_BYTES, COOP_TILE, VEC4_LARGE_INVOCATIONS, VEC4_LARGE_SHARED_BYTES, VEC4_LARGE_TILE, VEC4_TALL_TILE,
+        COOP_SHARED_BYTES, COOP_TILE, VEC4_LARGE_INVOCATIONS, VEC4_LARGE_SHARED_BYTES, VEC4_LARGE_TILE,
+        VEC4_SQUARE_TILE, VEC4_TALL_TILE,
     };
     use crate::backend::{Backend, MatmulArgs, MatrixLayout, ReduceDims, ReduceOp};
     use crate::testing::assert_close;
@@ -557,7 +569,8 @@ mod tests {
             let args = MatmulArgs { batch: 1, m, k, n, lhs: lhs_layout, rhs: MatrixLayout::row_major(k, n) };
             let want = read(&b, &b.matmul(&lhs, &rhs, &args).unwrap());
             let large = b.fit(&args).large;
-            for kernel in [MatmulKernel::PerOutput, MatmulKernel::Tile64, MatmulKernel::Wide, MatmulKernel::Tall] {
+            let kernels = [MatmulKernel::PerOutput, MatmulKernel::Tile64, MatmulKernel::Wide, MatmulKernel::Tall];
+            for kernel in kernels.into_iter().chain([MatmulKernel::Square]) {
                 for slices in [1, 2, 8] {
                     let plan = MatmulPlan { kernel, slices };
                     let got = b.matmul_with_plan(&lhs, &rhs, &args, plan);
@@ -715,6 +728,8 @@ mod tests {
             .filter_map(|l| l.split(", ").nth(1)?.strip_suffix(">;")?.parse::<u32>().ok())
             .sum();
         assert_eq!(tall_vec4s * 16, VEC4_LARGE_SHARED_BYTES);
+        let square = [shader_const(source, "QTILE_M"), shader_const(source, "QTILE_N")];
+        assert_eq!(square.map(|t| t as usize), VEC4_SQUARE_TILE);
         for (i, entry) in [(2, "matmul_large"), (3, "matmul_tall")] {
             let size = source.split("@workgroup_size(").nth(i).expect(entry);
             let size: Vec<u32> = size[..size.find(')').unwrap()].split(", ").map(|v| v.parse().unwrap()).collect();

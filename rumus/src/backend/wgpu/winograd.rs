@@ -9,7 +9,9 @@
 
 use super::conv_algorithm::{auto_picks_winograd, winograd_eligible, ConvAlgorithm};
 use super::launch::bind;
-use super::matmul::{MatmulKernel, MatmulPlan, PARTIAL_OUTPUTS_PER_K_STEP, VEC4_LARGE_TILE, VEC4_TALL_TILE, WAVE_SMS};
+use super::matmul::{
+    MatmulKernel, MatmulPlan, PARTIAL_OUTPUTS_PER_K_STEP, VEC4_LARGE_TILE, VEC4_SQUARE_TILE, VEC4_TALL_TILE, WAVE_SMS,
+};
 use super::params::kernel_params;
 use super::pipelines::{self, Access};
 use super::{WgpuBackend, WgpuStorage};
@@ -34,9 +36,10 @@ const MIN_SLICE: usize = 256;
 const WGRAD_ROW_ALIGN: usize = 8;
 /// f32 rates (TFLOP/s, H100, docs/BENCHMARKS.md) that [`weight_grad_plan`] weighs the tiles'
 /// wasted outputs with: the vec4 64×64 tiles ran 27–30 at 1024³–2048³, the 128×256 and
-/// 256×128 ones 40–42 at 4096³.
+/// 256×128 ones 40–42 at 4096³, the 128×128 one (as a lab copy) 37–40.
 const RATE_TILE64: usize = 28;
 const RATE_LARGE: usize = 41;
+const RATE_SQUARE: usize = 39;
 
 kernel_params! {
     /// `winograd.wgsl`: `n` invocations over the convolution the forward computes (`channels`
@@ -178,13 +181,14 @@ impl WeightGradPlan {
 }
 
 /// The weight gradient's plan for `tiles` tiles and `[m, n]` outputs per position, where
-/// `large` says whether the adapter runs the vec4 large tiles. The 128×256 or 256×128 tile
-/// (whichever wastes fewer outputs at the edges) when its rate ([`RATE_LARGE`]) times the share
-/// of its outputs inside `[m, n]` beats the 64×64 tile's ([`RATE_TILE64`]) likewise: at 128×128
-/// half of a large tile's outputs are padding, so the 64×64 tiles should take about 0.7 of its
-/// time, and at 64×64 seven eighths are (before this plan the dispatcher put these batches of
-/// 256 or more products on large tiles). The large tiles take the slice count of fewest waves
-/// of [`WAVE_SMS`] workgroups times slice length, plus the partials' round trip
+/// `large` says whether the adapter runs the vec4 128×256 and 256×128 tiles. Of those and the
+/// vec4 128×128 tile (which fits WebGPU's defaults), the one whose rate ([`RATE_LARGE`],
+/// [`RATE_SQUARE`]) times the share of its outputs inside `[m, n]` is highest, if that beats
+/// the 64×64 tile's ([`RATE_TILE64`]) likewise: at 128 × 128 half of a 128×256 tile's outputs
+/// are padding, at 64 × 64 seven eighths are (before this plan the dispatcher put these
+/// batches of 256 or more products on the 128×256 tiles). Those tiles take the slice count of
+/// fewest waves of workgroups (one per SM of [`WAVE_SMS`] for 512 invocations, two for the
+/// 128×128 tile's 256) times slice length, plus the partials' round trip
 /// ([`PARTIAL_OUTPUTS_PER_K_STEP`]); the 64×64 tiles about [`SPLIT_TARGET_GROUPS`] workgroups.
 /// Slices are at least [`MIN_SLICE`] long; a side under 16 runs one invocation per output,
 /// split like the 64×64 tiles. To be tuned with the H100 timings.
@@ -195,25 +199,34 @@ fn weight_grad_plan(m: usize, n: usize, tiles: usize, large: bool) -> WeightGrad
     let small = if m < 16 || n < 16 { MatmulKernel::PerOutput } else { MatmulKernel::Tile64 };
     let per_split = XI * m.div_ceil(64) * n.div_ceil(64);
     let tile64 = WeightGradPlan::new(small, tiles, SPLIT_TARGET_GROUPS.div_ceil(per_split).clamp(1, most_slices));
-    if !large || small == MatmulKernel::PerOutput {
+    if small == MatmulKernel::PerOutput {
         return tile64;
     }
-    let (kernel, tile) = if useful(VEC4_TALL_TILE) > useful(VEC4_LARGE_TILE) {
-        (MatmulKernel::Tall, VEC4_TALL_TILE)
-    } else {
-        (MatmulKernel::Wide, VEC4_LARGE_TILE)
-    };
-    if useful(tile) * (RATE_LARGE as f64) < useful([64, 64]) * (RATE_TILE64 as f64) {
+    // (kernel, tile, rate, workgroups per SM); ties go to the earlier.
+    let mut candidates = vec![(MatmulKernel::Square, VEC4_SQUARE_TILE, RATE_SQUARE, 2)];
+    if large {
+        candidates.insert(0, (MatmulKernel::Tall, VEC4_TALL_TILE, RATE_LARGE, 1));
+        candidates.insert(0, (MatmulKernel::Wide, VEC4_LARGE_TILE, RATE_LARGE, 1));
+    }
+    let score = |tile: [usize; 2], rate: usize| useful(tile) * rate as f64;
+    let mut best = candidates[0];
+    for c in candidates {
+        if score(c.1, c.2) > score(best.1, best.2) {
+            best = c;
+        }
+    }
+    let (kernel, tile, rate, per_sm) = best;
+    if score(tile, rate) < score([64, 64], RATE_TILE64) {
         return tile64;
     }
     let groups = XI * m.div_ceil(tile[0]) * n.div_ceil(tile[1]);
     let cost = |wanted: usize| {
         let plan = WeightGradPlan::new(kernel, tiles, wanted);
         let partials = if plan.slices > 1 { plan.slices * XI * m * n / PARTIAL_OUTPUTS_PER_K_STEP } else { 0 };
-        ((groups * plan.slices).div_ceil(WAVE_SMS) * plan.slice_len + partials, plan.slices)
+        ((groups * plan.slices).div_ceil(WAVE_SMS * per_sm) * plan.slice_len + partials, plan.slices)
     };
-    let best = (1..=most_slices).map(cost).min().map_or(1, |(_, slices)| slices);
-    WeightGradPlan::new(kernel, tiles, best)
+    let slices = (1..=most_slices).map(cost).min().map_or(1, |(_, slices)| slices);
+    WeightGradPlan::new(kernel, tiles, slices)
 }
 
 /// The weight gradient's rows: `[m, n]` = O and C rounded up to [`WGRAD_ROW_ALIGN`].
@@ -403,24 +416,29 @@ mod tests {
 
     #[test]
     fn the_weight_gradient_plans_tiles_that_waste_little_in_aligned_slices() {
-        use super::super::matmul::MatmulKernel::{PerOutput, Tall, Tile64, Wide};
+        use super::super::matmul::MatmulKernel::{PerOutput, Square, Tall, Tile64, Wide};
         let plan = |m, n, tiles, large| {
             let p = weight_grad_plan(m, n, tiles, large);
             (p.kernel, p.slices, p.slice_len)
         };
         // ResNet-18 at batch 128: 64 channels at 32² (32768 tiles) down to 512 at 4² (512).
-        // 64 and 128 channels would leave 7/8 and 1/2 of a large tile idle: 64×64 tiles, about
-        // 1024 of them.
+        // 64 channels would leave 3/4 of a 128×128 tile idle: 64×64 tiles, about 1024 of them.
+        // 128 channels take the 128×128 tile: 16 slices of 16 fill one wave of two per SM.
         assert_eq!(plan(64, 64, 32768, true), (Tile64, 64, 512));
-        assert_eq!(plan(128, 128, 8192, true), (Tile64, 16, 512));
+        assert_eq!(plan(128, 128, 8192, true), (Square, 16, 512));
+        assert_eq!(plan(128, 128, 8192, false), (Square, 16, 512));
         // 256: 32 wide tiles per slice, 4 slices fill one wave of 132; 512: 128 tiles unsplit.
         assert_eq!(plan(256, 256, 2048, true), (Wide, 4, 512));
         assert_eq!(plan(512, 512, 512, true), (Wide, 1, 512));
         // 256 × 128 fits the tall tile: 8 slices of 16 workgroups.
         assert_eq!(plan(256, 128, 2048, true), (Tall, 8, 256));
         assert_eq!(plan(128, 256, 2048, true).0, Wide);
-        // Without the large tiles' resources, 64×64 tiles.
-        assert_eq!(plan(256, 256, 2048, false), (Tile64, 4, 512));
+        // Without the large tiles' resources, the 128×128 tile: 64 workgroups per slice.
+        assert_eq!(plan(256, 256, 2048, false), (Square, 4, 512));
+        // 64 × 192: a 128-row tile would be half padding, 64×64 tiles none.
+        assert_eq!(plan(64, 192, 4096, true).0, Tile64);
+        // 72 × 72 pads 64×64 tiles as much as a 128×128 one, which runs faster.
+        assert_eq!(plan(72, 72, 4096, true).0, Square);
         // A short side: one invocation per output; few tiles: one slice, padded to 4.
         assert_eq!(plan(8, 16, 7, true), (PerOutput, 1, 8));
         assert_eq!(plan(8, 8, 1000, true), (PerOutput, 3, 336));
