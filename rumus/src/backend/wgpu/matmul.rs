@@ -366,8 +366,9 @@ impl WgpuBackend {
 
     /// The product `args` describes, computed as `plan` says; any plan gives the same values up
     /// to rounding. Errors for a layout reaching past its storage, a slice count that is zero or
-    /// does not divide `k` (or splits a batched product), and [`MatmulKernel::Tall`] where the
-    /// operands cannot be read as vec4 or the adapter lacks the shared memory or invocations.
+    /// does not divide `k` (or splits a batched product), [`MatmulKernel::Tall`] where the
+    /// operands cannot be read as vec4 or the adapter lacks the shared memory or invocations,
+    /// and [`MatmulKernel::Square`] where they cannot be read as vec4.
     /// For the kernel lab and tests; [`Backend::matmul`](crate::backend::Backend::matmul) uses
     /// [`WgpuBackend::matmul_plan`].
     pub fn matmul_with_plan(
