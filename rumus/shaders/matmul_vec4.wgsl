@@ -1845,3 +1845,481 @@ fn matmul_tall(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         }
     }
 }
+
+// ----- matmul_square: 128×128 tile, 8×8 per invocation of 16×16, K slices of 16, each loaded when its turn comes -----
+
+const QTILE_M: u32 = 128u;
+const QTILE_N: u32 = 128u;
+const QROW_A: u32 = 32u;
+const QROW_B: u32 = 32u;
+const QBK: u32 = 16u;
+
+var<workgroup> qa: array<vec4<f32>, 512>;
+var<workgroup> qb: array<vec4<f32>, 512>;
+
+@compute @workgroup_size(16, 16)
+fn matmul_square(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_id) local: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let tx = local.x;
+    let ty = local.y;
+    let tiles_n = (p.n + QTILE_N - 1u) / QTILE_N;
+    let tiles_m = (p.m + QTILE_M - 1u) / QTILE_M;
+    // lhs: k fastest when its columns are contiguous, rows fastest otherwise (transposed).
+    let lhs_k_fast = p.lhs_col == 1u;
+    let rhs_n_fast = p.rhs_col == 1u;
+    for (var b = wid.z; b < p.batch; b += nwg.z) {
+        let lhs_base = p.lhs_offset + b * p.lhs_batch;
+        let rhs_base = p.rhs_offset + b * p.rhs_batch;
+        let out_base = b * p.m * p.n;
+        for (var tm = wid.y; tm < tiles_m; tm += nwg.y) {
+            for (var tn = wid.x; tn < tiles_n; tn += nwg.x) {
+                // Tiles numbered in groups of 8 tile rows, down each column of a group first,
+                // so the workgroups running at once share lhs rows and rhs columns in L2.
+                let lin = tm * tiles_n + tn;
+                let first = (lin / (8u * tiles_n)) * 8u;
+                let rows_here = min(tiles_m - first, 8u);
+                let in_group = lin % (8u * tiles_n);
+                let row0 = (first + in_group % rows_here) * QTILE_M;
+                let col0 = (in_group / rows_here) * QTILE_N;
+                var acc0 = vec4<f32>(0.0);
+                var acc1 = vec4<f32>(0.0);
+                var acc2 = vec4<f32>(0.0);
+                var acc3 = vec4<f32>(0.0);
+                var acc4 = vec4<f32>(0.0);
+                var acc5 = vec4<f32>(0.0);
+                var acc6 = vec4<f32>(0.0);
+                var acc7 = vec4<f32>(0.0);
+                var acc8 = vec4<f32>(0.0);
+                var acc9 = vec4<f32>(0.0);
+                var acc10 = vec4<f32>(0.0);
+                var acc11 = vec4<f32>(0.0);
+                var acc12 = vec4<f32>(0.0);
+                var acc13 = vec4<f32>(0.0);
+                var acc14 = vec4<f32>(0.0);
+                var acc15 = vec4<f32>(0.0);
+                var ra0: vec4<f32>;
+                var rb0: vec4<f32>;
+                var ra1: vec4<f32>;
+                var rb1: vec4<f32>;
+                let ia0 = lid + 0u;
+                let ar0 = select((ia0 % (QTILE_M / 4u)) * 4u, ia0 / (QBK / 4u), lhs_k_fast);
+                let ak0 = select(ia0 / (QTILE_M / 4u), (ia0 % (QBK / 4u)) * 4u, lhs_k_fast);
+                let bc0 = select(ia0 / (QBK / 4u), (ia0 % (QTILE_N / 4u)) * 4u, rhs_n_fast);
+                let bk0 = select((ia0 % (QBK / 4u)) * 4u, ia0 / (QTILE_N / 4u), rhs_n_fast);
+                let ia1 = lid + 256u;
+                let ar1 = select((ia1 % (QTILE_M / 4u)) * 4u, ia1 / (QBK / 4u), lhs_k_fast);
+                let ak1 = select(ia1 / (QTILE_M / 4u), (ia1 % (QBK / 4u)) * 4u, lhs_k_fast);
+                let bc1 = select(ia1 / (QBK / 4u), (ia1 % (QTILE_N / 4u)) * 4u, rhs_n_fast);
+                let bk1 = select((ia1 % (QBK / 4u)) * 4u, ia1 / (QTILE_N / 4u), rhs_n_fast);
+                for (var k0 = 0u; k0 < p.k; k0 += QBK) {
+                    ra0 = lhs_at(lhs_base, row0 + ar0, k0 + ak0);
+                    rb0 = rhs_at(rhs_base, k0 + bk0, col0 + bc0);
+                    ra1 = lhs_at(lhs_base, row0 + ar1, k0 + ak1);
+                    rb1 = rhs_at(rhs_base, k0 + bk1, col0 + bc1);
+                    if lhs_k_fast {
+                        qa[0u + (ak0 + 0u) * QROW_A + ((ar0 / 4u) ^ ((ak0 + 0u) / 4u % 8u))][ar0 % 4u] = ra0.x;
+                        qa[0u + (ak0 + 1u) * QROW_A + ((ar0 / 4u) ^ ((ak0 + 1u) / 4u % 8u))][ar0 % 4u] = ra0.y;
+                        qa[0u + (ak0 + 2u) * QROW_A + ((ar0 / 4u) ^ ((ak0 + 2u) / 4u % 8u))][ar0 % 4u] = ra0.z;
+                        qa[0u + (ak0 + 3u) * QROW_A + ((ar0 / 4u) ^ ((ak0 + 3u) / 4u % 8u))][ar0 % 4u] = ra0.w;
+                    } else {
+                        qa[0u + ak0 * QROW_A + ((ar0 / 4u) ^ ((ak0) / 4u % 8u))] = ra0;
+                    }
+                    if rhs_n_fast {
+                        qb[0u + bk0 * QROW_B + ((bc0 / 4u) ^ ((bk0) / 4u % 8u))] = rb0;
+                    } else {
+                        qb[0u + (bk0 + 0u) * QROW_B + ((bc0 / 4u) ^ ((bk0 + 0u) / 4u % 8u))][bc0 % 4u] = rb0.x;
+                        qb[0u + (bk0 + 1u) * QROW_B + ((bc0 / 4u) ^ ((bk0 + 1u) / 4u % 8u))][bc0 % 4u] = rb0.y;
+                        qb[0u + (bk0 + 2u) * QROW_B + ((bc0 / 4u) ^ ((bk0 + 2u) / 4u % 8u))][bc0 % 4u] = rb0.z;
+                        qb[0u + (bk0 + 3u) * QROW_B + ((bc0 / 4u) ^ ((bk0 + 3u) / 4u % 8u))][bc0 % 4u] = rb0.w;
+                    }
+                    if lhs_k_fast {
+                        qa[0u + (ak1 + 0u) * QROW_A + ((ar1 / 4u) ^ ((ak1 + 0u) / 4u % 8u))][ar1 % 4u] = ra1.x;
+                        qa[0u + (ak1 + 1u) * QROW_A + ((ar1 / 4u) ^ ((ak1 + 1u) / 4u % 8u))][ar1 % 4u] = ra1.y;
+                        qa[0u + (ak1 + 2u) * QROW_A + ((ar1 / 4u) ^ ((ak1 + 2u) / 4u % 8u))][ar1 % 4u] = ra1.z;
+                        qa[0u + (ak1 + 3u) * QROW_A + ((ar1 / 4u) ^ ((ak1 + 3u) / 4u % 8u))][ar1 % 4u] = ra1.w;
+                    } else {
+                        qa[0u + ak1 * QROW_A + ((ar1 / 4u) ^ ((ak1) / 4u % 8u))] = ra1;
+                    }
+                    if rhs_n_fast {
+                        qb[0u + bk1 * QROW_B + ((bc1 / 4u) ^ ((bk1) / 4u % 8u))] = rb1;
+                    } else {
+                        qb[0u + (bk1 + 0u) * QROW_B + ((bc1 / 4u) ^ ((bk1 + 0u) / 4u % 8u))][bc1 % 4u] = rb1.x;
+                        qb[0u + (bk1 + 1u) * QROW_B + ((bc1 / 4u) ^ ((bk1 + 1u) / 4u % 8u))][bc1 % 4u] = rb1.y;
+                        qb[0u + (bk1 + 2u) * QROW_B + ((bc1 / 4u) ^ ((bk1 + 2u) / 4u % 8u))][bc1 % 4u] = rb1.z;
+                        qb[0u + (bk1 + 3u) * QROW_B + ((bc1 / 4u) ^ ((bk1 + 3u) / 4u % 8u))][bc1 % 4u] = rb1.w;
+                    }
+                    workgroupBarrier();
+                    {
+                        let a0 = qa[0u + 0u * QROW_A + 0u + ty];
+                        let a1 = qa[0u + 0u * QROW_A + 16u + ty];
+                        let b0 = qb[0u + 0u * QROW_B + 0u + tx];
+                        let b1 = qb[0u + 0u * QROW_B + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = qa[0u + 1u * QROW_A + 0u + ty];
+                        let a1 = qa[0u + 1u * QROW_A + 16u + ty];
+                        let b0 = qb[0u + 1u * QROW_B + 0u + tx];
+                        let b1 = qb[0u + 1u * QROW_B + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = qa[0u + 2u * QROW_A + 0u + ty];
+                        let a1 = qa[0u + 2u * QROW_A + 16u + ty];
+                        let b0 = qb[0u + 2u * QROW_B + 0u + tx];
+                        let b1 = qb[0u + 2u * QROW_B + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = qa[0u + 3u * QROW_A + 0u + ty];
+                        let a1 = qa[0u + 3u * QROW_A + 16u + ty];
+                        let b0 = qb[0u + 3u * QROW_B + 0u + tx];
+                        let b1 = qb[0u + 3u * QROW_B + 16u + tx];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = qa[0u + 4u * QROW_A + 0u + ((ty) ^ 1u)];
+                        let a1 = qa[0u + 4u * QROW_A + 16u + ((ty) ^ 1u)];
+                        let b0 = qb[0u + 4u * QROW_B + 0u + ((tx) ^ 1u)];
+                        let b1 = qb[0u + 4u * QROW_B + 16u + ((tx) ^ 1u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = qa[0u + 5u * QROW_A + 0u + ((ty) ^ 1u)];
+                        let a1 = qa[0u + 5u * QROW_A + 16u + ((ty) ^ 1u)];
+                        let b0 = qb[0u + 5u * QROW_B + 0u + ((tx) ^ 1u)];
+                        let b1 = qb[0u + 5u * QROW_B + 16u + ((tx) ^ 1u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = qa[0u + 6u * QROW_A + 0u + ((ty) ^ 1u)];
+                        let a1 = qa[0u + 6u * QROW_A + 16u + ((ty) ^ 1u)];
+                        let b0 = qb[0u + 6u * QROW_B + 0u + ((tx) ^ 1u)];
+                        let b1 = qb[0u + 6u * QROW_B + 16u + ((tx) ^ 1u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = qa[0u + 7u * QROW_A + 0u + ((ty) ^ 1u)];
+                        let a1 = qa[0u + 7u * QROW_A + 16u + ((ty) ^ 1u)];
+                        let b0 = qb[0u + 7u * QROW_B + 0u + ((tx) ^ 1u)];
+                        let b1 = qb[0u + 7u * QROW_B + 16u + ((tx) ^ 1u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = qa[0u + 8u * QROW_A + 0u + ((ty) ^ 2u)];
+                        let a1 = qa[0u + 8u * QROW_A + 16u + ((ty) ^ 2u)];
+                        let b0 = qb[0u + 8u * QROW_B + 0u + ((tx) ^ 2u)];
+                        let b1 = qb[0u + 8u * QROW_B + 16u + ((tx) ^ 2u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = qa[0u + 9u * QROW_A + 0u + ((ty) ^ 2u)];
+                        let a1 = qa[0u + 9u * QROW_A + 16u + ((ty) ^ 2u)];
+                        let b0 = qb[0u + 9u * QROW_B + 0u + ((tx) ^ 2u)];
+                        let b1 = qb[0u + 9u * QROW_B + 16u + ((tx) ^ 2u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = qa[0u + 10u * QROW_A + 0u + ((ty) ^ 2u)];
+                        let a1 = qa[0u + 10u * QROW_A + 16u + ((ty) ^ 2u)];
+                        let b0 = qb[0u + 10u * QROW_B + 0u + ((tx) ^ 2u)];
+                        let b1 = qb[0u + 10u * QROW_B + 16u + ((tx) ^ 2u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = qa[0u + 11u * QROW_A + 0u + ((ty) ^ 2u)];
+                        let a1 = qa[0u + 11u * QROW_A + 16u + ((ty) ^ 2u)];
+                        let b0 = qb[0u + 11u * QROW_B + 0u + ((tx) ^ 2u)];
+                        let b1 = qb[0u + 11u * QROW_B + 16u + ((tx) ^ 2u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = qa[0u + 12u * QROW_A + 0u + ((ty) ^ 3u)];
+                        let a1 = qa[0u + 12u * QROW_A + 16u + ((ty) ^ 3u)];
+                        let b0 = qb[0u + 12u * QROW_B + 0u + ((tx) ^ 3u)];
+                        let b1 = qb[0u + 12u * QROW_B + 16u + ((tx) ^ 3u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = qa[0u + 13u * QROW_A + 0u + ((ty) ^ 3u)];
+                        let a1 = qa[0u + 13u * QROW_A + 16u + ((ty) ^ 3u)];
+                        let b0 = qb[0u + 13u * QROW_B + 0u + ((tx) ^ 3u)];
+                        let b1 = qb[0u + 13u * QROW_B + 16u + ((tx) ^ 3u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = qa[0u + 14u * QROW_A + 0u + ((ty) ^ 3u)];
+                        let a1 = qa[0u + 14u * QROW_A + 16u + ((ty) ^ 3u)];
+                        let b0 = qb[0u + 14u * QROW_B + 0u + ((tx) ^ 3u)];
+                        let b1 = qb[0u + 14u * QROW_B + 16u + ((tx) ^ 3u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    {
+                        let a0 = qa[0u + 15u * QROW_A + 0u + ((ty) ^ 3u)];
+                        let a1 = qa[0u + 15u * QROW_A + 16u + ((ty) ^ 3u)];
+                        let b0 = qb[0u + 15u * QROW_B + 0u + ((tx) ^ 3u)];
+                        let b1 = qb[0u + 15u * QROW_B + 16u + ((tx) ^ 3u)];
+                        acc0 = fma(vec4<f32>(a0.x), b0, acc0);
+                        acc1 = fma(vec4<f32>(a0.x), b1, acc1);
+                        acc2 = fma(vec4<f32>(a0.y), b0, acc2);
+                        acc3 = fma(vec4<f32>(a0.y), b1, acc3);
+                        acc4 = fma(vec4<f32>(a0.z), b0, acc4);
+                        acc5 = fma(vec4<f32>(a0.z), b1, acc5);
+                        acc6 = fma(vec4<f32>(a0.w), b0, acc6);
+                        acc7 = fma(vec4<f32>(a0.w), b1, acc7);
+                        acc8 = fma(vec4<f32>(a1.x), b0, acc8);
+                        acc9 = fma(vec4<f32>(a1.x), b1, acc9);
+                        acc10 = fma(vec4<f32>(a1.y), b0, acc10);
+                        acc11 = fma(vec4<f32>(a1.y), b1, acc11);
+                        acc12 = fma(vec4<f32>(a1.z), b0, acc12);
+                        acc13 = fma(vec4<f32>(a1.z), b1, acc13);
+                        acc14 = fma(vec4<f32>(a1.w), b0, acc14);
+                        acc15 = fma(vec4<f32>(a1.w), b1, acc15);
+                    }
+                    workgroupBarrier();
+                }
+                store4(out_base, row0 + 0u + ty * 4u, col0 + 0u + tx * 4u, acc0);
+                store4(out_base, row0 + 0u + ty * 4u, col0 + 64u + tx * 4u, acc1);
+                store4(out_base, row0 + 1u + ty * 4u, col0 + 0u + tx * 4u, acc2);
+                store4(out_base, row0 + 1u + ty * 4u, col0 + 64u + tx * 4u, acc3);
+                store4(out_base, row0 + 2u + ty * 4u, col0 + 0u + tx * 4u, acc4);
+                store4(out_base, row0 + 2u + ty * 4u, col0 + 64u + tx * 4u, acc5);
+                store4(out_base, row0 + 3u + ty * 4u, col0 + 0u + tx * 4u, acc6);
+                store4(out_base, row0 + 3u + ty * 4u, col0 + 64u + tx * 4u, acc7);
+                store4(out_base, row0 + 64u + ty * 4u, col0 + 0u + tx * 4u, acc8);
+                store4(out_base, row0 + 64u + ty * 4u, col0 + 64u + tx * 4u, acc9);
+                store4(out_base, row0 + 65u + ty * 4u, col0 + 0u + tx * 4u, acc10);
+                store4(out_base, row0 + 65u + ty * 4u, col0 + 64u + tx * 4u, acc11);
+                store4(out_base, row0 + 66u + ty * 4u, col0 + 0u + tx * 4u, acc12);
+                store4(out_base, row0 + 66u + ty * 4u, col0 + 64u + tx * 4u, acc13);
+                store4(out_base, row0 + 67u + ty * 4u, col0 + 0u + tx * 4u, acc14);
+                store4(out_base, row0 + 67u + ty * 4u, col0 + 64u + tx * 4u, acc15);
+            }
+        }
+    }
+}

@@ -14,17 +14,21 @@
 //   winograd_input        V[ξ, c, p]  = (Bᵀ d B)ξ of tile p of channel c
 //   (matmul)              M[ξ]        = U[ξ] @ V[ξ]
 //   winograd_output       y[n, o, tile p] = Aᵀ M[·, o, p] A + bias[o], inside out_h × out_w
-//   winograd_grad_tiles   Z[ξ, o, p]  = (A dy Aᵀ)ξ of tile p of the output gradient (zeros
-//                         beyond out_h × out_w)
-//   (matmul, sum)         dU[ξ]       = Σ_p Z[ξ, ·, p] V[ξ, ·, p]ᵀ
+//   winograd_input_wgrad  Vt[ξ, p, c] = V[ξ, c, p], tile-major for the weight gradient
+//   winograd_grad_tiles   Zt[ξ, p, o] = (A dy Aᵀ)ξ of tile p of the output gradient (zeros
+//                         beyond out_h × out_w), tile-major
+//   (matmul, sum)         dU[ξ]       = Σ_p Zt[ξ, p, ·]ᵀ Vt[ξ, p, ·]
 //   winograd_filter_grad  dw[o, c]    = Gᵀ dU[·, o, c] G
 //
 // Tiles are numbered p = (n·tiles_h + ty)·tiles_w + tx, P = batch·tiles_h·tiles_w of them. The
-// tile matrices V and Z are laid out [ξ, slice, row, slice_len] with p = slice·slice_len + q:
-// each of the `slices` pieces of P is a contiguous [rows, slice_len] block, so the weight
-// gradient's product over P splits into a batch of 16·slices products whose partial sums the
-// backend's reduction adds up. Columns p ≥ P are written as zeros. M is [ξ, o, cols] with
-// cols = slices·slice_len. One invocation per (row, p) or per (o, c), on a 2-D grid of 256-wide
+// forward's tile matrix V is [ξ, c, cols] (cols: P rounded up to 4), M is [ξ, o, cols]. The
+// weight gradient's tile matrices are tile-major, [ξ, cols, rows] with rows = C or O rounded
+// up to 8 and cols = slices·slice_len: each slice of P is a contiguous [slice_len, rows] block,
+// so the product over P splits into a batch of 16·slices products `[rows_z, slice_len] @
+// [slice_len, rows_v]` whose left operand is read transposed (contiguous along its rows) and
+// right one row-major: both land in the matmul kernels' shared memory as they are read, vec4
+// by vec4, and the backend's reduction adds up the partial sums. Rows and columns past C, O or
+// P are written as zeros. One invocation per (row, p) or per (o, c), on a 2-D grid of 256-wide
 // workgroups; the host checks every index below 2^31.
 
 struct Params {
@@ -42,10 +46,10 @@ struct Params {
     pad_w: u32,
     tiles_h: u32,
     tiles_w: u32,
-    // Rows of the tile matrix this dispatch writes or reads (C for V, O for Z and M).
+    // Rows of the tile matrix this dispatch writes or reads (C for V, O for M; C or O rounded
+    // up to 8 for the weight gradient's Vt and Zt, and dU's rows).
     rows: u32,
-    slice_len: u32,
-    // slices·slice_len.
+    // Columns: P rounded up (dU: its row length, C rounded up to 8).
     cols: u32,
     // The filter transform reads w[c, o] rotated by 180° instead of w[o, c].
     flip: u32,
@@ -61,19 +65,37 @@ fn invocation(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
     return (wid.x + wid.y * nwg.x) * 256u + lid;
 }
 
-// Where element (row, q-th column of slice s) of a tile matrix stands, for ξ = 0: the caller adds
-// ξ·rows·cols. The invocation index i = (s·rows + row)·slice_len + q is exactly that, so it is
-// returned as is; this decomposes it.
+// Element (row, p) of the forward's tile matrix V [rows, cols] for ξ = 0 is invocation i itself.
 struct TileColumn {
     row: u32,
-    // The tile p, or P and beyond for the zero padding of the last slice.
+    // The tile p, or P and beyond for the zero padding of the last columns.
     tile: u32,
 }
 
 fn tile_column(i: u32) -> TileColumn {
-    let q = i % p.slice_len;
-    let t = i / p.slice_len;
-    return TileColumn(t % p.rows, (t / p.rows) * p.slice_len + q);
+    return TileColumn(i / p.cols, i % p.cols);
+}
+
+// Where invocation i of a tile-major transform works: channel `row` of tile `tile`, writing
+// element `at` of the ξ = 0 plane [cols, rows]. A 32-wide subgroup covers 8 consecutive
+// channels of 4 consecutive tiles: its reads stay as local as one channel's 32 tiles (4 tiles
+// of 8 planes instead of 32 tiles of one), and each of its 16 stores writes 4 whole 32-byte
+// rows of the plane (rows is a multiple of 8, cols of 4).
+struct TileMajor {
+    row: u32,
+    tile: u32,
+    at: u32,
+}
+
+fn tile_major(i: u32) -> TileMajor {
+    let row_lo = i % 8u;
+    let t = i / 8u;
+    let tile_lo = t % 4u;
+    let u = t / 4u;
+    let groups = p.rows / 8u;
+    let row = (u % groups) * 8u + row_lo;
+    let tile = (u / groups) * 4u + tile_lo;
+    return TileMajor(row, tile, tile * p.rows + row);
 }
 
 // The 3×3 filter of (o, c) of the convolution computed, read from `src`.
@@ -134,15 +156,15 @@ fn input_transform(d: array<vec4<f32>, 4>) -> array<vec4<f32>, 4> {
     return v;
 }
 
-// The tile of `row`'s plane in `src` [batch, rows, h, w] at tile `tile`, with `pad` rows and
+// The tile of `row`'s plane in `src` [batch, chans, h, w] at tile `tile`, with `pad` rows and
 // columns before it, `size` tile entries wide (4 input, 2 output gradient), zeros outside.
-fn load_tile(row: u32, tile: u32, h: u32, w: u32, size: u32, step: u32, pad_h: u32, pad_w: u32)
+fn load_tile(chans: u32, row: u32, tile: u32, h: u32, w: u32, size: u32, step: u32, pad_h: u32, pad_w: u32)
     -> array<vec4<f32>, 4> {
     var d: array<vec4<f32>, 4>;
     let tx = tile % p.tiles_w;
     let ty = (tile / p.tiles_w) % p.tiles_h;
     let b = tile / (p.tiles_w * p.tiles_h);
-    let plane = (b * p.rows + row) * h * w;
+    let plane = (b * chans + row) * h * w;
     // Signed: the tile may start above or left of the image by the padding.
     let y0 = i32(ty * step) - i32(pad_h);
     let x0 = i32(tx * step) - i32(pad_w);
@@ -161,6 +183,17 @@ fn load_tile(row: u32, tile: u32, h: u32, w: u32, size: u32, step: u32, pad_h: u
     return d;
 }
 
+// The 16 transformed values of a tile, as rows, to `out` at `at` plus ξ planes of `plane`.
+fn store_tile(v: array<vec4<f32>, 4>, at: u32, plane: u32) {
+    for (var r = 0u; r < 4u; r++) {
+        let base = r * 4u * plane + at;
+        out[base] = v[r].x;
+        out[base + plane] = v[r].y;
+        out[base + 2u * plane] = v[r].z;
+        out[base + 3u * plane] = v[r].w;
+    }
+}
+
 @compute @workgroup_size(256)
 fn winograd_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                   @builtin(local_invocation_index) lid: u32) {
@@ -169,22 +202,26 @@ fn winograd_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
         return;
     }
     let at = tile_column(i);
-    let plane = p.rows * p.cols;
-    if at.tile >= p.batch * p.tiles_h * p.tiles_w {
-        for (var k = 0u; k < 16u; k++) {
-            out[k * plane + i] = 0.0;
-        }
+    var v: array<vec4<f32>, 4>;
+    if at.tile < p.batch * p.tiles_h * p.tiles_w {
+        v = input_transform(load_tile(p.rows, at.row, at.tile, p.in_h, p.in_w, 4u, 2u, p.pad_h, p.pad_w));
+    }
+    store_tile(v, i, p.rows * p.cols);
+}
+
+@compute @workgroup_size(256)
+fn winograd_input_wgrad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                        @builtin(local_invocation_index) lid: u32) {
+    let i = invocation(wid, nwg, lid);
+    if i >= p.n {
         return;
     }
-    let d = load_tile(at.row, at.tile, p.in_h, p.in_w, 4u, 2u, p.pad_h, p.pad_w);
-    let v = input_transform(d);
-    for (var r = 0u; r < 4u; r++) {
-        let base = r * 4u * plane + i;
-        out[base] = v[r].x;
-        out[base + plane] = v[r].y;
-        out[base + 2u * plane] = v[r].z;
-        out[base + 3u * plane] = v[r].w;
+    let at = tile_major(i);
+    var v: array<vec4<f32>, 4>;
+    if at.tile < p.batch * p.tiles_h * p.tiles_w && at.row < p.channels {
+        v = input_transform(load_tile(p.channels, at.row, at.tile, p.in_h, p.in_w, 4u, 2u, p.pad_h, p.pad_w));
     }
+    store_tile(v, at.at, p.rows * p.cols);
 }
 
 @compute @workgroup_size(256)
@@ -241,28 +278,21 @@ fn winograd_grad_tiles(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workg
     if i >= p.n {
         return;
     }
-    let at = tile_column(i);
-    let plane = p.rows * p.cols;
-    if at.tile >= p.batch * p.tiles_h * p.tiles_w {
-        for (var k = 0u; k < 16u; k++) {
-            out[k * plane + i] = 0.0;
+    let at = tile_major(i);
+    var z: array<vec4<f32>, 4>;
+    if at.tile < p.batch * p.tiles_h * p.tiles_w && at.row < p.out_channels {
+        // The 2×2 output gradient tile (no padding), zeros beyond out_h × out_w.
+        let e = load_tile(p.out_channels, at.row, at.tile, p.out_h, p.out_w, 2u, 2u, 0u, 0u);
+        // A e Aᵀ: A is 4×2 (Aᵀ's transpose), so rows first: A e is 4×2.
+        let r0 = e[0].xy;
+        let r1 = e[1].xy;
+        let ae = array<vec2<f32>, 4>(r0, r0 + r1, r0 - r1, -r1);
+        for (var r = 0u; r < 4u; r++) {
+            let a = ae[r];
+            z[r] = vec4<f32>(a.x, a.x + a.y, a.x - a.y, -a.y);
         }
-        return;
     }
-    // The 2×2 output gradient tile (no padding), zeros beyond out_h × out_w.
-    let e = load_tile(at.row, at.tile, p.out_h, p.out_w, 2u, 2u, 0u, 0u);
-    // A e Aᵀ: A is 4×2 (Aᵀ's transpose), so rows first: A e is 4×2.
-    let r0 = e[0].xy;
-    let r1 = e[1].xy;
-    let ae = array<vec2<f32>, 4>(r0, r0 + r1, r0 - r1, -r1);
-    for (var r = 0u; r < 4u; r++) {
-        let a = ae[r];
-        let base = r * 4u * plane + i;
-        out[base] = a.x;
-        out[base + plane] = a.x + a.y;
-        out[base + 2u * plane] = a.x - a.y;
-        out[base + 3u * plane] = -a.y;
-    }
+    store_tile(z, at.at, p.rows * p.cols);
 }
 
 @compute @workgroup_size(256)
@@ -272,15 +302,17 @@ fn winograd_filter_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_work
     if i >= p.n {
         return;
     }
-    // src: dU [16, O, C]; i = o·C + c.
-    let plane = p.out_channels * p.channels;
+    // src: dU [16, rows, cols] (O and C rounded up); i = o·C + c.
+    let plane = p.rows * p.cols;
+    let o = i / p.channels;
+    let at = o * p.cols + i % p.channels;
     // Gᵀ dU: 3×4, column by column.
     var gu: array<vec4<f32>, 3>;
     for (var s = 0u; s < 4u; s++) {
-        let u0 = src[s * plane + i];
-        let u1 = src[(4u + s) * plane + i];
-        let u2 = src[(8u + s) * plane + i];
-        let u3 = src[(12u + s) * plane + i];
+        let u0 = src[s * plane + at];
+        let u1 = src[(4u + s) * plane + at];
+        let u2 = src[(8u + s) * plane + at];
+        let u3 = src[(12u + s) * plane + at];
         gu[0][s] = u0 + 0.5 * (u1 + u2);
         gu[1][s] = 0.5 * (u1 - u2);
         gu[2][s] = 0.5 * (u1 + u2) + u3;

@@ -2,9 +2,10 @@
 //! its own since `Auto` keeps software adapters on the implicit GEMM): forward with and without
 //! bias, input and weight gradients against the CPU backend over paddings 0-2, odd and even
 //! outputs (partial tiles), 1×1 and 5×5 images, a weight gradient split in slices, batches 1 and 3, channel counts not multiples
-//! of 4; an ineligible convolution (stride 2) as the implicit GEMM computes it; and a
-//! convolution with its backward through the op layer on a device built from the forced
-//! backend.
+//! of 4; the weight gradient alone on each of its plans (one invocation per output, 64×64,
+//! 128×256, 256×128 and 128×128 tiles, split and not, channels padded to 8, paddings 0-2); an
+//! ineligible convolution (stride 2) as the implicit GEMM computes it; and a convolution with
+//! its backward through the op layer on a device built from the forced backend.
 
 use std::sync::Arc;
 
@@ -87,6 +88,49 @@ fn winograd_matches_the_cpu_convolution_forward_and_backward() {
                 assert_close(&format!("winograd {name} of {a:?} (bias {bias})"), g, w, 1e-4);
             }
         }
+    }
+}
+
+/// The weight gradient alone (x and the output gradient random), on `b`.
+fn weight_grad(b: &dyn Backend, a: &Conv2dArgs, seed: u64) -> Result<Vec<f32>> {
+    let g = &a.geom;
+    let x = b.from_f32(&data(g.batch * g.channels * g.in_h * g.in_w, seed))?;
+    let w = b.from_f32(&data(a.out_channels * g.channels * 9, seed + 1))?;
+    let grad = b.from_f32(&data(g.batch * a.out_channels * g.out_h * g.out_w, seed + 3))?;
+    let grads = b.conv2d_backward(&x, &w, &grad, a, Conv2dWanted { x: false, weight: true, bias: false })?;
+    Ok(read(b, &grads.weight.expect("a weight gradient")))
+}
+
+/// Each plan of the weight gradient's products (`weight_grad_plan` in
+/// `rumus/src/backend/wgpu/winograd.rs`; the large tiles where the adapter runs them, 64×64
+/// tiles in their place otherwise) against the CPU. The tile matrices have O and C rounded up
+/// to 8 rows and P to the slices; the padding must add nothing.
+#[test]
+fn winograd_weight_gradient_matches_the_cpu_on_every_plan() {
+    let Some(gpu) = winograd() else { return };
+    let cases = [
+        // One invocation per output (C rounded up to 8 < 16): pad 2, one slice and, at 605
+        // tiles, two.
+        args(2, 6, (19, 20), 2, 5),
+        args(5, 6, (19, 20), 2, 5),
+        // 64×64 tiles, channels 17 and 20 (rows 24): 512 tiles in two slices of 256, a partial
+        // tile column (31 wide).
+        args(2, 17, (32, 31), 1, 20),
+        // pad 0, 13 × 9 channels (rows 16): 550 tiles in two slices of 276, the last padded.
+        args(5, 9, (22, 23), 0, 13),
+        // 128 × 256 (the wide tile), 256 × 128 (the tall one) and 128 × 128 (the square one;
+        // without the large tiles' resources all three), one slice of 12, 9 and 9 tiles.
+        args(1, 256, (6, 7), 1, 128),
+        args(1, 128, (5, 5), 1, 256),
+        args(1, 128, (5, 6), 2, 128),
+        // The wide (or square) tile over 512 tiles in two slices.
+        args(2, 256, (32, 32), 1, 128),
+    ];
+    for (k, a) in cases.iter().enumerate() {
+        let want = weight_grad(&CpuBackend, a, k as u64).unwrap();
+        let got = weight_grad(&gpu, a, k as u64).unwrap_or_else(|e| panic!("{a:?}: {e}"));
+        // Sums over up to 2048 positions of products of values in [-2, 2).
+        assert_close(&format!("winograd weight gradient of {a:?}"), &got, &want, 1e-3);
     }
 }
 

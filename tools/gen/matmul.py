@@ -579,6 +579,12 @@ VEC4_LARGE = dict(bk=32, prefetch=False, unroll=True, swizzle=8, wx=32, pad=0, x
 # tiles or 120 tall ones for 132 SMs; eleventh lab round, docs/BENCHMARKS.md). The dispatcher counts
 # the waves (`backend/wgpu/matmul.rs`).
 VEC4_TALL = dict(VEC4_LARGE, wx=16, wy=32)
+# `matmul_square`: the same scheme on 16×16 invocations, a 128×128 tile with K slices of 16 (its
+# 16 KiB of shared memory fit WebGPU's defaults), for batches of 128×128 products that would
+# leave half of a 128×256 tile idle: the Winograd weight gradient at 128 channels
+# (`backend/wgpu/winograd.rs`). The lab's copy ran at 38.9 / 40.4 / 37.3 TFLOP/s NN / TN / NT
+# at 4096³ (H100, tenth lab round, docs/BENCHMARKS.md).
+VEC4_SQUARE = dict(VEC4_LARGE, wx=16, bk=16)
 
 
 def scalar_file(small={}, large=SCALAR_LARGE):
@@ -587,10 +593,11 @@ def scalar_file(small={}, large=SCALAR_LARGE):
             + kernel("matmul_large", 2, "l", **large) + SMALL)
 
 
-def vec4_file(small={}, large=VEC4_LARGE, tall=VEC4_TALL):
+def vec4_file(small={}, large=VEC4_LARGE, tall=VEC4_TALL, square=VEC4_SQUARE):
     return (VEC4_HEADER + kernel("matmul", 1, "s", vec4=True, **small)
             + kernel("matmul_large", 2, "l", vec4=True, **large)
-            + kernel("matmul_tall", 2, "t", vec4=True, **tall))
+            + kernel("matmul_tall", 2, "t", vec4=True, **tall)
+            + kernel("matmul_square", 2, "q", vec4=True, **square))
 
 
 def write(path, text):

@@ -419,7 +419,7 @@ fn plans(shape: &Shape) -> Vec<MatmulPlan> {
     let k = shape.k * shape.batch;
     let counts: Vec<usize> =
         (0..7).map(|p| 1 << p).filter(|&s| k.is_multiple_of(s) && (s == 1 || k / s >= 128)).collect();
-    [MatmulKernel::Tile64, MatmulKernel::Wide, MatmulKernel::Tall]
+    [MatmulKernel::Tile64, MatmulKernel::Wide, MatmulKernel::Tall, MatmulKernel::Square]
         .into_iter()
         .flat_map(|kernel| counts.iter().map(move |&slices| MatmulPlan { kernel, slices }))
         .collect()

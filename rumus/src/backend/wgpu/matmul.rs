@@ -60,21 +60,24 @@ fn split_k_args(args: &MatmulArgs, slices: usize) -> MatmulArgs {
 
 /// The tile of `matmul_large` in `matmul_vec4.wgsl`, rows by columns (the strided kernel's is
 /// 128×128), on 32×16 invocations.
-const VEC4_LARGE_TILE: [usize; 2] = [128, 256];
+pub(super) const VEC4_LARGE_TILE: [usize; 2] = [128, 256];
 /// The tile of `matmul_tall` (vec4 only), on 16×32 invocations.
-const VEC4_TALL_TILE: [usize; 2] = [256, 128];
+pub(super) const VEC4_TALL_TILE: [usize; 2] = [256, 128];
+/// The tile of `matmul_square` (vec4 only), on 16×16 invocations; the dispatcher never picks it,
+/// the Winograd weight gradient does (`winograd.rs`).
+pub(super) const VEC4_SQUARE_TILE: [usize; 2] = [128, 128];
 const VEC4_LARGE_INVOCATIONS: u32 = 512;
 
 /// The streaming multiprocessors that a split product's tiles are counted against: an H100's
 /// (and an H200's) 132. The vec4 large tiles run one workgroup per SM (512 invocations at up to
 /// 128 registers), so a product whose workgroups spill a few past a multiple of this waits a
 /// whole extra wave for them.
-const WAVE_SMS: usize = 132;
+pub(super) const WAVE_SMS: usize = 132;
 
 /// How many partial outputs written and summed again cost as much time as one k step of a wave
 /// of large tiles (each SM's 128×256 FMAs, about 0.2 µs on an H100; 8 bytes per partial output
 /// at about 2.5 TB/s).
-const PARTIAL_OUTPUTS_PER_K_STEP: usize = 65536;
+pub(super) const PARTIAL_OUTPUTS_PER_K_STEP: usize = 65536;
 
 /// The kernel a product runs on (see [`MatmulPlan`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +90,9 @@ pub enum MatmulKernel {
     Wide,
     /// 256×128 tiles (`matmul_tall`), vec4 loads only.
     Tall,
+    /// 128×128 tiles on 256 invocations (`matmul_square`), vec4 loads only: for batches of
+    /// products whose sides are 128, which a 128×256 tile would half waste.
+    Square,
 }
 
 impl MatmulKernel {
@@ -96,6 +102,7 @@ impl MatmulKernel {
             MatmulKernel::Tile64 => "matmul",
             MatmulKernel::Wide => "matmul_large",
             MatmulKernel::Tall => "matmul_tall",
+            MatmulKernel::Square => "matmul_square",
         }
     }
 }
@@ -163,6 +170,7 @@ fn tiles_kernel(kernel: MatmulKernel, fit: Fit) -> (&'static pipelines::Shader, 
         MatmulKernel::Wide if vec4 => VEC4_LARGE_TILE,
         MatmulKernel::Wide => [128, 128],
         MatmulKernel::Tall => VEC4_TALL_TILE,
+        MatmulKernel::Square => VEC4_SQUARE_TILE,
         MatmulKernel::Tile64 | MatmulKernel::PerOutput => [64, 64],
     };
     (shader, kernel.entry(), tile)
@@ -348,10 +356,19 @@ impl WgpuBackend {
         fit_under(&self.ctx.limits, args)
     }
 
+    /// Whether this adapter has the workgroup memory and invocations of the vec4 large tiles
+    /// ([`MatmulKernel::Wide`] and [`MatmulKernel::Tall`] on vec4 operands).
+    pub(super) fn large_tiles_fit(&self) -> bool {
+        let l = &self.ctx.limits;
+        l.max_compute_workgroup_storage_size >= VEC4_LARGE_SHARED_BYTES
+            && l.max_compute_invocations_per_workgroup >= VEC4_LARGE_INVOCATIONS
+    }
+
     /// The product `args` describes, computed as `plan` says; any plan gives the same values up
     /// to rounding. Errors for a layout reaching past its storage, a slice count that is zero or
-    /// does not divide `k` (or splits a batched product), and [`MatmulKernel::Tall`] where the
-    /// operands cannot be read as vec4 or the adapter lacks the shared memory or invocations.
+    /// does not divide `k` (or splits a batched product), [`MatmulKernel::Tall`] where the
+    /// operands cannot be read as vec4 or the adapter lacks the shared memory or invocations,
+    /// and [`MatmulKernel::Square`] where they cannot be read as vec4.
     /// For the kernel lab and tests; [`Backend::matmul`](crate::backend::Backend::matmul) uses
     /// [`WgpuBackend::matmul_plan`].
     pub fn matmul_with_plan(
@@ -389,6 +406,9 @@ impl WgpuBackend {
                 "matmul",
                 format!("the 256x128 tile needs vec4 operands and large tiles ({fit:?})"),
             ));
+        }
+        if plan.kernel == MatmulKernel::Square && !fit.vec4 {
+            return Err(Error::invalid("matmul", format!("the 128x128 vec4 tile needs vec4 operands ({fit:?})")));
         }
         if slices == 1 {
             return self.matmul_tiles(lhs, rhs, args, plan.kernel, fit);
@@ -434,7 +454,7 @@ impl WgpuBackend {
             self.run(&pipelines::MATMUL_COOP, "matmul_large", &SIGNATURE, &params, &buffers, grid(COOP_TILE))?;
             return Ok(self.output(out));
         }
-        let large = matches!(kernel, MatmulKernel::Wide | MatmulKernel::Tall);
+        let large = matches!(kernel, MatmulKernel::Wide | MatmulKernel::Tall | MatmulKernel::Square);
         let (shader, entry, tile) = tiles_kernel(kernel, fit);
         // Until that kernel is compiled (see `Pipelines::stand_in`): the same shader's 64-tile
         // kernel if it is ready, else (for a small product) one invocation per output, else wait.
@@ -459,7 +479,8 @@ mod tests {
     use super::super::WgpuBackend;
     use super::{choose_plan, split_k_args, split_k_slices, Fit, MatmulKernel, MatmulPlan};
     use super::{
-        COOP_SHARED_BYTES, COOP_TILE, VEC4_LARGE_INVOCATIONS, VEC4_LARGE_SHARED_BYTES, VEC4_LARGE_TILE, VEC4_TALL_TILE,
+        COOP_SHARED_BYTES, COOP_TILE, VEC4_LARGE_INVOCATIONS, VEC4_LARGE_SHARED_BYTES, VEC4_LARGE_TILE,
+        VEC4_SQUARE_TILE, VEC4_TALL_TILE,
     };
     use crate::backend::{Backend, MatmulArgs, MatrixLayout, ReduceDims, ReduceOp};
     use crate::testing::assert_close;
@@ -549,7 +570,8 @@ mod tests {
             let args = MatmulArgs { batch: 1, m, k, n, lhs: lhs_layout, rhs: MatrixLayout::row_major(k, n) };
             let want = read(&b, &b.matmul(&lhs, &rhs, &args).unwrap());
             let large = b.fit(&args).large;
-            for kernel in [MatmulKernel::PerOutput, MatmulKernel::Tile64, MatmulKernel::Wide, MatmulKernel::Tall] {
+            let kernels = [MatmulKernel::PerOutput, MatmulKernel::Tile64, MatmulKernel::Wide, MatmulKernel::Tall];
+            for kernel in kernels.into_iter().chain([MatmulKernel::Square]) {
                 for slices in [1, 2, 8] {
                     let plan = MatmulPlan { kernel, slices };
                     let got = b.matmul_with_plan(&lhs, &rhs, &args, plan);
@@ -707,6 +729,8 @@ mod tests {
             .filter_map(|l| l.split(", ").nth(1)?.strip_suffix(">;")?.parse::<u32>().ok())
             .sum();
         assert_eq!(tall_vec4s * 16, VEC4_LARGE_SHARED_BYTES);
+        let square = [shader_const(source, "QTILE_M"), shader_const(source, "QTILE_N")];
+        assert_eq!(square.map(|t| t as usize), VEC4_SQUARE_TILE);
         for (i, entry) in [(2, "matmul_large"), (3, "matmul_tall")] {
             let size = source.split("@workgroup_size(").nth(i).expect(entry);
             let size: Vec<u32> = size[..size.find(')').unwrap()].split(", ").map(|v| v.parse().unwrap()).collect();

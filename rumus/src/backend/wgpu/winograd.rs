@@ -1,13 +1,17 @@
 //! Winograd F(2×2, 3×3) convolution: dispatch of the transforms in `winograd.wgsl` around 16
 //! batched products on the backend's matmul kernels (`matmul.rs`), for the forward, the input
 //! gradient (the forward of the output gradient with the filters rotated and transposed, which
-//! the filter transform reads in place) and the weight gradient (its product over the tiles
-//! split into slices whose partials the backend's reduction adds up). Which convolutions come
-//! here: `conv_algorithm.rs`. The transforms are checked against a direct convolution by
+//! the filter transform reads in place) and the weight gradient (its product over the tiles,
+//! on tile-major operands, split into slices whose partials the backend's reduction adds up;
+//! the kernel and split are [`weight_grad_plan`]'s). Which convolutions come here:
+//! `conv_algorithm.rs`. The transforms are checked against a direct convolution by
 //! `tools/gen/winograd_transforms.py`.
 
 use super::conv_algorithm::{auto_picks_winograd, winograd_eligible, ConvAlgorithm};
 use super::launch::bind;
+use super::matmul::{
+    MatmulKernel, MatmulPlan, PARTIAL_OUTPUTS_PER_K_STEP, VEC4_LARGE_TILE, VEC4_SQUARE_TILE, VEC4_TALL_TILE, WAVE_SMS,
+};
 use super::params::kernel_params;
 use super::pipelines::{self, Access};
 use super::{WgpuBackend, WgpuStorage};
@@ -22,16 +26,25 @@ const SIGNATURE: [Access; 3] = [Access::Read, Access::Read, Access::Write];
 /// Every element count of a buffer the kernels index stays below this, so their u32 index
 /// arithmetic (an element plus a few planes) stays below 2^31.
 const INDEX_LIMIT: u64 = 1 << 30;
-/// The weight gradient's products (`[O, P] @ [P, C]` per position, P tiles long) are split
-/// along P until about this many 64×64 output tiles are computed at once...
+/// The weight gradient's products (`[O, P] @ [P, C]` per position, P tiles long) on 64×64
+/// tiles are split along P until about this many of their output tiles are computed at once...
 const SPLIT_TARGET_GROUPS: usize = 1024;
 /// ...in slices of at least this many tiles.
 const MIN_SLICE: usize = 256;
+/// The weight gradient's tile matrices have C or O rounded up to this many rows: the matmul's
+/// vec4 loads need a multiple of 4, and the transforms' stores write 8 rows (32 bytes) at once.
+const WGRAD_ROW_ALIGN: usize = 8;
+/// f32 rates (TFLOP/s, H100, docs/BENCHMARKS.md) that [`weight_grad_plan`] weighs the tiles'
+/// wasted outputs with: the vec4 64×64 tiles ran 27–30 at 1024³–2048³, the 128×256 and
+/// 256×128 ones 40–42 at 4096³, the 128×128 one (as a lab copy) 37–40.
+const RATE_TILE64: usize = 28;
+const RATE_LARGE: usize = 41;
+const RATE_SQUARE: usize = 39;
 
 kernel_params! {
     /// `winograd.wgsl`: `n` invocations over the convolution the forward computes (`channels`
-    /// in, `out_channels` out) and the tile matrix they read or write (`rows` × `cols`, in
-    /// slices of `slice_len`).
+    /// in, `out_channels` out) and the tile matrix they read or write (`rows` × `cols`, or
+    /// `cols` × `rows` tile-major).
     struct WinogradParams {
         n: u32,
         batch: u32,
@@ -46,11 +59,10 @@ kernel_params! {
         tiles_h: u32,
         tiles_w: u32,
         rows: u32,
-        slice_len: u32,
         cols: u32,
         flip: u32,
         has_bias: u32,
-    } pad 3
+    }
 }
 
 /// The stride-1 3×3 convolution the forward kernels compute: the layer's own, or its input
@@ -120,9 +132,8 @@ impl Shape {
         self.tiles().next_multiple_of(4)
     }
 
-    /// Parameters for `n` invocations over a tile matrix of `rows` × `cols` in slices of
-    /// `slice_len`.
-    fn params(&self, n: usize, rows: usize, slice_len: usize, cols: usize) -> WinogradParams {
+    /// Parameters for `n` invocations over a tile matrix of `rows` × `cols`.
+    fn params(&self, n: usize, rows: usize, cols: usize) -> WinogradParams {
         let v = |x: usize| x as u32;
         WinogradParams {
             n: v(n),
@@ -138,24 +149,89 @@ impl Shape {
             tiles_h: v(self.tiles_h()),
             tiles_w: v(self.tiles_w()),
             rows: v(rows),
-            slice_len: v(slice_len),
             cols: v(cols),
             flip: 0,
             has_bias: 0,
-            _pad: [0; 3],
         }
     }
 }
 
-/// How the weight gradient's products over P tiles are split: `(slices, slice_len)`, with
-/// `slice_len` a multiple of 4 (the vec4 kernels' alignment) and `slices · slice_len ≥ tiles`.
-/// Enough slices that the 16 products' 64×64 output tiles (`o` × `c` each) reach about
-/// [`SPLIT_TARGET_GROUPS`], none shorter than [`MIN_SLICE`]. To be tuned with the H100 timings.
-fn weight_grad_split(o: usize, c: usize, tiles: usize) -> (usize, usize) {
-    let per_split = XI * o.div_ceil(64) * c.div_ceil(64);
-    let wanted = SPLIT_TARGET_GROUPS.div_ceil(per_split).clamp(1, tiles.div_ceil(MIN_SLICE).max(1));
-    let slice_len = tiles.div_ceil(wanted).next_multiple_of(4);
-    (tiles.div_ceil(slice_len), slice_len)
+/// How the weight gradient's 16 products `[m, P] @ [P, n]` run (m = O and n = C rounded up to
+/// [`WGRAD_ROW_ALIGN`]): the matmul kernel, and the P tiles cut into `slices` of `slice_len` (a
+/// multiple of 4; `slices · slice_len ≥ P`), computed as one batch of `16 · slices` products
+/// whose partial sums are added up afterwards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct WeightGradPlan {
+    kernel: MatmulKernel,
+    slices: usize,
+    slice_len: usize,
+}
+
+impl WeightGradPlan {
+    /// About `wanted` slices of `tiles`: the fewest of length a multiple of 4 that hold them.
+    fn new(kernel: MatmulKernel, tiles: usize, wanted: usize) -> WeightGradPlan {
+        let slice_len = tiles.div_ceil(wanted.max(1)).next_multiple_of(4);
+        WeightGradPlan { kernel, slices: tiles.div_ceil(slice_len), slice_len }
+    }
+
+    /// The tile matrices' columns: the tiles, padded.
+    fn cols(&self) -> usize {
+        self.slices * self.slice_len
+    }
+}
+
+/// The weight gradient's plan for `tiles` tiles and `[m, n]` outputs per position, where
+/// `large` says whether the adapter runs the vec4 128×256 and 256×128 tiles. Of those and the
+/// vec4 128×128 tile (which fits WebGPU's defaults), the one whose rate ([`RATE_LARGE`],
+/// [`RATE_SQUARE`]) times the share of its outputs inside `[m, n]` is highest, if that beats
+/// the 64×64 tile's ([`RATE_TILE64`]) likewise: at 128 × 128 half of a 128×256 tile's outputs
+/// are padding, at 64 × 64 seven eighths are (before this plan the dispatcher put these
+/// batches of 256 or more products on the 128×256 tiles). Those tiles take the slice count of
+/// fewest waves of workgroups (one per SM of [`WAVE_SMS`] for 512 invocations, two for the
+/// 128×128 tile's 256) times slice length, plus the partials' round trip
+/// ([`PARTIAL_OUTPUTS_PER_K_STEP`]); the 64×64 tiles about [`SPLIT_TARGET_GROUPS`] workgroups.
+/// Slices are at least [`MIN_SLICE`] long; a side under 16 runs one invocation per output,
+/// split like the 64×64 tiles. To be tuned with the H100 timings.
+fn weight_grad_plan(m: usize, n: usize, tiles: usize, large: bool) -> WeightGradPlan {
+    let most_slices = (tiles / MIN_SLICE).max(1);
+    let useful =
+        |[rows, cols]: [usize; 2]| (m * n) as f64 / (m.next_multiple_of(rows) * n.next_multiple_of(cols)) as f64;
+    let small = if m < 16 || n < 16 { MatmulKernel::PerOutput } else { MatmulKernel::Tile64 };
+    let per_split = XI * m.div_ceil(64) * n.div_ceil(64);
+    let tile64 = WeightGradPlan::new(small, tiles, SPLIT_TARGET_GROUPS.div_ceil(per_split).clamp(1, most_slices));
+    if small == MatmulKernel::PerOutput {
+        return tile64;
+    }
+    // (kernel, tile, rate, workgroups per SM); ties go to the earlier.
+    let mut candidates = vec![(MatmulKernel::Square, VEC4_SQUARE_TILE, RATE_SQUARE, 2)];
+    if large {
+        candidates.insert(0, (MatmulKernel::Tall, VEC4_TALL_TILE, RATE_LARGE, 1));
+        candidates.insert(0, (MatmulKernel::Wide, VEC4_LARGE_TILE, RATE_LARGE, 1));
+    }
+    let score = |tile: [usize; 2], rate: usize| useful(tile) * rate as f64;
+    let mut best = candidates[0];
+    for c in candidates {
+        if score(c.1, c.2) > score(best.1, best.2) {
+            best = c;
+        }
+    }
+    let (kernel, tile, rate, per_sm) = best;
+    if score(tile, rate) < score([64, 64], RATE_TILE64) {
+        return tile64;
+    }
+    let groups = XI * m.div_ceil(tile[0]) * n.div_ceil(tile[1]);
+    let cost = |wanted: usize| {
+        let plan = WeightGradPlan::new(kernel, tiles, wanted);
+        let partials = if plan.slices > 1 { plan.slices * XI * m * n / PARTIAL_OUTPUTS_PER_K_STEP } else { 0 };
+        ((groups * plan.slices).div_ceil(WAVE_SMS * per_sm) * plan.slice_len + partials, plan.slices)
+    };
+    let slices = (1..=most_slices).map(cost).min().map_or(1, |(_, slices)| slices);
+    WeightGradPlan::new(kernel, tiles, slices)
+}
+
+/// The weight gradient's rows: `[m, n]` = O and C rounded up to [`WGRAD_ROW_ALIGN`].
+fn weight_grad_rows(s: &Shape) -> (usize, usize) {
+    (s.out_channels.next_multiple_of(WGRAD_ROW_ALIGN), s.channels.next_multiple_of(WGRAD_ROW_ALIGN))
 }
 
 /// Element counts of every buffer the three passes of `a` index: inputs, outputs, transformed
@@ -165,8 +241,12 @@ fn extents(a: &Conv2dArgs) -> [(&'static str, u64); 8] {
     let b = Shape::input_grad(a);
     let v = |x: usize| x as u64;
     let (o, c) = (v(f.out_channels), v(f.channels));
-    let (slices, slice_len) = weight_grad_split(f.out_channels, f.channels, f.tiles());
-    let split_cols = v(slices) * v(slice_len);
+    let (m, n) = weight_grad_rows(&f);
+    // Either plan's columns and partial sums, whichever the adapter takes.
+    let plans = [false, true].map(|large| weight_grad_plan(m, n, f.tiles(), large));
+    let split_cols = plans.iter().map(|p| v(p.cols())).max().unwrap_or(0);
+    let slices = plans.iter().map(|p| v(p.slices)).max().unwrap_or(0);
+    let (m, n) = (v(m), v(n));
     let xi = XI as u64;
     let big = |parts: &[u64]| parts.iter().fold(1u64, |acc, &p| acc.saturating_mul(p));
     [
@@ -176,8 +256,8 @@ fn extents(a: &Conv2dArgs) -> [(&'static str, u64); 8] {
         ("forward products", big(&[xi, o, v(f.forward_cols())])),
         ("input gradient tiles", big(&[xi, o, v(b.forward_cols())])),
         ("input gradient products", big(&[xi, c, v(b.forward_cols())])),
-        ("weight gradient tiles", big(&[xi, o.max(c), split_cols])),
-        ("weight gradient partial sums", big(&[xi, v(slices), o, c])),
+        ("weight gradient tiles", big(&[xi, m.max(n), split_cols])),
+        ("weight gradient partial sums", big(&[xi, slices, m, n])),
     ]
 }
 
@@ -251,11 +331,11 @@ impl WgpuBackend {
     ) -> Result<Storage> {
         let (o, c, cols, tiles) = (s.out_channels, s.channels, s.forward_cols(), s.tiles());
         let filters = self.alloc(XI * o * c, DType::F32, OP)?;
-        let params = WinogradParams { flip: flip as u32, ..s.params(o * c, o, c, c) };
+        let params = WinogradParams { flip: flip as u32, ..s.params(o * c, o, c) };
         self.winograd_run("winograd_filter", &params, w, &filters)?;
 
         let input_tiles = self.alloc(XI * c * cols, DType::F32, OP)?;
-        let params = s.params(c * cols, c, cols, cols);
+        let params = s.params(c * cols, c, cols);
         self.winograd_run("winograd_input", &params, x, &input_tiles)?;
 
         // M[ξ] = U[ξ] @ V[ξ]: [o, c] @ [c, cols], 16 of them.
@@ -271,44 +351,48 @@ impl WgpuBackend {
         let m = self.gpu(&m, DType::F32, OP)?;
 
         let out = self.alloc(s.batch * o * s.out_h * s.out_w, DType::F32, OP)?;
-        let params = WinogradParams { has_bias: bias.is_some() as u32, ..s.params(o * tiles, o, cols, cols) };
+        let params = WinogradParams { has_bias: bias.is_some() as u32, ..s.params(o * tiles, o, cols) };
         let buffers = [bind(m), bias.map_or(self.unused(), bind), bind(&out)];
         let groups = self.groups_for(o * tiles, OP)?;
         self.run(&pipelines::WINOGRAD, "winograd_output", &SIGNATURE, &params, &buffers, groups)?;
         Ok(self.output(out))
     }
 
-    /// dw: Z from the output gradient's tiles and V from the input's, split along the tiles;
-    /// dU[ξ] = Σ_slices Z[ξ] @ V[ξ]ᵀ; dw = Gᵀ dU G.
+    /// dw: Zt from the output gradient's tiles and Vt from the input's, tile-major, split along
+    /// the tiles as [`weight_grad_plan`] says; dU[ξ] = Σ_slices Zt[ξ]ᵀ @ Vt[ξ]; dw = Gᵀ dU G.
     pub(super) fn winograd_weight_grad(&self, x: &WgpuStorage, grad: &WgpuStorage, a: &Conv2dArgs) -> Result<Storage> {
         let s = Shape::forward(a);
         let (o, c) = (s.out_channels, s.channels);
-        let (slices, slice_len) = weight_grad_split(o, c, s.tiles());
-        let cols = slices * slice_len;
+        let (m, n) = weight_grad_rows(&s);
+        let plan = weight_grad_plan(m, n, s.tiles(), self.large_tiles_fit());
+        let (slices, slice_len, cols) = (plan.slices, plan.slice_len, plan.cols());
 
-        let input_tiles = self.alloc(XI * c * cols, DType::F32, OP)?;
-        self.winograd_run("winograd_input", &s.params(c * cols, c, slice_len, cols), x, &input_tiles)?;
-        let grad_tiles = self.alloc(XI * o * cols, DType::F32, OP)?;
-        self.winograd_run("winograd_grad_tiles", &s.params(o * cols, o, slice_len, cols), grad, &grad_tiles)?;
+        let input_tiles = self.alloc(XI * n * cols, DType::F32, OP)?;
+        self.winograd_run("winograd_input_wgrad", &s.params(n * cols, n, cols), x, &input_tiles)?;
+        let grad_tiles = self.alloc(XI * m * cols, DType::F32, OP)?;
+        self.winograd_run("winograd_grad_tiles", &s.params(m * cols, m, cols), grad, &grad_tiles)?;
 
-        // Batch entry ξ·slices + slice: [o, slice_len] @ [slice_len, c] (V's block transposed).
+        // Batch entry ξ·slices + slice: [m, slice_len] @ [slice_len, n], the left operand Zt's
+        // block read transposed (contiguous along m), the right one Vt's block as it is.
         let products = MatmulArgs {
             batch: XI * slices,
-            m: o,
+            m,
             k: slice_len,
-            n: c,
-            lhs: MatrixLayout { offset: 0, batch_stride: o * slice_len, row_stride: slice_len, col_stride: 1 },
-            rhs: MatrixLayout { offset: 0, batch_stride: c * slice_len, row_stride: 1, col_stride: slice_len },
+            n,
+            lhs: MatrixLayout { offset: 0, batch_stride: slice_len * m, row_stride: 1, col_stride: m },
+            rhs: MatrixLayout { offset: 0, batch_stride: slice_len * n, row_stride: n, col_stride: 1 },
         };
-        let partials = self.matmul_dispatch(&self.output(grad_tiles), &self.output(input_tiles), &products)?;
+        let unsplit = MatmulPlan { kernel: plan.kernel, slices: 1 };
+        let partials =
+            self.matmul_with_plan(&self.output(grad_tiles), &self.output(input_tiles), &products, unsplit)?;
         let du = if slices == 1 {
             partials
         } else {
-            self.reduce_kernel(ReduceOp::Sum, &partials, ReduceDims { outer: XI, len: slices, inner: o * c })?
+            self.reduce_kernel(ReduceOp::Sum, &partials, ReduceDims { outer: XI, len: slices, inner: m * n })?
         };
         let du = self.gpu(&du, DType::F32, OP)?;
         let out = self.alloc(o * c * 9, DType::F32, OP)?;
-        self.winograd_run("winograd_filter_grad", &s.params(o * c, o, c, c), du, &out)?;
+        self.winograd_run("winograd_filter_grad", &s.params(o * c, m, n), du, &out)?;
         Ok(self.output(out))
     }
 
@@ -327,21 +411,48 @@ impl WgpuBackend {
 
 #[cfg(test)]
 mod tests {
-    use super::{extents, weight_grad_split, Shape};
+    use super::{extents, weight_grad_plan, Shape};
     use crate::backend::{Conv2dArgs, ConvGeom};
 
     #[test]
-    fn the_weight_gradient_splits_long_products_into_aligned_slices() {
+    fn the_weight_gradient_plans_tiles_that_waste_little_in_aligned_slices() {
+        use super::super::matmul::MatmulKernel::{PerOutput, Square, Tall, Tile64, Wide};
+        let plan = |m, n, tiles, large| {
+            let p = weight_grad_plan(m, n, tiles, large);
+            (p.kernel, p.slices, p.slice_len)
+        };
         // ResNet-18 at batch 128: 64 channels at 32² (32768 tiles) down to 512 at 4² (512).
-        assert_eq!(weight_grad_split(64, 64, 32768), (64, 512));
-        assert_eq!(weight_grad_split(128, 128, 8192), (16, 512));
-        assert_eq!(weight_grad_split(256, 256, 2048), (4, 512));
-        assert_eq!(weight_grad_split(512, 512, 512), (1, 512));
-        // Few tiles: one slice, padded to a multiple of 4.
-        assert_eq!(weight_grad_split(3, 5, 7), (1, 8));
-        for (o, c, tiles) in [(5, 7, 1000), (64, 3, 12345), (70, 70, 257)] {
-            let (slices, len) = weight_grad_split(o, c, tiles);
-            assert!(len.is_multiple_of(4) && slices * len >= tiles && (slices - 1) * len < tiles, "{o} {c} {tiles}");
+        // 64 channels would leave 3/4 of a 128×128 tile idle: 64×64 tiles, about 1024 of them.
+        // 128 channels take the 128×128 tile: 16 slices of 16 fill one wave of two per SM.
+        assert_eq!(plan(64, 64, 32768, true), (Tile64, 64, 512));
+        assert_eq!(plan(128, 128, 8192, true), (Square, 16, 512));
+        assert_eq!(plan(128, 128, 8192, false), (Square, 16, 512));
+        // 256: 32 wide tiles per slice, 4 slices fill one wave of 132; 512: 128 tiles unsplit.
+        assert_eq!(plan(256, 256, 2048, true), (Wide, 4, 512));
+        assert_eq!(plan(512, 512, 512, true), (Wide, 1, 512));
+        // 256 × 128 fits the tall tile: 8 slices of 16 workgroups.
+        assert_eq!(plan(256, 128, 2048, true), (Tall, 8, 256));
+        assert_eq!(plan(128, 256, 2048, true).0, Wide);
+        // Without the large tiles' resources, the 128×128 tile: 64 workgroups per slice.
+        assert_eq!(plan(256, 256, 2048, false), (Square, 4, 512));
+        // 64 × 192: a 128-row tile would be half padding, 64×64 tiles none.
+        assert_eq!(plan(64, 192, 4096, true).0, Tile64);
+        // 72 × 72 pads 64×64 tiles as much as a 128×128 one, which runs faster.
+        assert_eq!(plan(72, 72, 4096, true).0, Square);
+        // A short side: one invocation per output; few tiles: one slice, padded to 4.
+        assert_eq!(plan(8, 16, 7, true), (PerOutput, 1, 8));
+        assert_eq!(plan(8, 8, 1000, true), (PerOutput, 3, 336));
+        for (m, n, tiles) in [(8, 8, 1000), (64, 8, 12345), (72, 72, 257), (256, 256, 3000), (136, 512, 999)] {
+            for large in [false, true] {
+                let p = weight_grad_plan(m, n, tiles, large);
+                assert!(
+                    p.slice_len.is_multiple_of(4)
+                        && p.cols() >= tiles
+                        && (p.slices - 1) * p.slice_len < tiles
+                        && (p.slices == 1 || p.slice_len >= super::MIN_SLICE),
+                    "{m} {n} {tiles} {large}: {p:?}"
+                );
+            }
         }
     }
 
