@@ -9,16 +9,23 @@
 //! the first maximum wins a tie (`-0` and `+0` tie) and the first NaN stays. The argmax is the
 //! tap's flat index in the plane, as everywhere. Row ends are masked loads and stores.
 //!
-//! Backward: the windows do not overlap, so every input cell gets at most one gradient and the
-//! plane is written whole, without the zero fill and scatter of the general path: each window's
-//! four cells get `0 + g` where its argmax points and `0` at the other three (`0 + g` is the
-//! scatter's sum onto zeros: a `-0` gradient lands as `+0`), and cells in no window (the last
-//! row or column of an odd size) get 0. An argmax outside its own window, which the forward never
-//! records, makes [`backward_plane`] report it, and the caller scatters that plane instead, so
-//! every argmax means what it means to the general path.
+//! Backward (AVX-512 and AVX2, rows of at least [`MIN_BACKWARD_WIDTH`] windows): the windows do
+//! not overlap, so every input cell gets at most one gradient and the plane is written whole,
+//! without the zero fill and scatter of the general path: each window's four cells get `0 + g`
+//! where its argmax points and `0` at the other three (`0 + g` is the scatter's sum onto zeros:
+//! a `-0` gradient lands as `+0`), and cells in no window (the last row or column of an odd size)
+//! get 0. An argmax outside its own window, which the forward never records, makes
+//! [`backward_plane`] report it, and the caller scatters that plane instead, so every argmax
+//! means what it means to the general path.
 
 use super::isa::Isa;
 use crate::backend::ConvGeom;
+
+/// Output rows shorter than this many windows take the zero fill and scatter in the backward:
+/// with a run per row, the fixed cost of a run outweighs the clearing pass it saves (LeNet's
+/// second pool, 5 windows a row: 43 µs instead of 25 for [64, 16, 10, 10]; its first, 14 a row:
+/// 58 µs instead of 75 for [64, 6, 28, 28]; AVX-512, one thread).
+pub const MIN_BACKWARD_WIDTH: usize = 8;
 
 /// Whether `g` is the 2×2, stride-2, unpadded, undilated window these kernels take.
 pub fn applies(g: &ConvGeom) -> bool {
@@ -35,6 +42,12 @@ trait Windows {
     /// `r1` (bottom), `2·o.len()` values each; the first window's top-left cell is `base` in a
     /// plane of width `w`.
     unsafe fn forward(r0: &[f32], r1: &[f32], base: u32, w: u32, o: &mut [f32], a: &mut [u32]);
+}
+
+/// The backward of a run, for the vector paths only (one window at a time it is slower than the
+/// zero fill and scatter).
+#[cfg(target_arch = "x86_64")]
+trait WindowsBackward: Windows {
     /// The input gradient rows `d0`, `d1` (`2·g.len()` cells each) of `g.len()` windows from their
     /// gradients `g` and argmaxes `a`, or `false` (cells unspecified) when an argmax lies outside
     /// its window.
@@ -61,27 +74,13 @@ impl Windows for Portable {
             (*o, *a) = (best, best_at);
         }
     }
-
-    #[inline(always)]
-    unsafe fn backward(g: &[f32], a: &[u32], base: u32, w: u32, d0: &mut [f32], d1: &mut [f32]) -> bool {
-        let cells = d0.chunks_exact_mut(2).zip(d1.chunks_exact_mut(2));
-        for (j, ((&gv, &at), (c0, c1))) in g.iter().zip(a).zip(cells).enumerate() {
-            let off = at.wrapping_sub(base + 2 * j as u32);
-            if off != 0 && off != 1 && off != w && off != w + 1 {
-                return false;
-            }
-            let cell = |o: u32| if off == o { 0.0 + gv } else { 0.0 };
-            (c0[0], c0[1], c1[0], c1[1]) = (cell(0), cell(1), cell(w), cell(w + 1));
-        }
-        true
-    }
 }
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::Windows;
+    use super::{Windows, WindowsBackward};
 
     /// `0, 2, 4, …`: the even lanes of two vectors for `permutex2var`, and each window's
     /// top-left column (twice its lane).
@@ -157,7 +156,9 @@ mod x86 {
                 _mm512_mask_storeu_epi32(a.as_mut_ptr().cast(), mask16(n), _mm512_add_epi32(first, off));
             }
         }
+    }
 
+    impl WindowsBackward for Avx512 {
         #[inline(always)]
         unsafe fn backward(g: &[f32], a: &[u32], base: u32, w: u32, d0: &mut [f32], d1: &mut [f32]) -> bool {
             let n = g.len();
@@ -256,7 +257,9 @@ mod x86 {
                 _mm256_maskstore_epi32(a.as_mut_ptr().cast(), m, _mm256_add_epi32(first, _mm256_castps_si256(off)));
             }
         }
+    }
 
+    impl WindowsBackward for Avx2 {
         #[inline(always)]
         unsafe fn backward(g: &[f32], a: &[u32], base: u32, w: u32, d0: &mut [f32], d1: &mut [f32]) -> bool {
             let n = g.len();
@@ -309,8 +312,9 @@ unsafe fn forward_with<V: Windows>(src: &[f32], g: &ConvGeom, o: &mut [f32], a: 
 
 /// One plane's backward with the runs of `V`: `d` is `[in_h, in_w]`; `false` as
 /// [`backward_plane`].
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn backward_with<V: Windows>(grad: &[f32], arg: &[u32], g: &ConvGeom, d: &mut [f32]) -> bool {
+unsafe fn backward_with<V: WindowsBackward>(grad: &[f32], arg: &[u32], g: &ConvGeom, d: &mut [f32]) -> bool {
     let (w, ow) = (g.in_w, g.out_w);
     for oi in 0..g.out_h {
         let top = 2 * oi * w;
@@ -367,12 +371,6 @@ fn forward_portable(src: &[f32], g: &ConvGeom, o: &mut [f32], a: &mut [u32]) {
     unsafe { forward_with::<Portable>(src, g, o, a) }
 }
 
-#[inline(never)]
-fn backward_portable(grad: &[f32], arg: &[u32], g: &ConvGeom, d: &mut [f32]) -> bool {
-    // SAFETY: as above.
-    unsafe { backward_with::<Portable>(grad, arg, g, d) }
-}
-
 /// The maxima `o` and argmaxes `a` (`[out_h, out_w]`) of one input plane `src` (`[in_h, in_w]`)
 /// for a window that [`applies`].
 pub fn forward_plane(isa: Isa, src: &[f32], g: &ConvGeom, o: &mut [f32], a: &mut [u32]) {
@@ -390,10 +388,14 @@ pub fn forward_plane(isa: Isa, src: &[f32], g: &ConvGeom, o: &mut [f32], a: &mut
 
 /// One input plane's gradient `d` (`[in_h, in_w]`, every cell written) from the output
 /// gradient `grad` and the argmaxes `arg` of the forward (`[out_h, out_w]`), for a window that
-/// [`applies`]. `false` when an argmax lies outside its window: `d` is then unspecified, and the
-/// caller scatters.
+/// [`applies`]. `false` when it does not take the plane: without AVX2, for rows shorter than
+/// [`MIN_BACKWARD_WIDTH`] windows, or when an argmax lies outside its window; `d` is then
+/// unspecified, and the caller zero-fills and scatters.
 pub fn backward_plane(isa: Isa, grad: &[f32], arg: &[u32], g: &ConvGeom, d: &mut [f32]) -> bool {
     debug_assert!(applies(g));
+    if g.out_w < MIN_BACKWARD_WIDTH {
+        return false;
+    }
     match isa {
         // SAFETY: `isa()` found the CPU to support the module's instructions.
         #[cfg(target_arch = "x86_64")]
@@ -401,7 +403,7 @@ pub fn backward_plane(isa: Isa, grad: &[f32], arg: &[u32], g: &ConvGeom, d: &mut
         // SAFETY: as above.
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => unsafe { avx2::backward(grad, arg, g, d) },
-        _ => backward_portable(grad, arg, g, d),
+        _ => false,
     }
 }
 
@@ -505,8 +507,11 @@ mod tests {
                     same_bits(&format!("{what} values"), &o, &want_o);
                     assert_eq!(a, want_a, "{what} argmax");
                     let mut d = vec![f32::NAN; h * w];
-                    assert!(backward_plane(isa, &grad, &a, &g, &mut d), "{what}");
-                    same_bits(&format!("{what} gradient"), &d, &want_d);
+                    let takes = isa != Isa::Baseline && g.out_w >= MIN_BACKWARD_WIDTH;
+                    assert_eq!(backward_plane(isa, &grad, &a, &g, &mut d), takes, "{what}");
+                    if takes {
+                        same_bits(&format!("{what} gradient"), &d, &want_d);
+                    }
                 }
             }
         }
