@@ -3,7 +3,8 @@
 
 use rayon::prelude::*;
 
-use super::buffer_pool;
+use super::parallel::PAR_THRESHOLD;
+use super::{buffer_pool, isa, max_pool_2x2};
 
 use crate::backend::ConvGeom;
 use crate::Result;
@@ -102,16 +103,32 @@ pub fn max_pool2d(x: &[f32], g: &ConvGeom) -> Result<(Vec<f32>, Vec<u32>)> {
     let plane = g.in_h * g.in_w;
     let spatial = g.out_h * g.out_w;
     let mut out = buffer_pool::take("max_pool2d", g.batch * g.channels * spatial)?;
-    let mut arg = buffer_pool::filled_with("max_pool2d", out.len(), u32::MAX)?;
     let unpadded = g.pad_h == 0 && g.pad_w == 0;
-    out.par_chunks_mut(spatial).zip(arg.par_chunks_mut(spatial)).enumerate().for_each(|(nc, (o, a))| {
+    // Only the padded scan reads the argmaxes before writing them (u32::MAX: none yet).
+    let mut arg = if unpadded {
+        buffer_pool::zeroed("max_pool2d", out.len())?
+    } else {
+        buffer_pool::filled_with("max_pool2d", out.len(), u32::MAX)?
+    };
+    let (two_by_two, isa) = (max_pool_2x2::applies(g), isa::isa());
+    let kernel = |(nc, (o, a)): (usize, (&mut [f32], &mut [u32]))| {
         let src = &x[nc * plane..(nc + 1) * plane];
-        if unpadded {
+        if two_by_two {
+            max_pool_2x2::forward_plane(isa, src, g, o, a);
+        } else if unpadded {
             max_pool_plane_unpadded(src, g, o, a);
         } else {
             max_pool_plane_padded(src, g, o, a);
         }
-    });
+    };
+    let spatial = spatial.max(1);
+    if x.len() < PAR_THRESHOLD {
+        out.chunks_mut(spatial).zip(arg.chunks_mut(spatial)).enumerate().for_each(kernel);
+    } else {
+        let planes_per_task = (PAR_THRESHOLD / plane.max(1)).max(1);
+        let planes = out.par_chunks_mut(spatial).zip(arg.par_chunks_mut(spatial));
+        planes.with_min_len(planes_per_task).enumerate().for_each(kernel);
+    }
     Ok((out, arg))
 }
 
@@ -121,9 +138,6 @@ pub fn max_pool2d(x: &[f32], g: &ConvGeom) -> Result<(Vec<f32>, Vec<u32>)> {
 /// Per output the taps arrive in row-major window order: the first maximum wins ties, and a NaN,
 /// once seen, stays (NaN propagates, as in PyTorch).
 fn max_pool_plane_unpadded(src: &[f32], g: &ConvGeom, o: &mut [f32], a: &mut [u32]) {
-    if (g.kernel_h, g.kernel_w, g.stride_h, g.stride_w, g.dilation_h, g.dilation_w) == (2, 2, 2, 2, 1, 1) {
-        return max_pool_plane_2x2(src, g, o, a);
-    }
     for (ki, kj) in (0..g.kernel_h).flat_map(|ki| (0..g.kernel_w).map(move |kj| (ki, kj))) {
         for oi in 0..g.out_h {
             let base = (oi * g.stride_h + ki * g.dilation_h) * g.in_w + kj * g.dilation_w;
@@ -142,31 +156,6 @@ fn max_pool_plane_unpadded(src: &[f32], g: &ConvGeom, o: &mut [f32], a: &mut [u3
                 *o = if take { v } else { *o };
                 *a = if take { at as u32 } else { *a };
             }
-        }
-    }
-}
-
-/// The 2×2, stride-2 window of most CNNs, with fixed-size inner loops the compiler unrolls
-/// (much faster than the general scan). Kept out of line: inlined into the per-plane rayon
-/// closure, the selects were compiled to data-dependent branches, mispredicted on real
-/// activations (BENCHMARKS.md).
-#[inline(never)]
-fn max_pool_plane_2x2(src: &[f32], g: &ConvGeom, o: &mut [f32], a: &mut [u32]) {
-    let w = g.in_w;
-    for oi in 0..g.out_h {
-        let top = 2 * oi * w;
-        let (r0, r1) = (&src[top..top + 2 * g.out_w], &src[top + w..top + w + 2 * g.out_w]);
-        let (orow, arow) = (&mut o[oi * g.out_w..][..g.out_w], &mut a[oi * g.out_w..][..g.out_w]);
-        let windows = r0.chunks_exact(2).zip(r1.chunks_exact(2));
-        for (oj, ((o, a), (p0, p1))) in orow.iter_mut().zip(arow.iter_mut()).zip(windows).enumerate() {
-            let at = top + 2 * oj;
-            let (mut best, mut best_at) = (p0[0], at);
-            for (v, v_at) in [(p0[1], at + 1), (p1[0], at + w), (p1[1], at + w + 1)] {
-                let take = (v > best) | (v.is_nan() & !best.is_nan());
-                best = if take { v } else { best };
-                best_at = if take { v_at } else { best_at };
-            }
-            (*o, *a) = (best, best_at as u32);
         }
     }
 }
@@ -203,15 +192,32 @@ fn max_pool_plane_padded(src: &[f32], g: &ConvGeom, o: &mut [f32], a: &mut [u32]
 pub fn max_pool2d_backward(grad: &[f32], argmax: &[u32], g: &ConvGeom) -> Result<Vec<f32>> {
     let plane = g.in_h * g.in_w;
     let spatial = g.out_h * g.out_w;
-    let mut dx = buffer_pool::filled("max_pool2d", g.batch * g.channels * plane, 0.0)?;
-    dx.par_chunks_mut(plane).enumerate().for_each(|(nc, d)| {
+    let (two_by_two, isa) = (max_pool_2x2::applies(g), isa::isa());
+    // The 2×2 kernel writes every cell of a plane; the scatter adds onto zeros.
+    let len = g.batch * g.channels * plane;
+    let mut dx =
+        if two_by_two { buffer_pool::take("max_pool2d", len)? } else { buffer_pool::filled("max_pool2d", len, 0.0)? };
+    let kernel = |(nc, d): (usize, &mut [f32])| {
         let (gr, ar) = (&grad[nc * spatial..][..spatial], &argmax[nc * spatial..][..spatial]);
+        if two_by_two {
+            if max_pool_2x2::backward_plane(isa, gr, ar, g, d) {
+                return;
+            }
+            d.fill(0.0);
+        }
         for (&gv, &at) in gr.iter().zip(ar) {
             if let Some(slot) = d.get_mut(at as usize) {
                 *slot += gv;
             }
         }
-    });
+    };
+    let plane = plane.max(1);
+    if dx.len() < PAR_THRESHOLD {
+        dx.chunks_mut(plane).enumerate().for_each(kernel);
+    } else {
+        let planes_per_task = (PAR_THRESHOLD / plane).max(1);
+        dx.par_chunks_mut(plane).with_min_len(planes_per_task).enumerate().for_each(kernel);
+    }
     Ok(dx)
 }
 
@@ -305,7 +311,7 @@ mod tests {
                 assert!(x == y || (x.is_nan() && y.is_nan()));
             }
             if (kernel, stride) == (2, 2) {
-                // The 2x2 fast path against a direct tap loop in the general scan's order.
+                // The general scan against a direct tap loop in window order.
                 let (mut o3, mut a3) = (vec![0.0; n], vec![0; n]);
                 for (ki, kj) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
                     for oi in 0..g.out_h {

@@ -22,6 +22,7 @@
 use rayon::prelude::*;
 
 use super::buffer_pool;
+use super::isa::{isa, Isa};
 use crate::backend::Conv2dArgs;
 use crate::Result;
 
@@ -370,27 +371,6 @@ unsafe fn input_grad_any<V: Lanes>(d: &Dims, gp: &[f32], w: &[f32], size: usize,
     }
 }
 
-/// The widest instruction set of this CPU the kernels are compiled for.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Isa {
-    Avx512,
-    Avx2,
-    Baseline,
-}
-
-fn isa() -> Isa {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            return Isa::Avx512;
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-            return Isa::Avx2;
-        }
-    }
-    Isa::Baseline
-}
-
 /// The dispatching kernels compiled for one instruction set and its strip type.
 #[cfg(target_arch = "x86_64")]
 macro_rules! wide_kernels {
@@ -562,22 +542,8 @@ impl InputGrad {
 mod tests {
     use super::*;
     use crate::backend::cpu::conv2d::tests::{args, reference, Reference};
+    use crate::backend::cpu::isa::isas;
     use crate::testing::assert_close;
-
-    /// Every instruction set of this CPU the kernels have, the portable one included.
-    fn isas() -> Vec<Isa> {
-        let mut all = vec![Isa::Baseline];
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-                all.push(Isa::Avx2);
-            }
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                all.push(Isa::Avx512);
-            }
-        }
-        all
-    }
 
     #[test]
     fn direct_forward_and_input_gradient_match_the_direct_definition() {
