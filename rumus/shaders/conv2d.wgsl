@@ -31,8 +31,8 @@
 // 32-byte runs in global memory, and their transposing stores into the shared tiles hit 32
 // different banks. Workgroups walk the tiles with a grid stride over a 1-D dispatch, so any
 // tile count works. The window's parameters are in lib/window.wgsl. The `_large` entry points at
-// the end compute the same GEMMs on 128×128 tiles, 8×8 outputs per invocation, and the `_long`
-// ones the forward and input gradient of at most 64 rows on 64×256 tiles (see there).
+// the end compute the forward and input gradient on 128×128 tiles, 8×8 outputs per invocation
+// (see there).
 
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> weight: array<f32>;
@@ -702,11 +702,12 @@ fn conv2d_input_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
 
 // ----- large tiles: 128×128, 8×8 outputs per invocation -----
 //
-// The `_large` entry points compute the same GEMMs on 128×128 tiles: each invocation holds four
+// The `_large` entry points compute the forward and input gradient on 128×128 tiles (the weight
+// gradient keeps its 64×64 tiles, which were faster on an H100): each invocation holds four
 // 4×4 blocks, at rows ty·4 and 64 + ty·4 and columns tx·4 and 64 + tx·4 of the tile, so every
 // vec4 read from workgroup memory feeds 32 products (16 in the 64×128 tiles) and the reads stay
 // conflict-free as above. Both operands' slices are [BK][128] (`ta_wide`, `tb_wide`): the
-// gathered operand is loaded exactly as the wide tiles' B, and a K-contiguous one as two
+// gathered B is loaded exactly as the wide tiles', and the K-contiguous weights (A) as two
 // halves of 64 rows, each loaded like the 64-row tiles'. 64 accumulators and 16 prefetched
 // values per invocation stay within 128 registers, so two workgroups share an SM. Their slices
 // take more than WebGPU's default 16 KiB of workgroup memory: conv2d.rs selects them only on
@@ -754,20 +755,12 @@ fn put_a_wide(k: u32, r: u32, v: f32) {
     ta_wide[k * ROW_WIDE + r / 4u][r % 4u] = v;
 }
 
-// Stores loads 0..3 of a K-contiguous operand into rows (or columns) r0 + kc_row(lid, t) of A
-// (or B): r0 is 0 or 64.
+// Stores loads 0..3 of the weights into rows r0 + kc_row(lid, t) of A: r0 is 0 or 64.
 fn stash_a_wide(v: vec4<f32>, lid: u32, r0: u32) {
     put_a_wide(kc_k(lid, 0u), r0 + kc_row(lid, 0u), v.x);
     put_a_wide(kc_k(lid, 1u), r0 + kc_row(lid, 1u), v.y);
     put_a_wide(kc_k(lid, 2u), r0 + kc_row(lid, 2u), v.z);
     put_a_wide(kc_k(lid, 3u), r0 + kc_row(lid, 3u), v.w);
-}
-
-fn stash_b_wide(v: vec4<f32>, lid: u32, c0: u32) {
-    put_b_wide(kc_k(lid, 0u), c0 + kc_row(lid, 0u), v.x);
-    put_b_wide(kc_k(lid, 1u), c0 + kc_row(lid, 1u), v.y);
-    put_b_wide(kc_k(lid, 2u), c0 + kc_row(lid, 2u), v.z);
-    put_b_wide(kc_k(lid, 3u), c0 + kc_row(lid, 3u), v.w);
 }
 
 fn mac_large(k: u32, tx: u32, ty: u32) {
@@ -879,71 +872,6 @@ fn conv2d_forward_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_work
 }
 
 @compute @workgroup_size(16, 16)
-fn conv2d_weight_grad_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                            @builtin(local_invocation_index) lid: u32) {
-    let z = sizes();
-    let k_len = z.cg * z.taps;
-    let reduction = p.batch * z.spatial;
-    let splits = div_up(reduction, p.split_len);
-    let tiles_m = div_up(z.og, LARGE);
-    let tiles_n = div_up(k_len, LARGE);
-    let tiles = tiles_m * tiles_n;
-    let tx = lid % 16u;
-    let ty = lid / 16u;
-    // Tiles, then groups, then splits, as in conv2d_weight_grad.
-    for (var t = wid.x; t < tiles * p.groups * splits; t += nwg.x) {
-        let tile = grouped_tile(t % tiles, tiles_m, tiles_n);
-        let row0 = tile.x * LARGE;
-        let col0 = tile.y * LARGE;
-        let g = t / tiles % p.groups;
-        let split = t / (tiles * p.groups);
-        let j_begin = split * p.split_len;
-        let j_end = min(reduction, j_begin + p.split_len);
-        let busy = block_inside(row0, col0, tx, ty, z.og, k_len);
-        // Rows and columns 0..63 of the tile, and 64..127.
-        let lanes = weight_grad_lanes(row0, col0, g, k_len, lid, z);
-        let lanes_far = weight_grad_lanes(row0 + TILE, col0 + TILE, g, k_len, lid, z);
-        clear();
-        clear_far_rows();
-        if lid < BK {
-            kt[lid] = reduction_entry(j_begin + lid, z);
-        }
-        workgroupBarrier();
-        var loads = weight_grad_loads(lanes, j_begin, j_end, 0u, lid);
-        var loads_far = weight_grad_loads(lanes_far, j_begin, j_end, 0u, lid);
-        var half = BK;
-        for (var j0 = j_begin; j0 < j_end; j0 += BK) {
-            stash_a_wide(loads.a, lid, 0u);
-            stash_a_wide(loads_far.a, lid, TILE);
-            stash_b_wide(loads.b, lid, 0u);
-            stash_b_wide(loads_far.b, lid, TILE);
-            let next = j0 + BK;
-            if lid < BK && next < j_end {
-                kt[half + lid] = reduction_entry(next + lid, z);
-            }
-            workgroupBarrier();
-            if next < j_end {
-                loads = weight_grad_loads(lanes, next, j_end, half, lid);
-                loads_far = weight_grad_loads(lanes_far, next, j_end, half, lid);
-            }
-            if busy {
-                multiply_large(tx, ty);
-            }
-            workgroupBarrier();
-            half = BK - half;
-        }
-        let c = col0 + tx * 4u;
-        let c_far = c + TILE;
-        let r = row0 + ty * 4u;
-        let r_far = r + TILE;
-        partial_store_block(split, g, r, c, k_len, acc0, acc1, acc2, acc3, z);
-        partial_store_block(split, g, r, c_far, k_len, acc4, acc5, acc6, acc7, z);
-        partial_store_block(split, g, r_far, c, k_len, acc8, acc9, acc10, acc11, z);
-        partial_store_block(split, g, r_far, c_far, k_len, acc12, acc13, acc14, acc15, z);
-    }
-}
-
-@compute @workgroup_size(16, 16)
 fn conv2d_input_grad_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                            @builtin(local_invocation_index) lid: u32) {
     let z = sizes();
@@ -1002,245 +930,6 @@ fn conv2d_input_grad_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_w
         let c_far = c + TILE;
         let r = row0 + ty * 4u;
         let r_far = r + TILE;
-        input_store_block(r, g, c, inside(c, cols), acc0, acc1, acc2, acc3, z);
-        input_store_block(r, g, c_far, inside(c_far, cols), acc4, acc5, acc6, acc7, z);
-        input_store_block(r_far, g, c, inside(c, cols), acc8, acc9, acc10, acc11, z);
-        input_store_block(r_far, g, c_far, inside(c_far, cols), acc12, acc13, acc14, acc15, z);
-    }
-}
-
-// ----- long tiles: 64×256 for GEMMs of at most 64 rows -----
-//
-// The `_long` entry points of the forward and input gradient serve GEMMs whose M side is at most
-// 64 (a first stage's 64 channels) but whose N side (pixels) is long. A 32×8 workgroup computes a
-// 64×256 tile, each invocation four 4×4 blocks at rows ty·4 and 32 + ty·4 and columns tx·4 and
-// 128 + tx·4. A is loaded as the 64-row tiles' (`ta`); the gathered B is loaded one tile column
-// per invocation, all 16 slice rows of it, into `tb_long`. Selected like the large tiles (more
-// than 16 KiB of workgroup memory).
-
-const LONG: u32 = 256u;
-// vec4 per k row of `tb_long`: 256 values and one vec4 of padding.
-const ROW_LONG: u32 = 65u;
-
-var<workgroup> tb_long: array<vec4<f32>, 1040>;
-
-// The 16 values an invocation gathers per slice for a long B: its tile column, slice rows 0..15.
-struct GatheredColumn {
-    r0: vec4<f32>,
-    r4: vec4<f32>,
-    r8: vec4<f32>,
-    r12: vec4<f32>,
-}
-
-fn put_b_long(k: u32, c: u32, v: f32) {
-    tb_long[k * ROW_LONG + c / 4u][c % 4u] = v;
-}
-
-fn stash_b4_long(v: vec4<f32>, k: u32, c: u32) {
-    put_b_long(k, c, v.x);
-    put_b_long(k + 1u, c, v.y);
-    put_b_long(k + 2u, c, v.z);
-    put_b_long(k + 3u, c, v.w);
-}
-
-fn stash_b_column(v: GatheredColumn, lid: u32) {
-    stash_b4_long(v.r0, 0u, lid);
-    stash_b4_long(v.r4, 4u, lid);
-    stash_b4_long(v.r8, 8u, lid);
-    stash_b4_long(v.r12, 12u, lid);
-}
-
-fn mac_long(k: u32, tx: u32, ty: u32) {
-    let a = ta[k * ROW + ty];
-    let a_far = ta[k * ROW + 8u + ty];
-    let b = tb_long[k * ROW_LONG + tx];
-    let b_far = tb_long[k * ROW_LONG + 32u + tx];
-    acc0 = fma(vec4<f32>(a.x), b, acc0);
-    acc1 = fma(vec4<f32>(a.y), b, acc1);
-    acc2 = fma(vec4<f32>(a.z), b, acc2);
-    acc3 = fma(vec4<f32>(a.w), b, acc3);
-    acc4 = fma(vec4<f32>(a.x), b_far, acc4);
-    acc5 = fma(vec4<f32>(a.y), b_far, acc5);
-    acc6 = fma(vec4<f32>(a.z), b_far, acc6);
-    acc7 = fma(vec4<f32>(a.w), b_far, acc7);
-    acc8 = fma(vec4<f32>(a_far.x), b, acc8);
-    acc9 = fma(vec4<f32>(a_far.y), b, acc9);
-    acc10 = fma(vec4<f32>(a_far.z), b, acc10);
-    acc11 = fma(vec4<f32>(a_far.w), b, acc11);
-    acc12 = fma(vec4<f32>(a_far.x), b_far, acc12);
-    acc13 = fma(vec4<f32>(a_far.y), b_far, acc13);
-    acc14 = fma(vec4<f32>(a_far.z), b_far, acc14);
-    acc15 = fma(vec4<f32>(a_far.w), b_far, acc15);
-}
-
-fn multiply_long(tx: u32, ty: u32) {
-    mac_long(0u, tx, ty);
-    mac_long(1u, tx, ty);
-    mac_long(2u, tx, ty);
-    mac_long(3u, tx, ty);
-    mac_long(4u, tx, ty);
-    mac_long(5u, tx, ty);
-    mac_long(6u, tx, ty);
-    mac_long(7u, tx, ty);
-    mac_long(8u, tx, ty);
-    mac_long(9u, tx, ty);
-    mac_long(10u, tx, ty);
-    mac_long(11u, tx, ty);
-    mac_long(12u, tx, ty);
-    mac_long(13u, tx, ty);
-    mac_long(14u, tx, ty);
-    mac_long(15u, tx, ty);
-}
-
-// This invocation's column (window `win`) at slice rows k..k + 3 of the table half `half`...
-fn forward_b4_dense(win: vec4<i32>, ok: bool, k_len: u32, k0: u32, half: u32, k: u32) -> vec4<f32> {
-    return vec4<f32>(
-        x_at(win, kt[half + k], ok && k0 + k < k_len),
-        x_at(win, kt[half + k + 1u], ok && k0 + k + 1u < k_len),
-        x_at(win, kt[half + k + 2u], ok && k0 + k + 2u < k_len),
-        x_at(win, kt[half + k + 3u], ok && k0 + k + 3u < k_len),
-    );
-}
-
-// ...at all 16.
-fn forward_b_column(win: vec4<i32>, ok: bool, k_len: u32, k0: u32, half: u32) -> GatheredColumn {
-    return GatheredColumn(
-        forward_b4_dense(win, ok, k_len, k0, half, 0u),
-        forward_b4_dense(win, ok, k_len, k0, half, 4u),
-        forward_b4_dense(win, ok, k_len, k0, half, 8u),
-        forward_b4_dense(win, ok, k_len, k0, half, 12u),
-    );
-}
-
-fn input_grad_b4_dense(pix: vec4<i32>, ok: bool, k_len: u32, k0: u32, half: u32, k: u32) -> vec4<f32> {
-    return vec4<f32>(
-        grad_tap_at(pix, kt[half + k], ok && k0 + k < k_len),
-        grad_tap_at(pix, kt[half + k + 1u], ok && k0 + k + 1u < k_len),
-        grad_tap_at(pix, kt[half + k + 2u], ok && k0 + k + 2u < k_len),
-        grad_tap_at(pix, kt[half + k + 3u], ok && k0 + k + 3u < k_len),
-    );
-}
-
-fn input_grad_b_column(pix: vec4<i32>, ok: bool, k_len: u32, k0: u32, half: u32) -> GatheredColumn {
-    return GatheredColumn(
-        input_grad_b4_dense(pix, ok, k_len, k0, half, 0u),
-        input_grad_b4_dense(pix, ok, k_len, k0, half, 4u),
-        input_grad_b4_dense(pix, ok, k_len, k0, half, 8u),
-        input_grad_b4_dense(pix, ok, k_len, k0, half, 12u),
-    );
-}
-
-@compute @workgroup_size(32, 8)
-fn conv2d_forward_long(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                       @builtin(local_invocation_index) lid: u32) {
-    let z = sizes();
-    let k_len = z.cg * z.taps;
-    let cols = p.batch * z.spatial;
-    let tiles_m = div_up(z.og, TILE);
-    let tiles_n = div_up(cols, LONG);
-    let tiles = tiles_m * tiles_n;
-    let tx = lid % 32u;
-    let ty = lid / 32u;
-    for (var t = wid.x; t < tiles * p.groups; t += nwg.x) {
-        let tile = grouped_tile(t % tiles, tiles_m, tiles_n);
-        let row0 = tile.x * TILE;
-        let col0 = tile.y * LONG;
-        let g = t / tiles;
-        let col = col0 + lid;
-        let win = window(col / z.spatial, g * z.cg, col % z.spatial, z);
-        let w_base = (g * z.og + row0) * k_len;
-        let rows = z.og - row0;
-        let busy = block_inside(row0, col0, tx, ty, z.og, cols);
-        clear();
-        clear_far_rows();
-        if lid < BK {
-            kt[lid] = tap(lid, z);
-        }
-        workgroupBarrier();
-        var ra = forward_a(w_base, rows, k_len, 0u, lid);
-        var rb = forward_b_column(win, col < cols, k_len, 0u, 0u);
-        var half = BK;
-        for (var k0 = 0u; k0 < k_len; k0 += BK) {
-            stash_a(ra, lid);
-            stash_b_column(rb, lid);
-            let next = k0 + BK;
-            if lid < BK && next < k_len {
-                kt[half + lid] = tap(next + lid, z);
-            }
-            workgroupBarrier();
-            if next < k_len {
-                ra = forward_a(w_base, rows, k_len, next, lid);
-                rb = forward_b_column(win, col < cols, k_len, next, half);
-            }
-            if busy {
-                multiply_long(tx, ty);
-            }
-            workgroupBarrier();
-            half = BK - half;
-        }
-        let c = col0 + tx * 4u;
-        let c_far = c + LONG / 2u;
-        let r = row0 + ty * 4u;
-        let r_far = r + TILE / 2u;
-        forward_store_block(r, g, c, inside(c, cols), acc0, acc1, acc2, acc3, z);
-        forward_store_block(r, g, c_far, inside(c_far, cols), acc4, acc5, acc6, acc7, z);
-        forward_store_block(r_far, g, c, inside(c, cols), acc8, acc9, acc10, acc11, z);
-        forward_store_block(r_far, g, c_far, inside(c_far, cols), acc12, acc13, acc14, acc15, z);
-    }
-}
-
-@compute @workgroup_size(32, 8)
-fn conv2d_input_grad_long(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                          @builtin(local_invocation_index) lid: u32) {
-    let z = sizes();
-    let k_len = z.og * z.phase_taps;
-    let cols = p.batch * z.sub_plane;
-    let tiles_m = div_up(z.cg, TILE);
-    let tiles_n = div_up(cols, LONG);
-    let tiles = tiles_m * tiles_n;
-    let tx = lid % 32u;
-    let ty = lid / 32u;
-    for (var t = wid.x; t < tiles * p.groups; t += nwg.x) {
-        let tile = grouped_tile(t % tiles, tiles_m, tiles_n);
-        let row0 = tile.x * TILE;
-        let col0 = tile.y * LONG;
-        let g = t / tiles;
-        let col = col0 + lid;
-        let pix = pixel(col, g, z);
-        let w_base = (g * z.og * z.cg + row0) * z.taps;
-        let rows = z.cg - row0;
-        let busy = block_inside(row0, col0, tx, ty, z.cg, cols);
-        clear();
-        clear_far_rows();
-        if lid < BK {
-            input_grad_table(lid, lid, z);
-        }
-        workgroupBarrier();
-        var ra = input_grad_a(w_base, rows, k_len, 0u, 0u, lid, z.taps);
-        var rb = input_grad_b_column(pix, col < cols, k_len, 0u, 0u);
-        var half = BK;
-        for (var k0 = 0u; k0 < k_len; k0 += BK) {
-            stash_a(ra, lid);
-            stash_b_column(rb, lid);
-            let next = k0 + BK;
-            if lid < BK && next < k_len {
-                input_grad_table(half + lid, next + lid, z);
-            }
-            workgroupBarrier();
-            if next < k_len {
-                ra = input_grad_a(w_base, rows, k_len, next, half, lid, z.taps);
-                rb = input_grad_b_column(pix, col < cols, k_len, next, half);
-            }
-            if busy {
-                multiply_long(tx, ty);
-            }
-            workgroupBarrier();
-            half = BK - half;
-        }
-        let c = col0 + tx * 4u;
-        let c_far = c + LONG / 2u;
-        let r = row0 + ty * 4u;
-        let r_far = r + TILE / 2u;
         input_store_block(r, g, c, inside(c, cols), acc0, acc1, acc2, acc3, z);
         input_store_block(r, g, c_far, inside(c_far, cols), acc4, acc5, acc6, acc7, z);
         input_store_block(r_far, g, c, inside(c, cols), acc8, acc9, acc10, acc11, z);

@@ -186,9 +186,6 @@ const GATED: &[(&str, &str, &str)] = &[
     ("matmul_coop", "matmul_large", "matmul.rs `coop_fits`: set_matmul_precision refuses tensor cores"),
     ("conv2d", "conv2d_forward_large", "conv2d.rs `choose_tiles`: the large tiles need 17 KiB"),
     ("conv2d", "conv2d_input_grad_large", "conv2d.rs `choose_tiles`: the large tiles need 17 KiB"),
-    ("conv2d", "conv2d_weight_grad_large", "conv2d.rs `choose_tiles`: the large tiles need 17 KiB"),
-    ("conv2d", "conv2d_forward_long", "conv2d.rs `choose_tiles`: the long tiles need 21 KiB"),
-    ("conv2d", "conv2d_input_grad_long", "conv2d.rs `choose_tiles`: the long tiles need 21 KiB"),
     ("attention_backward_dkdv_blocked_d32", "attention_backward_dkdv", "attention.rs `dkdv_kernel`"),
     ("attention_backward_dkdv_blocked_d64", "attention_backward_dkdv", "attention.rs `dkdv_kernel`"),
 ];
@@ -275,9 +272,9 @@ fn every_kernel_fits_webgpu_default_limits_or_is_gated() {
         }
     }
     // ResNet-18's 3×3 convolutions at batch 128: the tiles each stage's forward, input gradient
-    // and weight gradient take where the large tiles fit (64 channels and every weight gradient
-    // keep the 64-row tiles, faster there on an H100; 512 channels at 4×4 have too few 128×128
-    // tiles for the unsplit passes).
+    // and weight gradient take where the large tiles fit (64 channels keep the 64-row tiles, and
+    // the weight gradient always runs on them, faster there on an H100; 512 channels at 4×4 have
+    // too few 128×128 tiles for the unsplit passes).
     let stage = |channels: usize, side: usize| Conv2dArgs {
         geom: ConvGeom::square(128, channels, (side, side), 3, 1, 1, 1).expect("a valid geometry"),
         out_channels: channels,
@@ -304,7 +301,7 @@ fn every_kernel_fits_webgpu_default_limits_or_is_gated() {
         }
         // Each pass's gate asks for no more than its large kernel needs: it opens at exactly that.
         for (i, entry) in got.into_iter().enumerate() {
-            if !(entry.ends_with("_large") || entry.ends_with("_long")) {
+            if !entry.ends_with("_large") {
                 continue;
             }
             let need = needs

@@ -1,11 +1,11 @@
 //! Fused convolution: dispatch of the implicit GEMMs in `conv2d.wgsl` (forward, weight gradient,
-//! input gradient), each on 64-row tiles or, where the adapter's workgroup memory allows and the
-//! GEMM fills them, on the large tiles (`choose_tiles`). Every geometry `Conv2dArgs` describes
-//! runs here; the bias gradient and the sum of the weight gradient's split partials use the
-//! backend's reduction. Where the backend's `ConvAlgorithm` takes Winograd, the forward and the
-//! input and weight gradients go to `winograd.rs` instead (the bias gradient stays here). Until the start-up
-//! warm-up has compiled these kernels, small convolutions run the stand-ins of
-//! `conv2d_direct.rs`.
+//! input gradient), each on 64-row tiles or, for the forward and input gradient where the
+//! adapter's workgroup memory allows and the GEMM fills them, on 128×128 tiles (`choose_tiles`).
+//! Every geometry `Conv2dArgs` describes runs here; the bias gradient and the sum of the weight
+//! gradient's split partials use the backend's reduction. Where the backend's `ConvAlgorithm`
+//! takes Winograd, the forward and the input and weight gradients go to `winograd.rs` instead
+//! (the bias gradient stays here). Until the start-up warm-up has compiled these kernels, small
+//! convolutions run the stand-ins of `conv2d_direct.rs`.
 
 use super::launch::{bind, check_len};
 use super::pipelines::{self, Access};
@@ -28,39 +28,26 @@ const SPLIT_TARGET_GROUPS: usize = 1024;
 /// ...in pieces no shorter than this, so the partial sums stay small next to the products.
 const MIN_SPLIT_LEN: usize = 512;
 /// The side of the `_large` kernels' square tiles (`LARGE` in the shader; 8×8 outputs per
-/// invocation of a 16×16 workgroup). A GEMM takes them when its M side (output channels for the
-/// forward and weight gradient, input channels for the input gradient, per group) fills at least
-/// one such tile...
+/// invocation of a 16×16 workgroup), for the forward and input gradient. A GEMM takes them when
+/// its M side (output channels for the forward, input channels for the input gradient, per
+/// group) fills at least one such tile...
 const LARGE: usize = 128;
-/// ...and, for the forward and input gradient, which are not split, when it has at least this
-/// many tiles: about one per SM of an H100 (132). Two of these workgroups fit an SM, but each
-/// does the work of two 64×128 ones with fewer workgroup-memory reads per product, so a GEMM
-/// with about one large tile per SM finishes no later than on the 64×128 tiles. (ResNet-18's
-/// stride-1 convolutions at batch 128: 128 channels at 16×16 have 256 tiles, 256 at 8×8 have
-/// 128, 512 at 4×4 only 64 and keep the 64×128 tiles.)
+/// ...and, as these GEMMs are not split, when it has at least this many tiles: about one per SM
+/// of an H100 (132). Two of these workgroups fit an SM, but each does the work of two 64×128
+/// ones with fewer workgroup-memory reads per product, so a GEMM with about one large tile per
+/// SM finishes no later than on the 64×128 tiles. (ResNet-18's stride-1 convolutions at batch
+/// 128: 128 channels at 16×16 have 256 tiles, 256 at 8×8 have 128, 512 at 4×4 only 64 and keep
+/// the 64×128 tiles.)
 const MIN_LARGE_TILES: usize = 128;
-/// The large weight-gradient tiles' split target. On an H100 (runs T and U, docs/BENCHMARKS.md)
-/// they took 0.52–0.55 ms at ResNet-18's deep stages against the 64×64 tiles' 0.46–0.48, at a
-/// target of 264 workgroups and of 1024 alike, so `Conv2dTiles::Auto` does not choose them; they
-/// run when `Conv2dTiles::Large` asks (tests).
-const LARGE_SPLIT_TARGET_GROUPS: usize = 1024;
 /// Workgroup memory of the `_large` kernels: two slices of [16][128] values with rows padded by a
 /// vec4 (528 vec4 each) and the double-buffered K table (32 vec4<i32>); the input gradient's
 /// also holds [`WEIGHT_TABLE_BYTES`]. More than WebGPU's default 16 KiB: adapters with less take
-/// the 64-row tiles.
+/// the 64-row tiles. (On an H100, runs T and U of docs/BENCHMARKS.md, 128×128 tiles for the weight
+/// gradient and 64×256 ones for GEMMs of at most 64 rows were slower than the 64-row tiles, so
+/// they were removed.)
 const LARGE_SHARED_BYTES: u32 = 2 * 528 * 16 + 32 * 16;
 /// The input gradient's table of weight offsets (32 u32).
 const WEIGHT_TABLE_BYTES: u32 = 32 * 4;
-/// The `_long` kernels' 64×256 tiles (`LONG` in the shader; 8×8 outputs per invocation of a 32×8
-/// workgroup) for forwards and input gradients whose M side is at most 64. On an H100 (run U,
-/// docs/BENCHMARKS.md) ResNet-18's first stage (64 channels at 32×32) took 0.454 / 0.456 ms on
-/// them against 0.418 / 0.452 on the 64×128 tiles, so `Conv2dTiles::Auto` does not choose them;
-/// they run when `Conv2dTiles::Large` asks (tests).
-const LONG: usize = 256;
-/// Workgroup memory of the `_long` kernels: A's [16][64] slice (272 vec4, as the 64-row tiles'),
-/// B's [16][256] slice with rows padded by a vec4 (1040 vec4), and the K table (the input
-/// gradient's also [`WEIGHT_TABLE_BYTES`]).
-const LONG_SHARED_BYTES: u32 = (272 + 1040) * 16 + 32 * 16;
 /// The kernels mix u32 and i32 index arithmetic: each quantity checked against this bound, and
 /// any sum of two of them, stays below 2^31.
 const INDEX_LIMIT: u64 = 1 << 30;
@@ -128,34 +115,32 @@ fn check_index_range(a: &Conv2dArgs) -> Result<()> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Conv2dTiles {
     /// The 128×128 tiles for forwards and input gradients whose M side and tile count fill them
-    /// (see `MIN_LARGE_TILES` in `conv2d.rs`), else the 64-row tiles; weight gradients and M
-    /// sides of at most 64 keep the 64-row tiles, which were faster there on an H100.
+    /// (see `MIN_LARGE_TILES` in `conv2d.rs`), else the 64-row tiles. Weight gradients always
+    /// run on the 64×64 tiles.
     Auto,
     /// Always the 64-row tiles (64×128 for the forward and input gradient, 64×64 for the weight
     /// gradient).
     Small,
-    /// The large tiles wherever the adapter's workgroup memory allows them, whatever the sizes
-    /// (64×256 for an M side of at most 64): for tests of their edges at small sizes.
+    /// The 128×128 tiles for every forward and input gradient whose M side is over 64, wherever
+    /// the adapter's workgroup memory allows them, whatever the tile count: for tests of their
+    /// edges at small sizes. M sides of at most 64 and weight gradients keep the 64-row tiles.
     Large,
 }
 
-/// The tiles of one GEMM.
+/// The tiles of a forward or input gradient.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Tile {
-    /// 64×128 (forward, input gradient) or 64×64 (weight gradient).
+    /// 64×128.
     Small,
     /// 128×128 (`_large`).
     Large,
-    /// 64×256 (`_long`; forward and input gradient).
-    Long,
 }
 
-/// The tiles of the forward, input gradient and weight gradient.
+/// The tiles of the forward and input gradient (the weight gradient always runs on 64×64).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Tiles {
     forward: Tile,
     input_grad: Tile,
-    weight_grad: Tile,
 }
 
 /// The dispatcher's choice of tiles for each GEMM of `a` on an adapter with `limits`.
@@ -166,26 +151,19 @@ fn choose_tiles(limits: &::wgpu::Limits, setting: Conv2dTiles, a: &Conv2dArgs, d
     // A forward or input gradient of M rows over `pixels` columns per group, whose tables take
     // `table` bytes beyond the K table.
     let gemm = |m: usize, pixels: usize, table: u32| {
-        let (large_fits, long_fits) = (memory >= LARGE_SHARED_BYTES + table, memory >= LONG_SHARED_BYTES + table);
-        if m <= TILE {
-            // Auto keeps the 64×128 tiles here: see `LONG`.
-            return if long_fits && forced { Tile::Long } else { Tile::Small };
+        if m <= TILE || memory < LARGE_SHARED_BYTES + table {
+            return Tile::Small;
         }
         let fills = m >= LARGE && m.div_ceil(LARGE) * pixels.div_ceil(LARGE) * a.groups >= MIN_LARGE_TILES;
-        if large_fits && (forced || auto && fills) {
+        if forced || auto && fills {
             Tile::Large
         } else {
             Tile::Small
         }
     };
-    // The weight gradient is split until it fills the GPU; its N side (c/g·kh·kw) must fill the
-    // tile too.
-    // Auto keeps the 64×64 tiles for the weight gradient: see `LARGE_SPLIT_TARGET_GROUPS`.
-    let large_fits = memory >= LARGE_SHARED_BYTES;
     Tiles {
         forward: gemm(d.group_out, d.out_pixels, 0),
         input_grad: gemm(d.group_in, d.phase_pixels, WEIGHT_TABLE_BYTES),
-        weight_grad: if large_fits && forced { Tile::Large } else { Tile::Small },
     }
 }
 
@@ -194,7 +172,6 @@ impl Tile {
         match self {
             Tile::Small => "conv2d_forward",
             Tile::Large => "conv2d_forward_large",
-            Tile::Long => "conv2d_forward_long",
         }
     }
 
@@ -202,7 +179,6 @@ impl Tile {
         match self {
             Tile::Small => "conv2d_input_grad",
             Tile::Large => "conv2d_input_grad_large",
-            Tile::Long => "conv2d_input_grad_long",
         }
     }
 
@@ -211,15 +187,13 @@ impl Tile {
         match self {
             Tile::Small => [TILE, WIDE],
             Tile::Large => [LARGE, LARGE],
-            Tile::Long => [TILE, LONG],
         }
     }
 }
 
 /// The entry points of `conv2d.wgsl` that run the forward, input gradient and weight gradient.
 fn entries(t: Tiles) -> [&'static str; 3] {
-    let weight_grad = if t.weight_grad == Tile::Large { "conv2d_weight_grad_large" } else { "conv2d_weight_grad" };
-    [t.forward.forward(), t.input_grad.input_grad(), weight_grad]
+    [t.forward.forward(), t.input_grad.input_grad(), "conv2d_weight_grad"]
 }
 
 /// The `(shader file, entry point)` of the forward, input gradient and weight gradient of `a`
@@ -350,25 +324,19 @@ impl WgpuBackend {
         if self.conv2d_stand_in("conv2d_weight_grad", d) {
             return self.conv2d_direct_weight_grad(x, grad, a, d);
         }
-        let tile = self.conv2d_tile(self.conv2d_tiles_of(a, d).weight_grad, |_| "conv2d_weight_grad_large");
-        let (entry, side, target) = if tile == Tile::Large {
-            ("conv2d_weight_grad_large", LARGE, LARGE_SPLIT_TARGET_GROUPS)
-        } else {
-            ("conv2d_weight_grad", TILE, SPLIT_TARGET_GROUPS)
-        };
         // M tiles (output channels) × N tiles (c/g·kh·kw) × groups, then splits of n·oh·ow whose
         // partial sums [split, o, c/g·kh·kw] are added up by a reduction.
-        let tiles = d.group_out.div_ceil(side) * d.weight_cols.div_ceil(side) * a.groups;
+        let tiles = d.group_out.div_ceil(TILE) * d.weight_cols.div_ceil(TILE) * a.groups;
         // The partials stay inside the index range, like every other buffer.
         let most = (INDEX_LIMIT as usize / d.weight.max(1)).max(1);
-        let wanted = target.div_ceil(tiles.max(1)).clamp(1, reduction.div_ceil(MIN_SPLIT_LEN).min(most));
+        let wanted = SPLIT_TARGET_GROUPS.div_ceil(tiles.max(1)).clamp(1, reduction.div_ceil(MIN_SPLIT_LEN).min(most));
         let split_len = reduction.div_ceil(wanted).next_multiple_of(SLICE);
         let splits = reduction.div_ceil(split_len);
         let partials = self.alloc(splits * d.weight, DType::F32, OP)?;
         let buffers = [bind(x), self.unused(), bind(grad), self.unused(), bind(&partials)];
         let params = params(a, 0, false, split_len);
         let groups = self.groups_rows(tiles * splits);
-        self.run(&pipelines::CONV2D, entry, &SIGNATURE, &params, &buffers, groups)?;
+        self.run(&pipelines::CONV2D, "conv2d_weight_grad", &SIGNATURE, &params, &buffers, groups)?;
         let partials = self.output(partials);
         if splits == 1 {
             return Ok(partials);
