@@ -12,6 +12,10 @@
 //! the whole chunk) fit in L2; the backward unfolds again rather than keeping the batch's
 //! columns alive. Chunks depend on the geometry only, never on the thread count, so results are
 //! the same on any number of threads.
+//!
+//! The weight gradient needs no full columns: the column rows of taps `(c, ki, 0..kw)` are one
+//! kernel-row slice read at offsets `kj·dw`, so it copies one row per `(c, ki)` and gives gemm
+//! the `kw` tap rows in place, at a row stride of `dw` (one product per kernel row).
 
 use rayon::prelude::*;
 
