@@ -12,6 +12,10 @@
 //! the whole chunk) fit in L2; the backward unfolds again rather than keeping the batch's
 //! columns alive. Chunks depend on the geometry only, never on the thread count, so results are
 //! the same on any number of threads.
+//!
+//! The weight gradient needs no full columns: the column rows of taps `(c, ki, 0..kw)` are one
+//! kernel-row slice read at offsets `kj·dw`, so it copies one row per `(c, ki)` and gives gemm
+//! the `kw` tap rows in place, at a row stride of `dw` (one product per kernel row).
 
 use rayon::prelude::*;
 
@@ -134,6 +138,42 @@ fn unfold_chunk(x: &[f32], d: &Dims, first: usize, samples: usize, clean: bool) 
     Ok(cols)
 }
 
+/// Kernel-row columns of samples `first..first + samples`, for the weight gradient: row
+/// `(c, ki)` holds, sample after sample, the `ext` padded-plane values from row `ki·dh` on, then
+/// `(kw - 1)·dw` zeros. The column row of tap `(c, ki, kj)` is this row read from `kj·dw` on (an
+/// offset slice the gemm reads in place), so only one row in `kw` is copied. Junk columns read
+/// the next padded row (or sample): finite values that meet zero gradients, so the caller uses
+/// [`unfold_chunk`] with `clean` instead when an input is not finite. Returns the buffer and its
+/// row length.
+fn unfold_kernel_rows(x: &[f32], d: &Dims, first: usize, samples: usize) -> Result<(Vec<f32>, usize)> {
+    let g = &d.a.geom;
+    let width = samples * d.ext;
+    let stride = width + (g.kernel_w - 1) * g.dilation_w;
+    let mut rows = buffer_pool::take("conv2d", g.channels * g.kernel_h * stride)?;
+    let padding = g.pad_h > 0 || g.pad_w > 0;
+    let mut padded = buffer_pool::zeroed("conv2d", if padding { d.padded_plane } else { 0 })?;
+    for c in 0..g.channels {
+        for b in 0..samples {
+            let src = &x[((first + b) * g.channels + c) * d.plane..][..d.plane];
+            let plane = if padding {
+                d.pad_into(src, &mut padded);
+                &padded[..]
+            } else {
+                src
+            };
+            for ki in 0..g.kernel_h {
+                // From padded row ki·dh at least out_h rows remain, so `ext` values are there.
+                let dst = &mut rows[(c * g.kernel_h + ki) * stride + b * d.ext..][..d.ext];
+                dst.copy_from_slice(&plane[ki * g.dilation_h * d.wp..][..d.ext]);
+            }
+        }
+        for ki in 0..g.kernel_h {
+            rows[(c * g.kernel_h + ki) * stride + width..][..stride - width].fill(0.0);
+        }
+    }
+    Ok((rows, stride))
+}
+
 /// Forward: `[n, c, h, w]` with weight `[o, c/groups, kh, kw]` and an optional bias `[o]` →
 /// `[n, o, oh, ow]`.
 pub fn conv2d(x: &[f32], weight: &[f32], bias: Option<&[f32]>, a: &Conv2dArgs) -> Result<Vec<f32>> {
@@ -236,15 +276,34 @@ fn backward(
             let inputs = &x[first * per_sample..(first + samples) * per_sample];
             // A fold, not `all`: without the early exit the scan vectorises.
             let clean = !inputs.iter().fold(true, |finite, v| finite & v.is_finite());
-            let cols = unfold_chunk(x, &d, first, samples, clean)?;
             let mut dw = buffer_pool::zeroed("conv2d", a.out_channels * d.group_rows)?;
             // As dW_gᵀ = cols_g @ gy_gᵀ, transposed afterwards: gemm then packs the small
             // gradient rather than the columns (LeNet: 16 rows against 150).
             let mut dwt = vec![0.0; d.group_rows * d.group_outs];
+            let gl = |gi: usize| Dims::matrix(gi * d.group_outs * width, width, true);
+            // Finite inputs: one product per kernel row (c, ki), its kw tap rows read in place
+            // from the kernel-row columns at a row stride of dw. Otherwise the full columns
+            // with the junk zeroed, one product per group.
+            let (cols, stride) = if clean {
+                (unfold_chunk(x, &d, first, samples, true)?, 0)
+            } else {
+                unfold_kernel_rows(x, &d, first, samples)?
+            };
             for gi in 0..a.groups {
-                let c = Dims::matrix(gi * d.group_rows * width, width, false);
-                let gl = Dims::matrix(gi * d.group_outs * width, width, true);
-                gemm_into(&mut dwt, &cols, &c, &gy, &gl, (d.group_rows, width, d.group_outs), d.gemm_threads)?;
+                if clean {
+                    let c = Dims::matrix(gi * d.group_rows * width, width, false);
+                    gemm_into(&mut dwt, &cols, &c, &gy, &gl(gi), (d.group_rows, width, d.group_outs), d.gemm_threads)?;
+                } else {
+                    let (kh, kw) = (g.kernel_h, g.kernel_w);
+                    let group_channels = g.channels / a.groups;
+                    for r in 0..group_channels * kh {
+                        let row = (gi * group_channels * kh + r) * stride;
+                        let taps =
+                            MatrixLayout { offset: row, batch_stride: 0, row_stride: g.dilation_w, col_stride: 1 };
+                        let dst = &mut dwt[r * kw * d.group_outs..];
+                        gemm_into(dst, &cols, &taps, &gy, &gl(gi), (kw, width, d.group_outs), d.gemm_threads)?;
+                    }
+                }
                 let dst = &mut dw[gi * d.group_outs * d.group_rows..][..d.group_outs * d.group_rows];
                 for (r, row) in dwt.chunks_exact(d.group_outs).enumerate() {
                     for (o, &v) in row.iter().enumerate() {
