@@ -10,7 +10,8 @@
 # all). `bn`: batch norm at ResNet-18's shapes (batch 128), rumus's fused kernels and op against
 # the composed op, then cuDNN's, and the small CNN with and without BatchNorm2d (issue #32). `resnet`: ResNet-18 (CIFAR form) training steps at batch 128 on synthetic 3x32x32
 # images, rumus on wgpu, then PyTorch (f32, TF32, bf16 autocast, torch.compile default and
-# reduce-overhead). `tools/bench/compare.py OUT_DIR` prints the
+# reduce-overhead), then one step of each profiled per kernel (resnet_profile_*.txt).
+# `tools/bench/compare.py OUT_DIR` prints the
 # ratio tables from the JSON. The device machine needs a Vulkan loader (see docs/BENCHMARKS.md).
 set -uo pipefail
 BIN=$1
@@ -55,6 +56,9 @@ if want resnet; then
     stamp "resnet18 train step b128: rumus wgpu, PyTorch CUDA"
     run "$BIN/bench" --device wgpu --only resnet --resnet-batch 128 --json "$OUT/resnet_rumus.json"
     run python3 tools/bench/torch_bench.py --device cuda --only resnet --resnet-batch 128 --json "$OUT/resnet_torch.json"
+    stamp "resnet18 train step b128: GPU time per kernel, rumus then PyTorch"
+    run "$BIN/bench" --device wgpu --only resnet --resnet-batch 128 --profile > "$OUT/resnet_profile_rumus.txt"
+    run python3 tools/bench/torch_bench.py --device cuda --only resnet --resnet-batch 128 --resnet-modes f32 --profile > "$OUT/resnet_profile_torch.txt"
 fi
 
 if want bn; then
