@@ -96,6 +96,23 @@ impl Dims {
         }
     }
 
+    /// Whether the convolution pads its input (then planes are read through [`Dims::pad_into`]).
+    fn pads(&self) -> bool {
+        self.a.geom.pad_h > 0 || self.a.geom.pad_w > 0
+    }
+
+    /// The padded plane of channel `c` of `sample` in `x`: the input's own plane without padding,
+    /// else its copy into `padded` (a zero-bordered buffer of `padded_plane` values).
+    fn input_plane<'a>(&self, x: &'a [f32], sample: usize, c: usize, padded: &'a mut [f32]) -> &'a [f32] {
+        let src = &x[(sample * self.a.geom.channels + c) * self.plane..][..self.plane];
+        if self.pads() {
+            self.pad_into(src, padded);
+            padded
+        } else {
+            src
+        }
+    }
+
     /// Row-major `rows×cols` matrix at `offset` (`transposed`: its transpose).
     fn matrix(offset: usize, cols: usize, transposed: bool) -> MatrixLayout {
         let (row_stride, col_stride) = if transposed { (1, cols) } else { (cols, 1) };
@@ -111,17 +128,10 @@ fn unfold_chunk(x: &[f32], d: &Dims, first: usize, samples: usize, clean: bool) 
     let width = samples * d.ext;
     let len = d.ext - d.tail;
     let mut cols = buffer_pool::take("conv2d", g.channels * d.taps * width)?;
-    let padding = g.pad_h > 0 || g.pad_w > 0;
-    let mut padded = buffer_pool::zeroed("conv2d", if padding { d.padded_plane } else { 0 })?;
+    let mut padded = buffer_pool::zeroed("conv2d", if d.pads() { d.padded_plane } else { 0 })?;
     for b in 0..samples {
         for c in 0..g.channels {
-            let src = &x[((first + b) * g.channels + c) * d.plane..][..d.plane];
-            let plane = if padding {
-                d.pad_into(src, &mut padded);
-                &padded[..]
-            } else {
-                src
-            };
+            let plane = d.input_plane(x, first + b, c, &mut padded);
             for t in 0..d.taps {
                 let row = &mut cols[(c * d.taps + t) * width + b * d.ext..][..d.ext];
                 let shift = d.shift(t);
@@ -150,17 +160,10 @@ fn unfold_kernel_rows(x: &[f32], d: &Dims, first: usize, samples: usize) -> Resu
     let width = samples * d.ext;
     let stride = width + (g.kernel_w - 1) * g.dilation_w;
     let mut rows = buffer_pool::take("conv2d", g.channels * g.kernel_h * stride)?;
-    let padding = g.pad_h > 0 || g.pad_w > 0;
-    let mut padded = buffer_pool::zeroed("conv2d", if padding { d.padded_plane } else { 0 })?;
+    let mut padded = buffer_pool::zeroed("conv2d", if d.pads() { d.padded_plane } else { 0 })?;
     for c in 0..g.channels {
         for b in 0..samples {
-            let src = &x[((first + b) * g.channels + c) * d.plane..][..d.plane];
-            let plane = if padding {
-                d.pad_into(src, &mut padded);
-                &padded[..]
-            } else {
-                src
-            };
+            let plane = d.input_plane(x, first + b, c, &mut padded);
             for ki in 0..g.kernel_h {
                 // From padded row ki·dh at least out_h rows remain, so `ext` values are there.
                 let dst = &mut rows[(c * g.kernel_h + ki) * stride + b * d.ext..][..d.ext];
