@@ -293,6 +293,7 @@ impl WgpuBackend {
         let g = &a.geom;
         let rows_phases = axis_phases(g.in_h, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h);
         let cols_phases = axis_phases(g.in_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w);
+        let base = params(a, 0, false, 0);
         for ph in &rows_phases {
             for pw in &cols_phases {
                 // M tiles (input channels) × N tiles (n · the phase's pixels) × groups.
@@ -308,7 +309,7 @@ impl WgpuBackend {
                     taps_w: pw.taps as u32,
                     tap_step_h: ph.tap_step as u32,
                     tap_step_w: pw.tap_step as u32,
-                    ..params(a, 0, false, 0)
+                    ..base
                 };
                 self.run(&pipelines::CONV2D, entry, &SIGNATURE, &params, &buffers, self.groups_rows(tiles))?;
             }

@@ -141,17 +141,15 @@ impl Recorder {
         pending.encoder.get_or_insert_with(|| new_encoder(ctx))
     }
 
-    /// The open compute pass, begun on the pending encoder if none is; while profiling, a pass
-    /// of its own for each dispatch (of `kernel` over `groups`), with its timestamps.
+    /// The open compute pass, begun on the pending encoder if none is; while profiling none is
+    /// open here (each profiled dispatch's pass is ended after it), so each dispatch (of `kernel`
+    /// over `groups`) gets a pass of its own with its timestamps.
     fn pass<'a>(
         ctx: &WgpuContext,
         pending: &'a mut Pending,
         kernel: (&'static str, &'static str),
         groups: [u32; 3],
     ) -> &'a mut ::wgpu::ComputePass<'static> {
-        if pending.profile.is_some() {
-            pending.pass = None;
-        }
         if pending.pass.is_none() {
             let encoder = pending.encoder.get_or_insert_with(|| new_encoder(ctx));
             let pass = match pending.profile.as_mut() {
@@ -170,7 +168,9 @@ impl Recorder {
 
     /// Starts timing every dispatch per kernel (`WgpuBackend::profile_kernels`).
     pub fn start_profile(&self, ctx: &WgpuContext) {
-        self.lock().profile = Some(KernelProfile::new(ctx, MAX_PENDING));
+        let mut pending = self.lock();
+        pending.pass = None; // a profiled dispatch begins its own pass, and `dispatch` ends it
+        pending.profile = Some(KernelProfile::new(ctx, MAX_PENDING));
     }
 
     /// Stops timing and returns the profile; its last submit must have been collected (a
