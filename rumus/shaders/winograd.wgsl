@@ -156,31 +156,41 @@ fn input_transform(d: array<vec4<f32>, 4>) -> array<vec4<f32>, 4> {
     return v;
 }
 
-// The tile of `row`'s plane in `src` [batch, chans, h, w] at tile `tile`, with `pad` rows and
-// columns before it, `size` tile entries wide (4 input, 2 output gradient), zeros outside.
-fn load_tile(chans: u32, row: u32, tile: u32, h: u32, w: u32, size: u32, step: u32, pad_h: u32, pad_w: u32)
-    -> array<vec4<f32>, 4> {
-    var d: array<vec4<f32>, 4>;
+// Where tile `tile` of `row`'s plane in `src` [batch, chans, h, w] starts: the plane's offset and
+// the tile's top-left corner, signed, since an input tile may start above or left of the image by
+// the padding.
+struct TileOrigin {
+    plane: u32,
+    y: i32,
+    x: i32,
+}
+
+fn tile_origin(chans: u32, row: u32, tile: u32, h: u32, w: u32, pad_h: u32, pad_w: u32) -> TileOrigin {
     let tx = tile % p.tiles_w;
     let ty = (tile / p.tiles_w) % p.tiles_h;
     let b = tile / (p.tiles_w * p.tiles_h);
-    let plane = (b * chans + row) * h * w;
-    // Signed: the tile may start above or left of the image by the padding.
-    let y0 = i32(ty * step) - i32(pad_h);
-    let x0 = i32(tx * step) - i32(pad_w);
-    for (var r = 0u; r < size; r++) {
-        let y = y0 + i32(r);
-        if y < 0 || y >= i32(h) {
-            continue;
-        }
-        for (var s = 0u; s < size; s++) {
-            let x = x0 + i32(s);
-            if x >= 0 && x < i32(w) {
-                d[r][s] = src[plane + u32(y) * w + u32(x)];
-            }
-        }
+    return TileOrigin((b * chans + row) * h * w, i32(2u * ty) - i32(pad_h), i32(2u * tx) - i32(pad_w));
+}
+
+// Element (y, x) of the plane at `plane`, zero outside h × w.
+fn tap(plane: u32, y: i32, x: i32, h: u32, w: u32) -> f32 {
+    if y < 0 || y >= i32(h) || x < 0 || x >= i32(w) {
+        return 0.0;
     }
-    return d;
+    return src[plane + u32(y) * w + u32(x)];
+}
+
+// Row r of the 4×4 input tile at `o`. Straight-line code: every index of the tile is a
+// constant, so the tile stays in registers.
+fn input_row(o: TileOrigin, r: i32, h: u32, w: u32) -> vec4<f32> {
+    let y = o.y + r;
+    return vec4<f32>(tap(o.plane, y, o.x, h, w), tap(o.plane, y, o.x + 1, h, w), tap(o.plane, y, o.x + 2, h, w),
+                     tap(o.plane, y, o.x + 3, h, w));
+}
+
+fn load_input_tile(o: TileOrigin, h: u32, w: u32) -> array<vec4<f32>, 4> {
+    return array<vec4<f32>, 4>(input_row(o, 0, h, w), input_row(o, 1, h, w), input_row(o, 2, h, w),
+                               input_row(o, 3, h, w));
 }
 
 // The 16 transformed values of a tile, as rows, to `out` at `at` plus ξ planes of `plane`.
@@ -204,7 +214,8 @@ fn winograd_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
     let at = tile_column(i);
     var v: array<vec4<f32>, 4>;
     if at.tile < p.batch * p.tiles_h * p.tiles_w {
-        v = input_transform(load_tile(p.rows, at.row, at.tile, p.in_h, p.in_w, 4u, 2u, p.pad_h, p.pad_w));
+        let o = tile_origin(p.rows, at.row, at.tile, p.in_h, p.in_w, p.pad_h, p.pad_w);
+        v = input_transform(load_input_tile(o, p.in_h, p.in_w));
     }
     store_tile(v, i, p.rows * p.cols);
 }
@@ -219,7 +230,8 @@ fn winograd_input_wgrad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_work
     let at = tile_major(i);
     var v: array<vec4<f32>, 4>;
     if at.tile < p.batch * p.tiles_h * p.tiles_w && at.row < p.channels {
-        v = input_transform(load_tile(p.channels, at.row, at.tile, p.in_h, p.in_w, 4u, 2u, p.pad_h, p.pad_w));
+        let o = tile_origin(p.channels, at.row, at.tile, p.in_h, p.in_w, p.pad_h, p.pad_w);
+        v = input_transform(load_input_tile(o, p.in_h, p.in_w));
     }
     store_tile(v, at.at, p.rows * p.cols);
 }
@@ -282,10 +294,12 @@ fn winograd_grad_tiles(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workg
     var z: array<vec4<f32>, 4>;
     if at.tile < p.batch * p.tiles_h * p.tiles_w && at.row < p.out_channels {
         // The 2×2 output gradient tile (no padding), zeros beyond out_h × out_w.
-        let e = load_tile(p.out_channels, at.row, at.tile, p.out_h, p.out_w, 2u, 2u, 0u, 0u);
+        let o = tile_origin(p.out_channels, at.row, at.tile, p.out_h, p.out_w, 0u, 0u);
+        let h = p.out_h;
+        let w = p.out_w;
+        let r0 = vec2<f32>(tap(o.plane, o.y, o.x, h, w), tap(o.plane, o.y, o.x + 1, h, w));
+        let r1 = vec2<f32>(tap(o.plane, o.y + 1, o.x, h, w), tap(o.plane, o.y + 1, o.x + 1, h, w));
         // A e Aᵀ: A is 4×2 (Aᵀ's transpose), so rows first: A e is 4×2.
-        let r0 = e[0].xy;
-        let r1 = e[1].xy;
         let ae = array<vec2<f32>, 4>(r0, r0 + r1, r0 - r1, -r1);
         for (var r = 0u; r < 4u; r++) {
             let a = ae[r];

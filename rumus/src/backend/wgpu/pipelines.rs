@@ -126,9 +126,9 @@ pub(crate) const CROSS_ENTROPY: Shader = shader!("cross_entropy", CrossEntropyPa
     .including(&[ROW_MAX_SUM]);
 pub(crate) const IM2COL: Shader = shader!("im2col", WindowParams).including(&[WINDOW]);
 pub(crate) const COL2IM: Shader = shader!("col2im", WindowParams).including(&[WINDOW]);
-pub(crate) const CONV2D: Shader = shader!("conv2d", WindowParams).including(&[WINDOW]);
+pub(crate) const CONV2D: Shader = shader!("conv2d", WindowParams).including(&[WINDOW]).trusted();
 pub(crate) const CONV2D_DIRECT: Shader = shader!("conv2d_direct", WindowParams).including(&[WINDOW, LINEAR]);
-pub(crate) const WINOGRAD: Shader = shader!("winograd", WinogradParams);
+pub(crate) const WINOGRAD: Shader = shader!("winograd", WinogradParams).trusted();
 pub(crate) const POOLING: Shader = shader!("pooling", WindowParams).including(&[WINDOW, LINEAR]);
 pub(crate) const INDEX: Shader = shader!("index", IndexParams).including(&[LINEAR]);
 pub(crate) const LSTM_FORWARD: Shader = shader!("lstm_forward", RecurrentParams).including(&[LOGISTIC, RECURRENT_CELL]);
@@ -463,6 +463,20 @@ impl Pipelines {
                     // indices below tq or tk and columns below d, where the dispatcher has
                     // checked each buffer's length against [batch, rows, d] and every index
                     // against 2^31 (`attention.rs`), and loop to uniform bounds below 2^31.
+                    // The convolution kernels (`conv2d.wgsl`) index their workgroup tiles with
+                    // slice rows below BK and tile rows and columns below 64 or 128 (constants:
+                    // at most entry 526 of 528), their K tables below 32, and read x, weight
+                    // and grad only under guards that the slice row, tile row and column lie
+                    // inside their GEMM and the tap inside the image or the output, after
+                    // `conv2d.rs` has checked each buffer's length against the convolution's
+                    // extents (`check_len`) and every extent against 2^30
+                    // (`check_index_range`); they write only inside their GEMM's [m, n], into
+                    // outputs the dispatcher allocated at that size. The Winograd transforms
+                    // (`winograd.wgsl`) run one invocation per element below `n`, read their
+                    // source only inside the image (guards on the tile's rows and columns) or
+                    // inside the tile matrices the dispatcher sized, and write only the
+                    // buffers it allocated for them, every extent checked against 2^30
+                    // (`winograd_fits`).
                     unsafe { device.create_shader_module_trusted(desc, ::wgpu::ShaderRuntimeChecks::unchecked()) }
                 } else {
                     device.create_shader_module(desc)
