@@ -6,6 +6,7 @@
 //! Without an adapter the tests print a loud SKIPPED line, unless `RUMUS_REQUIRE_WGPU=1` (CI),
 //! where a missing adapter fails them.
 
+use proptest::prelude::*;
 use rumus::backend::cpu::CpuBackend;
 use rumus::backend::wgpu::{Conv2dTiles, WgpuBackend};
 use rumus::backend::*;
@@ -909,6 +910,72 @@ fn convolution_matches_over_geometries() {
         parity(&gpu, c.name, &inputs, 1e-4, |t| c.apply(t, &t[0]));
         // The input as data (a first layer): the backward computes no input gradient.
         parity(&gpu, &format!("{} without input gradient", c.name), &inputs, 1e-4, |t| c.apply(t, &t[0].detach()));
+    }
+}
+
+/// A random geometry of `convolution_over_random_geometries`: input `[batch, groups·cg, h, w]`,
+/// `groups·og` filters of `kernel`, the rest as drawn; `None` where no output pixel fits.
+#[allow(clippy::too_many_arguments)]
+fn random_conv(
+    batch: usize,
+    (groups, cg, og): (usize, usize, usize),
+    (h, w): (usize, usize),
+    kernel: (usize, usize),
+    stride: (usize, usize),
+    padding: (usize, usize),
+    dilation: (usize, usize),
+    bias: bool,
+) -> Option<Conv> {
+    // At least one output pixel: size + 2·padding ≥ dilation·(kernel − 1) + 1.
+    let fits = |size: usize, k: usize, p: usize, d: usize| size + 2 * p > d * (k - 1);
+    let fit = fits(h, kernel.0, padding.0, dilation.0) && fits(w, kernel.1, padding.1, dilation.1);
+    fit.then_some(Conv {
+        name: "random geometry",
+        x: [batch, groups * cg, h, w],
+        out: groups * og,
+        kernel,
+        stride,
+        padding,
+        dilation,
+        groups,
+        bias,
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// The convolution kernels are compiled without wgpu's injected bounds checks (trusted
+    /// modules, `pipelines.rs`), so every geometry must keep their indices inside the buffers and
+    /// the workgroup tiles: random batches, channels, groups, sizes, kernels, strides, paddings and
+    /// dilations, on the 64-row and the 128×128 tiles, against the CPU (forward and every
+    /// gradient; the stride phases of the input gradient included).
+    #[test]
+    fn convolution_matches_over_random_geometries(
+        batch in 1usize..4,
+        groups in 1usize..4,
+        cg in 1usize..6,
+        og in 1usize..6,
+        size in (1usize..14, 1usize..14),
+        kernel in (1usize..5, 1usize..5),
+        stride in (1usize..4, 1usize..4),
+        padding in (0usize..3, 0usize..3),
+        dilation in (1usize..3, 1usize..3),
+        bias in any::<bool>(),
+        large in any::<bool>(),
+        seed in 0u64..1000,
+    ) {
+        let Some(c) = random_conv(batch, (groups, cg, og), size, kernel, stride, padding, dilation, bias) else {
+            return Ok(());
+        };
+        let Some(Device::Wgpu(_)) = wgpu_or_skip() else { return Ok(()) };
+        let tiles = if large { Conv2dTiles::Large } else { Conv2dTiles::Auto };
+        let gpu = Device::Wgpu(std::sync::Arc::new(WgpuBackend::with_conv2d_tiles(tiles).unwrap()));
+        let name = format!(
+            "conv x {:?} out {} kernel {:?} stride {:?} padding {:?} dilation {:?} groups {} bias {} tiles {:?}",
+            c.x, c.out, c.kernel, c.stride, c.padding, c.dilation, c.groups, c.bias, tiles
+        );
+        parity(&gpu, &name, &c.inputs(seed), 1e-4, |t| c.apply(t, &t[0]));
     }
 }
 

@@ -3,11 +3,14 @@
 //! bias, input and weight gradients against the CPU backend over paddings 0-2, odd and even
 //! outputs (partial tiles), 1×1 and 5×5 images, a weight gradient split in slices, batches 1 and 3, channel counts not multiples
 //! of 4; the weight gradient alone on each of its plans (one invocation per output, 64×64,
-//! 128×256, 256×128 and 128×128 tiles, split and not, channels padded to 8, paddings 0-2); an
+//! 128×256, 256×128 and 128×128 tiles, split and not, channels padded to 8, paddings 0-2); random
+//! shapes and paddings (a property test: the transforms run without injected bounds checks); an
 //! ineligible convolution (stride 2) as the implicit GEMM computes it; and a convolution with
 //! its backward through the op layer on a device built from the forced backend.
 
 use std::sync::Arc;
+
+use proptest::prelude::*;
 
 use rumus::backend::cpu::CpuBackend;
 use rumus::backend::wgpu::{ConvAlgorithm, WgpuBackend};
@@ -131,6 +134,35 @@ fn winograd_weight_gradient_matches_the_cpu_on_every_plan() {
         let got = weight_grad(&gpu, a, k as u64).unwrap_or_else(|e| panic!("{a:?}: {e}"));
         // Sums over up to 2048 positions of products of values in [-2, 2).
         assert_close(&format!("winograd weight gradient of {a:?}"), &got, &want, 1e-3);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// The Winograd transforms are compiled without wgpu's injected bounds checks (a trusted
+    /// module, `pipelines.rs`), so every shape must keep their tile and plane indices inside the
+    /// buffers: random batches, channels, image sizes (partial tiles on either side) and paddings,
+    /// forward with or without bias and both gradients, against the CPU.
+    #[test]
+    fn winograd_matches_the_cpu_over_random_shapes(
+        batch in 1usize..4,
+        channels in 1usize..24,
+        out_channels in 1usize..24,
+        size in (1usize..12, 1usize..12),
+        pad in 0usize..3,
+        bias in any::<bool>(),
+        seed in 0u64..1000,
+    ) {
+        // A 3×3 window needs size + 2·pad ≥ 3.
+        prop_assume!(size.0 + 2 * pad >= 3 && size.1 + 2 * pad >= 3);
+        let Some(gpu) = winograd() else { return Ok(()) };
+        let a = args(batch, channels, size, pad, out_channels);
+        let want = conv_pass(&CpuBackend, &a, bias, seed).unwrap();
+        let got = conv_pass(&gpu, &a, bias, seed).unwrap_or_else(|e| panic!("{a:?}: {e}"));
+        for (name, (g, w)) in ["forward", "input gradient", "weight gradient"].iter().zip(got.iter().zip(&want)) {
+            assert_close(&format!("winograd {name} of {a:?} (bias {bias})"), g, w, 1e-4);
+        }
     }
 }
 
