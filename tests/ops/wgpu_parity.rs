@@ -913,7 +913,7 @@ fn convolution_matches_over_geometries() {
     }
 }
 
-/// A random geometry of `convolution_over_random_geometries`: input `[batch, groups·cg, h, w]`,
+/// A random geometry of `convolution_matches_over_random_geometries`: input `[batch, groups·cg, h, w]`,
 /// `groups·og` filters of `kernel`, the rest as drawn; `None` where no output pixel fits.
 #[allow(clippy::too_many_arguments)]
 fn random_conv(
