@@ -173,7 +173,7 @@ fn mac_wide(k: u32, tx: u32, ty: u32) {
     acc7 = fma(vec4<f32>(a.w), b_far, acc7);
 }
 
-// One slice, written out: a loop here would carry wgpu's injected loop-bound counter.
+// One slice, written out, so every workgroup-memory offset is a constant plus tx or ty.
 fn multiply(tx: u32, ty: u32) {
     mac(0u, tx, ty);
     mac(1u, tx, ty);
