@@ -52,6 +52,15 @@ fn args(batch: usize, channels: usize, size: (usize, usize), pad: usize, out_cha
     Conv2dArgs { geom: ConvGeom::square(batch, channels, size, 3, 1, pad, 1).unwrap(), out_channels, groups: 1 }
 }
 
+/// `conv_pass` of `a` on `gpu` against the CPU: forward and both gradients.
+fn assert_matches_the_cpu(gpu: &WgpuBackend, a: &Conv2dArgs, bias: bool, seed: u64) {
+    let want = conv_pass(&CpuBackend, a, bias, seed).unwrap();
+    let got = conv_pass(gpu, a, bias, seed).unwrap_or_else(|e| panic!("{a:?}: {e}"));
+    for (name, (g, w)) in ["forward", "input gradient", "weight gradient"].iter().zip(got.iter().zip(&want)) {
+        assert_close(&format!("winograd {name} of {a:?} (bias {bias})"), g, w, 1e-4);
+    }
+}
+
 #[test]
 fn winograd_matches_the_cpu_convolution_forward_and_backward() {
     let Some(gpu) = winograd() else { return };
@@ -84,12 +93,7 @@ fn winograd_matches_the_cpu_convolution_forward_and_backward() {
     ];
     for (k, a) in cases.iter().enumerate() {
         for bias in [false, true] {
-            let seed = 10 * k as u64 + bias as u64;
-            let want = conv_pass(&CpuBackend, a, bias, seed).unwrap();
-            let got = conv_pass(&gpu, a, bias, seed).unwrap_or_else(|e| panic!("{a:?}: {e}"));
-            for (name, (g, w)) in ["forward", "input gradient", "weight gradient"].iter().zip(got.iter().zip(&want)) {
-                assert_close(&format!("winograd {name} of {a:?} (bias {bias})"), g, w, 1e-4);
-            }
+            assert_matches_the_cpu(&gpu, a, bias, 10 * k as u64 + bias as u64);
         }
     }
 }
@@ -157,12 +161,7 @@ proptest! {
         // A 3×3 window needs size + 2·pad ≥ 3.
         prop_assume!(size.0 + 2 * pad >= 3 && size.1 + 2 * pad >= 3);
         let Some(gpu) = winograd() else { return Ok(()) };
-        let a = args(batch, channels, size, pad, out_channels);
-        let want = conv_pass(&CpuBackend, &a, bias, seed).unwrap();
-        let got = conv_pass(&gpu, &a, bias, seed).unwrap_or_else(|e| panic!("{a:?}: {e}"));
-        for (name, (g, w)) in ["forward", "input gradient", "weight gradient"].iter().zip(got.iter().zip(&want)) {
-            assert_close(&format!("winograd {name} of {a:?} (bias {bias})"), g, w, 1e-4);
-        }
+        assert_matches_the_cpu(&gpu, &args(batch, channels, size, pad, out_channels), bias, seed);
     }
 }
 
