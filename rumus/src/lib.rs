@@ -64,7 +64,7 @@ pub mod prelude {
     pub use crate::data::{Class, ClassDataset, Dataset, Regression, SeqClass, TensorDataset};
     pub use crate::generate::{Generate, Generation};
     pub use crate::nn::Module;
-    pub use crate::optim::{Adam, AdamW, Optimizer, RmsProp, Sgd};
+    pub use crate::optim::{Adam, AdamW, LossScaler, Optimizer, RmsProp, Sgd};
     pub use crate::train::{
         CsvLogger, EarlyStopping, Fit, History, Loss, Metric, ModelCheckpoint, ReduceLROnPlateau, TerminateOnNaN,
         Verbosity,

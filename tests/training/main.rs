@@ -17,6 +17,7 @@ mod file_datasets;
 mod fit_losses;
 mod gpt_fixture;
 mod gpt_learns;
+mod loss_scaling;
 mod metrics;
 mod seq_training;
 mod text_data;

@@ -54,6 +54,8 @@ pub(crate) struct DataParallel {
     bucket_cap: usize,
     /// A failure every rank learnt of in a collective: each returns its error and none aborts.
     agreed: Cell<bool>,
+    /// NaN or infinite gradients are no failure ([`allow_non_finite`](Self::allow_non_finite)).
+    allow_non_finite: bool,
 }
 
 /// Where in training a collective happens, for messages: `(epoch, step)`, both 0-based.
@@ -61,7 +63,21 @@ pub(crate) type At = (usize, usize);
 
 impl DataParallel {
     pub(crate) fn new(dist: Distributed) -> Self {
-        DataParallel { dist, bucket_cap: cap_scalars(DEFAULT_BUCKET_CAP_MB), agreed: Cell::new(false) }
+        DataParallel {
+            dist,
+            bucket_cap: cap_scalars(DEFAULT_BUCKET_CAP_MB),
+            agreed: Cell::new(false),
+            allow_non_finite: false,
+        }
+    }
+
+    /// With a loss scaler ([`crate::train::Fit::loss_scaler`]), a rank's NaN or infinite
+    /// gradients are an overflow of the scaled loss, not a failure: its status slot stays OK and
+    /// the values travel in the sums, so every rank's averaged gradients are non-finite and
+    /// every rank's scaler skips the step.
+    pub(crate) fn allow_non_finite(mut self, allow: bool) -> Self {
+        self.allow_non_finite = allow;
+        self
     }
 
     /// Buckets of gradients of at most `mb` MiB ([`crate::train::Fit::bucket_cap_mb`]).
@@ -158,9 +174,10 @@ impl DataParallel {
     /// back once as soon as backward has finished every gradient in it, and its sum over the
     /// ranks starts while backward computes the rest; the last bucket, with this rank's status
     /// slot, after backward ends. Then every sum is divided by the number of ranks and uploaded
-    /// once per bucket. A rank whose gradients are not finite, or whose backward failed (its own
-    /// error is returned), or that failed before ([`announce_failure`](Self::announce_failure)),
-    /// makes this an error on every rank.
+    /// once per bucket. A rank whose gradients are not finite (unless
+    /// [`allow_non_finite`](Self::allow_non_finite)), or whose backward failed (its own error is
+    /// returned), or that failed before ([`announce_failure`](Self::announce_failure)), makes
+    /// this an error on every rank.
     pub(crate) fn backward_averaged(
         &self,
         params: &[(String, Param)],
@@ -210,7 +227,7 @@ impl DataParallel {
                         let mut values = read_bucket(&buckets[b], &grads[b], earlier.as_ref())?;
                         finite &= values.iter().all(|v| v.is_finite());
                         if b == last {
-                            let status = if finite { OK } else { NON_FINITE };
+                            let status = if finite || self.allow_non_finite { OK } else { NON_FINITE };
                             values.extend((0..self.size()).map(|r| if r == self.rank() { status } else { OK }));
                         }
                         sink.submit(b, values)?;

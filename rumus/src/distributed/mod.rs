@@ -31,7 +31,9 @@
 //!   rest; `fit` waits for every bucket, divides by the number of ranks and uploads each bucket
 //!   once, before clipping and the optimizer step. A status slot per rank travels in the last
 //!   bucket, so a rank whose gradients are NaN or infinite, or whose step failed, ends `fit` on
-//!   every rank with an error naming it;
+//!   every rank with an error naming it (with a
+//!   [`Fit::loss_scaler`](crate::train::Fit::loss_scaler), non-finite gradients are instead
+//!   averaged like any others, and every rank's scaler skips that step);
 //! - buffers (batch-norm running statistics) and the epoch's metrics are averaged at each
 //!   epoch's end; validation is sharded and its sums reduced;
 //! - only rank 0 prints progress, and only rank 0 writes files through rumus's savers

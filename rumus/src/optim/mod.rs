@@ -1,5 +1,5 @@
-//! Optimizers with PyTorch's semantics (`torch.optim`), learning-rate schedules and gradient
-//! clipping.
+//! Optimizers with PyTorch's semantics (`torch.optim`), learning-rate schedules, gradient
+//! clipping and dynamic loss scaling for mixed precision (`torch.amp.GradScaler`).
 //!
 //! Every optimizer keeps its per-parameter state (momentum, moments ...) as tensors on the
 //! parameter's device and updates parameter and state in place through the device's fused
@@ -8,6 +8,7 @@
 mod adam;
 mod clip;
 mod decay_filter;
+mod loss_scaler;
 mod optimizer;
 mod rmsprop;
 pub mod schedule;
@@ -17,6 +18,7 @@ mod state;
 pub use adam::{Adam, AdamW};
 pub use clip::clip_grad_norm;
 pub use decay_filter::DecayFilter;
+pub use loss_scaler::LossScaler;
 pub use optimizer::Optimizer;
 pub use rmsprop::RmsProp;
 pub use schedule::Schedule;

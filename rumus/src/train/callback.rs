@@ -113,7 +113,8 @@ pub trait Callback: Send {
         Ok(())
     }
 
-    /// After the epoch's training and validation; `logs` hold `loss`, `accuracy`, `val_*`, `lr`.
+    /// After the epoch's training and validation; `logs` hold `loss`, `accuracy`, `val_*`, `lr`
+    /// (and `loss_scale` with a [`Fit::loss_scaler`](super::Fit::loss_scaler)).
     fn on_epoch_end(&mut self, _epoch: usize, _logs: &Logs, _ctx: &mut TrainContext<'_>) -> Result<()> {
         Ok(())
     }

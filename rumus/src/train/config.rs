@@ -7,7 +7,7 @@
 use crate::data::transforms::Augment;
 use crate::data::{Dataset, SampleFor, TargetFor};
 use crate::distributed::{DataParallel, Distributed};
-use crate::optim::{Optimizer, Schedule};
+use crate::optim::{LossScaler, Optimizer, Schedule};
 use crate::{Error, Model, RawTensor, Result};
 
 use super::evaluate::{evaluate_dataset, fixed_subset, EvalSettings, Evaluation};
@@ -146,6 +146,7 @@ pub struct Fit<'a, V = NoValidation> {
     pub(crate) distributed: Option<Distributed>,
     pub(crate) bucket_cap_mb: Option<f32>,
     pub(crate) augment: Option<Augment>,
+    pub(crate) loss_scaler: Option<LossScaler>,
 }
 
 impl Fit<'_, NoValidation> {
@@ -176,6 +177,7 @@ impl Fit<'_, NoValidation> {
             distributed: None,
             bucket_cap_mb: None,
             augment: None,
+            loss_scaler: None,
         }
     }
 }
@@ -225,6 +227,7 @@ impl<'a, V> Fit<'a, V> {
             distributed: self.distributed,
             bucket_cap_mb: self.bucket_cap_mb,
             augment: self.augment,
+            loss_scaler: self.loss_scaler,
         }
     }
 
@@ -384,8 +387,9 @@ impl<'a, V> Fit<'a, V> {
     /// the gradients are reduced in buckets during backward ([`bucket_cap_mb`](Self::bucket_cap_mb));
     /// every rank gets the same reduced metrics and `History`;
     /// only rank 0 prints and writes files. A step where a rank's gradients are NaN or
-    /// infinite, or its step fails, ends `fit` on every rank with an error naming that rank;
-    /// any other failure of one rank ends the whole job (`Collective::abort`).
+    /// infinite (unless a [`loss_scaler`](Self::loss_scaler) skips it on every rank), or its
+    /// step fails, ends `fit` on every rank with an error naming that rank; any other failure
+    /// of one rank ends the whole job (`Collective::abort`).
     pub fn distributed(mut self, dist: &Distributed) -> Self {
         self.distributed = Some(dist.clone());
         self
@@ -401,6 +405,29 @@ impl<'a, V> Fit<'a, V> {
     /// bucket (no overlap). Not positive is an error when `fit` starts.
     pub fn bucket_cap_mb(mut self, mb: f32) -> Self {
         self.bucket_cap_mb = Some(mb);
+        self
+    }
+
+    /// Dynamic loss scaling, for mixed precision with f16 tensor cores
+    /// ([`MatmulPrecision::F16TensorCores`](crate::MatmulPrecision::F16TensorCores)), where
+    /// small gradients would otherwise flush to zero: each batch's backward pass runs on its loss
+    /// times [`scaler.scale()`](LossScaler::scale) (the logged `loss` stays unscaled), and each
+    /// optimizer step goes through [`LossScaler::step`]: the gradients (accumulated scaled, with
+    /// [`accumulate_grad_batches`](Self::accumulate_grad_batches)) are unscaled once, then clipped
+    /// ([`clip_grad_norm`](Self::clip_grad_norm)) and applied, or, when one is NaN or infinite,
+    /// the step is skipped and the scale backs off. Every epoch's logs get the scale after it as
+    /// `loss_scale`. With [`distributed`](Self::distributed), a rank's non-finite gradients are
+    /// then no error: every rank gets the same averaged gradients, so all skip the step together.
+    ///
+    /// ```
+    /// use rumus::prelude::*;
+    ///
+    /// let cfg = Fit::epochs(10).loss_scaler(LossScaler::new().growth_interval(1000)?);
+    /// # let _ = cfg;
+    /// # Ok::<(), rumus::Error>(())
+    /// ```
+    pub fn loss_scaler(mut self, scaler: LossScaler) -> Self {
+        self.loss_scaler = Some(scaler);
         self
     }
 

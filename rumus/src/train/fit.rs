@@ -8,7 +8,7 @@ use crate::data::{Batch, DataLoader, Dataset, SampleFor, Target, TargetFor, Targ
 use crate::distributed::DataParallel;
 use crate::nn::{named_parameters, Param};
 use crate::optim::schedule::Progress as SchedulePoint;
-use crate::optim::{clip_grad_norm, Adam, Optimizer, Schedule};
+use crate::optim::{clip_grad_norm, Adam, LossScaler, Optimizer, Schedule};
 use crate::{Device, Error, Gradients, Model, Result};
 
 use super::accumulate::add_gradients;
@@ -26,12 +26,13 @@ use super::{Callback, ClassCounts, ConfusionMatrix, Fit, History, Logs, Loss, Tr
 /// both are checked at compile time. Each batch runs forward, the loss and backward; every
 /// [`accumulate_grad_batches`](Fit::accumulate_grad_batches) batches (default 1) the summed
 /// gradients are optionally clipped and the optimizer's fused update runs on the parameters'
-/// device. The loss sum and correct count stay on the device and are read only for the
-/// progress line and at the end of each epoch, as are the chosen [`metrics`](Fit::metrics),
-/// which are checked against the targets first. Every callback's [`check`](Callback::check)
-/// runs before any `on_train_begin` (so a monitored metric this run does not log is an error
-/// before any file is written). An epoch whose training loss is NaN or infinite
-/// ends `fit` with [`Error::NonFinite`] (after the callbacks saw it, so `TerminateOnNaN` can
+/// device (with a [`loss_scaler`](Fit::loss_scaler), backward runs on the scaled loss and the
+/// gradients are unscaled, checked and maybe skipped before that). The loss sum and correct
+/// count stay on the device and are read only for the progress line and at the end of each
+/// epoch, as are the chosen [`metrics`](Fit::metrics), which are checked against the targets
+/// first. Every callback's [`check`](Callback::check) runs before any `on_train_begin` (so a
+/// monitored metric this run does not log is an error before any file is written). An epoch
+/// whose training loss is NaN or infinite ends `fit` with [`Error::NonFinite`] (after the callbacks saw it, so `TerminateOnNaN` can
 /// restore weights first). After `fit` the model is in eval mode.
 pub fn fit<M, D, V>(model: &mut M, train: &D, mut cfg: Fit<'_, V>) -> Result<History>
 where
@@ -63,9 +64,13 @@ where
         cfg.steps_per_epoch.map(|steps| steps.saturating_mul(cfg.accumulate_grad_batches)),
     );
     let bucket_cap_mb = cfg.bucket_cap_mb;
-    let dp = cfg.distributed.take().map(|dist| match bucket_cap_mb {
-        Some(mb) => DataParallel::new(dist).bucket_cap_mb(mb),
-        None => DataParallel::new(dist),
+    let scaled = cfg.loss_scaler.is_some();
+    let dp = cfg.distributed.take().map(|dist| {
+        let dp = DataParallel::new(dist).allow_non_finite(scaled);
+        match bucket_cap_mb {
+            Some(mb) => dp.bucket_cap_mb(mb),
+            None => dp,
+        }
     });
     if let Some(dp) = &dp {
         batches = batches.shard(dp.rank(), dp.size());
@@ -179,6 +184,8 @@ struct Trainer<'m, 'c, M: Model> {
     batches: usize,
     /// Data-parallel training: this rank's side of the collectives.
     dp: Option<DataParallel>,
+    /// Dynamic loss scaling ([`Fit::loss_scaler`]).
+    scaler: Option<LossScaler>,
 }
 
 /// What each training step needs from the `Fit` settings.
@@ -213,6 +220,7 @@ impl<'m, 'c, M: Model> Trainer<'m, 'c, M> {
         // Only rank 0 of a data-parallel job prints.
         let verbosity =
             if dp.as_ref().is_some_and(|dp| dp.rank() != 0) { super::Verbosity::Quiet } else { cfg.verbosity };
+        let scaler = cfg.loss_scaler.take();
         Ok(Trainer {
             step: StepSettings {
                 params: named_parameters(&*model),
@@ -232,12 +240,13 @@ impl<'m, 'c, M: Model> Trainer<'m, 'c, M> {
             epochs: cfg.epochs,
             verbosity,
             kind,
-            metric_names: metric_names(&metrics, kind, validated),
+            metric_names: metric_names(&metrics, kind, validated, scaler.is_some()),
             metrics,
             classes: Vec::new(),
             device: device.clone(),
             batches,
             dp,
+            scaler,
         })
     }
 
@@ -324,7 +333,8 @@ impl<'m, 'c, M: Model> Trainer<'m, 'c, M> {
     }
 
     /// Forward and backward of the epoch's batch `index`, its gradients (scaled by one over the
-    /// size of its accumulation group, so a step uses their mean) added to `pending`.
+    /// size of its accumulation group, so a step uses their mean, and by the loss scale, if
+    /// any, until the step unscales them) added to `pending`.
     fn train_batch<S: crate::Shape>(
         &mut self,
         epoch: usize,
@@ -342,6 +352,10 @@ impl<'m, 'c, M: Model> Trainer<'m, 'c, M> {
         let batch_loss = self.step.loss.compute(&outputs, &batch.targets)?;
         let group = k.min(self.batches - group_start);
         let scaled = if group == 1 { batch_loss.clone() } else { batch_loss.mul_scalar(1.0 / group as f32)? };
+        let scaled = match &self.scaler {
+            Some(scaler) => scaler.scale_loss(&scaled)?,
+            None => scaled,
+        };
         match &self.dp {
             // The group's last batch: backward with the gradients averaged over the ranks, each
             // bucket's reduction overlapping the rest of the pass.
@@ -369,11 +383,20 @@ impl<'m, 'c, M: Model> Trainer<'m, 'c, M> {
     }
 
     /// Clips and applies the accumulated gradients (averaged over the ranks by the group's last
-    /// backward pass, when data-parallel).
+    /// backward pass, when data-parallel); with a loss scaler, unscales them first and skips
+    /// the step when one is not finite.
     fn optimizer_step(&mut self, pending: &mut Option<Gradients>) -> Result<()> {
         let Some(mut grads) = pending.take() else {
             return Ok(());
         };
+        if let Some(scaler) = &mut self.scaler {
+            // Data-parallel, every rank holds the same averaged (still scaled) gradients, and
+            // a rank's non-finite ones travel in the sums rather than end `fit`
+            // (`DataParallel::allow_non_finite`): every rank's scaler, alike from the start,
+            // makes the same decision, so all ranks skip or step together and keep one scale.
+            scaler.step(&mut *self.optimizer, &self.step.params, &mut grads, self.step.clip_grad_norm)?;
+            return Ok(());
+        }
         if let Some(max_norm) = self.step.clip_grad_norm {
             clip_grad_norm(&self.step.params, &mut grads, max_norm)?;
         }
@@ -408,10 +431,14 @@ impl<'m, 'c, M: Model> Trainer<'m, 'c, M> {
         Ok(())
     }
 
-    /// Records the epoch's logs (with the learning rate), ends its progress line and runs the
-    /// `on_epoch_end` callbacks. Returns whether a callback asked to stop.
+    /// Records the epoch's logs (with the learning rate, and the loss scale when there is a
+    /// scaler), ends its progress line and runs the `on_epoch_end` callbacks. Returns whether a
+    /// callback asked to stop.
     fn end_epoch(&mut self, epoch: usize, mut logs: Logs, started: Instant) -> Result<bool> {
         logs.insert("lr", self.optimizer.learning_rate());
+        if let Some(scaler) = &self.scaler {
+            logs.insert("loss_scale", scaler.scale());
+        }
         self.progress.epoch_end(epoch, self.steps(), &logs);
         self.history.push(&logs, started.elapsed().as_secs_f64());
         for (prefix, counts, confusion) in std::mem::take(&mut self.classes) {
@@ -437,11 +464,12 @@ impl<'m, 'c, M: Model> Trainer<'m, 'c, M> {
 }
 
 /// The names of every epoch's logs: the training metrics, their `val_` forms when there is
-/// validation data, and `lr`.
-fn metric_names(metrics: &MetricSet, kind: TargetKind, validated: bool) -> Vec<String> {
+/// validation data, `lr`, and `loss_scale` with a loss scaler.
+fn metric_names(metrics: &MetricSet, kind: TargetKind, validated: bool, scaled: bool) -> Vec<String> {
     let names = metrics.names(kind);
     let validation = names.iter().filter(|_| validated).map(|n| format!("val_{n}")).collect::<Vec<_>>();
-    names.iter().cloned().chain(validation).chain(["lr".to_string()]).collect()
+    let scale = scaled.then(|| "loss_scale".to_string());
+    names.iter().cloned().chain(validation).chain(["lr".to_string()]).chain(scale).collect()
 }
 
 /// The epoch's loss and the weights after its last step must be finite.
