@@ -7,6 +7,7 @@
 //! (the bias gradient stays here). Until the start-up warm-up has compiled these kernels, small
 //! convolutions run the stand-ins of `conv2d_direct.rs`.
 
+use super::conv_algorithm::ConvPass;
 use super::launch::{bind, check_len};
 use super::pipelines::{self, Access};
 use super::stride_phase::axis_phases;
@@ -232,7 +233,7 @@ impl WgpuBackend {
             check_len(OP, b, a.out_channels)?;
         }
         check_index_range(a)?;
-        if self.conv_uses_winograd(a)? {
+        if self.conv_uses_winograd(a, ConvPass::Forward)? {
             return self.winograd_forward(x, w, bias, a);
         }
         if self.conv2d_stand_in("conv2d_forward", &d) {
@@ -264,12 +265,11 @@ impl WgpuBackend {
         check_len(OP, w, d.weight)?;
         check_len(OP, g, d.output)?;
         check_index_range(a)?;
-        let winograd = (wanted.x || wanted.weight) && self.conv_uses_winograd(a)?;
-        let input_grad = || match winograd {
+        let input_grad = || match self.conv_uses_winograd(a, ConvPass::InputGrad)? {
             true => self.winograd_input_grad(w, g, a),
             false => self.conv2d_input_grad(w, g, a, &d),
         };
-        let weight_grad = || match winograd {
+        let weight_grad = || match self.conv_uses_winograd(a, ConvPass::WeightGrad)? {
             true => self.winograd_weight_grad(xs, g, a),
             false => self.conv2d_weight_grad(xs, g, a, &d),
         };

@@ -16,9 +16,11 @@ pub(super) const CONV_ENV: &str = "RUMUS_WGPU_CONV";
 /// the setting.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ConvAlgorithm {
-    /// Winograd for eligible convolutions with at least 128 input and 128 output channels on a
-    /// hardware adapter, the implicit GEMM otherwise (always on software adapters such as
-    /// lavapipe). The default.
+    /// Winograd for eligible convolutions on a hardware adapter where it was measured faster,
+    /// per pass: the forward and input gradient from 128 input and output channels, the weight
+    /// gradient from 64, every pass from 64 when products run on tensor cores
+    /// (`MatmulPrecision::F16TensorCores`); the implicit GEMM otherwise (always on software
+    /// adapters such as lavapipe). The default.
     #[default]
     Auto,
     /// The implicit GEMM (`conv2d.wgsl`) for every convolution.
@@ -69,21 +71,41 @@ pub(super) fn winograd_eligible(a: &Conv2dArgs) -> bool {
         && a.out_channels > 0
 }
 
-/// The least input and output channels for which `Auto` takes Winograd. On an H100 (2026-12-06,
-/// `bench_wgpu --resnet18`, batch 128, ms for forward / input gradient / weight gradient):
-/// 64 channels at 32×32, implicit GEMM 0.42 / 0.45 / 0.49 against Winograd 0.48 / 0.48 / 1.13
-/// (its transforms outweigh the 16 small products); 128 at 16×16, 0.37 / 0.43 / 0.55 against
-/// 0.26 / 0.26 / 0.40; 256 at 8×8 and 512 at 4×4, Winograd 1.7–3× faster on every pass.
-const AUTO_MIN_CHANNELS: usize = 128;
+/// One of a convolution's three passes, each of which `Auto` decides apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ConvPass {
+    Forward,
+    InputGrad,
+    WeightGrad,
+}
+
+/// The least input and output channels for which `Auto` takes Winograd for a pass, in f32.
+/// On an H100 (`bench_wgpu --resnet18`, batch 128, ms for forward / input gradient / weight
+/// gradient, implicit GEMM against Winograd): 64 channels at 32×32, 0.368 / 0.404 / 0.455
+/// against 0.404 / 0.404 / 0.372 (run W, 2026-12-07; run V: 0.417 / 0.474 / 0.493 against
+/// 0.487 / 0.484 / 0.427), so the weight gradient takes Winograd from 64 channels while the
+/// forward and input gradient, whose transforms outweigh 16 small products, keep the GEMM;
+/// 128 at 16×16 and wider, Winograd is 1.5–3× faster on every pass.
+fn min_channels_f32(pass: ConvPass) -> usize {
+    match pass {
+        ConvPass::Forward | ConvPass::InputGrad => 128,
+        ConvPass::WeightGrad => 64,
+    }
+}
+
+/// The same on tensor cores (`MatmulPrecision::F16TensorCores`), where Winograd's products run
+/// on them and the implicit GEMM stays f32: from 64 channels on every pass.
+const MIN_CHANNELS_TENSOR_CORES: usize = 64;
 
 /// `Auto`'s rule, in this one place: Winograd for an eligible convolution (see
-/// [`winograd_eligible`]) with at least [`AUTO_MIN_CHANNELS`] input and output channels, on a
-/// hardware adapter. Few channels leave the 16 batched matmuls too little work next to the
-/// transforms, and on a software adapter (lavapipe) the implicit GEMM keeps CI's tests on their
-/// usual path. Measured with `bench_wgpu --resnet18` (rows `conv ... winograd` next to
-/// `conv ... gemm`); see [`AUTO_MIN_CHANNELS`].
-pub(super) fn auto_picks_winograd(a: &Conv2dArgs, hardware: bool) -> bool {
-    hardware && winograd_eligible(a) && a.geom.channels >= AUTO_MIN_CHANNELS && a.out_channels >= AUTO_MIN_CHANNELS
+/// [`winograd_eligible`]) with at least [`min_channels_f32`] (or, with tensor cores,
+/// [`MIN_CHANNELS_TENSOR_CORES`]) input and output channels for the pass, on a hardware
+/// adapter. Few channels leave the 16 batched matmuls too little work next to the transforms,
+/// and on a software adapter (lavapipe) the implicit GEMM keeps CI's tests on their usual path.
+/// Measured with `bench_wgpu --resnet18` (rows `conv ... winograd` next to `conv ... gemm`).
+pub(super) fn auto_picks_winograd(a: &Conv2dArgs, pass: ConvPass, hardware: bool, tensor_cores: bool) -> bool {
+    let least = if tensor_cores { MIN_CHANNELS_TENSOR_CORES } else { min_channels_f32(pass) };
+    hardware && winograd_eligible(a) && a.geom.channels >= least && a.out_channels >= least
 }
 
 #[cfg(test)]
@@ -105,21 +127,37 @@ mod tests {
     }
 
     #[test]
-    fn auto_takes_winograd_only_for_wide_eligible_convolutions_on_hardware() {
+    fn auto_takes_winograd_per_pass_for_wide_eligible_convolutions_on_hardware() {
         let args = |c: usize, o: usize, kernel: usize, stride: usize, pad: usize| Conv2dArgs {
             geom: ConvGeom::square(2, c, (16, 16), kernel, stride, pad, 1).unwrap(),
             out_channels: o,
             groups: 1,
         };
-        assert!(auto_picks_winograd(&args(128, 128, 3, 1, 1), true));
-        assert!(auto_picks_winograd(&args(512, 256, 3, 1, 2), true));
-        assert!(!auto_picks_winograd(&args(128, 128, 3, 1, 1), false), "software adapters keep the GEMM");
-        assert!(!auto_picks_winograd(&args(64, 64, 3, 1, 1), true), "ResNet's first stage: the GEMM is faster");
-        assert!(!auto_picks_winograd(&args(64, 128, 3, 1, 1), true));
-        assert!(!auto_picks_winograd(&args(128, 64, 3, 1, 1), true));
-        assert!(!auto_picks_winograd(&args(128, 128, 3, 2, 1), true));
-        assert!(!auto_picks_winograd(&args(128, 128, 1, 1, 0), true));
-        assert!(!auto_picks_winograd(&args(128, 128, 3, 1, 3), true));
+        let f32_picks = |a: &Conv2dArgs| {
+            [ConvPass::Forward, ConvPass::InputGrad, ConvPass::WeightGrad]
+                .map(|p| auto_picks_winograd(a, p, true, false))
+        };
+        let tc_picks = |a: &Conv2dArgs| {
+            [ConvPass::Forward, ConvPass::InputGrad, ConvPass::WeightGrad]
+                .map(|p| auto_picks_winograd(a, p, true, true))
+        };
+        assert_eq!(f32_picks(&args(128, 128, 3, 1, 1)), [true; 3]);
+        assert_eq!(f32_picks(&args(512, 256, 3, 1, 2)), [true; 3]);
+        assert!(
+            !auto_picks_winograd(&args(128, 128, 3, 1, 1), ConvPass::Forward, false, false),
+            "software adapters keep the GEMM"
+        );
+        assert!(!auto_picks_winograd(&args(128, 128, 3, 1, 1), ConvPass::WeightGrad, false, true));
+        assert_eq!(f32_picks(&args(64, 64, 3, 1, 1)), [false, false, true], "ResNet's first stage");
+        assert_eq!(tc_picks(&args(64, 64, 3, 1, 1)), [true; 3], "tensor cores take Winograd's products");
+        assert_eq!(f32_picks(&args(32, 64, 3, 1, 1)), [false; 3]);
+        assert_eq!(tc_picks(&args(64, 32, 3, 1, 1)), [false; 3]);
+        assert_eq!(f32_picks(&args(64, 128, 3, 1, 1)), [false, false, true]);
+        assert_eq!(f32_picks(&args(128, 64, 3, 1, 1)), [false, false, true]);
+        for a in [args(128, 128, 3, 2, 1), args(128, 128, 1, 1, 0), args(128, 128, 3, 1, 3)] {
+            assert_eq!(f32_picks(&a), [false; 3]);
+            assert_eq!(tc_picks(&a), [false; 3]);
+        }
         assert!(!winograd_eligible(&Conv2dArgs { groups: 2, ..args(64, 64, 3, 1, 1) }));
         assert!(winograd_eligible(&args(3, 5, 3, 1, 0)));
     }

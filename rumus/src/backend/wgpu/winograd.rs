@@ -7,7 +7,7 @@
 //! `conv_algorithm.rs`. The transforms are checked against a direct convolution by
 //! `tools/gen/winograd_transforms.py`.
 
-use super::conv_algorithm::{auto_picks_winograd, winograd_eligible, ConvAlgorithm};
+use super::conv_algorithm::{auto_picks_winograd, winograd_eligible, ConvAlgorithm, ConvPass};
 use super::launch::bind;
 use super::matmul::{
     MatmulKernel, MatmulPlan, PARTIAL_OUTPUTS_PER_K_STEP, VEC4_LARGE_TILE, VEC4_SQUARE_TILE, VEC4_TALL_TILE, WAVE_SMS,
@@ -16,7 +16,7 @@ use super::params::kernel_params;
 use super::pipelines::{self, Access};
 use super::{WgpuBackend, WgpuStorage};
 use crate::backend::{Conv2dArgs, DType, MatmulArgs, MatrixLayout, ReduceDims, ReduceOp, Storage};
-use crate::{Error, Result};
+use crate::{Error, MatmulPrecision, Result};
 
 const OP: &str = "conv2d (winograd)";
 /// Transformed positions of a 4×4 tile: the batch of products.
@@ -277,12 +277,16 @@ impl WgpuBackend {
         self.conv_algorithm
     }
 
-    /// Whether `a` runs on Winograd: `Auto`'s rule where the buffers fit; where `Winograd` is
-    /// forced on an eligible convolution, always, and an error if they do not fit.
-    pub(super) fn conv_uses_winograd(&self, a: &Conv2dArgs) -> Result<bool> {
+    /// Whether `pass` of `a` runs on Winograd: `Auto`'s rule (which knows whether products run
+    /// on tensor cores) where the buffers fit; where `Winograd` is forced on an eligible
+    /// convolution, always, and an error if they do not fit.
+    pub(super) fn conv_uses_winograd(&self, a: &Conv2dArgs, pass: ConvPass) -> Result<bool> {
         match self.conv_algorithm {
             ConvAlgorithm::ImplicitGemm => Ok(false),
-            ConvAlgorithm::Auto => Ok(auto_picks_winograd(a, self.ctx.is_hardware()) && self.winograd_fits(a).is_ok()),
+            ConvAlgorithm::Auto => {
+                let tensor_cores = self.matmul_precision() == MatmulPrecision::F16TensorCores;
+                Ok(auto_picks_winograd(a, pass, self.ctx.is_hardware(), tensor_cores) && self.winograd_fits(a).is_ok())
+            }
             ConvAlgorithm::Winograd if winograd_eligible(a) => self.winograd_fits(a).map(|()| true),
             ConvAlgorithm::Winograd => Ok(false),
         }
@@ -411,7 +415,7 @@ impl WgpuBackend {
 
 #[cfg(test)]
 mod tests {
-    use super::{extents, weight_grad_plan, Shape};
+    use super::{extents, weight_grad_plan, ConvPass, Shape};
     use crate::backend::{Conv2dArgs, ConvGeom};
 
     #[test]
@@ -484,15 +488,17 @@ mod tests {
         let g = ConvGeom::square(4, 512, (512, 512), 3, 1, 1, 1).unwrap();
         let a = Conv2dArgs { geom: g, out_channels: 512, groups: 1 };
         let forced = WgpuBackend::with_conv_algorithm(ConvAlgorithm::Winograd).unwrap();
-        let err = forced.conv_uses_winograd(&a).unwrap_err();
+        let err = forced.conv_uses_winograd(&a, ConvPass::Forward).unwrap_err();
         assert!(
             matches!(&err, crate::Error::Gpu(m) if m.contains("conv2d (winograd)") && m.contains("elements")),
             "{err}"
         );
         let auto = WgpuBackend::with_conv_algorithm(ConvAlgorithm::Auto).unwrap();
-        assert!(!auto.conv_uses_winograd(&a).unwrap());
+        for pass in [ConvPass::Forward, ConvPass::InputGrad, ConvPass::WeightGrad] {
+            assert!(!auto.conv_uses_winograd(&a, pass).unwrap());
+        }
         let small =
             Conv2dArgs { geom: ConvGeom::square(1, 3, (4, 4), 3, 1, 1, 1).unwrap(), out_channels: 2, groups: 1 };
-        assert!(forced.conv_uses_winograd(&small).unwrap());
+        assert!(forced.conv_uses_winograd(&small, ConvPass::WeightGrad).unwrap());
     }
 }
