@@ -11,8 +11,14 @@
 //! `/usr/share/datasets/fashion-mnist` (or pass another folder with `--data DIR`).
 //!
 //! ```text
-//! cargo run --release --example resnet_fashion -- [--epochs N] [--batch-size N] [--lr X] [--steps N] [--samples N] [--data DIR]
+//! cargo run --release --example resnet_fashion -- [--epochs N] [--batch-size N] [--lr X] [--steps N] [--samples N] [--data DIR] [--precision f32|tensor-cores]
 //! ```
+//!
+//! `--precision tensor-cores` trains in the mixed-precision mode: matmuls and Winograd
+//! convolutions on tensor cores with f16 operands and f32 accumulation
+//! (`MatmulPrecision::F16TensorCores`, on adapters with cooperative matrices; elsewhere an error),
+//! f32 weights and activations, and dynamic loss scaling (`LossScaler`) so that small gradients
+//! survive the f16 rounding.
 //!
 //! `--steps N` makes each epoch N optimizer steps instead of a pass over the data and `--samples N`
 //! keeps the first N training and test images: `--epochs 4 --steps 5 --batch-size 16 --samples 512`
@@ -21,7 +27,9 @@
 use rumus::data::mnist::Mnist;
 use rumus::data::{fashion_mnist, ClassDataset, Dataset};
 use rumus::optim::schedule::CosineAnnealing;
+use rumus::optim::LossScaler;
 use rumus::prelude::*;
+use rumus::MatmulPrecision;
 use rumus_test_models::ResNet18;
 
 mod common;
@@ -58,16 +66,34 @@ fn main() -> Result<()> {
         common::setting("--lr", "RUMUS_LR").and_then(|v| v.parse().ok()).unwrap_or(0.1 * batch_size as f32 / 128.0);
     let dir = common::setting("--data", "RUMUS_FASHION_DIR").unwrap_or_else(|| fashion_mnist::DEBIAN_DIR.to_string());
     let device = Device::best();
+    let mixed = match common::setting("--precision", "RUMUS_PRECISION").as_deref() {
+        None | Some("f32") => false,
+        Some("tensor-cores") => true,
+        Some(other) => {
+            let detail = format!("--precision {other}: want f32 or tensor-cores");
+            return Err(Error::InvalidArgument { op: "resnet_fashion", detail });
+        }
+    };
+    if mixed {
+        device.set_matmul_precision(MatmulPrecision::F16TensorCores)?;
+    }
     let (train, test) = fashion_mnist::load(&dir)?;
     let (train, test) = (pad(&train, samples)?, pad(&test, samples)?);
     let mut model = ResNet18::new(&device, 7)?;
-    println!("Fashion-MNIST (padded to 32×32) ResNet-18 on {device}\n{}", ResNet18::summary());
+    println!(
+        "Fashion-MNIST (padded to 32×32) ResNet-18 on {device}, {}\n{}",
+        device.matmul_precision(),
+        ResNet18::summary()
+    );
     let mut fit = Fit::epochs(epochs)
         .batch_size(batch_size)
         .optimizer(Sgd::new(lr).momentum(0.9).weight_decay(5e-4))
         .schedule(CosineAnnealing { t_max: epochs, eta_min: 0.0 });
     if steps > 0 {
         fit = fit.steps_per_epoch(steps);
+    }
+    if mixed {
+        fit = fit.loss_scaler(LossScaler::new());
     }
     let history = model.fit(&train, fit.validation(&test))?;
     history.to_csv("resnet-fashion-history.csv")?;

@@ -3,12 +3,16 @@
 //! `tools/bench/torch_bench.py`; run both in the same session and compare ratios (docs/BENCHMARKS.md).
 //!
 //! ```text
-//! cargo run --release -p rumus-tools --bin bench -- [--device cpu|wgpu] [--only matmul,linear,softmax,attention,conv,step,bn,memory,epoch,resnet] [--resnet-batch N] [--profile] [--json out.json]
+//! cargo run --release -p rumus-tools --bin bench -- [--device cpu|wgpu] [--only matmul,linear,softmax,attention,conv,step,bn,memory,epoch,resnet] [--resnet-batch N] [--profile] [--tensor-cores] [--loss-scaling] [--json out.json]
 //! ```
 //!
 //! `resnet` (ResNet-18 training steps, batch 128 unless `--resnet-batch` says otherwise) runs only
 //! when `--only` names it. `--profile` (wgpu) then also times one step's every dispatch on the GPU
 //! and prints the time per kernel (the twin: `torch_bench.py --only resnet --profile`).
+//! `--tensor-cores` (wgpu, adapters with cooperative matrices) runs every workload with
+//! `MatmulPrecision::F16TensorCores`, the mixed-precision mode, and names its rows so; the twin's
+//! rows to set beside it are PyTorch's TF32 and bf16 autocast. `--loss-scaling` runs the ResNet-18
+//! step with a `LossScaler` (unscaling and the finite check of every step included).
 //!
 //! The LeNet epoch benchmark reports its first epoch apart: run alone (`--only epoch`) in a
 //! fresh process, that is the cold start, kernels compiled on the spot.
@@ -16,8 +20,8 @@
 use std::time::Instant;
 
 use rumus::nn::{BatchNorm2d, Conv2d, Conv2dConfig, Flatten, Linear, MaxPool2d, Module, Param, Relu, Sequential};
-use rumus::optim::{Adam, Optimizer, Sgd};
-use rumus::{no_grad, Device, RawTensor, Result, RunningStats};
+use rumus::optim::{Adam, LossScaler, Optimizer, Sgd};
+use rumus::{no_grad, Device, MatmulPrecision, RawTensor, Result, RunningStats};
 use rumus_test_models::ResNet18;
 
 /// One measured workload.
@@ -256,7 +260,7 @@ fn bench_step(device: &Device, name: &str, model: Sequential, batch: usize) -> R
 /// One ResNet-18 training step (CIFAR form, `rumus_test_models::ResNet18`: forward in training
 /// mode, cross-entropy, backward, SGD with momentum 0.9) on a synthetic `[batch, 3, 32, 32]` batch,
 /// f32. The twin is `resnet_step_bench` in tools/bench/torch_bench.py.
-fn bench_resnet_step(device: &Device, batch: usize, profile: bool) -> Result<Record> {
+fn bench_resnet_step(device: &Device, batch: usize, profile: bool, mut scaler: Option<LossScaler>) -> Result<Record> {
     let model = ResNet18::new(device, 1)?;
     let params = model.named_parameters();
     let mut sgd = Sgd::new(0.01).momentum(0.9);
@@ -266,8 +270,13 @@ fn bench_resnet_step(device: &Device, batch: usize, profile: bool) -> Result<Rec
     let repeats = if device.is_cpu() { 5 } else { 20 };
     let mut step = || {
         let loss = model.forward_raw(&x)?.cross_entropy(&y, 0.0)?;
-        let grads = loss.backward()?;
-        sgd.step(&params, &grads)?;
+        match scaler.as_mut() {
+            Some(scaler) => {
+                let mut grads = scaler.scale_loss(&loss)?.backward()?;
+                scaler.step(&mut sgd, &params, &mut grads, None)?;
+            }
+            None => sgd.step(&params, &loss.backward()?)?,
+        }
         loss.item().map(|_| ())
     };
     let secs = time(3, repeats, &mut step)?;
@@ -419,6 +428,10 @@ fn main() -> Result<()> {
             return Err(rumus::Error::InvalidArgument { op: "bench", detail: format!("unknown device {other}") })
         }
     };
+    let tensor_cores = args.iter().any(|a| a == "--tensor-cores");
+    if tensor_cores {
+        device.set_matmul_precision(MatmulPrecision::F16TensorCores)?;
+    }
     let only = value("--only");
     let wanted = |name: &str| only.as_ref().is_none_or(|o| o.split(',').any(|w| w == name));
     // Steady-state timings wait for the start-up warm-up, whose stand-in kernels would be
@@ -477,9 +490,18 @@ fn main() -> Result<()> {
     // Minutes on a CPU: only when asked for by name.
     if only.as_ref().is_some_and(|o| o.split(',').any(|w| w == "resnet")) {
         let batch = value("--resnet-batch").and_then(|b| b.parse().ok()).unwrap_or(128);
-        records.push(bench_resnet_step(&device, batch, args.iter().any(|a| a == "--profile"))?);
+        let scaler = args.iter().any(|a| a == "--loss-scaling").then(LossScaler::new);
+        let name = if scaler.is_some() { " loss-scaled" } else { "" };
+        let mut record = bench_resnet_step(&device, batch, args.iter().any(|a| a == "--profile"), scaler)?;
+        record.name.push_str(name);
+        records.push(record);
     }
 
+    if tensor_cores {
+        for r in &mut records {
+            r.name.push_str(" tc");
+        }
+    }
     println!("rumus on {} ({} threads)", device.name(), rayon::current_num_threads());
     println!("{:<36} {:>12} {:>14}", "workload", "median ms", "rate");
     for r in &records {

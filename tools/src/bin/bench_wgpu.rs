@@ -355,10 +355,22 @@ fn main() -> Result<()> {
         // up most of its training step, on each algorithm (backends of their own, whatever
         // RUMUS_WGPU_CONV says): rows `conv2d forward gemm` next to `conv2d forward winograd`.
         let batch = if quick { 8 } else { 128 };
+        // Where the adapter has tensor cores, Winograd's products on them too (`winograd tc`),
+        // as `MatmulPrecision::F16TensorCores` runs them.
         let gemm = WgpuBackend::with_conv_algorithm(ConvAlgorithm::ImplicitGemm)?;
         let winograd = WgpuBackend::with_conv_algorithm(ConvAlgorithm::Winograd)?;
+        let winograd_tc = match ctx.has_tensor_cores() {
+            true => {
+                let b = WgpuBackend::with_conv_algorithm(ConvAlgorithm::Winograd)?;
+                b.set_matmul_precision(MatmulPrecision::F16TensorCores)?;
+                Some(b)
+            }
+            false => None,
+        };
         for (c, h) in RESNET18_STAGES {
-            for (backend, algorithm) in [(&gemm, " gemm"), (&winograd, " winograd")] {
+            let mut backends = vec![(&gemm, " gemm"), (&winograd, " winograd")];
+            backends.extend(winograd_tc.as_ref().map(|b| (b, " winograd tc")));
+            for (backend, algorithm) in backends {
                 rows_out.extend(bench_conv(backend, (batch, c, h, c, 3, 1), repeats, algorithm)?);
             }
         }
