@@ -5,8 +5,9 @@
 //! of 4; the weight gradient alone on each of its plans (one invocation per output, 64×64,
 //! 128×256, 256×128 and 128×128 tiles, split and not, channels padded to 8, paddings 0-2); random
 //! shapes and paddings (a property test: the transforms run without injected bounds checks); an
-//! ineligible convolution (stride 2) as the implicit GEMM computes it; and a convolution with
-//! its backward through the op layer on a device built from the forced backend.
+//! ineligible convolution (stride 2) as the implicit GEMM computes it; a convolution with
+//! its backward through the op layer on a device built from the forced backend; and, where the
+//! adapter has tensor cores, the products on them (`MatmulPrecision::F16TensorCores`).
 
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ use rumus::backend::cpu::CpuBackend;
 use rumus::backend::wgpu::{ConvAlgorithm, WgpuBackend};
 use rumus::backend::{Backend, Conv2dArgs, Conv2dWanted, ConvGeom, Storage};
 use rumus::testing::{assert_close, wgpu_or_skip};
-use rumus::{Device, Layout, RawTensor, Result};
+use rumus::{Device, Layout, MatmulPrecision, RawTensor, Result};
 
 /// Deterministic pseudo-random data in [-2, 2).
 fn data(len: usize, seed: u64) -> Vec<f32> {
@@ -201,5 +202,40 @@ fn the_op_layer_runs_winograd_convolutions() {
     let got = run(&devices[1]).unwrap();
     for (name, (g, w)) in ["y", "dx", "dw", "db"].iter().zip(got.iter().zip(&want)) {
         assert_close(&format!("op-layer winograd {name}"), g, w, 1e-4);
+    }
+}
+
+/// With `MatmulPrecision::F16TensorCores`, Winograd's 16 products run on tensor cores: where the
+/// adapter has them, the forward and both gradients agree with the CPU's f32 convolution to the
+/// f16 rounding of the transformed operands, and differ from the f32 Winograd's (so the
+/// tensor-core kernel really ran). Shapes with channels in multiples of 8 (the tensor-core
+/// kernel reads vec4s), partial tiles, and a weight gradient over 400 tiles (split slices).
+#[test]
+fn winograd_on_tensor_cores_matches_to_f16_rounding() {
+    let Some(f32_gpu) = winograd() else { return };
+    let tc = WgpuBackend::with_conv_algorithm(ConvAlgorithm::Winograd).unwrap();
+    if !tc.context().has_tensor_cores() {
+        assert!(tc.set_matmul_precision(MatmulPrecision::F16TensorCores).is_err());
+        return;
+    }
+    tc.set_matmul_precision(MatmulPrecision::F16TensorCores).unwrap();
+    for (i, a) in
+        [args(2, 64, (8, 8), 1, 64), args(3, 32, (9, 7), 1, 48), args(4, 64, (20, 20), 1, 64)].iter().enumerate()
+    {
+        let seed = 40 + 10 * i as u64;
+        let want = conv_pass(&CpuBackend, a, true, seed).unwrap();
+        let got = conv_pass(&tc, a, true, seed).unwrap_or_else(|e| panic!("{a:?}: {e}"));
+        let exact = conv_pass(&f32_gpu, a, true, seed).unwrap();
+        for (name, ((g, w), e)) in
+            ["forward", "input gradient", "weight gradient"].iter().zip(got.iter().zip(&want).zip(&exact))
+        {
+            // Operands in [-2, 2) rounded to f16 (relative error 2^-11) after transforms that
+            // add up to 4 of them: the sums' error is a small fraction of their largest value,
+            // while a wrong element would be off by about that value itself.
+            let largest = w.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let worst = g.iter().zip(w).fold(0f32, |m, (g, w)| m.max((g - w).abs()));
+            assert!(worst <= 1e-2 * largest, "tensor-core winograd {name} of {a:?}: off by {worst} of {largest}");
+            assert!(g != e, "tensor-core winograd {name} of {a:?}: bit-identical to f32, so f32 kernels ran");
+        }
     }
 }
