@@ -8,7 +8,8 @@
 //!
 //! `resnet` (ResNet-18 training steps, batch 128 unless `--resnet-batch` says otherwise) runs only
 //! when `--only` names it. `--profile` (wgpu) then also times one step's every dispatch on the GPU
-//! and prints the time per kernel (the twin: `torch_bench.py --only resnet --profile`).
+//! and prints the time per kernel (the twin: `torch_bench.py --only resnet --profile`), and
+//! likewise one run of the matmul and softmax workloads: their GPU time beside their wall time.
 //! `--tensor-cores` (wgpu, adapters with cooperative matrices) runs every workload with
 //! `MatmulPrecision::F16TensorCores`, the mixed-precision mode, and names its rows so; the twin's
 //! rows to set beside it are PyTorch's TF32 and bf16 autocast. `--loss-scaling` runs the ResNet-18
@@ -54,11 +55,21 @@ fn sync(t: &RawTensor) -> Result<()> {
     t.narrow(0, 0, 1)?.reshape(&[t.numel() / t.shape()[0]])?.narrow(0, 0, 1)?.to_vec().map(|_| ())
 }
 
-fn bench_matmul(device: &Device, n: usize) -> Result<Record> {
+/// With `--profile` on wgpu: the GPU time of one run of `work`'s kernels, to set beside its wall
+/// time (what a workload spends outside its kernels is the difference).
+fn profile_workload(device: &Device, profile: bool, what: &str, work: impl FnOnce() -> Result<()>) -> Result<()> {
+    if let (true, Device::Wgpu(backend)) = (profile, device) {
+        print_kernel_profile(what, &backend.profile_kernels(work)?);
+    }
+    Ok(())
+}
+
+fn bench_matmul(device: &Device, n: usize, profile: bool) -> Result<Record> {
     let a = RawTensor::randn(&[n, n], 0.0, 1.0, 1, device)?;
     let b = RawTensor::randn(&[n, n], 0.0, 1.0, 2, device)?;
     let repeats = if n >= 2048 { 5 } else { 20 };
     let secs = time(2, repeats, || no_grad(|| sync(&a.matmul(&b)?)))?;
+    profile_workload(device, profile, &format!("matmul {n}³"), || no_grad(|| sync(&a.matmul(&b)?)))?;
     Ok(Record {
         name: format!("matmul {n}x{n}x{n}"),
         median_s: secs,
@@ -96,14 +107,16 @@ fn bench_linear_products(device: &Device, m: usize, k: usize, n: usize) -> Resul
         .collect()
 }
 
-fn bench_softmax(device: &Device, rows: usize, cols: usize) -> Result<Record> {
+fn bench_softmax(device: &Device, rows: usize, cols: usize, profile: bool) -> Result<Record> {
     let x = RawTensor::randn(&[rows, cols], 0.0, 1.0, 3, device)?.requires_grad_()?;
     let g = RawTensor::randn(&[rows, cols], 0.0, 1.0, 4, device)?;
-    let secs = time(2, 10, || {
+    let pass = || {
         let y = x.softmax(-1)?;
         let grads = y.mul(&g)?.sum_all()?.backward()?;
         grads.get(&x).map(sync).unwrap_or(Ok(()))
-    })?;
+    };
+    let secs = time(2, 10, pass)?;
+    profile_workload(device, profile, &format!("softmax fwd+bwd [{rows}, {cols}]"), pass)?;
     // Forward reads x and writes y; backward reads y and g and writes dx (the mul/sum that seed
     // the backward are extra traffic, counted too: they read y, g and write the product).
     let bytes = (rows * cols * 4) as f64 * 8.0;
@@ -429,6 +442,7 @@ fn main() -> Result<()> {
         }
     };
     let tensor_cores = args.iter().any(|a| a == "--tensor-cores");
+    let profile = args.iter().any(|a| a == "--profile");
     if tensor_cores {
         device.set_matmul_precision(MatmulPrecision::F16TensorCores)?;
     }
@@ -445,7 +459,7 @@ fn main() -> Result<()> {
     if wanted("matmul") {
         let sizes: &[usize] = if device.is_cpu() { &[256, 512, 1024] } else { &[1024, 4096] };
         for &n in sizes {
-            records.push(bench_matmul(&device, n)?);
+            records.push(bench_matmul(&device, n, profile)?);
         }
     }
     if wanted("linear") {
@@ -456,7 +470,7 @@ fn main() -> Result<()> {
         }
     }
     if wanted("softmax") {
-        records.push(bench_softmax(&device, 65536, 1024)?);
+        records.push(bench_softmax(&device, 65536, 1024, profile)?);
     }
     if wanted("attention") {
         // The GPT of issue #29 (6 heads of 64, block 256) at batch 64; batch 8 on the CPU.
@@ -492,7 +506,7 @@ fn main() -> Result<()> {
         let batch = value("--resnet-batch").and_then(|b| b.parse().ok()).unwrap_or(128);
         let scaler = args.iter().any(|a| a == "--loss-scaling").then(LossScaler::new);
         let name = if scaler.is_some() { " loss-scaled" } else { "" };
-        let mut record = bench_resnet_step(&device, batch, args.iter().any(|a| a == "--profile"), scaler)?;
+        let mut record = bench_resnet_step(&device, batch, profile, scaler)?;
         record.name.push_str(name);
         records.push(record);
     }
