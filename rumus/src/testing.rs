@@ -96,3 +96,21 @@ pub fn wgpu_or_skip() -> Option<crate::Device> {
         }
     }
 }
+
+/// Dynamic loss scaling's fused unscale-and-check, the crate-internal op that
+/// [`LossScaler`](crate::optim::LossScaler) runs on every gradient, exposed for tests of the op
+/// and its kernels: `grad · inv_scale` as a new contiguous tensor of `grad`'s shape (any layout
+/// is read), and `found` (a one-element u32 tensor from [`non_finite_flag`] on `grad`'s device)
+/// set to a nonzero value, in place, when some element of `grad` is NaN or infinite or its
+/// product overflows; left as it was otherwise. Outside autograd. A `grad` not f32, a `found`
+/// not a contiguous one-element u32 tensor or on another device, or an `inv_scale` NaN or
+/// infinite is an error, never a panic.
+pub fn unscale_grad(grad: &RawTensor, inv_scale: f32, found: &RawTensor) -> Result<RawTensor> {
+    crate::ops::unscale_grad(grad, inv_scale, found)
+}
+
+/// A zeroed non-finite flag on `device` for [`unscale_grad`] (one u32; read it with
+/// [`RawTensor::to_vec_u32`]).
+pub fn non_finite_flag(device: &crate::Device) -> Result<RawTensor> {
+    crate::ops::non_finite_flag(device)
+}

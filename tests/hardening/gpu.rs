@@ -143,6 +143,23 @@ fn indices_a_kernel_computed_are_checked_too() {
     assert_eq!(view(&gpu).unwrap(), view(&Device::cpu()).unwrap());
 }
 
+/// Loss scaling's non-finite flag is a u32 storage that a kernel raises in place: used as
+/// indices afterwards, its raised value is checked like any computed index (the host's bound
+/// from the upload of 0 no longer vouches for it).
+#[test]
+fn unscale_grad_flags_raised_in_place_are_checked_as_indices() {
+    let Some(gpu) = wgpu_or_skip() else { return };
+    let run = |d: &Device| {
+        let flag = rumus::testing::non_finite_flag(d)?;
+        let grad = RawTensor::from_vec(vec![1.0, f32::INFINITY], &[2], d)?;
+        rumus::testing::unscale_grad(&grad, 0.5, &flag)?;
+        RawTensor::from_vec(vec![1.0, 2.0], &[1, 2], d)?.index_select(0, &flag)?.to_vec()
+    };
+    let cpu = out_of_range("raised flag on cpu", run(&Device::cpu()));
+    assert_eq!(cpu, ("index_select", 1, 1, 0));
+    assert_eq!(out_of_range("raised flag on wgpu", run(&gpu)), cpu);
+}
+
 #[test]
 fn backend_adjoints_refuse_bad_indices() {
     // The backend is public (custom ops): its scatter-adds check indices too.

@@ -167,6 +167,68 @@ fn the_public_backend_refuses_bogus_kernel_arguments() {
     assert_eq!(out.to_vec().unwrap(), vec![1.0; 16]);
 }
 
+/// Loss scaling's unscale-and-check (`rumus::testing::unscale_grad`): a flag of the wrong
+/// dtype, length or device, a flag that is a view, a gradient that is not f32, and an inverse
+/// scale that is NaN or infinite are errors, raised before any kernel runs (the flag is left
+/// zero); the kernel behind it refuses a length past its storages. On wgpu too where available.
+#[test]
+fn unscale_grad_refuses_bad_flags_and_scales() {
+    use rumus::testing::{non_finite_flag, unscale_grad, wgpu_or_skip};
+    let refuse = |device: &Device| {
+        let grad = RawTensor::from_vec(vec![1.0, f32::NAN, 3.0], &[3], device).unwrap();
+        let flag = non_finite_flag(device).unwrap();
+        let f32_flag = RawTensor::zeros(&[1], device).unwrap();
+        let two = RawTensor::from_indices(&[0, 0], &[2], device).unwrap();
+        let empty = RawTensor::from_indices(&[], &[0], device).unwrap();
+        let view = two.narrow(0, 1, 2).unwrap();
+        let indices = RawTensor::from_indices(&[1, 2, 3], &[3], device).unwrap();
+        let cases: [(&str, rumus::Result<RawTensor>); 9] = [
+            ("f32 flag", unscale_grad(&grad, 0.5, &f32_flag)),
+            ("flag of 2", unscale_grad(&grad, 0.5, &two)),
+            ("flag of 0", unscale_grad(&grad, 0.5, &empty)),
+            ("flag view at offset 1", unscale_grad(&grad, 0.5, &view)),
+            ("u32 gradient", unscale_grad(&indices, 0.5, &flag)),
+            ("NaN scale", unscale_grad(&grad, f32::NAN, &flag)),
+            ("+inf scale", unscale_grad(&grad, f32::INFINITY, &flag)),
+            ("-inf scale", unscale_grad(&grad, f32::NEG_INFINITY, &flag)),
+            ("the flag as its own gradient", unscale_grad(&flag, 0.5, &flag)),
+        ];
+        for (what, result) in cases {
+            match result {
+                Err(Error::DType { op: "unscale_grad", .. })
+                | Err(Error::Shape { op: "unscale_grad", .. })
+                | Err(Error::InvalidArgument { op: "unscale_grad", .. }) => {}
+                other => panic!("{what} on {device:?}: expected an unscale_grad error, got {other:?}"),
+            }
+        }
+        assert_eq!(two.to_vec_u32().unwrap(), [0, 0], "{device:?}: no kernel ran");
+        assert_eq!(flag.to_vec_u32().unwrap(), [0], "{device:?}: no kernel ran");
+        // The kernel itself: more elements than the gradient holds, a flag of no element or of f32.
+        let b = device.backend();
+        assert!(b.unscale_grad(grad.storage(), 4, 0.5, flag.storage()).is_err(), "{device:?}: length past the storage");
+        assert!(b.unscale_grad(grad.storage(), 3, 0.5, empty.storage()).is_err(), "{device:?}: empty flag");
+        assert!(b.unscale_grad(grad.storage(), 3, 0.5, f32_flag.storage()).is_err(), "{device:?}: f32 flag");
+        assert_eq!(flag.to_vec_u32().unwrap(), [0]);
+        // And the good call still works after them.
+        assert_eq!(unscale_grad(&grad, 0.5, &flag).unwrap().to_vec().unwrap()[2], 1.5);
+        assert_ne!(flag.to_vec_u32().unwrap(), [0]);
+    };
+    refuse(&cpu());
+    if let Some(gpu) = wgpu_or_skip() {
+        refuse(&gpu);
+        // The gradient and the flag on different devices, either way round.
+        let grad = RawTensor::ones(&[3], &cpu()).unwrap();
+        let gpu_flag = non_finite_flag(&gpu).unwrap();
+        assert!(matches!(unscale_grad(&grad, 0.5, &gpu_flag), Err(Error::DeviceMismatch { .. })));
+        let gpu_grad = grad.to_device(&gpu).unwrap();
+        assert!(matches!(
+            unscale_grad(&gpu_grad, 0.5, &non_finite_flag(&cpu()).unwrap()),
+            Err(Error::DeviceMismatch { .. })
+        ));
+        assert_eq!(gpu_flag.to_vec_u32().unwrap(), [0]);
+    }
+}
+
 // ----- 2. allocation -----
 
 #[test]

@@ -15,6 +15,7 @@ mod batch_norm_fused;
 mod batch_norm_relu;
 mod core_ops;
 mod elementwise_paths;
+mod grad_unscale;
 mod gradient_views;
 mod kernel_profile;
 mod layer_norm_fused;

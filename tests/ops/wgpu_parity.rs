@@ -726,6 +726,120 @@ fn optimizer_kernels_match() {
     }
 }
 
+/// A gradient for the unscale tests: values, shape, and whether to pass it transposed (a view
+/// made on each device, so that each reads it through strides).
+#[derive(Clone)]
+struct Grad {
+    values: Vec<f32>,
+    shape: Vec<usize>,
+    transposed: bool,
+}
+
+impl Grad {
+    /// The gradient on `device`, a transposed view there, or with `views` false its values
+    /// transposed on the host (for a backend whose copy kernel cannot take the view).
+    fn on(&self, device: &Device, views: bool) -> Result<RawTensor> {
+        if !self.transposed {
+            return RawTensor::from_slice(&self.values, &self.shape, device);
+        }
+        if views {
+            return RawTensor::from_slice(&self.values, &self.shape, device)?.transpose(0, 1);
+        }
+        let host = RawTensor::from_slice(&self.values, &self.shape, &Device::cpu())?.transpose(0, 1)?;
+        RawTensor::from_vec(host.to_vec()?, host.shape(), device)
+    }
+}
+
+/// Loss scaling's fused unscale-and-check (`rumus::testing::unscale_grad`, the op behind
+/// `LossScaler`) on `device`: the unscaled values and the flag after each gradient of `grads`
+/// in turn, all with one flag (so a raised flag must stay raised).
+fn unscale_run(device: &Device, views: bool, grads: &[Grad], inv_scale: f32) -> Result<Vec<(Vec<f32>, u32)>> {
+    let flag = rumus::testing::non_finite_flag(device)?;
+    let mut out = Vec::new();
+    for g in grads {
+        let g = g.on(device, views)?;
+        let y = rumus::testing::unscale_grad(&g, inv_scale, &flag)?;
+        assert_eq!(y.shape(), g.shape());
+        out.push((y.to_vec()?, flag.to_vec_u32()?[0]));
+    }
+    Ok(out)
+}
+
+/// `got` equals `want` within one ulp (NaN where NaN, the same infinities).
+fn within_one_ulp(what: &str, got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let same = (g.is_nan() && w.is_nan()) || g.to_bits() == w.to_bits();
+        let ulp = g.is_finite() && w.is_finite() && (g.to_bits() as i64 - w.to_bits() as i64).abs() <= 1;
+        assert!(same || ulp, "{what}: element {i}: got {g} ({:#x}), want {w} ({:#x})", g.to_bits(), w.to_bits());
+    }
+}
+
+#[test]
+fn unscale_grad_matches_and_flags_non_finite_values() {
+    let Some(gpu) = wgpu_or_skip() else { return };
+    // A backend of at most 2 workgroups per dimension: 512 invocations walk 100,000 elements
+    // in 196 laps of the grid stride. (Its copy kernel has no grid stride: views are
+    // transposed on the host for it.)
+    let limited = Device::Wgpu(std::sync::Arc::new(WgpuBackend::with_dispatch_limit(2).unwrap()));
+    let cpu = Device::cpu();
+    let grad = |values: Vec<f32>, shape: &[usize], transposed: bool| Grad { values, shape: shape.to_vec(), transposed };
+    let compare = |name: &str, grads: &[Grad], inv_scale: f32| -> Vec<u32> {
+        let want = unscale_run(&cpu, true, grads, inv_scale).unwrap_or_else(|e| panic!("{name} on cpu: {e}"));
+        for (variant, device, views) in [("wgpu", &gpu, true), ("wgpu, 2 workgroups", &limited, false)] {
+            let got =
+                unscale_run(device, views, grads, inv_scale).unwrap_or_else(|e| panic!("{name} on {variant}: {e}"));
+            for (k, ((g, gf), (w, wf))) in got.iter().zip(&want).enumerate() {
+                within_one_ulp(&format!("{name}, gradient {k} ({variant})"), g, w);
+                assert_eq!(*gf != 0, *wf != 0, "{name}: flag after gradient {k} ({variant}): {gf} vs cpu {wf}");
+            }
+        }
+        want.iter().map(|(_, f)| *f).collect()
+    };
+
+    // Finite gradients, a transposed view among them: the values, and no flag.
+    let finite = [
+        grad(data(1, 1), &[1], false),
+        grad(data(257, 2), &[257], false),
+        grad(data(37 * 53, 3), &[37, 53], true),
+        grad(data(100_000, 4), &[100, 1000], false),
+    ];
+    for inv_scale in [1.0 / 65536.0, 1.0 / 3.7, 1.0, 8.0, 2f32.powi(-30)] {
+        let flags = compare(&format!("finite, 1/scale {inv_scale}"), &finite, inv_scale);
+        assert!(flags.iter().all(|&f| f == 0), "finite gradients raised the flag: {flags:?}");
+        // The CPU's values against the formula, the view read in its own order.
+        let got = unscale_run(&cpu, true, &finite[2..3], inv_scale).unwrap();
+        let view = finite[2].on(&cpu, true).unwrap();
+        let want: Vec<f32> = view.to_vec().unwrap().iter().map(|g| g * inv_scale).collect();
+        assert_eq!(got[0].0, want, "transposed view, 1/scale {inv_scale}");
+    }
+
+    // One non-finite value at the first or last element, in the middle, or past the first
+    // workgroups (index 70,000 of 100,000): the flag is raised, and stays raised through the
+    // finite gradient after it.
+    let n = 100_000;
+    for (k, value) in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY].into_iter().enumerate() {
+        for at in [0, n - 1, 255, 256, 50_000, 70_000] {
+            let mut values = data(n, 10 + k as u64);
+            values[at] = value;
+            let grads = [grad(values, &[n], false), finite[1].clone()];
+            let flags = compare(&format!("{value} at {at}"), &grads, 1.0 / 1024.0);
+            assert!(flags.iter().all(|&f| f != 0), "{value} at {at}: flags {flags:?}");
+        }
+    }
+    // Several non-finite values in a transposed view, after a finite gradient and before another.
+    let mut values = data(37 * 53, 20);
+    for (at, value) in [(0, f32::NAN), (1000, f32::INFINITY), (1960, f32::NEG_INFINITY)] {
+        values[at] = value;
+    }
+    let grads = [finite[1].clone(), grad(values, &[37, 53], true), finite[3].clone()];
+    let raised: Vec<bool> = compare("non-finite view", &grads, 0.5).iter().map(|&f| f != 0).collect();
+    assert_eq!(raised, [false, true, true]);
+    // A finite value whose product overflows (1/scale > 1) is an overflow too.
+    let grads = [grad(vec![1.0, 3e38, -2.0], &[3], false)];
+    assert!(compare("overflowing product", &grads, 4.0)[0] != 0);
+}
+
 #[test]
 fn device_handles_share_one_context_and_errors_are_clean() {
     let Some(gpu) = wgpu_or_skip() else { return };

@@ -1,7 +1,8 @@
 //! Dynamic loss scaling (`LossScaler`, PyTorch's `torch.amp.GradScaler`): scaled gradients
 //! unscale to the plain ones and step the same, non-finite ones skip the step and back off, the
-//! scale grows after its interval and stays finite and positive, bad settings are errors, and
-//! `fit` with a scaler (gradient accumulation, clipping, data-parallel) trains as without one.
+//! scale grows after its interval and stays finite and positive, bad settings are errors, the
+//! fused unscale-and-check does the same on wgpu, and `fit` with a scaler (gradient
+//! accumulation, clipping, data-parallel) trains as without one.
 
 use proptest::prelude::*;
 use rumus::distributed::Distributed;
@@ -159,6 +160,33 @@ fn bad_settings_are_errors_naming_the_setter_and_no_gradient_is_a_step_with_noth
     let before = weights(&model);
     assert!(scaler.step(&mut Sgd::new(0.1), &params, &mut Gradients::default(), Some(1.0)).unwrap());
     assert_eq!((weights(&model), scaler.scale(), scaler.skipped_steps()), (before, 65536.0, 0));
+}
+
+/// On wgpu as on the CPU: the fused unscale-and-check gives the plain gradients and steps, and
+/// a NaN or infinite gradient in one of two parameters (one flag per device) skips the step and
+/// backs off, with one host read of the flag per step.
+#[test]
+fn the_scaler_unscales_and_skips_on_wgpu_as_on_the_cpu() -> Result<()> {
+    let Some(gpu) = rumus::testing::wgpu_or_skip() else { return Ok(()) };
+    for device in [Device::cpu(), gpu] {
+        let w = Param::new(RawTensor::zeros(&[3], &device)?)?;
+        let b = Param::new(RawTensor::zeros(&[300], &device)?)?;
+        let params = [("w".to_string(), w.clone()), ("b".to_string(), b.clone())];
+        let mut scaler = LossScaler::new().with_initial_scale(1024.0)?;
+        let step = |scaler: &mut LossScaler, cw: &[f32], cb: f32| -> Result<(bool, Vec<f32>)> {
+            let cw = RawTensor::from_vec(cw.to_vec(), &[3], &device)?;
+            let loss = w.tensor().mul(&cw)?.sum_all()?.add(&b.tensor().mul_scalar(cb)?.sum_all()?)?;
+            let mut grads = scaler.scale_loss(&loss)?.backward()?;
+            let stepped = scaler.step(&mut Sgd::new(0.0), &params, &mut grads, None)?;
+            Ok((stepped, grads.get(w.tensor()).expect("w's gradient").to_vec()?))
+        };
+        assert_eq!(step(&mut scaler, &[1.0, -2.0, 0.5], 3.0)?, (true, vec![1.0, -2.0, 0.5]), "{device:?}");
+        assert!(!step(&mut scaler, &[1.0, -2.0, 0.5], f32::INFINITY)?.0, "{device:?}: an infinite gradient of b");
+        assert!(!step(&mut scaler, &[f32::NAN, -2.0, 0.5], 3.0)?.0, "{device:?}: a NaN gradient of w");
+        assert_eq!((scaler.scale(), scaler.skipped_steps()), (256.0, 2), "{device:?}");
+        assert_eq!(step(&mut scaler, &[4.0, 0.0, -1.0], 3.0)?, (true, vec![4.0, 0.0, -1.0]), "{device:?}");
+    }
+    Ok(())
 }
 
 proptest! {

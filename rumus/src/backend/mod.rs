@@ -343,4 +343,14 @@ pub trait Backend: Send + Sync {
         state: &[&Storage],
         len: usize,
     ) -> Result<()>;
+    /// Unscales a gradient for dynamic loss scaling and checks it for overflow, in one pass (what
+    /// PyTorch's internal `torch._amp_foreach_non_finite_check_and_unscale_` does per tensor):
+    /// returns a new contiguous f32 storage of `len` elements, `grad[i] · inv_scale`, reading
+    /// the first `len` elements of `grad` (contiguous, from its start). Sets element 0 of
+    /// `found_non_finite` (a u32 storage of at least one element, written in place) to a nonzero
+    /// value if some `grad[i]` is NaN or ±infinite, or its product with `inv_scale` overflows to
+    /// ±infinite (only possible for `inv_scale > 1`); leaves it untouched otherwise, so one flag
+    /// zeroed by the caller accumulates over many gradients. `found_non_finite` must not share
+    /// memory with `grad`.
+    fn unscale_grad(&self, grad: &Storage, len: usize, inv_scale: f32, found_non_finite: &Storage) -> Result<Storage>;
 }

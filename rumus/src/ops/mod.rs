@@ -1,8 +1,9 @@
 //! Differentiable operations on [`RawTensor`](crate::RawTensor), one family per file. Each file
 //! holds the forward (which validates and calls the device's kernel) and its backward rule.
 //! Beside them, the operations outside autograd that the layers above need (in-place assignment,
-//! the fused optimizer update, rows picked by host indices): this module is the only caller of
-//! [`Backend`](crate::backend::Backend) above the tensor itself (see docs/ARCHITECTURE.md).
+//! the fused optimizer update, loss scaling's unscale-and-check, rows picked by host indices):
+//! this module is the only caller of [`Backend`](crate::backend::Backend) above the tensor
+//! itself (see docs/ARCHITECTURE.md).
 
 mod assign;
 mod attention;
@@ -12,6 +13,7 @@ mod conv;
 mod conv1d;
 mod conv_transpose;
 mod dropout;
+mod grad_unscale;
 mod index;
 mod loss;
 mod matmul;
@@ -30,6 +32,7 @@ mod warp;
 
 pub use conv1d::Conv1dPadding;
 pub use conv_transpose::{conv_transpose_extent, ConvTranspose2dArgs};
+pub(crate) use grad_unscale::{non_finite_flag, unscale_grad};
 pub use loss::{CrossEntropyOptions, Reduction};
 pub use norm::RunningStats;
 pub(crate) use optimizer_step::optimizer_step;

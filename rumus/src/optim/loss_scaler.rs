@@ -146,9 +146,10 @@ impl LossScaler {
     ///
     /// Every trainable parameter of `params` with a gradient in `grads` (each tensor once, as
     /// [`clip_grad_norm`] and the optimizers count them) has its gradient replaced by
-    /// `gradient / scale`, on the device. Whether they are all finite is computed there too
-    /// (`0·g` is NaN exactly where `g` is NaN or infinite; one NaN makes the sum NaN) and read
-    /// with one host transfer per device. Then:
+    /// `gradient · (1 / scale)`, on the device. Whether they are all finite is found in the
+    /// same pass: one kernel per gradient (PyTorch's `_amp_foreach_non_finite_check_and_unscale_`)
+    /// multiplies it and raises a flag, one per device, wherever a value is NaN or infinite
+    /// (before or after the multiplication); each flag is read with one host transfer. Then:
     /// - all finite: `clip` (if given, a max norm for [`clip_grad_norm`] of the unscaled
     ///   gradients) and [`Optimizer::step`]; after `growth_interval` such steps in a row the
     ///   scale is multiplied by the growth factor (held at `f32::MAX`). Returns `true`.
@@ -190,29 +191,38 @@ impl LossScaler {
         Ok(true)
     }
 
-    /// Divides every trainable gradient in `grads` by the scale, in place; returns whether they
-    /// are all finite (true when there is none).
+    /// Multiplies every trainable gradient in `grads` by `1 / scale`, in place; returns whether
+    /// they are all finite (true when there is none). One fused kernel per gradient, which
+    /// raises its device's flag on a NaN or infinite value; then one read per device's flag.
     fn unscale(&self, params: &[(String, Param)], grads: &mut Gradients) -> Result<bool> {
         let _no_grad = crate::autograd::NoGradGuard::new();
         let inverse = 1.0 / self.scale;
-        // One sum of `0·g` per device.
-        let mut sums: Vec<RawTensor> = Vec::new();
+        if !inverse.is_finite() {
+            // A subnormal scale below 2^-128 (reachable only through `with_initial_scale`) has no
+            // finite inverse: the gradients are left as they are and the step counts as an
+            // overflow, whose backoff falls below `f32::MIN_POSITIVE`: `Error::NonFinite`.
+            return Ok(false);
+        }
+        // One flag per device, raised by the kernel of any gradient there with a non-finite value.
+        let mut flags: Vec<RawTensor> = Vec::new();
         for (_, param) in crate::nn::unique_trainable(params) {
-            let unscaled = match grads.get(param.tensor()) {
-                Some(g) => g.mul_scalar(inverse)?,
-                None => continue,
+            let grad = match grads.get(param.tensor()) {
+                Some(g) if g.numel() > 0 => g.clone(),
+                _ => continue,
             };
-            if unscaled.numel() > 0 {
-                let zeros = unscaled.mul_scalar(0.0)?.sum_all()?;
-                match sums.iter_mut().find(|s| s.device().same(unscaled.device())) {
-                    Some(sum) => *sum = sum.add(&zeros)?,
-                    None => sums.push(zeros),
+            let flag = match flags.iter().find(|f| f.device().same(grad.device())) {
+                Some(flag) => flag.clone(),
+                None => {
+                    let flag = crate::ops::non_finite_flag(grad.device())?;
+                    flags.push(flag.clone());
+                    flag
                 }
-            }
+            };
+            let unscaled = crate::ops::unscale_grad(&grad, inverse, &flag)?;
             grads.insert(param.tensor().id(), unscaled);
         }
-        for sum in sums {
-            if !sum.item()?.is_finite() {
+        for flag in flags {
+            if flag.to_vec_u32()?.iter().any(|&f| f != 0) {
                 return Ok(false);
             }
         }
@@ -311,5 +321,22 @@ mod tests {
             other => panic!("expected NonFinite, got {other:?}"),
         }
         assert_eq!((s.scale(), s.skipped_steps()), (f32::MIN_POSITIVE, 1));
+    }
+
+    #[test]
+    fn loss_scaler_a_subnormal_scale_has_no_finite_inverse_and_is_non_finite() {
+        use crate::nn::Param;
+        use crate::{Device, RawTensor};
+        let w = Param::new(RawTensor::zeros(&[2], &Device::cpu()).unwrap()).unwrap();
+        let params = [("w".to_string(), w.clone())];
+        let mut s = LossScaler::new().with_initial_scale(1e-40).unwrap();
+        let loss = s.scale_loss(&w.tensor().sum_all().unwrap()).unwrap();
+        let mut grads = loss.backward().unwrap();
+        match s.step(&mut crate::optim::Sgd::new(0.1), &params, &mut grads, None) {
+            Err(Error::NonFinite(msg)) => assert!(msg.contains("every scale"), "{msg}"),
+            other => panic!("expected NonFinite, got {other:?}"),
+        }
+        assert_eq!((s.scale(), s.skipped_steps()), (1e-40, 1));
+        assert_eq!(w.tensor().to_vec().unwrap(), [0.0, 0.0], "no step");
     }
 }

@@ -1,11 +1,18 @@
 //! Fused optimizer updates, one pass over a parameter and its state. Formulas follow PyTorch's
-//! `torch.optim` (SGD, Adam/AdamW, RMSprop) so hyper-parameters mean the same thing.
+//! `torch.optim` (SGD, Adam/AdamW, RMSprop) so hyper-parameters mean the same thing. Beside
+//! them, dynamic loss scaling's unscale-and-check of a gradient ([`unscale_grad`]).
 //!
 //! The loops walk zipped slices with every option decided before the loop: no bounds checks and
 //! no branches per element, so they vectorise (a per-element `if decoupled` and indexed access
 //! kept Adam scalar, a third of an MLP training step).
 
+use rayon::prelude::*;
+
+use super::parallel::PAR_THRESHOLD;
 use crate::backend::OptimizerStep;
+
+/// Elements per task of a parallel [`unscale_grad`].
+const UNSCALE_CHUNK: usize = 1 << 14;
 
 pub fn optimizer_step(step: &OptimizerStep, param: &mut [f32], grad: &[f32], state: &mut [&mut [f32]]) {
     match *step {
@@ -60,5 +67,28 @@ pub fn optimizer_step(step: &OptimizerStep, param: &mut [f32], grad: &[f32], sta
                 }
             }
         }
+    }
+}
+
+/// `out[i] = grad[i] · inv_scale` (equally long slices); returns whether some `grad[i]` is NaN or
+/// infinite, or its product overflowed to infinity. In parallel chunks when large.
+pub fn unscale_grad(out: &mut [f32], grad: &[f32], inv_scale: f32) -> bool {
+    // No early exit and no branch per element: the loop vectorises, the flag is an OR.
+    let chunk = |out: &mut [f32], grad: &[f32]| {
+        let mut bad = false;
+        for (o, &g) in out.iter_mut().zip(grad) {
+            let y = g * inv_scale;
+            *o = y;
+            bad |= !g.is_finite() | !y.is_finite();
+        }
+        bad
+    };
+    if grad.len() >= PAR_THRESHOLD {
+        out.par_chunks_mut(UNSCALE_CHUNK)
+            .zip(grad.par_chunks(UNSCALE_CHUNK))
+            .map(|(o, g)| chunk(o, g))
+            .reduce(|| false, |a, b| a | b)
+    } else {
+        chunk(out, grad)
     }
 }

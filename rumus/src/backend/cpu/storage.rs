@@ -38,6 +38,15 @@ impl CpuData {
             CpuData::U32(_) => Err(Error::DType { op, expected: "f32", got: "u32" }),
         }
     }
+
+    /// The u32 elements for writing in place (a flag a kernel raises), or [`Error::DType`]
+    /// naming `op` when these are f32.
+    pub fn as_u32_mut(&mut self, op: &'static str) -> Result<&mut [u32]> {
+        match self {
+            CpuData::U32(v) => Ok(v),
+            CpuData::F32(_) => Err(Error::DType { op, expected: "u32", got: "f32" }),
+        }
+    }
 }
 
 /// Host memory behind a lock so optimizers and sub-view writes can update it in place.

@@ -21,6 +21,7 @@ mod cross_entropy;
 mod elementwise;
 mod encoder;
 mod fill;
+mod grad_unscale;
 mod im2col;
 mod index;
 mod index_check;
@@ -573,6 +574,10 @@ impl Backend for WgpuBackend {
         len: usize,
     ) -> Result<()> {
         self.optimizer_kernel(step, param, grad, state, len)
+    }
+
+    fn unscale_grad(&self, grad: &Storage, len: usize, inv_scale: f32, found_non_finite: &Storage) -> Result<Storage> {
+        self.unscale_grad_kernel(grad, len, inv_scale, found_non_finite)
     }
 }
 

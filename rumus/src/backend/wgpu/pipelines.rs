@@ -12,6 +12,7 @@ use super::copy::CopyParams;
 use super::cross_entropy::{cross_entropy_constants, CrossEntropyParams};
 use super::elementwise::{binary_constants, unary_constants, BinaryParams, UnaryParams};
 use super::fill::FillParams;
+use super::grad_unscale::GradUnscaleParams;
 use super::index::IndexParams;
 use super::layer_norm::LayerNormParams;
 use super::matmul::MatmulParams;
@@ -137,6 +138,7 @@ pub(crate) const LSTM_BACKWARD: Shader =
 pub(crate) const GRU_FORWARD: Shader = shader!("gru_forward", RecurrentParams).including(&[LOGISTIC, RECURRENT_CELL]);
 pub(crate) const GRU_BACKWARD: Shader = shader!("gru_backward", RecurrentParams).including(&[LOGISTIC, RECURRENT_CELL]);
 pub(crate) const OPTIMIZER: Shader = shader!("optimizer", OptimizerParams).including(&[LINEAR]);
+pub(crate) const GRAD_UNSCALE: Shader = shader!("grad_unscale", GradUnscaleParams);
 
 /// One fused-attention file in the head-size variant whose constants `$constants` writes
 /// (see `attention.rs`), under its own name so that each variant is its own module.
@@ -210,6 +212,7 @@ pub(crate) const ALL: &[Shader] = &[
     POOLING,
     INDEX,
     OPTIMIZER,
+    GRAD_UNSCALE,
     LSTM_FORWARD,
     LSTM_BACKWARD,
     GRU_FORWARD,
