@@ -63,16 +63,21 @@ def workload_rows(rumus, peer_doc):
 def mode_rows(rumus, peer_doc, prefix=""):
     """rumus's rows (those whose names start with `prefix`) against each of the twin's modes of the
     same row: "resnet18 train step b128" against its f32, tf32, bf16, compile, ... rows, "lenet
-    mnist epoch b64" against eager, compile and compile-ro (first epochs only with first epochs)."""
+    mnist epoch b64" against eager, compile and compile-ro (first epochs only with first epochs).
+    A row of `bench --tensor-cores` or `--loss-scaling` ("... b128 tc loss-scaled") is set against
+    the modes of the row it qualifies."""
     for r in rumus["results"] if rumus else []:
         if not r["name"].startswith(prefix):
             continue
+        base = r["name"]
+        for qualifier in (" loss-scaled", " tc"):
+            base = base.removesuffix(qualifier)
         for peer in peer_doc["results"] if peer_doc else []:
             first = peer["name"].endswith("(first)")
             if first != r["name"].endswith("(first)"):
                 continue
-            if peer["name"] == r["name"] or peer["name"].startswith(r["name"] + " "):
-                yield f"{r['name']} vs {peer['name'][len(r['name']):].strip() or 'f32'}", r["median_s"], None, r["unit"], peer
+            if peer["name"] == base or peer["name"].startswith(base + " "):
+                yield f"{r['name']} vs {peer['name'][len(base):].strip() or 'f32'}", r["median_s"], None, r["unit"], peer
 
 
 SCALE = {"GFLOP/s": 1.0, "TFLOP/s": 1e3, "GB/s": 1.0}
