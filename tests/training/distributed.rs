@@ -38,7 +38,7 @@ fn too_few_samples_for_one_global_batch_is_an_error() {
 /// Rank 0 of two whose partner computes exactly what it does: every sum is twice this rank's
 /// values, every broadcast keeps rank 0's. Through the trait's default (non-overlapped)
 /// `all_reduce_sum_buckets`.
-struct Mirrored;
+pub(crate) struct Mirrored;
 
 impl rumus::distributed::Collective for Mirrored {
     fn rank(&self) -> usize {

@@ -12,6 +12,7 @@ use rumus::prelude::*;
 use rumus::Gradients;
 
 use crate::common::{regression_data, weights, LinReg};
+use crate::distributed::Mirrored;
 
 /// `x` (8 samples of 4 features) and `y = x · [1, -2, 0.5, 3] + 0.1`.
 fn batch() -> (RawTensor, RawTensor) {
@@ -291,36 +292,6 @@ fn fit_with_a_loss_scaler_trains_as_without_and_logs_the_scale() {
     let mut model = LinReg::new(2).unwrap();
     let err = model.fit(&data, quiet(1).callback(EarlyStopping::new("loss_scale"))).unwrap_err();
     assert!(err.to_string().contains("loss_scale"), "{err}");
-}
-
-/// Rank 0 of two whose partner computes what it does: every sum doubles this rank's values.
-struct Mirrored;
-
-impl rumus::distributed::Collective for Mirrored {
-    fn rank(&self) -> usize {
-        0
-    }
-
-    fn size(&self) -> usize {
-        2
-    }
-
-    fn all_reduce_sum(&self, values: &mut [f32], _: &str) -> Result<()> {
-        values.iter_mut().for_each(|v| *v *= 2.0);
-        Ok(())
-    }
-
-    fn broadcast(&self, _: &mut [f32], _: usize, _: &str) -> Result<()> {
-        Ok(())
-    }
-
-    fn abort(&self, message: &str) -> ! {
-        panic!("abort: {message}")
-    }
-
-    fn name(&self) -> String {
-        "mirrored".into()
-    }
 }
 
 #[test]
