@@ -19,7 +19,8 @@ pub enum ConvAlgorithm {
     /// Winograd for eligible convolutions on a hardware adapter where it was measured faster,
     /// per pass: the forward and input gradient from 128 input and output channels, the weight
     /// gradient from 64, every pass from 64 when products run on tensor cores
-    /// (`MatmulPrecision::F16TensorCores`); the implicit GEMM otherwise (always on software
+    /// (`MatmulPrecision::F16TensorCores`; that threshold an estimate not yet measured); the
+    /// implicit GEMM otherwise (always on software
     /// adapters such as lavapipe). The default.
     #[default]
     Auto,
