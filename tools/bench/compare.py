@@ -37,9 +37,9 @@ def kernel_rows(rumus, torch):
             # The reduced-precision path is compared against cuBLAS with TF32 on.
             peer, label = peers.get(f"matmul {shape} tf32"), label + " (vs TF32)"
         elif r["kernel"].startswith("conv2d"):
-            # `--resnet18` names each pass's algorithm (`conv2d forward gemm`, `... winograd`);
-            # both compare with the one cuDNN row of the pass.
-            kernel = r["kernel"].removesuffix(" gemm").removesuffix(" winograd")
+            # `--resnet18` names each pass's algorithm (`conv2d forward gemm`, `... winograd`,
+            # `... winograd tc`); each compares with the one cuDNN row of the pass.
+            kernel = r["kernel"].removesuffix(" tc").removesuffix(" gemm").removesuffix(" winograd")
             peer = peers.get(f"{kernel} {shape}")
         elif r["kernel"].startswith("batch_norm"):
             # bench_wgpu's three batch norm rows (fused kernels, op fused, op composed) against
@@ -137,7 +137,7 @@ def cold_ratios(out):
 
 def gpu_name(out):
     """The GPU the PyTorch twin ran on (the lent machines are H200s or H100s), for the titles."""
-    for name in ["kernels_torch.json", "cuda_torch.json", "cold_torch.json", "resnet_torch.json"]:
+    for name in ["kernels_torch.json", "cuda_torch.json", "cold_torch.json", "resnet_torch.json", "mixed_torch.json"]:
         doc = load(out, name)
         if doc and doc.get("device"):
             return doc["device"].replace("NVIDIA ", "")
@@ -157,6 +157,13 @@ def main():
     table(f"{gpu} workloads, second rumus run", workload_rows(load(out, "wgpu_rumus2.json"), cuda))
     table(f"{gpu} ResNet-18 training step, rumus wgpu (f32) vs PyTorch CUDA modes",
           mode_rows(load(out, "resnet_rumus.json"), load(out, "resnet_torch.json")))
+    mixed = load(out, "mixed_torch.json")
+    for name, what in [("mixed_rumus_f32.json", "f32"), ("mixed_rumus_tc.json", "tensor cores"),
+                       ("mixed_rumus_tc_scaled.json", "tensor cores + loss scaling")]:
+        table(f"{gpu} ResNet-18 training step, rumus wgpu ({what}) vs PyTorch CUDA f32, TF32, bf16",
+              mode_rows(load(out, name), mixed))
+    table(f"{gpu} ResNet-18's convolutions, rumus (implicit GEMM, Winograd, Winograd on tensor cores) vs cuDNN",
+          kernel_rows(load(out, "mixed_conv_rumus.json"), load(out, "mixed_conv_torch.json")))
     table(f"{gpu} LeNet epoch, rumus wgpu vs PyTorch CUDA eager and compiled (`--epoch-modes`)",
           mode_rows(load(out, "wgpu_rumus.json"), load(out, "epoch_modes_torch.json"), "lenet mnist epoch"))
     for i, name in cold_runs(out):

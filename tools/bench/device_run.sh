@@ -6,17 +6,21 @@
 # BIN_DIR holds the release binaries built elsewhere: `cargo build --release -p rumus-tools`
 # (target/release/{bench,bench_wgpu,matmul_lab,kernel_stats}) and
 # `cargo build --release --example mnist` (target/release/examples/mnist). OUT_DIR receives
-# the logs and JSON, PARTS is a comma list of lab,kernels,workloads,resnet,bn,cold,cpu,mnist (default:
-# all). `bn`: batch norm at ResNet-18's shapes (batch 128), rumus's fused kernels and op against
+# the logs and JSON, PARTS is a comma list of lab,kernels,workloads,resnet,bn,cold,cpu,mixed,mnist
+# (default: all). `bn`: batch norm at ResNet-18's shapes (batch 128), rumus's fused kernels and op against
 # the composed op, then cuDNN's, and the small CNN with and without BatchNorm2d (issue #32). `resnet`: ResNet-18 (CIFAR form) training steps at batch 128 on synthetic 3x32x32
 # images, rumus on wgpu, then PyTorch (f32, TF32, bf16 autocast, torch.compile default and
-# reduce-overhead), then one step of each profiled per kernel (resnet_profile_*.txt).
+# reduce-overhead), then one step of each profiled per kernel (resnet_profile_*.txt). `mixed`: the
+# mixed-precision mode (`--tensor-cores`, `--loss-scaling`) against PyTorch's TF32 and bf16, the
+# convolutions with Winograd on tensor cores, and, given BIN_DIR/resnet_fashion (`cargo build
+# --release --example resnet_fashion`) and Fashion-MNIST (RUMUS_FASHION_DIR or Debian's folder),
+# two epochs of it in f32 and in the mixed mode, whose histories go to OUT_DIR/fashion_*.csv.
 # `tools/bench/compare.py OUT_DIR` prints the
 # ratio tables from the JSON. The device machine needs a Vulkan loader (see docs/BENCHMARKS.md).
 set -uo pipefail
 BIN=$1
 OUT=$2
-PARTS=${3:-lab,kernels,workloads,resnet,bn,cold,cpu,mnist}
+PARTS=${3:-lab,kernels,workloads,resnet,bn,cold,cpu,mixed,mnist}
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
 cd "$(dirname "$0")/../.."
 mkdir -p "$OUT"
@@ -108,6 +112,34 @@ if want cpu; then
     run taskset -c "$cores" python3 tools/bench/torch_bench.py --device cpu --threads 2 --only matmul,conv,step,epoch --json "$OUT/cpu_torch.json"
     OPENBLAS_NUM_THREADS=2 run taskset -c "$cores" python3 tools/bench/numpy_matmul.py "$OUT/cpu_numpy.json"
     RAYON_NUM_THREADS=2 run taskset -c "$cores" "$BIN/bench" --device cpu --only matmul --json "$OUT/cpu_rumus2.json"
+fi
+
+if want mixed; then
+    stamp "mixed precision: ResNet-18 step f32, tensor cores, tensor cores + loss scaling; PyTorch f32, TF32, bf16"
+    run "$BIN/bench" --device wgpu --only resnet --resnet-batch 128 --json "$OUT/mixed_rumus_f32.json"
+    run "$BIN/bench" --device wgpu --only resnet --resnet-batch 128 --tensor-cores --json "$OUT/mixed_rumus_tc.json"
+    run "$BIN/bench" --device wgpu --only resnet --resnet-batch 128 --tensor-cores --loss-scaling \
+        --json "$OUT/mixed_rumus_tc_scaled.json"
+    run python3 tools/bench/torch_bench.py --device cuda --only resnet --resnet-batch 128 --resnet-modes f32,tf32,bf16 \
+        --json "$OUT/mixed_torch.json"
+    "$BIN/bench" --device wgpu --only resnet --resnet-batch 128 --tensor-cores --loss-scaling --profile \
+        > "$OUT/mixed_profile_rumus.txt" 2>&1
+    stamp "mixed precision: ResNet-18's convolutions, implicit GEMM, Winograd, Winograd on tensor cores"
+    run "$BIN/bench_wgpu" "$OUT/mixed_conv_rumus.json" --resnet18 --only conv
+    run python3 tools/bench/torch_bench.py --device cuda --only convpass --resnet18 --gpu-time --json "$OUT/mixed_conv_torch.json"
+    # Convergence against f32: resnet_fashion's epochs in both precisions, same seed and order.
+    fashion=${RUMUS_FASHION_DIR:-/usr/share/datasets/fashion-mnist}
+    if [ -x "$BIN/resnet_fashion" ] && [ -d "$fashion" ]; then
+        for precision in f32 tensor-cores; do
+            stamp "mixed precision: resnet_fashion --precision $precision"
+            # Its 45 MB of weights stay out of OUT_DIR; the history comes back.
+            work=$(mktemp -d)
+            (cd "$work" && "$BIN/resnet_fashion" --epochs 2 --data "$fashion" --precision $precision 2>&1 \
+                | tail -4 | tee -a "$OUT/log.txt")
+            cp "$work/resnet-fashion-history.csv" "$OUT/fashion_$precision.csv"
+            rm -rf "$work"
+        done
+    fi
 fi
 
 if want mnist && [ -d data/mnist ]; then
