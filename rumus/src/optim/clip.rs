@@ -9,9 +9,7 @@ use crate::{Error, Gradients, RawTensor, Result};
 /// Everything runs with tensor ops on the gradients' device: nothing is read back to the host
 /// (call `.item()` on the result if you want to log it).
 pub fn clip_grad_norm(params: &[(String, Param)], grads: &mut Gradients, max_norm: f32) -> Result<RawTensor> {
-    if !(max_norm > 0.0 && max_norm.is_finite()) {
-        return Err(Error::invalid("clip_grad_norm", format!("max_norm = {max_norm} must be positive")));
-    }
+    check_max_norm(max_norm)?;
     let _no_grad = crate::autograd::NoGradGuard::new();
     // Buffers have no say, and a tied weight counts (and is scaled) once.
     let with_grad: Vec<&Param> = crate::nn::unique_trainable(params)
@@ -40,4 +38,13 @@ pub fn clip_grad_norm(params: &[(String, Param)], grads: &mut Gradients, max_nor
         }
     }
     Ok(norm)
+}
+
+/// `max_norm` must be positive and finite, else [`Error::InvalidArgument`] naming
+/// `clip_grad_norm`; callers that clip later check it up front with this.
+pub(super) fn check_max_norm(max_norm: f32) -> Result<()> {
+    if !(max_norm > 0.0 && max_norm.is_finite()) {
+        return Err(Error::invalid("clip_grad_norm", format!("max_norm = {max_norm} must be positive")));
+    }
+    Ok(())
 }

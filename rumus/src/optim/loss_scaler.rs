@@ -1,5 +1,6 @@
 //! Dynamic loss scaling for mixed-precision training (`torch.amp.GradScaler`).
 
+use super::clip::check_max_norm;
 use super::{clip_grad_norm, Optimizer};
 use crate::nn::Param;
 use crate::{Error, Gradients, RawTensor, Result};
@@ -171,11 +172,7 @@ impl LossScaler {
         grads: &mut Gradients,
         clip: Option<f32>,
     ) -> Result<bool> {
-        if let Some(max_norm) = clip {
-            if !(max_norm > 0.0 && max_norm.is_finite()) {
-                return Err(Error::invalid("clip_grad_norm", format!("max_norm = {max_norm} must be positive")));
-            }
-        }
+        clip.map(check_max_norm).transpose()?;
         if !self.unscale(params, grads)? {
             self.back_off()?;
             return Ok(false);
