@@ -64,13 +64,13 @@ def mode_rows(rumus, peer_doc, prefix=""):
     """rumus's rows (those whose names start with `prefix`) against each of the twin's modes of the
     same row: "resnet18 train step b128" against its f32, tf32, bf16, compile, ... rows, "lenet
     mnist epoch b64" against eager, compile and compile-ro (first epochs only with first epochs).
-    A row of `bench --tensor-cores` or `--loss-scaling` ("... b128 tc loss-scaled") is set against
-    the modes of the row it qualifies."""
+    A row of `bench --loss-scaling` or `--tensor-cores` ("... b128 loss-scaled tc", the order in
+    which bench appends them) is set against the modes of the row it qualifies."""
     for r in rumus["results"] if rumus else []:
         if not r["name"].startswith(prefix):
             continue
         base = r["name"]
-        for qualifier in (" loss-scaled", " tc"):
+        for qualifier in (" tc", " loss-scaled"):
             base = base.removesuffix(qualifier)
         for peer in peer_doc["results"] if peer_doc else []:
             first = peer["name"].endswith("(first)")

@@ -68,8 +68,9 @@ fn bench_matmul(device: &Device, n: usize, profile: bool) -> Result<Record> {
     let a = RawTensor::randn(&[n, n], 0.0, 1.0, 1, device)?;
     let b = RawTensor::randn(&[n, n], 0.0, 1.0, 2, device)?;
     let repeats = if n >= 2048 { 5 } else { 20 };
-    let secs = time(2, repeats, || no_grad(|| sync(&a.matmul(&b)?)))?;
-    profile_workload(device, profile, &format!("matmul {n}³"), || no_grad(|| sync(&a.matmul(&b)?)))?;
+    let product = || no_grad(|| sync(&a.matmul(&b)?));
+    let secs = time(2, repeats, product)?;
+    profile_workload(device, profile, &format!("matmul {n}³"), product)?;
     Ok(Record {
         name: format!("matmul {n}x{n}x{n}"),
         median_s: secs,
