@@ -208,8 +208,9 @@ fn the_op_layer_runs_winograd_convolutions() {
 /// With `MatmulPrecision::F16TensorCores`, Winograd's 16 products run on tensor cores: where the
 /// adapter has them, the forward and both gradients agree with the CPU's f32 convolution to the
 /// f16 rounding of the transformed operands, and differ from the f32 Winograd's (so the
-/// tensor-core kernel really ran). Shapes with channels in multiples of 8 (the tensor-core
-/// kernel reads vec4s), partial tiles, and a weight gradient over 400 tiles (split slices).
+/// tensor-core kernel really ran). Shapes from 128 channels (below, the products stay f32: see
+/// `winograd_products_stay_f32_below_128_channels`), in multiples of 8 (the tensor-core kernel
+/// reads vec4s), partial tiles, and a weight gradient over 400 tiles (split slices).
 #[test]
 fn winograd_on_tensor_cores_matches_to_f16_rounding() {
     let Some(f32_gpu) = winograd() else { return };
@@ -220,7 +221,7 @@ fn winograd_on_tensor_cores_matches_to_f16_rounding() {
     }
     tc.set_matmul_precision(MatmulPrecision::F16TensorCores).unwrap();
     for (i, a) in
-        [args(2, 64, (8, 8), 1, 64), args(3, 32, (9, 7), 1, 48), args(4, 64, (20, 20), 1, 64)].iter().enumerate()
+        [args(2, 128, (8, 8), 1, 128), args(3, 136, (9, 7), 1, 128), args(4, 128, (20, 20), 1, 128)].iter().enumerate()
     {
         let seed = 40 + 10 * i as u64;
         let want = conv_pass(&CpuBackend, a, true, seed).unwrap();
@@ -236,6 +237,28 @@ fn winograd_on_tensor_cores_matches_to_f16_rounding() {
             let worst = g.iter().zip(w).fold(0f32, |m, (g, w)| m.max((g - w).abs()));
             assert!(worst <= 1e-2 * largest, "tensor-core winograd {name} of {a:?}: off by {worst} of {largest}");
             assert!(g != e, "tensor-core winograd {name} of {a:?}: bit-identical to f32, so f32 kernels ran");
+        }
+    }
+}
+
+/// With `MatmulPrecision::F16TensorCores`, a Winograd convolution under 128 channels on either
+/// side (ResNet's first stage) keeps its products on the f32 tiles, where they were measured
+/// faster: every pass is bit-identical to the f32 backend's.
+#[test]
+fn winograd_products_stay_f32_below_128_channels() {
+    let Some(f32_gpu) = winograd() else { return };
+    let tc = WgpuBackend::with_conv_algorithm(ConvAlgorithm::Winograd).unwrap();
+    if tc.set_matmul_precision(MatmulPrecision::F16TensorCores).is_err() {
+        return;
+    }
+    for (i, a) in
+        [args(2, 64, (8, 8), 1, 64), args(3, 128, (9, 7), 1, 64), args(4, 64, (20, 20), 1, 128)].iter().enumerate()
+    {
+        let seed = 90 + 10 * i as u64;
+        let got = conv_pass(&tc, a, true, seed).unwrap_or_else(|e| panic!("{a:?}: {e}"));
+        let exact = conv_pass(&f32_gpu, a, true, seed).unwrap();
+        for (name, (g, e)) in ["forward", "input gradient", "weight gradient"].iter().zip(got.iter().zip(&exact)) {
+            assert!(g == e, "winograd {name} of {a:?} on a tensor-core backend differs from f32");
         }
     }
 }

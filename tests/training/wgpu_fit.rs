@@ -65,7 +65,7 @@ fn datasets_larger_than_one_binding_are_batched_from_the_host() {
     assert_eq!(y.to_vec_u32().unwrap(), vec![((count - 1) % 10) as u32, 3]);
 }
 
-/// conv 3×3 (64 => 64, padding 1) → ReLU → flatten → Linear(4096 => 10) on `[64, 8, 8]` inputs:
+/// conv 3×3 (128 => 128, padding 1) → ReLU → flatten → Linear(8192 => 10) on `[128, 8, 8]` inputs:
 /// a convolution wide enough for Winograd on tensor cores.
 struct WideCnn {
     conv: Conv2d,
@@ -74,8 +74,11 @@ struct WideCnn {
 
 impl WideCnn {
     fn new(device: &Device, seed: u64) -> Result<Self> {
-        let conv = Conv2dConfig { padding: (1, 1), ..Conv2dConfig::new(64, 64, (3, 3)) };
-        Ok(WideCnn { conv: Conv2d::new(device, conv, seed)?, fc: Linear::new(device, 64 * 8 * 8, 10, true, seed + 1)? })
+        let conv = Conv2dConfig { padding: (1, 1), ..Conv2dConfig::new(128, 128, (3, 3)) };
+        Ok(WideCnn {
+            conv: Conv2d::new(device, conv, seed)?,
+            fc: Linear::new(device, 128 * 8 * 8, 10, true, seed + 1)?,
+        })
     }
 }
 
@@ -93,7 +96,7 @@ impl Module for WideCnn {
 }
 
 impl Model for WideCnn {
-    type Input = Shape3<64, 8, 8>;
+    type Input = Shape3<128, 8, 8>;
     type Output = Shape1<10>;
 }
 
@@ -113,11 +116,11 @@ fn mixed_precision_fit_on_tensor_cores_follows_f32() -> Result<()> {
         return Ok(());
     }
     mixed.set_matmul_precision(MatmulPrecision::F16TensorCores)?;
-    let (n, features) = (512, 64 * 8 * 8);
+    let (n, features) = (512, 128 * 8 * 8);
     let x = RawTensor::randn(&[n, features], 0.0, 1.0, 21, &Device::cpu())?;
     let teacher = RawTensor::randn(&[features, 10], 0.0, 1.0, 22, &Device::cpu())?;
     let labels = x.matmul(&teacher)?.argmax(1)?.to_vec_u32()?;
-    let data = ClassDataset::<Shape3<64, 8, 8>, 10>::new(x.to_vec()?, labels)?;
+    let data = ClassDataset::<Shape3<128, 8, 8>, 10>::new(x.to_vec()?, labels)?;
     let run = |device: Device, scaler: Option<LossScaler>| -> Result<(Vec<f32>, Option<Vec<f32>>)> {
         let mut model = WideCnn::new(&device, 5)?;
         let mut cfg =

@@ -18,10 +18,8 @@ pub(super) const CONV_ENV: &str = "RUMUS_WGPU_CONV";
 pub enum ConvAlgorithm {
     /// Winograd for eligible convolutions on a hardware adapter where it was measured faster,
     /// per pass: the forward and input gradient from 128 input and output channels, the weight
-    /// gradient from 64, every pass from 64 when products run on tensor cores
-    /// (`MatmulPrecision::F16TensorCores`; that threshold an estimate not yet measured); the
-    /// implicit GEMM otherwise (always on software
-    /// adapters such as lavapipe). The default.
+    /// gradient from 64, with `MatmulPrecision::F16TensorCores` as without it; the implicit
+    /// GEMM otherwise (always on software adapters such as lavapipe). The default.
     #[default]
     Auto,
     /// The implicit GEMM (`conv2d.wgsl`) for every convolution.
@@ -94,22 +92,31 @@ fn min_channels_f32(pass: ConvPass) -> usize {
     }
 }
 
-/// The same on tensor cores (`MatmulPrecision::F16TensorCores`), where Winograd's products run
-/// on them and the implicit GEMM stays f32: from 64 channels on every pass. An estimate, not yet
-/// a measurement: at 64 channels and 32×32 the f32 Winograd forward (0.404 ms in run W) is
-/// mostly its 16 products, which the tensor-core kernel runs at over 3× the f32 kernel's rate
-/// (153 against 42 TFLOP/s at 4096³), against the f32 implicit GEMM's 0.368 ms;
-/// `bench_wgpu --resnet18` prints the `winograd tc` rows that decide it.
-const MIN_CHANNELS_TENSOR_CORES: usize = 64;
+/// Whether a Winograd convolution of `channels` in and `out_channels` out runs its 16 products on
+/// tensor cores when the backend's precision is `MatmulPrecision::F16TensorCores`: from 128 of
+/// each (the input gradient's swap them); below,
+/// on the f32 tiles whatever the precision. The tensor-core tile is 128×256, so 64 rows waste
+/// half of it and the weight gradient's 64×64 products seven eighths. On an H100 (run X,
+/// 2026-12-07, `bench_wgpu --resnet18`, batch 128, ms for forward / input gradient / weight
+/// gradient on f32 products against tensor cores): 64 channels at 32×32 0.402 / 0.403 / 0.369
+/// against 0.406 / 0.407 / 0.534; 128 at 16×16 0.219 / 0.219 / 0.264 against 0.180 / 0.181 /
+/// 0.230, and 256 and 512 channels 30–43 % faster on tensor cores. So `Auto` picks the same
+/// algorithm at either precision.
+pub(super) fn winograd_products_on_tensor_cores(channels: usize, out_channels: usize) -> bool {
+    channels.min(out_channels) >= MIN_CHANNELS_TENSOR_CORES
+}
+
+/// See [`winograd_products_on_tensor_cores`].
+const MIN_CHANNELS_TENSOR_CORES: usize = 128;
 
 /// `Auto`'s rule, in this one place: Winograd for an eligible convolution (see
-/// [`winograd_eligible`]) with at least [`min_channels_f32`] (or, with tensor cores,
-/// [`MIN_CHANNELS_TENSOR_CORES`]) input and output channels for the pass, on a hardware
-/// adapter. Few channels leave the 16 batched matmuls too little work next to the transforms,
-/// and on a software adapter (lavapipe) the implicit GEMM keeps CI's tests on their usual path.
-/// Measured with `bench_wgpu --resnet18` (rows `conv ... winograd` next to `conv ... gemm`).
-pub(super) fn auto_picks_winograd(a: &Conv2dArgs, pass: ConvPass, hardware: bool, tensor_cores: bool) -> bool {
-    let least = if tensor_cores { MIN_CHANNELS_TENSOR_CORES } else { min_channels_f32(pass) };
+/// [`winograd_eligible`]) with at least [`min_channels_f32`] input and output channels for the
+/// pass, on a hardware adapter. Few channels leave the 16 batched matmuls too little work next
+/// to the transforms, and on a software adapter (lavapipe) the implicit GEMM keeps CI's tests on
+/// their usual path. Measured with `bench_wgpu --resnet18` (rows `conv ... winograd` next to
+/// `conv ... gemm`).
+pub(super) fn auto_picks_winograd(a: &Conv2dArgs, pass: ConvPass, hardware: bool) -> bool {
+    let least = min_channels_f32(pass);
     hardware && winograd_eligible(a) && a.geom.channels >= least && a.out_channels >= least
 }
 
@@ -139,31 +146,32 @@ mod tests {
             groups: 1,
         };
         let f32_picks = |a: &Conv2dArgs| {
-            [ConvPass::Forward, ConvPass::InputGrad, ConvPass::WeightGrad]
-                .map(|p| auto_picks_winograd(a, p, true, false))
-        };
-        let tc_picks = |a: &Conv2dArgs| {
-            [ConvPass::Forward, ConvPass::InputGrad, ConvPass::WeightGrad]
-                .map(|p| auto_picks_winograd(a, p, true, true))
+            [ConvPass::Forward, ConvPass::InputGrad, ConvPass::WeightGrad].map(|p| auto_picks_winograd(a, p, true))
         };
         assert_eq!(f32_picks(&args(128, 128, 3, 1, 1)), [true; 3]);
         assert_eq!(f32_picks(&args(512, 256, 3, 1, 2)), [true; 3]);
         assert!(
-            !auto_picks_winograd(&args(128, 128, 3, 1, 1), ConvPass::Forward, false, false),
+            !auto_picks_winograd(&args(128, 128, 3, 1, 1), ConvPass::Forward, false),
             "software adapters keep the GEMM"
         );
-        assert!(!auto_picks_winograd(&args(128, 128, 3, 1, 1), ConvPass::WeightGrad, false, true));
+        assert!(!auto_picks_winograd(&args(128, 128, 3, 1, 1), ConvPass::WeightGrad, false));
         assert_eq!(f32_picks(&args(64, 64, 3, 1, 1)), [false, false, true], "ResNet's first stage");
-        assert_eq!(tc_picks(&args(64, 64, 3, 1, 1)), [true; 3], "tensor cores take Winograd's products");
         assert_eq!(f32_picks(&args(32, 64, 3, 1, 1)), [false; 3]);
-        assert_eq!(tc_picks(&args(64, 32, 3, 1, 1)), [false; 3]);
         assert_eq!(f32_picks(&args(64, 128, 3, 1, 1)), [false, false, true]);
         assert_eq!(f32_picks(&args(128, 64, 3, 1, 1)), [false, false, true]);
         for a in [args(128, 128, 3, 2, 1), args(128, 128, 1, 1, 0), args(128, 128, 3, 1, 3)] {
             assert_eq!(f32_picks(&a), [false; 3]);
-            assert_eq!(tc_picks(&a), [false; 3]);
         }
         assert!(!winograd_eligible(&Conv2dArgs { groups: 2, ..args(64, 64, 3, 1, 1) }));
         assert!(winograd_eligible(&args(3, 5, 3, 1, 0)));
+    }
+
+    #[test]
+    fn winograd_products_take_tensor_cores_from_128_channels() {
+        assert!(winograd_products_on_tensor_cores(128, 128));
+        assert!(winograd_products_on_tensor_cores(512, 256));
+        assert!(!winograd_products_on_tensor_cores(64, 64), "ResNet's first stage");
+        assert!(!winograd_products_on_tensor_cores(64, 128));
+        assert!(!winograd_products_on_tensor_cores(128, 120));
     }
 }

@@ -378,6 +378,23 @@ impl WgpuBackend {
         args: &MatmulArgs,
         plan: MatmulPlan,
     ) -> Result<Storage> {
+        self.matmul_at(lhs, rhs, args, plan, self.matmul_precision())
+    }
+
+    /// [`WgpuBackend::matmul_with_plan`] at `precision` instead of the backend's: for a caller
+    /// that knows its products waste the tensor-core tile (Winograd's at few channels).
+    /// `F16TensorCores` is honoured only where the backend turned tensor cores on (the kernel is
+    /// compiled and the adapter checked then); elsewhere the product runs in f32.
+    pub(super) fn matmul_at(
+        &self,
+        lhs: &Storage,
+        rhs: &Storage,
+        args: &MatmulArgs,
+        plan: MatmulPlan,
+        precision: MatmulPrecision,
+    ) -> Result<Storage> {
+        let tensor_cores =
+            precision == MatmulPrecision::F16TensorCores && self.matmul_precision() == MatmulPrecision::F16TensorCores;
         let (l, r) = (self.gpu(lhs, DType::F32, "matmul")?, self.gpu(rhs, DType::F32, "matmul")?);
         if args.k > 0 && args.batch * args.m * args.n > 0 {
             if matrix_extent(&args.lhs, args.m, args.k, args.batch) >= l.len() {
@@ -411,15 +428,16 @@ impl WgpuBackend {
             return Err(Error::invalid("matmul", format!("the 128x128 vec4 tile needs vec4 operands ({fit:?})")));
         }
         if slices == 1 {
-            return self.matmul_tiles(lhs, rhs, args, plan.kernel, fit);
+            return self.matmul_tiles(lhs, rhs, args, plan.kernel, fit, tensor_cores);
         }
-        let partial = self.matmul_tiles(lhs, rhs, &run, plan.kernel, fit)?;
+        let partial = self.matmul_tiles(lhs, rhs, &run, plan.kernel, fit, tensor_cores)?;
         let dims = ReduceDims { outer: 1, len: slices, inner: args.m * args.n };
         self.reduce_kernel(ReduceOp::Sum, &partial, dims)
     }
 
     /// The product on `kernel` (checked against `fit` by the caller), or on a stand-in while
-    /// that compiles.
+    /// that compiles; on the tensor-core tiles instead where `tensor_cores` and the operands
+    /// read as vec4.
     fn matmul_tiles(
         &self,
         lhs: &Storage,
@@ -427,6 +445,7 @@ impl WgpuBackend {
         args: &MatmulArgs,
         kernel: MatmulKernel,
         fit: Fit,
+        tensor_cores: bool,
     ) -> Result<Storage> {
         let (l, r) = (self.gpu(lhs, DType::F32, "matmul")?, self.gpu(rhs, DType::F32, "matmul")?);
         let n_out = args.batch * args.m * args.n;
@@ -450,7 +469,7 @@ impl WgpuBackend {
         let grid = |[rows, cols]: [usize; 2]| {
             [args.n.div_ceil(cols), args.m.div_ceil(rows), args.batch].map(|g| g.min(max) as u32)
         };
-        if fit.vec4 && self.tensor_core_matmul.load(Ordering::Relaxed) {
+        if fit.vec4 && tensor_cores {
             self.run(&pipelines::MATMUL_COOP, "matmul_large", &SIGNATURE, &params, &buffers, grid(COOP_TILE))?;
             return Ok(self.output(out));
         }

@@ -7,7 +7,9 @@
 //! `conv_algorithm.rs`. The transforms are checked against a direct convolution by
 //! `tools/gen/winograd_transforms.py`.
 
-use super::conv_algorithm::{auto_picks_winograd, winograd_eligible, ConvAlgorithm, ConvPass};
+use super::conv_algorithm::{
+    auto_picks_winograd, winograd_eligible, winograd_products_on_tensor_cores, ConvAlgorithm, ConvPass,
+};
 use super::launch::bind;
 use super::matmul::{
     MatmulKernel, MatmulPlan, PARTIAL_OUTPUTS_PER_K_STEP, VEC4_LARGE_TILE, VEC4_SQUARE_TILE, VEC4_TALL_TILE, WAVE_SMS,
@@ -284,8 +286,7 @@ impl WgpuBackend {
         match self.conv_algorithm {
             ConvAlgorithm::ImplicitGemm => Ok(false),
             ConvAlgorithm::Auto => {
-                let tensor_cores = self.matmul_precision() == MatmulPrecision::F16TensorCores;
-                Ok(auto_picks_winograd(a, pass, self.ctx.is_hardware(), tensor_cores) && self.winograd_fits(a).is_ok())
+                Ok(auto_picks_winograd(a, pass, self.ctx.is_hardware()) && self.winograd_fits(a).is_ok())
             }
             ConvAlgorithm::Winograd if winograd_eligible(a) => self.winograd_fits(a).map(|()| true),
             ConvAlgorithm::Winograd => Ok(false),
@@ -351,7 +352,9 @@ impl WgpuBackend {
             lhs: MatrixLayout { offset: 0, batch_stride: o * c, row_stride: c, col_stride: 1 },
             rhs: MatrixLayout { offset: 0, batch_stride: c * cols, row_stride: cols, col_stride: 1 },
         };
-        let m = self.matmul_dispatch(&self.output(filters), &self.output(input_tiles), &products)?;
+        let (filters, input_tiles) = (self.output(filters), self.output(input_tiles));
+        let m =
+            self.matmul_at(&filters, &input_tiles, &products, self.matmul_plan(&products), self.products_precision(s))?;
         let m = self.gpu(&m, DType::F32, OP)?;
 
         let out = self.alloc(s.batch * o * s.out_h * s.out_w, DType::F32, OP)?;
@@ -387,8 +390,8 @@ impl WgpuBackend {
             rhs: MatrixLayout { offset: 0, batch_stride: slice_len * n, row_stride: n, col_stride: 1 },
         };
         let unsplit = MatmulPlan { kernel: plan.kernel, slices: 1 };
-        let partials =
-            self.matmul_with_plan(&self.output(grad_tiles), &self.output(input_tiles), &products, unsplit)?;
+        let (grad_tiles, input_tiles) = (self.output(grad_tiles), self.output(input_tiles));
+        let partials = self.matmul_at(&grad_tiles, &input_tiles, &products, unsplit, self.products_precision(&s))?;
         let du = if slices == 1 {
             partials
         } else {
@@ -398,6 +401,16 @@ impl WgpuBackend {
         let out = self.alloc(o * c * 9, DType::F32, OP)?;
         self.winograd_run("winograd_filter_grad", &s.params(o * c, m, n), du, &out)?;
         Ok(self.output(out))
+    }
+
+    /// The precision of the 16 products of a convolution of shape `s`: the backend's, but f32
+    /// where tensor cores would waste most of their tile (`winograd_products_on_tensor_cores`).
+    fn products_precision(&self, s: &Shape) -> MatmulPrecision {
+        if winograd_products_on_tensor_cores(s.channels, s.out_channels) {
+            self.matmul_precision()
+        } else {
+            MatmulPrecision::F32
+        }
     }
 
     /// One transform over `params.n` invocations, from `src` into `out` (no bias).
