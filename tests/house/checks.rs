@@ -11,9 +11,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The matmul kernels' generator, relative to the workspace root; it writes the files it
-/// generates into the folder given with `--out`.
-const MATMUL_GENERATOR: &str = "tools/gen/matmul.py";
+/// The kernel generators (the matmul kernels, Winograd F(4×4, 3×3)'s transforms), relative to
+/// the workspace root; each writes the files it generates into the folder given with `--out`.
+const GENERATORS: &[&str] = &["tools/gen/matmul.py", "tools/gen/winograd4.py"];
 
 /// Where the generated kernels are committed, relative to the workspace root.
 const SHADERS: &str = "rumus/shaders";
@@ -237,34 +237,37 @@ fn published_crates_package_with_every_file_they_need() {
     assert!(missing.is_empty(), "files the crates need are not in their packages:\n{}", missing.join("\n"));
 }
 
-/// The generated matmul kernels are what their generator writes now (edit the generator, not
-/// the kernels; then run it).
+/// The generated kernels are what their generators write now (edit the generator, not the
+/// kernels; then run it).
 #[test]
-fn matmul_kernels_match_their_generator() {
+fn generated_kernels_match_their_generators() {
     if !tool("python3", "apt-get install python3", Command::new("python3").arg("--version")) {
         return;
     }
-    let out = root().join(HOUSE_TARGET).join("matmul-generated");
-    let _ = std::fs::remove_dir_all(&out);
-    std::fs::create_dir_all(&out).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
-    let generator = root().join(MATMUL_GENERATOR);
-    check(
-        "the matmul generator fails",
-        Command::new("python3").arg(&generator).arg("--out").arg(&out).current_dir(root()),
-    );
-    let generated = files_under(&out, &out);
-    assert!(!generated.is_empty(), "{MATMUL_GENERATOR} --out {} wrote nothing", out.display());
     let mut stale = Vec::new();
-    for file in &generated {
-        let fresh = std::fs::read_to_string(out.join(file)).expect("generated file readable");
-        let committed = root().join(SHADERS).join(file);
-        match std::fs::read_to_string(&committed) {
-            Ok(text) if text == fresh => {}
-            Ok(_) => stale.push(format!("{SHADERS}/{file} differs from what {MATMUL_GENERATOR} writes")),
-            Err(e) => stale.push(format!("{SHADERS}/{file}: {e}")),
+    for (k, generator) in GENERATORS.iter().enumerate() {
+        let out = root().join(HOUSE_TARGET).join(format!("generated-{k}"));
+        let _ = std::fs::remove_dir_all(&out);
+        std::fs::create_dir_all(&out).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
+        check(
+            &format!("{generator} fails"),
+            Command::new("python3").arg(root().join(generator)).arg("--out").arg(&out).current_dir(root()),
+        );
+        let generated = files_under(&out, &out);
+        assert!(!generated.is_empty(), "{generator} --out {} wrote nothing", out.display());
+        for file in &generated {
+            let fresh = std::fs::read_to_string(out.join(file)).expect("generated file readable");
+            let committed = root().join(SHADERS).join(file);
+            match std::fs::read_to_string(&committed) {
+                Ok(text) if text == fresh => {}
+                Ok(_) => stale.push(format!(
+                    "{SHADERS}/{file} differs from what {generator} writes; run it and commit its output"
+                )),
+                Err(e) => stale.push(format!("{SHADERS}/{file}: {e}")),
+            }
         }
     }
-    assert!(stale.is_empty(), "{}\nrun `python3 {MATMUL_GENERATOR}` and commit its output", stale.join("\n"));
+    assert!(stale.is_empty(), "{}", stale.join("\n"));
 }
 
 /// The files of a `.crate` (a gzipped tar), by path, with their contents.

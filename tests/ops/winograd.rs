@@ -1,5 +1,6 @@
-//! Winograd F(2×2, 3×3) convolution on wgpu (`ConvAlgorithm::Winograd`, forced on a backend of
-//! its own since `Auto` keeps software adapters on the implicit GEMM): forward with and without
+//! Winograd F(2×2, 3×3) and F(4×4, 3×3) convolutions on wgpu (`ConvAlgorithm::Winograd` and
+//! `Winograd4x4`, each forced on a backend of its own since `Auto` keeps software adapters on the
+//! implicit GEMM), every test on both: forward with and without
 //! bias, input and weight gradients against the CPU backend over paddings 0-2, odd and even
 //! outputs (partial tiles), 1×1 and 5×5 images, a weight gradient split in slices, batches 1 and 3, channel counts not multiples
 //! of 4; the weight gradient alone on each of its plans (one invocation per output, 64×64,
@@ -25,21 +26,67 @@ fn data(len: usize, seed: u64) -> Vec<f32> {
     (0..len).map(|_| rng.uniform() * 4.0 - 2.0).collect()
 }
 
+/// Which values a pass runs on: `data`'s, or their magnitudes.
+#[derive(Clone, Copy, PartialEq)]
+enum Values {
+    Signed,
+    Magnitudes,
+}
+
+impl Values {
+    fn data(self, len: usize, seed: u64) -> Vec<f32> {
+        let v = data(len, seed);
+        match self {
+            Values::Signed => v,
+            Values::Magnitudes => v.into_iter().map(f32::abs).collect(),
+        }
+    }
+}
+
+/// Every element of `got` within `tol` times its magnitude (the same sum over the operands'
+/// absolute values, from a CPU pass on `Values::Magnitudes`) of `want`. Winograd's transforms
+/// add and subtract the operands in another order than the direct sum, so their rounding
+/// scales with the summands, not with the result: a result near zero by cancellation may be
+/// off by far more than its own size. A wrong tap or tile is off by a whole summand, which is
+/// orders of magnitude beyond this bound.
+fn assert_within(what: &str, got: &[f32], want: &[f32], magnitude: &[f32], tol: f32) {
+    assert_eq!((got.len(), want.len()), (magnitude.len(), magnitude.len()), "{what}: lengths");
+    for (i, ((g, w), m)) in got.iter().zip(want).zip(magnitude).enumerate() {
+        assert!(
+            (g - w).abs() <= tol * m.max(1.0),
+            "{what}: element {i} of {}: got {g}, want {w} (magnitude {m})",
+            got.len()
+        );
+    }
+}
+
 fn read(b: &dyn Backend, s: &Storage) -> Vec<f32> {
     b.to_f32(s, &Layout::contiguous(&[s.len()])).unwrap()
 }
 
-/// The forced-Winograd backend, or `None` (skipped) without an adapter.
-fn winograd() -> Option<WgpuBackend> {
-    wgpu_or_skip()?;
-    let b = WgpuBackend::with_conv_algorithm(ConvAlgorithm::Winograd).unwrap();
-    assert_eq!(b.conv_algorithm(), ConvAlgorithm::Winograd);
-    Some(b)
+/// Both forced-Winograd backends, F(2×2, 3×3) and F(4×4, 3×3), or none without an adapter.
+fn winograds() -> Vec<WgpuBackend> {
+    if wgpu_or_skip().is_none() {
+        return Vec::new();
+    }
+    [ConvAlgorithm::Winograd, ConvAlgorithm::Winograd4x4]
+        .map(|algorithm| {
+            let b = WgpuBackend::with_conv_algorithm(algorithm).unwrap();
+            assert_eq!(b.conv_algorithm(), algorithm);
+            b
+        })
+        .into()
 }
 
 /// Forward (with `bias` or not) and all three gradients of one convolution on `b`.
 fn conv_pass(b: &dyn Backend, a: &Conv2dArgs, bias: bool, seed: u64) -> Result<Vec<Vec<f32>>> {
+    conv_pass_on(b, a, bias, seed, Values::Signed)
+}
+
+/// `conv_pass` on `values`.
+fn conv_pass_on(b: &dyn Backend, a: &Conv2dArgs, bias: bool, seed: u64, values: Values) -> Result<Vec<Vec<f32>>> {
     let g = &a.geom;
+    let data = |len: usize, seed: u64| values.data(len, seed);
     let x = b.from_f32(&data(g.batch * g.channels * g.in_h * g.in_w, seed))?;
     let w = b.from_f32(&data(a.out_channels * g.channels / a.groups * 9, seed + 1))?;
     let bias = if bias { Some(b.from_f32(&data(a.out_channels, seed + 2))?) } else { None };
@@ -53,18 +100,27 @@ fn args(batch: usize, channels: usize, size: (usize, usize), pad: usize, out_cha
     Conv2dArgs { geom: ConvGeom::square(batch, channels, size, 3, 1, pad, 1).unwrap(), out_channels, groups: 1 }
 }
 
-/// `conv_pass` of `a` on `gpu` against the CPU: forward and both gradients.
+/// `conv_pass` of `a` on `gpu` against the CPU: forward and both gradients, to
+/// [`WINOGRAD_TOL`] of each element's magnitude.
 fn assert_matches_the_cpu(gpu: &WgpuBackend, a: &Conv2dArgs, bias: bool, seed: u64) {
     let want = conv_pass(&CpuBackend, a, bias, seed).unwrap();
+    let magnitudes = conv_pass_on(&CpuBackend, a, bias, seed, Values::Magnitudes).unwrap();
     let got = conv_pass(gpu, a, bias, seed).unwrap_or_else(|e| panic!("{a:?}: {e}"));
-    for (name, (g, w)) in ["forward", "input gradient", "weight gradient"].iter().zip(got.iter().zip(&want)) {
-        assert_close(&format!("winograd {name} of {a:?} (bias {bias})"), g, w, 1e-4);
+    for (name, ((g, w), m)) in
+        ["forward", "input gradient", "weight gradient"].iter().zip(got.iter().zip(&want).zip(&magnitudes))
+    {
+        let what = format!("{:?} {name} of {a:?} (bias {bias})", gpu.conv_algorithm());
+        assert_within(&what, g, w, m, WINOGRAD_TOL);
     }
 }
 
+/// The rounding allowed per unit of magnitude (see [`assert_within`]): f32's 2^-24 times the
+/// growth of F(4×4, 3×3)'s transforms (entries up to 8 on the output side, sums of up to 36
+/// terms), with room; F(2×2, 3×3) stays far inside it.
+const WINOGRAD_TOL: f32 = 1e-5;
+
 #[test]
 fn winograd_matches_the_cpu_convolution_forward_and_backward() {
-    let Some(gpu) = winograd() else { return };
     let cases = [
         // pad 1, even and odd outputs, channels not multiples of 4.
         args(1, 3, (6, 6), 1, 5),
@@ -92,16 +148,19 @@ fn winograd_matches_the_cpu_convolution_forward_and_backward() {
             groups: 1,
         },
     ];
-    for (k, a) in cases.iter().enumerate() {
-        for bias in [false, true] {
-            assert_matches_the_cpu(&gpu, a, bias, 10 * k as u64 + bias as u64);
+    for gpu in winograds() {
+        for (k, a) in cases.iter().enumerate() {
+            for bias in [false, true] {
+                assert_matches_the_cpu(&gpu, a, bias, 10 * k as u64 + bias as u64);
+            }
         }
     }
 }
 
-/// The weight gradient alone (x and the output gradient random), on `b`.
-fn weight_grad(b: &dyn Backend, a: &Conv2dArgs, seed: u64) -> Result<Vec<f32>> {
+/// The weight gradient alone (x and the output gradient random, or `values`' magnitudes), on `b`.
+fn weight_grad(b: &dyn Backend, a: &Conv2dArgs, seed: u64, values: Values) -> Result<Vec<f32>> {
     let g = &a.geom;
+    let data = |len: usize, seed: u64| values.data(len, seed);
     let x = b.from_f32(&data(g.batch * g.channels * g.in_h * g.in_w, seed))?;
     let w = b.from_f32(&data(a.out_channels * g.channels * 9, seed + 1))?;
     let grad = b.from_f32(&data(g.batch * a.out_channels * g.out_h * g.out_w, seed + 3))?;
@@ -115,7 +174,6 @@ fn weight_grad(b: &dyn Backend, a: &Conv2dArgs, seed: u64) -> Result<Vec<f32>> {
 /// to 8 rows and P to the slices; the padding must add nothing.
 #[test]
 fn winograd_weight_gradient_matches_the_cpu_on_every_plan() {
-    let Some(gpu) = winograd() else { return };
     let cases = [
         // One invocation per output (C rounded up to 8 < 16): pad 2, one slice and, at 605
         // tiles, two.
@@ -134,11 +192,14 @@ fn winograd_weight_gradient_matches_the_cpu_on_every_plan() {
         // The wide (or square) tile over 512 tiles in two slices.
         args(2, 256, (32, 32), 1, 128),
     ];
-    for (k, a) in cases.iter().enumerate() {
-        let want = weight_grad(&CpuBackend, a, k as u64).unwrap();
-        let got = weight_grad(&gpu, a, k as u64).unwrap_or_else(|e| panic!("{a:?}: {e}"));
-        // Sums over up to 2048 positions of products of values in [-2, 2).
-        assert_close(&format!("winograd weight gradient of {a:?}"), &got, &want, 1e-3);
+    for gpu in winograds() {
+        for (k, a) in cases.iter().enumerate() {
+            let want = weight_grad(&CpuBackend, a, k as u64, Values::Signed).unwrap();
+            let magnitudes = weight_grad(&CpuBackend, a, k as u64, Values::Magnitudes).unwrap();
+            let got = weight_grad(&gpu, a, k as u64, Values::Signed).unwrap_or_else(|e| panic!("{a:?}: {e}"));
+            let what = format!("{:?} weight gradient of {a:?}", gpu.conv_algorithm());
+            assert_within(&what, &got, &want, &magnitudes, WINOGRAD_TOL);
+        }
     }
 }
 
@@ -161,8 +222,9 @@ proptest! {
     ) {
         // A 3×3 window needs size + 2·pad ≥ 3.
         prop_assume!(size.0 + 2 * pad >= 3 && size.1 + 2 * pad >= 3);
-        let Some(gpu) = winograd() else { return Ok(()) };
-        assert_matches_the_cpu(&gpu, &args(batch, channels, size, pad, out_channels), bias, seed);
+        for gpu in winograds() {
+            assert_matches_the_cpu(&gpu, &args(batch, channels, size, pad, out_channels), bias, seed);
+        }
     }
 }
 
@@ -170,21 +232,23 @@ proptest! {
 /// value for value.
 #[test]
 fn an_ineligible_convolution_runs_on_the_implicit_gemm() {
-    let Some(gpu) = winograd() else { return };
-    let gemm = WgpuBackend::with_conv_algorithm(ConvAlgorithm::ImplicitGemm).unwrap();
+    let Some(gemm) = wgpu_or_skip().map(|_| WgpuBackend::with_conv_algorithm(ConvAlgorithm::ImplicitGemm).unwrap())
+    else {
+        return;
+    };
     let a = Conv2dArgs { geom: ConvGeom::square(2, 3, (7, 7), 3, 2, 1, 1).unwrap(), out_channels: 4, groups: 1 };
     let want = conv_pass(&gemm, &a, true, 5).unwrap();
-    let got = conv_pass(&gpu, &a, true, 5).unwrap();
-    for (g, w) in got.iter().zip(&want) {
-        assert_eq!(g, w, "stride 2 on the forced Winograd backend");
+    for gpu in winograds() {
+        let got = conv_pass(&gpu, &a, true, 5).unwrap();
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(g, w, "stride 2 on the forced {:?} backend", gpu.conv_algorithm());
+        }
     }
 }
 
 /// `RawTensor::conv2d` and its backward on a device of the forced backend, against the CPU.
 #[test]
 fn the_op_layer_runs_winograd_convolutions() {
-    let Some(gpu) = winograd() else { return };
-    let devices = [Device::Cpu, Device::Wgpu(Arc::new(gpu))];
     let run = |device: &Device| -> Result<Vec<Vec<f32>>> {
         let x = RawTensor::from_slice(&data(2 * 3 * 5 * 6, 1), &[2, 3, 5, 6], device)?.requires_grad_()?;
         let w = RawTensor::from_slice(&data(4 * 3 * 9, 2), &[4, 3, 3, 3], device)?.requires_grad_()?;
@@ -198,10 +262,13 @@ fn the_op_layer_runs_winograd_convolutions() {
         }
         Ok(out)
     };
-    let want = run(&devices[0]).unwrap();
-    let got = run(&devices[1]).unwrap();
-    for (name, (g, w)) in ["y", "dx", "dw", "db"].iter().zip(got.iter().zip(&want)) {
-        assert_close(&format!("op-layer winograd {name}"), g, w, 1e-4);
+    let want = run(&Device::Cpu).unwrap();
+    for gpu in winograds() {
+        let algorithm = gpu.conv_algorithm();
+        let got = run(&Device::Wgpu(Arc::new(gpu))).unwrap();
+        for (name, (g, w)) in ["y", "dx", "dw", "db"].iter().zip(got.iter().zip(&want)) {
+            assert_close(&format!("op-layer {algorithm:?} {name}"), g, w, 1e-4);
+        }
     }
 }
 
@@ -213,30 +280,39 @@ fn the_op_layer_runs_winograd_convolutions() {
 /// reads vec4s), partial tiles, and a weight gradient over 400 tiles (split slices).
 #[test]
 fn winograd_on_tensor_cores_matches_to_f16_rounding() {
-    let Some(f32_gpu) = winograd() else { return };
-    let tc = WgpuBackend::with_conv_algorithm(ConvAlgorithm::Winograd).unwrap();
-    if !tc.context().has_tensor_cores() {
-        assert!(tc.set_matmul_precision(MatmulPrecision::F16TensorCores).is_err());
-        return;
+    for f32_gpu in winograds() {
+        let tc = WgpuBackend::with_conv_algorithm(f32_gpu.conv_algorithm()).unwrap();
+        if !tc.context().has_tensor_cores() {
+            assert!(tc.set_matmul_precision(MatmulPrecision::F16TensorCores).is_err());
+            return;
+        }
+        tc.set_matmul_precision(MatmulPrecision::F16TensorCores).unwrap();
+        on_tensor_cores_matches_to_f16_rounding(&f32_gpu, &tc);
     }
-    tc.set_matmul_precision(MatmulPrecision::F16TensorCores).unwrap();
+}
+
+/// `winograd_on_tensor_cores_matches_to_f16_rounding` for one algorithm: `tc` on tensor cores,
+/// `f32_gpu` without them.
+fn on_tensor_cores_matches_to_f16_rounding(f32_gpu: &WgpuBackend, tc: &WgpuBackend) {
+    let algorithm = tc.conv_algorithm();
     for (i, a) in
         [args(2, 128, (8, 8), 1, 128), args(3, 136, (9, 7), 1, 128), args(4, 128, (20, 20), 1, 128)].iter().enumerate()
     {
         let seed = 40 + 10 * i as u64;
         let want = conv_pass(&CpuBackend, a, true, seed).unwrap();
-        let got = conv_pass(&tc, a, true, seed).unwrap_or_else(|e| panic!("{a:?}: {e}"));
-        let exact = conv_pass(&f32_gpu, a, true, seed).unwrap();
+        let got = conv_pass(tc, a, true, seed).unwrap_or_else(|e| panic!("{a:?}: {e}"));
+        let exact = conv_pass(f32_gpu, a, true, seed).unwrap();
         for (name, ((g, w), e)) in
             ["forward", "input gradient", "weight gradient"].iter().zip(got.iter().zip(&want).zip(&exact))
         {
             // Operands in [-2, 2) rounded to f16 (relative error 2^-11) after transforms that
-            // add up to 4 of them: the sums' error is a small fraction of their largest value,
-            // while a wrong element would be off by about that value itself.
+            // add up to 4 (F(2×2, 3×3)) or 36 (F(4×4, 3×3), weights up to 64 and 1/576) of
+            // them: the sums' error is a small fraction of their largest value, while a wrong
+            // element would be off by about that value itself.
             let largest = w.iter().fold(0f32, |m, v| m.max(v.abs()));
             let worst = g.iter().zip(w).fold(0f32, |m, (g, w)| m.max((g - w).abs()));
-            assert!(worst <= 1e-2 * largest, "tensor-core winograd {name} of {a:?}: off by {worst} of {largest}");
-            assert!(g != e, "tensor-core winograd {name} of {a:?}: bit-identical to f32, so f32 kernels ran");
+            assert!(worst <= 1e-2 * largest, "tensor-core {algorithm:?} {name} of {a:?}: off by {worst} of {largest}");
+            assert!(g != e, "tensor-core {algorithm:?} {name} of {a:?}: bit-identical to f32, so f32 kernels ran");
         }
     }
 }
@@ -246,19 +322,21 @@ fn winograd_on_tensor_cores_matches_to_f16_rounding() {
 /// faster: every pass is bit-identical to the f32 backend's.
 #[test]
 fn winograd_products_stay_f32_below_128_channels() {
-    let Some(f32_gpu) = winograd() else { return };
-    let tc = WgpuBackend::with_conv_algorithm(ConvAlgorithm::Winograd).unwrap();
-    if tc.set_matmul_precision(MatmulPrecision::F16TensorCores).is_err() {
-        return;
-    }
-    for (i, a) in
-        [args(2, 64, (8, 8), 1, 64), args(3, 128, (9, 7), 1, 64), args(4, 64, (20, 20), 1, 128)].iter().enumerate()
-    {
-        let seed = 90 + 10 * i as u64;
-        let got = conv_pass(&tc, a, true, seed).unwrap_or_else(|e| panic!("{a:?}: {e}"));
-        let exact = conv_pass(&f32_gpu, a, true, seed).unwrap();
-        for (name, (g, e)) in ["forward", "input gradient", "weight gradient"].iter().zip(got.iter().zip(&exact)) {
-            assert!(g == e, "winograd {name} of {a:?} on a tensor-core backend differs from f32");
+    for f32_gpu in winograds() {
+        let algorithm = f32_gpu.conv_algorithm();
+        let tc = WgpuBackend::with_conv_algorithm(algorithm).unwrap();
+        if tc.set_matmul_precision(MatmulPrecision::F16TensorCores).is_err() {
+            return;
+        }
+        for (i, a) in
+            [args(2, 64, (8, 8), 1, 64), args(3, 128, (9, 7), 1, 64), args(4, 64, (20, 20), 1, 128)].iter().enumerate()
+        {
+            let seed = 90 + 10 * i as u64;
+            let got = conv_pass(&tc, a, true, seed).unwrap_or_else(|e| panic!("{a:?}: {e}"));
+            let exact = conv_pass(&f32_gpu, a, true, seed).unwrap();
+            for (name, (g, e)) in ["forward", "input gradient", "weight gradient"].iter().zip(got.iter().zip(&exact)) {
+                assert!(g == e, "{algorithm:?} {name} of {a:?} on a tensor-core backend differs from f32");
+            }
         }
     }
 }

@@ -38,8 +38,10 @@ def kernel_rows(rumus, torch):
             peer, label = peers.get(f"matmul {shape} tf32"), label + " (vs TF32)"
         elif r["kernel"].startswith("conv2d"):
             # `--resnet18` names each pass's algorithm (`conv2d forward gemm`, `... winograd`,
-            # `... winograd tc`); each compares with the one cuDNN row of the pass.
-            kernel = r["kernel"].removesuffix(" tc").removesuffix(" gemm").removesuffix(" winograd")
+            # `... winograd4`, `... winograd tc`, `... winograd4 tc`); each compares with the one
+            # cuDNN row of the pass.
+            kernel = r["kernel"].removesuffix(" tc").removesuffix(" gemm").removesuffix(" winograd4")
+            kernel = kernel.removesuffix(" winograd")
             peer = peers.get(f"{kernel} {shape}")
         elif r["kernel"].startswith("batch_norm"):
             # bench_wgpu's three batch norm rows (fused kernels, op fused, op composed) against

@@ -355,22 +355,20 @@ fn main() -> Result<()> {
         // up most of its training step, on each algorithm (backends of their own, whatever
         // RUMUS_WGPU_CONV says): rows `conv2d forward gemm` next to `conv2d forward winograd`.
         let batch = if quick { 8 } else { 128 };
-        // Where the adapter has tensor cores, Winograd's products on them too (`winograd tc`),
-        // as `MatmulPrecision::F16TensorCores` runs them.
-        let gemm = WgpuBackend::with_conv_algorithm(ConvAlgorithm::ImplicitGemm)?;
-        let winograd = WgpuBackend::with_conv_algorithm(ConvAlgorithm::Winograd)?;
-        let winograd_tc = match ctx.has_tensor_cores() {
-            true => {
-                let b = WgpuBackend::with_conv_algorithm(ConvAlgorithm::Winograd)?;
+        // F(2×2, 3×3) (`winograd`) and F(4×4, 3×3) (`winograd4`); where the adapter has tensor
+        // cores, Winograd's products on them too (`winograd tc`, `winograd4 tc`), as
+        // `MatmulPrecision::F16TensorCores` runs them (from 128 channels).
+        let mut backends = vec![(WgpuBackend::with_conv_algorithm(ConvAlgorithm::ImplicitGemm)?, " gemm")];
+        for (algorithm, name) in [(ConvAlgorithm::Winograd, " winograd"), (ConvAlgorithm::Winograd4x4, " winograd4")] {
+            backends.push((WgpuBackend::with_conv_algorithm(algorithm)?, name));
+            if ctx.has_tensor_cores() {
+                let b = WgpuBackend::with_conv_algorithm(algorithm)?;
                 b.set_matmul_precision(MatmulPrecision::F16TensorCores)?;
-                Some(b)
+                backends.push((b, if name == " winograd" { " winograd tc" } else { " winograd4 tc" }));
             }
-            false => None,
-        };
+        }
         for (c, h) in RESNET18_STAGES {
-            let mut backends = vec![(&gemm, " gemm"), (&winograd, " winograd")];
-            backends.extend(winograd_tc.as_ref().map(|b| (b, " winograd tc")));
-            for (backend, algorithm) in backends {
+            for (backend, algorithm) in &backends {
                 rows_out.extend(bench_conv(backend, (batch, c, h, c, 3, 1), repeats, algorithm)?);
             }
         }

@@ -233,8 +233,8 @@ impl WgpuBackend {
             check_len(OP, b, a.out_channels)?;
         }
         check_index_range(a)?;
-        if self.conv_uses_winograd(a, ConvPass::Forward)? {
-            return self.winograd_forward(x, w, bias, a);
+        if let Some(tile) = self.conv_winograd(a, ConvPass::Forward)? {
+            return self.winograd_forward(x, w, bias, a, tile);
         }
         if self.conv2d_stand_in("conv2d_forward", &d) {
             return self.conv2d_direct_forward(x, w, bias, a, &d);
@@ -265,13 +265,13 @@ impl WgpuBackend {
         check_len(OP, w, d.weight)?;
         check_len(OP, g, d.output)?;
         check_index_range(a)?;
-        let input_grad = || match self.conv_uses_winograd(a, ConvPass::InputGrad)? {
-            true => self.winograd_input_grad(w, g, a),
-            false => self.conv2d_input_grad(w, g, a, &d),
+        let input_grad = || match self.conv_winograd(a, ConvPass::InputGrad)? {
+            Some(tile) => self.winograd_input_grad(w, g, a, tile),
+            None => self.conv2d_input_grad(w, g, a, &d),
         };
-        let weight_grad = || match self.conv_uses_winograd(a, ConvPass::WeightGrad)? {
-            true => self.winograd_weight_grad(xs, g, a),
-            false => self.conv2d_weight_grad(xs, g, a, &d),
+        let weight_grad = || match self.conv_winograd(a, ConvPass::WeightGrad)? {
+            Some(tile) => self.winograd_weight_grad(xs, g, a, tile),
+            None => self.conv2d_weight_grad(xs, g, a, &d),
         };
         Ok(Conv2dGrads {
             x: wanted.x.then(input_grad).transpose()?,

@@ -1,25 +1,27 @@
 //! Which algorithm the wgpu backend's convolutions run: the implicit GEMM of `conv2d.rs`, or
-//! Winograd F(2×2, 3×3) (`winograd.rs`) where the geometry allows it. Chosen per backend
+//! Winograd F(2×2, 3×3) or F(4×4, 3×3) (`winograd.rs`) where the geometry allows it. Chosen per backend
 //! ([`WgpuBackend::with_conv_algorithm`](super::WgpuBackend::with_conv_algorithm)), by default
 //! from `RUMUS_WGPU_CONV`.
 
 use crate::backend::Conv2dArgs;
 
-/// The variable that sets a new backend's [`ConvAlgorithm`] (`auto`, `gemm` or `winograd`).
+/// The variable that sets a new backend's [`ConvAlgorithm`] (`auto`, `gemm`, `winograd` or
+/// `winograd4`).
 pub(super) const CONV_ENV: &str = "RUMUS_WGPU_CONV";
 
 /// How the wgpu backend computes a convolution's forward, input gradient and weight gradient.
 ///
-/// Both algorithms run on the GPU; neither falls back to the CPU. Winograd F(2×2, 3×3) applies
-/// only to 3×3 kernels at stride 1, dilation 1, without groups and with padding of at most 2
-/// (see [`ConvAlgorithm::Winograd`]); every other convolution runs on the implicit GEMM whatever
-/// the setting.
+/// Every algorithm runs on the GPU; none falls back to the CPU. Winograd applies only to 3×3
+/// kernels at stride 1, dilation 1, without groups and with padding of at most 2 (see
+/// [`ConvAlgorithm::Winograd`]); every other convolution runs on the implicit GEMM whatever the
+/// setting.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ConvAlgorithm {
-    /// Winograd for eligible convolutions on a hardware adapter where it was measured faster,
-    /// per pass: the forward and input gradient from 128 input and output channels, the weight
-    /// gradient from 64, with `MatmulPrecision::F16TensorCores` as without it; the implicit
-    /// GEMM otherwise (always on software adapters such as lavapipe). The default.
+    /// Winograd F(4×4, 3×3) for eligible convolutions on a hardware adapter where it was
+    /// measured faster, per pass: the forward and input gradient from 128 input and output
+    /// channels, the weight gradient from 64, with `MatmulPrecision::F16TensorCores` as without
+    /// it; the implicit GEMM otherwise (always on software adapters such as lavapipe). The
+    /// default.
     #[default]
     Auto,
     /// The implicit GEMM (`conv2d.wgsl`) for every convolution.
@@ -30,18 +32,25 @@ pub enum ConvAlgorithm {
     /// tiles would exceed the kernels' 32-bit indexing or the adapter's largest buffer is an
     /// error (`Error::Gpu`); `ImplicitGemm` or `Auto` computes it.
     Winograd,
+    /// Winograd F(4×4, 3×3) for every eligible convolution, as [`ConvAlgorithm::Winograd`] does
+    /// F(2×2, 3×3): a 6×6 input tile per 4×4 output tile and 36 batched matmuls, 2.25
+    /// multiplications per output instead of 4, with larger rounding (its transforms' entries
+    /// reach 8 and 1/24).
+    Winograd4x4,
 }
 
 impl ConvAlgorithm {
-    /// The setting `RUMUS_WGPU_CONV` names: `auto`, `gemm` or `winograd` (any case, spaces
-    /// trimmed); unset or empty: `Auto`. Any other value is reported on stderr and `Auto` kept.
+    /// The setting `RUMUS_WGPU_CONV` names: `auto`, `gemm`, `winograd` (F(2×2, 3×3)) or
+    /// `winograd4` (F(4×4, 3×3)), in any case, spaces trimmed; unset or empty: `Auto`. Any
+    /// other value is reported on stderr and `Auto` kept.
     pub(super) fn from_env_value(value: Option<&str>) -> ConvAlgorithm {
         match value.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
             None | Some("") | Some("auto") => ConvAlgorithm::Auto,
             Some("gemm") => ConvAlgorithm::ImplicitGemm,
             Some("winograd") => ConvAlgorithm::Winograd,
+            Some("winograd4") => ConvAlgorithm::Winograd4x4,
             Some(other) => {
-                eprintln!("rumus: {CONV_ENV}={other:?} is not one of auto, gemm, winograd; using auto");
+                eprintln!("rumus: {CONV_ENV}={other:?} is not one of auto, gemm, winograd, winograd4; using auto");
                 ConvAlgorithm::Auto
             }
         }
@@ -53,7 +62,30 @@ impl ConvAlgorithm {
     }
 }
 
-/// Whether Winograd F(2×2, 3×3) computes `a` exactly as the convolution defines it: a 3×3
+/// The tiles of a Winograd convolution: F(2×2, 3×3) (`winograd.wgsl`) or F(4×4, 3×3)
+/// (`winograd4.wgsl`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum WinogradTile {
+    F2x2,
+    F4x4,
+}
+
+impl WinogradTile {
+    /// The side of its output tiles.
+    pub(super) fn side(self) -> usize {
+        match self {
+            WinogradTile::F2x2 => 2,
+            WinogradTile::F4x4 => 4,
+        }
+    }
+
+    /// Its transformed positions per tile (the input tile's side, squared): the batch of products.
+    pub(super) fn positions(self) -> usize {
+        (self.side() + 2).pow(2)
+    }
+}
+
+/// Whether Winograd (either tile) computes `a` exactly as the convolution defines it: a 3×3
 /// kernel, stride 1, dilation 1, one group, padding of at most 2 on each side (the input
 /// gradient is then the forward convolution of the output gradient at padding 2 − pad), and
 /// no empty extent.
@@ -109,15 +141,16 @@ pub(super) fn winograd_products_on_tensor_cores(channels: usize, out_channels: u
 /// See [`winograd_products_on_tensor_cores`].
 const MIN_CHANNELS_TENSOR_CORES: usize = 128;
 
-/// `Auto`'s rule, in this one place: Winograd for an eligible convolution (see
+/// `Auto`'s rule, in this one place: Winograd F(4×4, 3×3) for an eligible convolution (see
 /// [`winograd_eligible`]) with at least [`min_channels_f32`] input and output channels for the
-/// pass, on a hardware adapter. Few channels leave the 16 batched matmuls too little work next
-/// to the transforms, and on a software adapter (lavapipe) the implicit GEMM keeps CI's tests on
-/// their usual path. Measured with `bench_wgpu --resnet18` (rows `conv ... winograd` next to
-/// `conv ... gemm`).
-pub(super) fn auto_picks_winograd(a: &Conv2dArgs, pass: ConvPass, hardware: bool) -> bool {
+/// pass, on a hardware adapter. Few channels leave the batched matmuls too little work next to
+/// the transforms, and on a software adapter (lavapipe) the implicit GEMM keeps CI's tests on
+/// their usual path. Measured with `bench_wgpu --resnet18` (rows `conv ... winograd` and
+/// `winograd4` next to `conv ... gemm`).
+pub(super) fn auto_picks_winograd(a: &Conv2dArgs, pass: ConvPass, hardware: bool) -> Option<WinogradTile> {
     let least = min_channels_f32(pass);
-    hardware && winograd_eligible(a) && a.geom.channels >= least && a.out_channels >= least
+    (hardware && winograd_eligible(a) && a.geom.channels >= least && a.out_channels >= least)
+        .then_some(WinogradTile::F4x4)
 }
 
 #[cfg(test)]
@@ -133,6 +166,7 @@ mod tests {
         assert_eq!(ConvAlgorithm::from_env_value(Some("gemm")), ConvAlgorithm::ImplicitGemm);
         assert_eq!(ConvAlgorithm::from_env_value(Some(" Winograd\n")), ConvAlgorithm::Winograd);
         assert_eq!(ConvAlgorithm::from_env_value(Some("WINOGRAD")), ConvAlgorithm::Winograd);
+        assert_eq!(ConvAlgorithm::from_env_value(Some("winograd4")), ConvAlgorithm::Winograd4x4);
         // A bad value: a warning on stderr and the default.
         assert_eq!(ConvAlgorithm::from_env_value(Some("fft")), ConvAlgorithm::Auto);
         assert_eq!(ConvAlgorithm::from_env_value(Some("implicit")), ConvAlgorithm::Auto);
@@ -146,15 +180,16 @@ mod tests {
             groups: 1,
         };
         let f32_picks = |a: &Conv2dArgs| {
-            [ConvPass::Forward, ConvPass::InputGrad, ConvPass::WeightGrad].map(|p| auto_picks_winograd(a, p, true))
+            [ConvPass::Forward, ConvPass::InputGrad, ConvPass::WeightGrad]
+                .map(|p| auto_picks_winograd(a, p, true) == Some(WinogradTile::F4x4))
         };
         assert_eq!(f32_picks(&args(128, 128, 3, 1, 1)), [true; 3]);
         assert_eq!(f32_picks(&args(512, 256, 3, 1, 2)), [true; 3]);
         assert!(
-            !auto_picks_winograd(&args(128, 128, 3, 1, 1), ConvPass::Forward, false),
+            auto_picks_winograd(&args(128, 128, 3, 1, 1), ConvPass::Forward, false).is_none(),
             "software adapters keep the GEMM"
         );
-        assert!(!auto_picks_winograd(&args(128, 128, 3, 1, 1), ConvPass::WeightGrad, false));
+        assert!(auto_picks_winograd(&args(128, 128, 3, 1, 1), ConvPass::WeightGrad, false).is_none());
         assert_eq!(f32_picks(&args(64, 64, 3, 1, 1)), [false, false, true], "ResNet's first stage");
         assert_eq!(f32_picks(&args(32, 64, 3, 1, 1)), [false; 3]);
         assert_eq!(f32_picks(&args(64, 128, 3, 1, 1)), [false, false, true]);

@@ -92,6 +92,8 @@ const ATTENTION_DOUT: &str = lib!("attention_dout");
 const RECURRENT_CELL: &str = lib!("recurrent_cell");
 const BATCH_NORM_PARAMS: &str = lib!("batch_norm_params");
 const BATCH_NORM_AFFINE: &str = lib!("batch_norm_affine");
+const WINOGRAD_TILES: &str = lib!("winograd_tiles");
+const WINOGRAD4_TRANSFORMS: &str = lib!("winograd4_transforms");
 
 pub(crate) const FILL: Shader = shader!("fill", FillParams);
 pub(crate) const COPY_STRIDED: Shader = shader!("copy_strided", CopyParams);
@@ -129,7 +131,9 @@ pub(crate) const IM2COL: Shader = shader!("im2col", WindowParams).including(&[WI
 pub(crate) const COL2IM: Shader = shader!("col2im", WindowParams).including(&[WINDOW]);
 pub(crate) const CONV2D: Shader = shader!("conv2d", WindowParams).including(&[WINDOW]).trusted();
 pub(crate) const CONV2D_DIRECT: Shader = shader!("conv2d_direct", WindowParams).including(&[WINDOW, LINEAR]);
-pub(crate) const WINOGRAD: Shader = shader!("winograd", WinogradParams).trusted();
+pub(crate) const WINOGRAD: Shader = shader!("winograd", WinogradParams).including(&[WINOGRAD_TILES]).trusted();
+pub(crate) const WINOGRAD4: Shader =
+    shader!("winograd4", WinogradParams).including(&[WINOGRAD_TILES, WINOGRAD4_TRANSFORMS]).trusted();
 pub(crate) const POOLING: Shader = shader!("pooling", WindowParams).including(&[WINDOW, LINEAR]);
 pub(crate) const INDEX: Shader = shader!("index", IndexParams).including(&[LINEAR]);
 pub(crate) const LSTM_FORWARD: Shader = shader!("lstm_forward", RecurrentParams).including(&[LOGISTIC, RECURRENT_CELL]);
@@ -209,6 +213,7 @@ pub(crate) const ALL: &[Shader] = &[
     CONV2D,
     CONV2D_DIRECT,
     WINOGRAD,
+    WINOGRAD4,
     POOLING,
     INDEX,
     OPTIMIZER,

@@ -1,5 +1,6 @@
-//! Winograd F(2×2, 3×3) convolution: dispatch of the transforms in `winograd.wgsl` around 16
-//! batched products on the backend's matmul kernels (`matmul.rs`), for the forward, the input
+//! Winograd F(2×2, 3×3) and F(4×4, 3×3) convolutions: dispatch of the transforms in
+//! `winograd.wgsl` or `winograd4.wgsl` around 16 or 36 batched products on the backend's matmul
+//! kernels (`matmul.rs`), for the forward, the input
 //! gradient (the forward of the output gradient with the filters rotated and transposed, which
 //! the filter transform reads in place) and the weight gradient (its product over the tiles,
 //! on tile-major operands, split into slices whose partials the backend's reduction adds up;
@@ -8,21 +9,19 @@
 //! `tools/gen/winograd_transforms.py`.
 
 use super::conv_algorithm::{
-    auto_picks_winograd, winograd_eligible, winograd_products_on_tensor_cores, ConvAlgorithm, ConvPass,
+    auto_picks_winograd, winograd_eligible, winograd_products_on_tensor_cores, ConvAlgorithm, ConvPass, WinogradTile,
 };
 use super::launch::bind;
 use super::matmul::{
     MatmulKernel, MatmulPlan, PARTIAL_OUTPUTS_PER_K_STEP, VEC4_LARGE_TILE, VEC4_SQUARE_TILE, VEC4_TALL_TILE, WAVE_SMS,
 };
 use super::params::kernel_params;
-use super::pipelines::{self, Access};
+use super::pipelines::{self, Access, Shader};
 use super::{WgpuBackend, WgpuStorage};
 use crate::backend::{Conv2dArgs, DType, MatmulArgs, MatrixLayout, ReduceDims, ReduceOp, Storage};
 use crate::{Error, MatmulPrecision, Result};
 
 const OP: &str = "conv2d (winograd)";
-/// Transformed positions of a 4×4 tile: the batch of products.
-const XI: usize = 16;
 /// Bindings of every entry point: src, bias, out (the bias only in `winograd_output`).
 const SIGNATURE: [Access; 3] = [Access::Read, Access::Read, Access::Write];
 /// Every element count of a buffer the kernels index stays below this, so their u32 index
@@ -68,9 +67,10 @@ kernel_params! {
 }
 
 /// The stride-1 3×3 convolution the forward kernels compute: the layer's own, or its input
-/// gradient's.
+/// gradient's, on the tiles of `tile`.
 #[derive(Clone, Copy, Debug)]
 struct Shape {
+    tile: WinogradTile,
     batch: usize,
     channels: usize,
     out_channels: usize,
@@ -83,9 +83,10 @@ struct Shape {
 }
 
 impl Shape {
-    fn forward(a: &Conv2dArgs) -> Shape {
+    fn forward(a: &Conv2dArgs, tile: WinogradTile) -> Shape {
         let g = &a.geom;
         Shape {
+            tile,
             batch: g.batch,
             channels: g.channels,
             out_channels: a.out_channels,
@@ -100,9 +101,10 @@ impl Shape {
 
     /// dx = the convolution of dy ([n, o, oh, ow]) with w rotated 180° and transposed, padded by
     /// 2 − pad: its output is [n, c, h, w] (`winograd_eligible` keeps pad ≤ 2).
-    fn input_grad(a: &Conv2dArgs) -> Shape {
+    fn input_grad(a: &Conv2dArgs, tile: WinogradTile) -> Shape {
         let g = &a.geom;
         Shape {
+            tile,
             batch: g.batch,
             channels: a.out_channels,
             out_channels: g.channels,
@@ -116,14 +118,27 @@ impl Shape {
     }
 
     fn tiles_h(&self) -> usize {
-        self.out_h.div_ceil(2)
+        self.out_h.div_ceil(self.tile.side())
     }
 
     fn tiles_w(&self) -> usize {
-        self.out_w.div_ceil(2)
+        self.out_w.div_ceil(self.tile.side())
     }
 
-    /// P: the 2×2 output tiles of the whole batch.
+    /// Transformed positions per tile: the batch of products.
+    fn xi(&self) -> usize {
+        self.tile.positions()
+    }
+
+    /// The shader of its transforms.
+    fn shader(&self) -> &'static Shader {
+        match self.tile {
+            WinogradTile::F2x2 => &pipelines::WINOGRAD,
+            WinogradTile::F4x4 => &pipelines::WINOGRAD4,
+        }
+    }
+
+    /// P: the output tiles of the whole batch.
     fn tiles(&self) -> usize {
         self.batch * self.tiles_h() * self.tiles_w()
     }
@@ -194,12 +209,12 @@ impl WeightGradPlan {
 /// ([`PARTIAL_OUTPUTS_PER_K_STEP`]); the 64×64 tiles about [`SPLIT_TARGET_GROUPS`] workgroups.
 /// Slices are at least [`MIN_SLICE`] long; a side under 16 runs one invocation per output,
 /// split like the 64×64 tiles. To be tuned with the H100 timings.
-fn weight_grad_plan(m: usize, n: usize, tiles: usize, large: bool) -> WeightGradPlan {
+fn weight_grad_plan(xi: usize, m: usize, n: usize, tiles: usize, large: bool) -> WeightGradPlan {
     let most_slices = (tiles / MIN_SLICE).max(1);
     let useful =
         |[rows, cols]: [usize; 2]| (m * n) as f64 / (m.next_multiple_of(rows) * n.next_multiple_of(cols)) as f64;
     let small = if m < 16 || n < 16 { MatmulKernel::PerOutput } else { MatmulKernel::Tile64 };
-    let per_split = XI * m.div_ceil(64) * n.div_ceil(64);
+    let per_split = xi * m.div_ceil(64) * n.div_ceil(64);
     let tile64 = WeightGradPlan::new(small, tiles, SPLIT_TARGET_GROUPS.div_ceil(per_split).clamp(1, most_slices));
     if small == MatmulKernel::PerOutput {
         return tile64;
@@ -221,10 +236,10 @@ fn weight_grad_plan(m: usize, n: usize, tiles: usize, large: bool) -> WeightGrad
     if score(tile, rate) < score([64, 64], RATE_TILE64) {
         return tile64;
     }
-    let groups = XI * m.div_ceil(tile[0]) * n.div_ceil(tile[1]);
+    let groups = xi * m.div_ceil(tile[0]) * n.div_ceil(tile[1]);
     let cost = |wanted: usize| {
         let plan = WeightGradPlan::new(kernel, tiles, wanted);
-        let partials = if plan.slices > 1 { plan.slices * XI * m * n / PARTIAL_OUTPUTS_PER_K_STEP } else { 0 };
+        let partials = if plan.slices > 1 { plan.slices * xi * m * n / PARTIAL_OUTPUTS_PER_K_STEP } else { 0 };
         ((groups * plan.slices).div_ceil(WAVE_SMS * per_sm) * plan.slice_len + partials, plan.slices)
     };
     let slices = (1..=most_slices).map(cost).min().map_or(1, |(_, slices)| slices);
@@ -238,18 +253,18 @@ fn weight_grad_rows(s: &Shape) -> (usize, usize) {
 
 /// Element counts of every buffer the three passes of `a` index: inputs, outputs, transformed
 /// filters and tiles, products and partial sums, named.
-fn extents(a: &Conv2dArgs) -> [(&'static str, u64); 8] {
-    let f = Shape::forward(a);
-    let b = Shape::input_grad(a);
+fn extents(a: &Conv2dArgs, tile: WinogradTile) -> [(&'static str, u64); 8] {
+    let f = Shape::forward(a, tile);
+    let b = Shape::input_grad(a, tile);
     let v = |x: usize| x as u64;
     let (o, c) = (v(f.out_channels), v(f.channels));
     let (m, n) = weight_grad_rows(&f);
     // Either plan's columns and partial sums, whichever the adapter takes.
-    let plans = [false, true].map(|large| weight_grad_plan(m, n, f.tiles(), large));
+    let plans = [false, true].map(|large| weight_grad_plan(f.xi(), m, n, f.tiles(), large));
     let split_cols = plans.iter().map(|p| v(p.cols())).max().unwrap_or(0);
     let slices = plans.iter().map(|p| v(p.slices)).max().unwrap_or(0);
     let (m, n) = (v(m), v(n));
-    let xi = XI as u64;
+    let xi = v(f.xi());
     let big = |parts: &[u64]| parts.iter().fold(1u64, |acc, &p| acc.saturating_mul(p));
     [
         ("input", big(&[v(f.batch), c, v(f.in_h), v(f.in_w)])),
@@ -279,25 +294,28 @@ impl WgpuBackend {
         self.conv_algorithm
     }
 
-    /// Whether `pass` of `a` runs on Winograd: `Auto`'s rule (which knows whether products run
-    /// on tensor cores) where the buffers fit; where `Winograd` is forced on an eligible
-    /// convolution, always, and an error if they do not fit.
-    pub(super) fn conv_uses_winograd(&self, a: &Conv2dArgs, pass: ConvPass) -> Result<bool> {
+    /// Which Winograd tiles `pass` of `a` runs on, if any: `Auto`'s rule where the buffers fit;
+    /// where `Winograd` or `Winograd4x4` is forced on an eligible convolution, its tiles, and an
+    /// error if they do not fit.
+    pub(super) fn conv_winograd(&self, a: &Conv2dArgs, pass: ConvPass) -> Result<Option<WinogradTile>> {
+        let forced = |tile: WinogradTile| match winograd_eligible(a) {
+            true => self.winograd_fits(a, tile).map(|()| Some(tile)),
+            false => Ok(None),
+        };
         match self.conv_algorithm {
-            ConvAlgorithm::ImplicitGemm => Ok(false),
-            ConvAlgorithm::Auto => {
-                Ok(auto_picks_winograd(a, pass, self.ctx.is_hardware()) && self.winograd_fits(a).is_ok())
-            }
-            ConvAlgorithm::Winograd if winograd_eligible(a) => self.winograd_fits(a).map(|()| true),
-            ConvAlgorithm::Winograd => Ok(false),
+            ConvAlgorithm::ImplicitGemm => Ok(None),
+            ConvAlgorithm::Auto => Ok(auto_picks_winograd(a, pass, self.ctx.is_hardware())
+                .filter(|&tile| self.winograd_fits(a, tile).is_ok())),
+            ConvAlgorithm::Winograd => forced(WinogradTile::F2x2),
+            ConvAlgorithm::Winograd4x4 => forced(WinogradTile::F4x4),
         }
     }
 
-    /// `Ok` when every buffer of the three passes stays inside the kernels' 32-bit indexing and
-    /// the adapter's largest storage binding; else an error naming the buffer.
-    fn winograd_fits(&self, a: &Conv2dArgs) -> Result<()> {
+    /// `Ok` when every buffer of the three passes on `tile` stays inside the kernels' 32-bit
+    /// indexing and the adapter's largest storage binding; else an error naming the buffer.
+    fn winograd_fits(&self, a: &Conv2dArgs, tile: WinogradTile) -> Result<()> {
         let binding = self.ctx.limits.max_storage_buffer_binding_size.min(self.ctx.limits.max_buffer_size) / 4;
-        for (what, len) in extents(a) {
+        for (what, len) in extents(a, tile) {
             if len > INDEX_LIMIT || len > binding {
                 return Err(Error::Gpu(format!(
                     "{OP}: the {what} would take {len} elements, beyond the 32-bit indexing of the Winograd kernels \
@@ -309,23 +327,31 @@ impl WgpuBackend {
         Ok(())
     }
 
-    /// The forward: y = conv(x, w) + bias, y as [n, o, oh, ow].
+    /// The forward on `tile`: y = conv(x, w) + bias, y as [n, o, oh, ow].
     pub(super) fn winograd_forward(
         &self,
         x: &WgpuStorage,
         w: &WgpuStorage,
         bias: Option<&WgpuStorage>,
         a: &Conv2dArgs,
+        tile: WinogradTile,
     ) -> Result<Storage> {
-        self.winograd_convolution(x, w, bias, &Shape::forward(a), false)
+        self.winograd_convolution(x, w, bias, &Shape::forward(a, tile), false)
     }
 
-    /// dx: the forward of the output gradient with the filters read rotated and transposed.
-    pub(super) fn winograd_input_grad(&self, w: &WgpuStorage, grad: &WgpuStorage, a: &Conv2dArgs) -> Result<Storage> {
-        self.winograd_convolution(grad, w, None, &Shape::input_grad(a), true)
+    /// dx on `tile`: the forward of the output gradient with the filters read rotated and
+    /// transposed.
+    pub(super) fn winograd_input_grad(
+        &self,
+        w: &WgpuStorage,
+        grad: &WgpuStorage,
+        a: &Conv2dArgs,
+        tile: WinogradTile,
+    ) -> Result<Storage> {
+        self.winograd_convolution(grad, w, None, &Shape::input_grad(a, tile), true)
     }
 
-    /// Filter transform, input transform, 16 products, output transform.
+    /// Filter transform, input transform, ξ products, output transform.
     fn winograd_convolution(
         &self,
         x: &WgpuStorage,
@@ -334,18 +360,18 @@ impl WgpuBackend {
         s: &Shape,
         flip: bool,
     ) -> Result<Storage> {
-        let (o, c, cols, tiles) = (s.out_channels, s.channels, s.forward_cols(), s.tiles());
-        let filters = self.alloc(XI * o * c, DType::F32, OP)?;
+        let (o, c, cols, tiles, xi) = (s.out_channels, s.channels, s.forward_cols(), s.tiles(), s.xi());
+        let filters = self.alloc(xi * o * c, DType::F32, OP)?;
         let params = WinogradParams { flip: flip as u32, ..s.params(o * c, o, c) };
-        self.winograd_run("winograd_filter", &params, w, &filters)?;
+        self.winograd_run(s, "winograd_filter", &params, w, &filters)?;
 
-        let input_tiles = self.alloc(XI * c * cols, DType::F32, OP)?;
+        let input_tiles = self.alloc(xi * c * cols, DType::F32, OP)?;
         let params = s.params(c * cols, c, cols);
-        self.winograd_run("winograd_input", &params, x, &input_tiles)?;
+        self.winograd_run(s, "winograd_input", &params, x, &input_tiles)?;
 
-        // M[ξ] = U[ξ] @ V[ξ]: [o, c] @ [c, cols], 16 of them.
+        // M[ξ] = U[ξ] @ V[ξ]: [o, c] @ [c, cols], one per position.
         let products = MatmulArgs {
-            batch: XI,
+            batch: xi,
             m: o,
             k: c,
             n: cols,
@@ -361,28 +387,35 @@ impl WgpuBackend {
         let params = WinogradParams { has_bias: bias.is_some() as u32, ..s.params(o * tiles, o, cols) };
         let buffers = [bind(m), bias.map_or(self.unused(), bind), bind(&out)];
         let groups = self.groups_for(o * tiles, OP)?;
-        self.run(&pipelines::WINOGRAD, "winograd_output", &SIGNATURE, &params, &buffers, groups)?;
+        self.run(s.shader(), "winograd_output", &SIGNATURE, &params, &buffers, groups)?;
         Ok(self.output(out))
     }
 
-    /// dw: Zt from the output gradient's tiles and Vt from the input's, tile-major, split along
-    /// the tiles as [`weight_grad_plan`] says; dU[ξ] = Σ_slices Zt[ξ]ᵀ @ Vt[ξ]; dw = Gᵀ dU G.
-    pub(super) fn winograd_weight_grad(&self, x: &WgpuStorage, grad: &WgpuStorage, a: &Conv2dArgs) -> Result<Storage> {
-        let s = Shape::forward(a);
-        let (o, c) = (s.out_channels, s.channels);
+    /// dw on `tile`: Zt from the output gradient's tiles and Vt from the input's, tile-major,
+    /// split along the tiles as [`weight_grad_plan`] says; dU[ξ] = Σ_slices Zt[ξ]ᵀ @ Vt[ξ];
+    /// dw = Gᵀ dU G.
+    pub(super) fn winograd_weight_grad(
+        &self,
+        x: &WgpuStorage,
+        grad: &WgpuStorage,
+        a: &Conv2dArgs,
+        tile: WinogradTile,
+    ) -> Result<Storage> {
+        let s = Shape::forward(a, tile);
+        let (o, c, xi) = (s.out_channels, s.channels, s.xi());
         let (m, n) = weight_grad_rows(&s);
-        let plan = weight_grad_plan(m, n, s.tiles(), self.large_tiles_fit());
+        let plan = weight_grad_plan(xi, m, n, s.tiles(), self.large_tiles_fit());
         let (slices, slice_len, cols) = (plan.slices, plan.slice_len, plan.cols());
 
-        let input_tiles = self.alloc(XI * n * cols, DType::F32, OP)?;
-        self.winograd_run("winograd_input_wgrad", &s.params(n * cols, n, cols), x, &input_tiles)?;
-        let grad_tiles = self.alloc(XI * m * cols, DType::F32, OP)?;
-        self.winograd_run("winograd_grad_tiles", &s.params(m * cols, m, cols), grad, &grad_tiles)?;
+        let input_tiles = self.alloc(xi * n * cols, DType::F32, OP)?;
+        self.winograd_run(&s, "winograd_input_wgrad", &s.params(n * cols, n, cols), x, &input_tiles)?;
+        let grad_tiles = self.alloc(xi * m * cols, DType::F32, OP)?;
+        self.winograd_run(&s, "winograd_grad_tiles", &s.params(m * cols, m, cols), grad, &grad_tiles)?;
 
         // Batch entry ξ·slices + slice: [m, slice_len] @ [slice_len, n], the left operand Zt's
         // block read transposed (contiguous along m), the right one Vt's block as it is.
         let products = MatmulArgs {
-            batch: XI * slices,
+            batch: xi * slices,
             m,
             k: slice_len,
             n,
@@ -395,15 +428,15 @@ impl WgpuBackend {
         let du = if slices == 1 {
             partials
         } else {
-            self.reduce_kernel(ReduceOp::Sum, &partials, ReduceDims { outer: XI, len: slices, inner: m * n })?
+            self.reduce_kernel(ReduceOp::Sum, &partials, ReduceDims { outer: xi, len: slices, inner: m * n })?
         };
         let du = self.gpu(&du, DType::F32, OP)?;
         let out = self.alloc(o * c * 9, DType::F32, OP)?;
-        self.winograd_run("winograd_filter_grad", &s.params(o * c, m, n), du, &out)?;
+        self.winograd_run(&s, "winograd_filter_grad", &s.params(o * c, m, n), du, &out)?;
         Ok(self.output(out))
     }
 
-    /// The precision of the 16 products of a convolution of shape `s`: the backend's, but f32
+    /// The precision of the products of a convolution of shape `s`: the backend's, but f32
     /// where tensor cores would waste most of their tile (`winograd_products_on_tensor_cores`).
     fn products_precision(&self, s: &Shape) -> MatmulPrecision {
         if winograd_products_on_tensor_cores(s.channels, s.out_channels) {
@@ -413,29 +446,31 @@ impl WgpuBackend {
         }
     }
 
-    /// One transform over `params.n` invocations, from `src` into `out` (no bias).
+    /// One transform of `s`'s shader over `params.n` invocations, from `src` into `out` (no
+    /// bias).
     fn winograd_run(
         &self,
+        s: &Shape,
         entry: &'static str,
         params: &WinogradParams,
         src: &WgpuStorage,
         out: &WgpuStorage,
     ) -> Result<()> {
         let groups = self.groups_for(params.n as usize, OP)?;
-        self.run(&pipelines::WINOGRAD, entry, &SIGNATURE, params, &[bind(src), self.unused(), bind(out)], groups)
+        self.run(s.shader(), entry, &SIGNATURE, params, &[bind(src), self.unused(), bind(out)], groups)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{extents, weight_grad_plan, ConvPass, Shape};
+    use super::{extents, weight_grad_plan, ConvPass, Shape, WinogradTile};
     use crate::backend::{Conv2dArgs, ConvGeom};
 
     #[test]
     fn the_weight_gradient_plans_tiles_that_waste_little_in_aligned_slices() {
         use super::super::matmul::MatmulKernel::{PerOutput, Square, Tall, Tile64, Wide};
         let plan = |m, n, tiles, large| {
-            let p = weight_grad_plan(m, n, tiles, large);
+            let p = weight_grad_plan(16, m, n, tiles, large);
             (p.kernel, p.slices, p.slice_len)
         };
         // ResNet-18 at batch 128: 64 channels at 32² (32768 tiles) down to 512 at 4² (512).
@@ -461,7 +496,7 @@ mod tests {
         assert_eq!(plan(8, 8, 1000, true), (PerOutput, 3, 336));
         for (m, n, tiles) in [(8, 8, 1000), (64, 8, 12345), (72, 72, 257), (256, 256, 3000), (136, 512, 999)] {
             for large in [false, true] {
-                let p = weight_grad_plan(m, n, tiles, large);
+                let p = weight_grad_plan(16, m, n, tiles, large);
                 assert!(
                     p.slice_len.is_multiple_of(4)
                         && p.cols() >= tiles
@@ -478,15 +513,23 @@ mod tests {
         for pad in 0..=2 {
             let g = ConvGeom::square(2, 3, (5, 6), 3, 1, pad, 1).unwrap();
             let a = Conv2dArgs { geom: g, out_channels: 4, groups: 1 };
-            let b = Shape::input_grad(&a);
+            let b = Shape::input_grad(&a, WinogradTile::F2x2);
             assert_eq!((b.channels, b.out_channels), (4, 3));
             assert_eq!(ConvGeom::out_extent(b.in_h, 3, 1, b.pad_h, 1), Some(g.in_h));
             assert_eq!(ConvGeom::out_extent(b.in_w, 3, 1, b.pad_w, 1), Some(g.in_w));
             assert_eq!((b.out_h, b.out_w), (5, 6));
         }
         let g = ConvGeom::square(128, 64, (32, 32), 3, 1, 1, 1).unwrap();
-        let big = extents(&Conv2dArgs { geom: g, out_channels: 64, groups: 1 });
+        let big = extents(&Conv2dArgs { geom: g, out_channels: 64, groups: 1 }, WinogradTile::F2x2);
         assert_eq!(big[2], ("forward input tiles", 16 * 64 * 32768));
+        // F(4×4, 3×3): 8×8 tiles of 4×4 per image, 36 positions each.
+        let big = extents(&Conv2dArgs { geom: g, out_channels: 64, groups: 1 }, WinogradTile::F4x4);
+        assert_eq!(big[2], ("forward input tiles", 36 * 64 * 8192));
+        let s = Shape::forward(
+            &Conv2dArgs { geom: ConvGeom::square(3, 2, (7, 9), 3, 1, 1, 1).unwrap(), out_channels: 2, groups: 1 },
+            WinogradTile::F4x4,
+        );
+        assert_eq!((s.tiles_h(), s.tiles_w(), s.tiles(), s.xi()), (2, 3, 18, 36));
     }
 
     /// Tiles past the 32-bit indexing (and, on most adapters, the input past the largest
@@ -501,17 +544,17 @@ mod tests {
         let g = ConvGeom::square(4, 512, (512, 512), 3, 1, 1, 1).unwrap();
         let a = Conv2dArgs { geom: g, out_channels: 512, groups: 1 };
         let forced = WgpuBackend::with_conv_algorithm(ConvAlgorithm::Winograd).unwrap();
-        let err = forced.conv_uses_winograd(&a, ConvPass::Forward).unwrap_err();
+        let err = forced.conv_winograd(&a, ConvPass::Forward).unwrap_err();
         assert!(
             matches!(&err, crate::Error::Gpu(m) if m.contains("conv2d (winograd)") && m.contains("elements")),
             "{err}"
         );
         let auto = WgpuBackend::with_conv_algorithm(ConvAlgorithm::Auto).unwrap();
         for pass in [ConvPass::Forward, ConvPass::InputGrad, ConvPass::WeightGrad] {
-            assert!(!auto.conv_uses_winograd(&a, pass).unwrap());
+            assert_eq!(auto.conv_winograd(&a, pass).unwrap(), None);
         }
         let small =
             Conv2dArgs { geom: ConvGeom::square(1, 3, (4, 4), 3, 1, 1, 1).unwrap(), out_channels: 2, groups: 1 };
-        assert!(forced.conv_uses_winograd(&small, ConvPass::WeightGrad).unwrap());
+        assert_eq!(forced.conv_winograd(&small, ConvPass::WeightGrad).unwrap(), Some(WinogradTile::F2x2));
     }
 }

@@ -1,0 +1,143 @@
+// Winograd F(4×4, 3×3) convolution (Lavin & Gray; interpolation points 0, ±1, ±2 and ∞): the
+// transforms around 36 batched GEMMs that the backend's matmul kernels compute (see
+// `winograd.rs`). Against F(2×2, 3×3) (`winograd.wgsl`) it multiplies 2.25 instead of 4 times
+// per output and moves 2.25 instead of 4 transformed values per output through memory, at the
+// price of a 6×6 input tile per 4×4 output tile and larger rounding (the matrices' entries reach
+// 8 and 1/24). With
+//
+//   Bᵀ = [4  0 -5  0  1  0]   G = [ 1/4     0     0  ]   Aᵀ = [1  1  1  1  1  0]
+//        [0 -4 -4  1  1  0]       [-1/6  -1/6  -1/6 ]        [0  1 -1  2 -2  0]
+//        [0  4 -4 -1  1  0]       [-1/6   1/6  -1/6 ]        [0  1  1  4  4  0]
+//        [0 -2 -1  2  1  0]       [1/24  1/12   1/6 ]        [0  1 -1  8 -8  1]
+//        [0  2 -1 -2  1  0]       [1/24 -1/12   1/6 ]
+//        [0  4  0 -5  0  1]       [  0     0     1  ]
+//
+// a 4×4 output tile (ty, tx) reads the 6×6 input tile d starting at (4·ty − pad_h, 4·tx − pad_w),
+// zeros outside the image, and ξ = 6·i + j runs over the 36 transformed positions. The entry
+// points are `winograd.wgsl`'s, with 36 planes instead of 16 (the transforms themselves:
+// lib/winograd4_transforms.wgsl, written by tools/gen/winograd4.py):
+//
+//   winograd_filter       U[ξ, o, c]  = (G g Gᵀ)ξ of the 3×3 filter g = w[o, c] (or, with
+//                         `flip`, w[c, o] rotated 180°: the input gradient's filter)
+//   winograd_input        V[ξ, c, p]  = (Bᵀ d B)ξ of tile p of channel c
+//   (matmul)              M[ξ]        = U[ξ] @ V[ξ]
+//   winograd_output       y[n, o, tile p] = Aᵀ M[·, o, p] A + bias[o], inside out_h × out_w
+//   winograd_input_wgrad  Vt[ξ, p, c] = V[ξ, c, p], tile-major for the weight gradient
+//   winograd_grad_tiles   Zt[ξ, p, o] = (A dy Aᵀ)ξ of tile p of the output gradient (zeros
+//                         beyond out_h × out_w), tile-major
+//   (matmul, sum)         dU[ξ]       = Σ_p Zt[ξ, p, ·]ᵀ Vt[ξ, p, ·]
+//   winograd_filter_grad  dw[o, c]    = Gᵀ dU[·, o, c] G
+//
+// The layout of the tile matrices and what the two Winograd shaders share: lib/winograd_tiles.wgsl.
+
+const TILE: u32 = 4u;
+
+@compute @workgroup_size(256)
+fn winograd_filter(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                   @builtin(local_invocation_index) lid: u32) {
+    let i = invocation(wid, nwg, lid);
+    if i >= p.n {
+        return;
+    }
+    let o = i / p.channels;
+    let c = i % p.channels;
+    let g = array<f32, 9>(
+        filter_tap(o, c, 0u, 0u), filter_tap(o, c, 0u, 1u), filter_tap(o, c, 0u, 2u),
+        filter_tap(o, c, 1u, 0u), filter_tap(o, c, 1u, 1u), filter_tap(o, c, 1u, 2u),
+        filter_tap(o, c, 2u, 0u), filter_tap(o, c, 2u, 1u), filter_tap(o, c, 2u, 2u),
+    );
+    store_planes36(filter_transform4(g), i, p.out_channels * p.channels);
+}
+
+@compute @workgroup_size(256)
+fn winograd_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                  @builtin(local_invocation_index) lid: u32) {
+    let i = invocation(wid, nwg, lid);
+    if i >= p.n {
+        return;
+    }
+    let at = tile_column(i);
+    var v: array<f32, 36>;
+    if at.tile < p.batch * p.tiles_h * p.tiles_w {
+        let o = tile_origin(p.rows, at.row, at.tile, p.in_h, p.in_w, p.pad_h, p.pad_w);
+        v = input_transform4(load_tile6(o, p.in_h, p.in_w));
+    }
+    store_planes36(v, i, p.rows * p.cols);
+}
+
+@compute @workgroup_size(256)
+fn winograd_input_wgrad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                        @builtin(local_invocation_index) lid: u32) {
+    let i = invocation(wid, nwg, lid);
+    if i >= p.n {
+        return;
+    }
+    let at = tile_major(i);
+    var v: array<f32, 36>;
+    if at.tile < p.batch * p.tiles_h * p.tiles_w && at.row < p.channels {
+        let o = tile_origin(p.channels, at.row, at.tile, p.in_h, p.in_w, p.pad_h, p.pad_w);
+        v = input_transform4(load_tile6(o, p.in_h, p.in_w));
+    }
+    store_planes36(v, at.at, p.rows * p.cols);
+}
+
+@compute @workgroup_size(256)
+fn winograd_output(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                   @builtin(local_invocation_index) lid: u32) {
+    let i = invocation(wid, nwg, lid);
+    if i >= p.n {
+        return;
+    }
+    // One invocation per (o, tile): i = o·P + tile.
+    let tiles = p.batch * p.tiles_h * p.tiles_w;
+    let o = i / tiles;
+    let tile = i % tiles;
+    let y = output_transform4(load_planes36(o * p.cols + tile, p.out_channels * p.cols));
+    var b = 0.0;
+    if p.has_bias != 0u {
+        b = bias[o];
+    }
+    let tx = tile % p.tiles_w;
+    let ty = (tile / p.tiles_w) % p.tiles_h;
+    let n = tile / (p.tiles_w * p.tiles_h);
+    store_output4(y, b, (n * p.out_channels + o) * p.out_h * p.out_w, TILE * ty, TILE * tx);
+}
+
+@compute @workgroup_size(256)
+fn winograd_grad_tiles(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                       @builtin(local_invocation_index) lid: u32) {
+    let i = invocation(wid, nwg, lid);
+    if i >= p.n {
+        return;
+    }
+    let at = tile_major(i);
+    var z: array<f32, 36>;
+    if at.tile < p.batch * p.tiles_h * p.tiles_w && at.row < p.out_channels {
+        // The 4×4 output gradient tile (no padding), zeros beyond out_h × out_w.
+        let o = tile_origin(p.out_channels, at.row, at.tile, p.out_h, p.out_w, 0u, 0u);
+        z = grad_transform4(load_tile4(o, p.out_h, p.out_w));
+    }
+    store_planes36(z, at.at, p.rows * p.cols);
+}
+
+@compute @workgroup_size(256)
+fn winograd_filter_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                        @builtin(local_invocation_index) lid: u32) {
+    let i = invocation(wid, nwg, lid);
+    if i >= p.n {
+        return;
+    }
+    // src: dU [36, rows, cols] (O and C rounded up); i = o·C + c.
+    let o = i / p.channels;
+    let dw = filter_grad_transform4(load_planes36(o * p.cols + i % p.channels, p.rows * p.cols));
+    let base = i * 9u;
+    out[base] = dw[0];
+    out[base + 1u] = dw[1];
+    out[base + 2u] = dw[2];
+    out[base + 3u] = dw[3];
+    out[base + 4u] = dw[4];
+    out[base + 5u] = dw[5];
+    out[base + 6u] = dw[6];
+    out[base + 7u] = dw[7];
+    out[base + 8u] = dw[8];
+}
