@@ -86,8 +86,30 @@ fn load_input_tile(o: TileOrigin, h: u32, w: u32) -> array<vec4<f32>, 4> {
                                input_row(o, 3, h, w));
 }
 
+// A tile's 16 transformed values, as rows.
+alias Transformed = array<vec4<f32>, 4>;
+
+// Bᵀ d B of the input tile at `o`.
+fn transformed_input_tile(o: TileOrigin, h: u32, w: u32) -> Transformed {
+    return input_transform(load_input_tile(o, h, w));
+}
+
+// A e Aᵀ of the 2×2 output-gradient tile e at `o` (zeros beyond h × w). A is 4×2 (Aᵀ's
+// transpose), so rows first: A e is 4×2.
+fn transformed_grad_tile(o: TileOrigin, h: u32, w: u32) -> Transformed {
+    let r0 = vec2<f32>(tap(o.plane, o.y, o.x, h, w), tap(o.plane, o.y, o.x + 1, h, w));
+    let r1 = vec2<f32>(tap(o.plane, o.y + 1, o.x, h, w), tap(o.plane, o.y + 1, o.x + 1, h, w));
+    let ae = array<vec2<f32>, 4>(r0, r0 + r1, r0 - r1, -r1);
+    var z: Transformed;
+    for (var r = 0u; r < 4u; r++) {
+        let a = ae[r];
+        z[r] = vec4<f32>(a.x, a.x + a.y, a.x - a.y, -a.y);
+    }
+    return z;
+}
+
 // The 16 transformed values of a tile, as rows, to `out` at `at` plus ξ planes of `plane`.
-fn store_tile(v: array<vec4<f32>, 4>, at: u32, plane: u32) {
+fn store_transformed(v: Transformed, at: u32, plane: u32) {
     for (var r = 0u; r < 4u; r++) {
         let base = r * 4u * plane + at;
         out[base] = v[r].x;
@@ -95,38 +117,6 @@ fn store_tile(v: array<vec4<f32>, 4>, at: u32, plane: u32) {
         out[base + 2u * plane] = v[r].z;
         out[base + 3u * plane] = v[r].w;
     }
-}
-
-@compute @workgroup_size(256)
-fn winograd_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                  @builtin(local_invocation_index) lid: u32) {
-    let i = invocation(wid, nwg, lid);
-    if i >= p.n {
-        return;
-    }
-    let at = tile_column(i);
-    var v: array<vec4<f32>, 4>;
-    if at.tile < p.batch * p.tiles_h * p.tiles_w {
-        let o = tile_origin(p.rows, at.row, at.tile, p.in_h, p.in_w, p.pad_h, p.pad_w);
-        v = input_transform(load_input_tile(o, p.in_h, p.in_w));
-    }
-    store_tile(v, i, p.rows * p.cols);
-}
-
-@compute @workgroup_size(256)
-fn winograd_input_wgrad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                        @builtin(local_invocation_index) lid: u32) {
-    let i = invocation(wid, nwg, lid);
-    if i >= p.n {
-        return;
-    }
-    let at = tile_major(i);
-    var v: array<vec4<f32>, 4>;
-    if at.tile < p.batch * p.tiles_h * p.tiles_w && at.row < p.channels {
-        let o = tile_origin(p.channels, at.row, at.tile, p.in_h, p.in_w, p.pad_h, p.pad_w);
-        v = input_transform(load_input_tile(o, p.in_h, p.in_w));
-    }
-    store_tile(v, at.at, p.rows * p.cols);
 }
 
 @compute @workgroup_size(256)
@@ -174,32 +164,6 @@ fn winograd_output(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
             out[base + y * p.out_w + x + 1u] = row.y;
         }
     }
-}
-
-@compute @workgroup_size(256)
-fn winograd_grad_tiles(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                       @builtin(local_invocation_index) lid: u32) {
-    let i = invocation(wid, nwg, lid);
-    if i >= p.n {
-        return;
-    }
-    let at = tile_major(i);
-    var z: array<vec4<f32>, 4>;
-    if at.tile < p.batch * p.tiles_h * p.tiles_w && at.row < p.out_channels {
-        // The 2×2 output gradient tile (no padding), zeros beyond out_h × out_w.
-        let o = tile_origin(p.out_channels, at.row, at.tile, p.out_h, p.out_w, 0u, 0u);
-        let h = p.out_h;
-        let w = p.out_w;
-        let r0 = vec2<f32>(tap(o.plane, o.y, o.x, h, w), tap(o.plane, o.y, o.x + 1, h, w));
-        let r1 = vec2<f32>(tap(o.plane, o.y + 1, o.x, h, w), tap(o.plane, o.y + 1, o.x + 1, h, w));
-        // A e Aᵀ: A is 4×2 (Aᵀ's transpose), so rows first: A e is 4×2.
-        let ae = array<vec2<f32>, 4>(r0, r0 + r1, r0 - r1, -r1);
-        for (var r = 0u; r < 4u; r++) {
-            let a = ae[r];
-            z[r] = vec4<f32>(a.x, a.x + a.y, a.x - a.y, -a.y);
-        }
-    }
-    store_tile(z, at.at, p.rows * p.cols);
 }
 
 @compute @workgroup_size(256)

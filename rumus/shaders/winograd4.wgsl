@@ -32,6 +32,23 @@
 
 const TILE: u32 = 4u;
 
+// A tile's 36 transformed values, row-major.
+alias Transformed = array<f32, 36>;
+
+// Bᵀ d B of the 6×6 input tile at `o`.
+fn transformed_input_tile(o: TileOrigin, h: u32, w: u32) -> Transformed {
+    return input_transform4(load_tile6(o, h, w));
+}
+
+// A e Aᵀ of the 4×4 output-gradient tile e at `o` (zeros beyond h × w).
+fn transformed_grad_tile(o: TileOrigin, h: u32, w: u32) -> Transformed {
+    return grad_transform4(load_tile4(o, h, w));
+}
+
+fn store_transformed(v: Transformed, at: u32, plane: u32) {
+    store_planes36(v, at, plane);
+}
+
 @compute @workgroup_size(256)
 fn winograd_filter(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                    @builtin(local_invocation_index) lid: u32) {
@@ -47,38 +64,6 @@ fn winograd_filter(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
         filter_tap(o, c, 2u, 0u), filter_tap(o, c, 2u, 1u), filter_tap(o, c, 2u, 2u),
     );
     store_planes36(filter_transform4(g), i, p.out_channels * p.channels);
-}
-
-@compute @workgroup_size(256)
-fn winograd_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                  @builtin(local_invocation_index) lid: u32) {
-    let i = invocation(wid, nwg, lid);
-    if i >= p.n {
-        return;
-    }
-    let at = tile_column(i);
-    var v: array<f32, 36>;
-    if at.tile < p.batch * p.tiles_h * p.tiles_w {
-        let o = tile_origin(p.rows, at.row, at.tile, p.in_h, p.in_w, p.pad_h, p.pad_w);
-        v = input_transform4(load_tile6(o, p.in_h, p.in_w));
-    }
-    store_planes36(v, i, p.rows * p.cols);
-}
-
-@compute @workgroup_size(256)
-fn winograd_input_wgrad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                        @builtin(local_invocation_index) lid: u32) {
-    let i = invocation(wid, nwg, lid);
-    if i >= p.n {
-        return;
-    }
-    let at = tile_major(i);
-    var v: array<f32, 36>;
-    if at.tile < p.batch * p.tiles_h * p.tiles_w && at.row < p.channels {
-        let o = tile_origin(p.channels, at.row, at.tile, p.in_h, p.in_w, p.pad_h, p.pad_w);
-        v = input_transform4(load_tile6(o, p.in_h, p.in_w));
-    }
-    store_planes36(v, at.at, p.rows * p.cols);
 }
 
 @compute @workgroup_size(256)
@@ -101,23 +86,6 @@ fn winograd_output(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     let ty = (tile / p.tiles_w) % p.tiles_h;
     let n = tile / (p.tiles_w * p.tiles_h);
     store_output4(y, b, (n * p.out_channels + o) * p.out_h * p.out_w, TILE * ty, TILE * tx);
-}
-
-@compute @workgroup_size(256)
-fn winograd_grad_tiles(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                       @builtin(local_invocation_index) lid: u32) {
-    let i = invocation(wid, nwg, lid);
-    if i >= p.n {
-        return;
-    }
-    let at = tile_major(i);
-    var z: array<f32, 36>;
-    if at.tile < p.batch * p.tiles_h * p.tiles_w && at.row < p.out_channels {
-        // The 4×4 output gradient tile (no padding), zeros beyond out_h × out_w.
-        let o = tile_origin(p.out_channels, at.row, at.tile, p.out_h, p.out_w, 0u, 0u);
-        z = grad_transform4(load_tile4(o, p.out_h, p.out_w));
-    }
-    store_planes36(z, at.at, p.rows * p.cols);
 }
 
 @compute @workgroup_size(256)

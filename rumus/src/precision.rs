@@ -14,8 +14,8 @@ pub enum MatmulPrecision {
     /// has a 5-bit exponent: inputs past ±65504 become infinite and ones below about 6e-8
     /// become zero, so training in this mode wants loss scaling
     /// ([`LossScaler`](crate::optim::LossScaler), `Fit::loss_scaler`). Convolutions that run on
-    /// Winograd (`ConvAlgorithm`) take their 16 batched products here too; implicit-GEMM
-    /// convolutions stay f32. Products whose operands the tensor-core kernel cannot read as vec4s
+    /// Winograd (`ConvAlgorithm`) with at least 128 input and output channels take their batched
+    /// products here too; narrower ones and implicit-GEMM convolutions stay f32. Products whose operands the tensor-core kernel cannot read as vec4s
     /// (a contiguous side or a stride not a multiple of 4) still run in f32. The first such
     /// product compiles the tensor-core kernel, which NVIDIA's driver can take tens of seconds
     /// over (BENCHMARKS.md); its shader disk cache keeps it for later runs.

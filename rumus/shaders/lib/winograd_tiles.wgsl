@@ -1,6 +1,9 @@
 // What both Winograd convolutions share (`winograd.wgsl`, F(2×2, 3×3), and `winograd4.wgsl`,
-// F(4×4, 3×3)): parameters and bindings, where an invocation works, filter taps, and tile
-// loads. Each includer defines `const TILE: u32`, the side of its output tiles.
+// F(4×4, 3×3)): parameters and bindings, where an invocation works, filter taps, tile loads,
+// and the entry points that transform input and output-gradient tiles. Each includer defines
+// `const TILE: u32`, the side of its output tiles, `alias Transformed` (one tile's transformed
+// values), `transformed_input_tile` and `transformed_grad_tile` (a tile at a `TileOrigin`,
+// loaded and transformed) and `store_transformed` (a tile's values to their planes).
 //
 // Tiles are numbered p = (n·tiles_h + ty)·tiles_w + tx, P = batch·tiles_h·tiles_w of them. The
 // forward's tile matrix V is [ξ, c, cols] (cols: P rounded up to 4), M is [ξ, o, cols]. The
@@ -111,4 +114,53 @@ fn tap(plane: u32, y: i32, x: i32, h: u32, w: u32) -> f32 {
         return 0.0;
     }
     return src[plane + u32(y) * w + u32(x)];
+}
+
+@compute @workgroup_size(256)
+fn winograd_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                  @builtin(local_invocation_index) lid: u32) {
+    let i = invocation(wid, nwg, lid);
+    if i >= p.n {
+        return;
+    }
+    let at = tile_column(i);
+    var v: Transformed;
+    if at.tile < p.batch * p.tiles_h * p.tiles_w {
+        let o = tile_origin(p.rows, at.row, at.tile, p.in_h, p.in_w, p.pad_h, p.pad_w);
+        v = transformed_input_tile(o, p.in_h, p.in_w);
+    }
+    store_transformed(v, i, p.rows * p.cols);
+}
+
+@compute @workgroup_size(256)
+fn winograd_input_wgrad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                        @builtin(local_invocation_index) lid: u32) {
+    let i = invocation(wid, nwg, lid);
+    if i >= p.n {
+        return;
+    }
+    let at = tile_major(i);
+    var v: Transformed;
+    if at.tile < p.batch * p.tiles_h * p.tiles_w && at.row < p.channels {
+        let o = tile_origin(p.channels, at.row, at.tile, p.in_h, p.in_w, p.pad_h, p.pad_w);
+        v = transformed_input_tile(o, p.in_h, p.in_w);
+    }
+    store_transformed(v, at.at, p.rows * p.cols);
+}
+
+@compute @workgroup_size(256)
+fn winograd_grad_tiles(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                       @builtin(local_invocation_index) lid: u32) {
+    let i = invocation(wid, nwg, lid);
+    if i >= p.n {
+        return;
+    }
+    let at = tile_major(i);
+    var z: Transformed;
+    if at.tile < p.batch * p.tiles_h * p.tiles_w && at.row < p.out_channels {
+        // The output gradient tile (no padding), zeros beyond out_h × out_w.
+        let o = tile_origin(p.out_channels, at.row, at.tile, p.out_h, p.out_w, 0u, 0u);
+        z = transformed_grad_tile(o, p.out_h, p.out_w);
+    }
+    store_transformed(z, at.at, p.rows * p.cols);
 }

@@ -501,7 +501,8 @@ impl Backend for WgpuBackend {
     }
 
     /// Every geometry runs fused: implicit GEMMs in `conv2d.wgsl` (see `conv2d.rs`), or
-    /// Winograd F(2×2, 3×3) where the backend's [`ConvAlgorithm`] takes it (`winograd.rs`).
+    /// Winograd F(2×2, 3×3) or F(4×4, 3×3) where the backend's [`ConvAlgorithm`] takes it
+    /// (`winograd.rs`).
     fn conv2d(
         &self,
         x: &Storage,
