@@ -16,6 +16,36 @@ pub(crate) fn non_finite_flag(device: &Device) -> Result<RawTensor> {
     RawTensor::from_indices(&[0], &[1], device)
 }
 
+/// One [`non_finite_flag`] per device, made when first asked for: what a check over tensors on
+/// several devices raises ([`LossScaler`](crate::optim::LossScaler), the weights' check of
+/// `fit`), read once per device at the end.
+#[derive(Default)]
+pub(crate) struct NonFiniteFlags {
+    flags: Vec<RawTensor>,
+}
+
+impl NonFiniteFlags {
+    /// The flag of `device`.
+    pub(crate) fn on(&mut self, device: &Device) -> Result<RawTensor> {
+        if let Some(flag) = self.flags.iter().find(|f| f.device().same(device)) {
+            return Ok(flag.clone());
+        }
+        let flag = non_finite_flag(device)?;
+        self.flags.push(flag.clone());
+        Ok(flag)
+    }
+
+    /// Whether any flag was raised: one read per device.
+    pub(crate) fn any_raised(&self) -> Result<bool> {
+        for flag in &self.flags {
+            if flag.to_vec_u32()?.iter().any(|&f| f != 0) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
 /// `grad · inv_scale`, a new contiguous tensor of `grad`'s shape (any layout is read), and in
 /// one pass over it: `found` (a contiguous one-element u32 tensor on `grad`'s device, as
 /// [`non_finite_flag`] makes it) is set to a nonzero value, in place, when some element of

@@ -201,29 +201,16 @@ impl LossScaler {
             return Ok(false);
         }
         // One flag per device, raised by the kernel of any gradient there with a non-finite value.
-        let mut flags: Vec<RawTensor> = Vec::new();
+        let mut flags = crate::ops::NonFiniteFlags::default();
         for (_, param) in crate::nn::unique_trainable(params) {
             let grad = match grads.get(param.tensor()) {
                 Some(g) if g.numel() > 0 => g.clone(),
                 _ => continue,
             };
-            let flag = match flags.iter().find(|f| f.device().same(grad.device())) {
-                Some(flag) => flag.clone(),
-                None => {
-                    let flag = crate::ops::non_finite_flag(grad.device())?;
-                    flags.push(flag.clone());
-                    flag
-                }
-            };
-            let unscaled = crate::ops::unscale_grad(&grad, inverse, &flag)?;
+            let unscaled = crate::ops::unscale_grad(&grad, inverse, &flags.on(grad.device())?)?;
             grads.insert(param.tensor().id(), unscaled);
         }
-        for flag in flags {
-            if flag.to_vec_u32()?.iter().any(|&f| f != 0) {
-                return Ok(false);
-            }
-        }
-        Ok(true)
+        Ok(!flags.any_raised()?)
     }
 
     /// After a step with finite gradients.
