@@ -64,19 +64,27 @@ fn profile_workload(device: &Device, profile: bool, what: &str, work: impl FnOnc
     Ok(())
 }
 
-fn bench_matmul(device: &Device, n: usize, profile: bool) -> Result<Record> {
+/// `n`³ products, each up to a read-back of one element; on a GPU also up to
+/// `Device::synchronize` (`... synchronize`), the wait without a read-back that PyTorch's twin
+/// does with `torch.cuda.synchronize()`.
+fn bench_matmul(device: &Device, n: usize, profile: bool) -> Result<Vec<Record>> {
     let a = RawTensor::randn(&[n, n], 0.0, 1.0, 1, device)?;
     let b = RawTensor::randn(&[n, n], 0.0, 1.0, 2, device)?;
     let repeats = if n >= 2048 { 5 } else { 20 };
     let product = || no_grad(|| sync(&a.matmul(&b)?));
-    let secs = time(2, repeats, product)?;
-    profile_workload(device, profile, &format!("matmul {n}³"), product)?;
-    Ok(Record {
-        name: format!("matmul {n}x{n}x{n}"),
+    let record = |name: String, secs: f64| Record {
+        name,
         median_s: secs,
         rate: 2.0 * (n as f64).powi(3) / secs / 1e9,
         unit: "GFLOP/s",
-    })
+    };
+    let mut records = vec![record(format!("matmul {n}x{n}x{n}"), time(2, repeats, product)?)];
+    profile_workload(device, profile, &format!("matmul {n}³"), product)?;
+    if !device.is_cpu() {
+        let waited = || no_grad(|| a.matmul(&b).map(drop)).and_then(|()| device.synchronize());
+        records.push(record(format!("matmul {n}x{n}x{n} synchronize"), time(2, repeats, waited)?));
+    }
+    Ok(records)
 }
 
 /// A named product to time.
@@ -460,7 +468,7 @@ fn main() -> Result<()> {
     if wanted("matmul") {
         let sizes: &[usize] = if device.is_cpu() { &[256, 512, 1024] } else { &[1024, 4096] };
         for &n in sizes {
-            records.push(bench_matmul(&device, n, profile)?);
+            records.extend(bench_matmul(&device, n, profile)?);
         }
     }
     if wanted("linear") {
