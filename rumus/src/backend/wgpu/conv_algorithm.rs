@@ -17,10 +17,10 @@ pub(super) const CONV_ENV: &str = "RUMUS_WGPU_CONV";
 /// setting.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ConvAlgorithm {
-    /// Winograd F(4×4, 3×3) for eligible convolutions on a hardware adapter where it was
-    /// measured faster, per pass: the forward and input gradient from 128 input and output
-    /// channels, the weight gradient from 64, with `MatmulPrecision::F16TensorCores` as without
-    /// it; the implicit GEMM otherwise (always on software adapters such as lavapipe). The
+    /// Winograd for eligible convolutions with at least 64 input and output channels on a
+    /// hardware adapter, where it was measured faster: F(4×4, 3×3), or F(2×2, 3×3) for a
+    /// forward or input gradient on tensor cores (`MatmulPrecision::F16TensorCores`) over few
+    /// tiles; the implicit GEMM otherwise (always on software adapters such as lavapipe). The
     /// default.
     #[default]
     Auto,
@@ -110,19 +110,20 @@ pub(super) enum ConvPass {
     WeightGrad,
 }
 
-/// The least input and output channels for which `Auto` takes Winograd for a pass, in f32.
-/// On an H100 (`bench_wgpu --resnet18`, batch 128, ms for forward / input gradient / weight
-/// gradient, implicit GEMM against Winograd): 64 channels at 32×32, 0.368 / 0.404 / 0.455
-/// against 0.404 / 0.404 / 0.372 (run W, 2026-12-07; run V: 0.417 / 0.474 / 0.493 against
-/// 0.487 / 0.484 / 0.427), so the weight gradient takes Winograd from 64 channels while the
-/// forward and input gradient, whose transforms outweigh 16 small products, keep the GEMM;
-/// 128 at 16×16 and wider, Winograd is 1.5–3× faster on every pass.
-fn min_channels_f32(pass: ConvPass) -> usize {
-    match pass {
-        ConvPass::Forward | ConvPass::InputGrad => 128,
-        ConvPass::WeightGrad => 64,
-    }
-}
+/// The least input and output channels for which `Auto` takes Winograd, on every pass. On an
+/// H100 (run Y, 2026-12-07, `bench_wgpu --resnet18`, batch 128, ms for forward / input gradient
+/// / weight gradient): at 64 channels and 32×32 the implicit GEMM took 0.368 / 0.405 / 0.458,
+/// F(2×2, 3×3) 0.406 / 0.405 / 0.370, F(4×4, 3×3) 0.278 / 0.278 / 0.242 (cuDNN 0.289 / 0.428 /
+/// 0.460); from 128 channels both Winograd tiles run 1.5–3× faster than the GEMM.
+const MIN_CHANNELS: usize = 64;
+
+/// With tensor cores running the products, the forward and input gradient take F(2×2, 3×3)
+/// where F(4×4, 3×3) would have fewer tiles than this: the products' columns are the tiles, and
+/// the tensor-core tile is 256 columns wide. Run Y (ms, forward, F(2×2) against F(4×4) on tensor
+/// cores): 128 channels at 16×16 (2048 tiles of 4×4) 0.179 against 0.143; 256 at 8×8 (512)
+/// 0.115 against 0.118; 512 at 4×4 (128) 0.095 against 0.153. In f32, and for the weight
+/// gradient (whose products run over the tiles), F(4×4, 3×3) was as fast or faster everywhere.
+const MIN_TILES_F4_TENSOR_CORES: usize = 512;
 
 /// Whether a Winograd convolution of `channels` in and `out_channels` out runs its 16 products on
 /// tensor cores when the backend's precision is `MatmulPrecision::F16TensorCores`: from 128 of
@@ -141,16 +142,33 @@ pub(super) fn winograd_products_on_tensor_cores(channels: usize, out_channels: u
 /// See [`winograd_products_on_tensor_cores`].
 const MIN_CHANNELS_TENSOR_CORES: usize = 128;
 
-/// `Auto`'s rule, in this one place: Winograd F(4×4, 3×3) for an eligible convolution (see
-/// [`winograd_eligible`]) with at least [`min_channels_f32`] input and output channels for the
-/// pass, on a hardware adapter. Few channels leave the batched matmuls too little work next to
-/// the transforms, and on a software adapter (lavapipe) the implicit GEMM keeps CI's tests on
-/// their usual path. Measured with `bench_wgpu --resnet18` (rows `conv ... winograd` and
-/// `winograd4` next to `conv ... gemm`).
-pub(super) fn auto_picks_winograd(a: &Conv2dArgs, pass: ConvPass, hardware: bool) -> Option<WinogradTile> {
-    let least = min_channels_f32(pass);
-    (hardware && winograd_eligible(a) && a.geom.channels >= least && a.out_channels >= least)
-        .then_some(WinogradTile::F4x4)
+/// `Auto`'s rule, in this one place: on a hardware adapter, Winograd for an eligible
+/// convolution (see [`winograd_eligible`]) with at least [`MIN_CHANNELS`] input and output
+/// channels: F(4×4, 3×3), except for a forward or input gradient whose products run on tensor
+/// cores (`tensor_cores`, and [`winograd_products_on_tensor_cores`]) over fewer than
+/// [`MIN_TILES_F4_TENSOR_CORES`] tiles of 4×4, which takes F(2×2, 3×3). Few channels leave the
+/// batched matmuls too little work next to the transforms, and on a software adapter (lavapipe)
+/// the implicit GEMM keeps CI's tests on their usual path. Measured with `bench_wgpu --resnet18`
+/// (rows `conv ... gemm`, `winograd`, `winograd4`, each also `tc`).
+pub(super) fn auto_picks_winograd(
+    a: &Conv2dArgs,
+    pass: ConvPass,
+    hardware: bool,
+    tensor_cores: bool,
+) -> Option<WinogradTile> {
+    let g = &a.geom;
+    if !(hardware && winograd_eligible(a) && g.channels >= MIN_CHANNELS && a.out_channels >= MIN_CHANNELS) {
+        return None;
+    }
+    // The input gradient's output is the input.
+    let (h, w) = if pass == ConvPass::InputGrad { (g.in_h, g.in_w) } else { (g.out_h, g.out_w) };
+    let tiles_f4 = g.batch.saturating_mul(h.div_ceil(4)).saturating_mul(w.div_ceil(4));
+    let few_tiles = pass != ConvPass::WeightGrad && tiles_f4 < MIN_TILES_F4_TENSOR_CORES;
+    if tensor_cores && winograd_products_on_tensor_cores(g.channels, a.out_channels) && few_tiles {
+        Some(WinogradTile::F2x2)
+    } else {
+        Some(WinogradTile::F4x4)
+    }
 }
 
 #[cfg(test)]
@@ -173,30 +191,47 @@ mod tests {
     }
 
     #[test]
-    fn auto_takes_winograd_per_pass_for_wide_eligible_convolutions_on_hardware() {
-        let args = |c: usize, o: usize, kernel: usize, stride: usize, pad: usize| Conv2dArgs {
-            geom: ConvGeom::square(2, c, (16, 16), kernel, stride, pad, 1).unwrap(),
-            out_channels: o,
-            groups: 1,
-        };
-        let f32_picks = |a: &Conv2dArgs| {
+    fn auto_takes_winograd_for_wide_eligible_convolutions_on_hardware() {
+        use WinogradTile::{F2x2, F4x4};
+        let shaped =
+            |batch: usize, size: usize, c: usize, o: usize, kernel: usize, stride: usize, pad: usize| Conv2dArgs {
+                geom: ConvGeom::square(batch, c, (size, size), kernel, stride, pad, 1).unwrap(),
+                out_channels: o,
+                groups: 1,
+            };
+        let args = |c, o, kernel, stride, pad| shaped(2, 16, c, o, kernel, stride, pad);
+        let picks = |a: &Conv2dArgs, tensor_cores: bool| {
             [ConvPass::Forward, ConvPass::InputGrad, ConvPass::WeightGrad]
-                .map(|p| auto_picks_winograd(a, p, true) == Some(WinogradTile::F4x4))
+                .map(|p| auto_picks_winograd(a, p, true, tensor_cores))
         };
-        assert_eq!(f32_picks(&args(128, 128, 3, 1, 1)), [true; 3]);
-        assert_eq!(f32_picks(&args(512, 256, 3, 1, 2)), [true; 3]);
-        assert!(
-            auto_picks_winograd(&args(128, 128, 3, 1, 1), ConvPass::Forward, false).is_none(),
-            "software adapters keep the GEMM"
-        );
-        assert!(auto_picks_winograd(&args(128, 128, 3, 1, 1), ConvPass::WeightGrad, false).is_none());
-        assert_eq!(f32_picks(&args(64, 64, 3, 1, 1)), [false, false, true], "ResNet's first stage");
-        assert_eq!(f32_picks(&args(32, 64, 3, 1, 1)), [false; 3]);
-        assert_eq!(f32_picks(&args(64, 128, 3, 1, 1)), [false, false, true]);
-        assert_eq!(f32_picks(&args(128, 64, 3, 1, 1)), [false, false, true]);
-        for a in [args(128, 128, 3, 2, 1), args(128, 128, 1, 1, 0), args(128, 128, 3, 1, 3)] {
-            assert_eq!(f32_picks(&a), [false; 3]);
+        let f4 = [Some(F4x4); 3];
+        assert_eq!(picks(&args(128, 128, 3, 1, 1), false), f4);
+        assert_eq!(picks(&args(512, 256, 3, 1, 2), false), f4);
+        assert_eq!(picks(&args(64, 64, 3, 1, 1), false), f4, "ResNet's first stage");
+        assert_eq!(picks(&args(64, 128, 3, 1, 1), false), f4);
+        assert_eq!(picks(&args(32, 64, 3, 1, 1), false), [None; 3]);
+        assert_eq!(picks(&args(64, 48, 3, 1, 1), true), [None; 3]);
+        for tensor_cores in [false, true] {
+            for pass in [ConvPass::Forward, ConvPass::WeightGrad] {
+                let a = args(128, 128, 3, 1, 1);
+                assert_eq!(auto_picks_winograd(&a, pass, false, tensor_cores), None, "software adapters keep the GEMM");
+            }
+            for a in [args(128, 128, 3, 2, 1), args(128, 128, 1, 1, 0), args(128, 128, 3, 1, 3)] {
+                assert_eq!(picks(&a, tensor_cores), [None; 3]);
+            }
         }
+        // ResNet-18 at batch 128 on tensor cores: F(4×4) at 16×16 (2048 tiles) and 8×8 (512); at
+        // 4×4 (128 tiles) the forward and input gradient take F(2×2); at 64 channels the products
+        // stay f32, so F(4×4).
+        assert_eq!(picks(&shaped(128, 16, 128, 128, 3, 1, 1), true), f4);
+        assert_eq!(picks(&shaped(128, 8, 256, 256, 3, 1, 1), true), f4);
+        assert_eq!(picks(&shaped(128, 4, 512, 512, 3, 1, 1), true), [Some(F2x2), Some(F2x2), Some(F4x4)]);
+        assert_eq!(picks(&shaped(128, 4, 512, 512, 3, 1, 1), false), f4);
+        assert_eq!(picks(&shaped(128, 4, 64, 64, 3, 1, 1), true), f4);
+        // The input gradient counts the tiles of the input: 7×7 outputs (256 tiles at batch 64) of
+        // 9×9 inputs (576) at pad 0.
+        let valid = shaped(64, 9, 128, 128, 3, 1, 0);
+        assert_eq!(picks(&valid, true), [Some(F2x2), Some(F4x4), Some(F4x4)]);
         assert!(!winograd_eligible(&Conv2dArgs { groups: 2, ..args(64, 64, 3, 1, 1) }));
         assert!(winograd_eligible(&args(3, 5, 3, 1, 0)));
     }

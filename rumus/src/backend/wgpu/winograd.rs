@@ -304,8 +304,11 @@ impl WgpuBackend {
         };
         match self.conv_algorithm {
             ConvAlgorithm::ImplicitGemm => Ok(None),
-            ConvAlgorithm::Auto => Ok(auto_picks_winograd(a, pass, self.ctx.is_hardware())
-                .filter(|&tile| self.winograd_fits(a, tile).is_ok())),
+            ConvAlgorithm::Auto => {
+                let tensor_cores = self.matmul_precision() == MatmulPrecision::F16TensorCores;
+                let tile = auto_picks_winograd(a, pass, self.ctx.is_hardware(), tensor_cores);
+                Ok(tile.filter(|&tile| self.winograd_fits(a, tile).is_ok()))
+            }
             ConvAlgorithm::Winograd => forced(WinogradTile::F2x2),
             ConvAlgorithm::Winograd4x4 => forced(WinogradTile::F4x4),
         }
