@@ -79,9 +79,14 @@ fn loss_falls_on_a_fixed_batch_on_the_cpu() -> Result<()> {
 
 /// The first training step on wgpu gives the CPU's loss and gradients (same seed, same initial
 /// weights), and the loss is lower at the second. The stem's gradient passes back through batch
-/// norms of a batch of 2 and 17 ReLUs, so for some initial weights float rounding flips a few
-/// activations and moves it by a percent: with seed 6 the two devices agree to 1e-5 of its
-/// largest element (seeds 1 and 3 too; seed 4, 2e-2).
+/// norms of a batch of 2 and 17 ReLUs, so float rounding (another summation order, or on a GPU
+/// Winograd's transforms) can flip a few activations and move single elements of it by a
+/// percent or two of its largest (on an H100 with F(4×4, 3×3) Winograd, run Y: element 14 off
+/// by 1.3e-2 of the largest). So the stem's gradient is compared as a whole: its difference
+/// within 5e-2 of its norm, which a wrong convolution gradient (off by whole terms) would exceed
+/// many times over. On lavapipe the difference is, for seeds 6 and 4, 4e-6 and 2.7e-3 of the
+/// norm on the implicit GEMM, 3.5e-6 and 1.7e-2 on F(2×2, 3×3), 1.4e-5 and 1.4e-2 on F(4×4, 3×3)
+/// (`RUMUS_WGPU_CONV`).
 #[test]
 fn wgpu_training_steps_match_the_cpu() -> Result<()> {
     let Some(gpu) = wgpu_or_skip() else { return Ok(()) };
@@ -107,10 +112,10 @@ fn wgpu_training_steps_match_the_cpu() -> Result<()> {
     let (loss_gpu, head_gpu, stem_gpu) = step(&on_gpu, &gpu)?;
     assert_close("loss", &[loss_gpu], &[loss_cpu], 1e-3);
     assert_close("head.1.weight gradient", &head_gpu, &head_cpu, 1e-3);
-    let scale = stem_cpu.iter().fold(0f32, |m, v| m.max(v.abs()));
-    let stem_cpu: Vec<f32> = stem_cpu.iter().map(|v| v / scale).collect();
-    let stem_gpu: Vec<f32> = stem_gpu.iter().map(|v| v / scale).collect();
-    assert_close("stem.0.weight gradient (relative to its largest)", &stem_gpu, &stem_cpu, 1e-2);
+    let norm = |v: &mut dyn Iterator<Item = f32>| v.map(|x| f64::from(x).powi(2)).sum::<f64>().sqrt();
+    let off = norm(&mut stem_gpu.iter().zip(&stem_cpu).map(|(g, c)| g - c));
+    let size = norm(&mut stem_cpu.iter().copied());
+    assert!(size > 0.0 && off <= 5e-2 * size, "stem.0.weight gradient: off by {off} in norm, of {size}");
     let (second, _, _) = step(&on_gpu, &gpu)?;
     assert!(second < loss_gpu, "the loss on wgpu should fall: {loss_gpu} then {second}");
     Ok(())
