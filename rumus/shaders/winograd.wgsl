@@ -126,42 +126,30 @@ fn winograd_output(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     if i >= p.n {
         return;
     }
-    // One invocation per (o, tile): i = o·P + tile.
-    let tiles = p.batch * p.tiles_h * p.tiles_w;
-    let o = i / tiles;
-    let tile = i % tiles;
+    let t = output_tile(i);
     let plane = p.out_channels * p.cols;
-    let at = o * p.cols + tile;
     // Aᵀ M: 2×4, from the 16 entries of M.
     var am: array<vec4<f32>, 2>;
     for (var s = 0u; s < 4u; s++) {
-        let m0 = src[s * plane + at];
-        let m1 = src[(4u + s) * plane + at];
-        let m2 = src[(8u + s) * plane + at];
-        let m3 = src[(12u + s) * plane + at];
+        let m0 = src[s * plane + t.at];
+        let m1 = src[(4u + s) * plane + t.at];
+        let m2 = src[(8u + s) * plane + t.at];
+        let m3 = src[(12u + s) * plane + t.at];
         am[0][s] = m0 + m1 + m2;
         am[1][s] = m1 - m2 - m3;
     }
-    var b = 0.0;
-    if p.has_bias != 0u {
-        b = bias[o];
-    }
-    let tx = tile % p.tiles_w;
-    let ty = (tile / p.tiles_w) % p.tiles_h;
-    let n = tile / (p.tiles_w * p.tiles_h);
-    let base = (n * p.out_channels + o) * p.out_h * p.out_w;
     for (var r = 0u; r < 2u; r++) {
-        let y = 2u * ty + r;
+        let y = t.y0 + r;
         if y >= p.out_h {
             continue;
         }
         let a = am[r];
         // (Aᵀ M) A: the same combination of columns.
-        let row = vec2<f32>(a.x + a.y + a.z, a.y - a.z - a.w) + b;
-        let x = 2u * tx;
-        out[base + y * p.out_w + x] = row.x;
+        let row = vec2<f32>(a.x + a.y + a.z, a.y - a.z - a.w) + t.bias;
+        let x = t.x0;
+        out[t.base + y * p.out_w + x] = row.x;
         if x + 1u < p.out_w {
-            out[base + y * p.out_w + x + 1u] = row.y;
+            out[t.base + y * p.out_w + x + 1u] = row.y;
         }
     }
 }

@@ -73,19 +73,9 @@ fn winograd_output(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     if i >= p.n {
         return;
     }
-    // One invocation per (o, tile): i = o·P + tile.
-    let tiles = p.batch * p.tiles_h * p.tiles_w;
-    let o = i / tiles;
-    let tile = i % tiles;
-    let y = output_transform4(load_planes36(o * p.cols + tile, p.out_channels * p.cols));
-    var b = 0.0;
-    if p.has_bias != 0u {
-        b = bias[o];
-    }
-    let tx = tile % p.tiles_w;
-    let ty = (tile / p.tiles_w) % p.tiles_h;
-    let n = tile / (p.tiles_w * p.tiles_h);
-    store_output4(y, b, (n * p.out_channels + o) * p.out_h * p.out_w, TILE * ty, TILE * tx);
+    let t = output_tile(i);
+    let y = output_transform4(load_planes36(t.at, p.out_channels * p.cols));
+    store_output4(y, t.bias, t.base, t.y0, t.x0);
 }
 
 @compute @workgroup_size(256)

@@ -116,6 +116,32 @@ fn tap(plane: u32, y: i32, x: i32, h: u32, w: u32) -> f32 {
     return src[plane + u32(y) * w + u32(x)];
 }
 
+// Where invocation i = o·P + tile of an output transform works: filter o and tile `tile`, whose
+// products start at element `at` of the ξ = 0 plane of M [ξ, O, cols]; the output plane at
+// `base`, the tile's top-left output (y0, x0), and the bias to add (0 without one).
+struct OutputTile {
+    o: u32,
+    at: u32,
+    base: u32,
+    y0: u32,
+    x0: u32,
+    bias: f32,
+}
+
+fn output_tile(i: u32) -> OutputTile {
+    let tiles = p.batch * p.tiles_h * p.tiles_w;
+    let o = i / tiles;
+    let tile = i % tiles;
+    var b = 0.0;
+    if p.has_bias != 0u {
+        b = bias[o];
+    }
+    let tx = tile % p.tiles_w;
+    let ty = (tile / p.tiles_w) % p.tiles_h;
+    let n = tile / (p.tiles_w * p.tiles_h);
+    return OutputTile(o, o * p.cols + tile, (n * p.out_channels + o) * p.out_h * p.out_w, TILE * ty, TILE * tx, b);
+}
+
 @compute @workgroup_size(256)
 fn winograd_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                   @builtin(local_invocation_index) lid: u32) {
