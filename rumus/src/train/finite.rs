@@ -1,9 +1,8 @@
 //! Whether a module's weights are all finite: the state after a step, which a loss computed
 //! before the step cannot vouch for.
 
-use crate::backend::DType;
 use crate::nn::{named_params, Module};
-use crate::ops::{unscale_grad, NonFiniteFlags};
+use crate::ops::{unscale_grad, DType, NonFiniteFlags};
 use crate::Result;
 
 /// True when every f32 parameter and buffer of `module` is finite (integer buffers always are).
