@@ -112,5 +112,5 @@ pub fn unscale_grad(grad: &RawTensor, inv_scale: f32, found: &RawTensor) -> Resu
 /// A zeroed non-finite flag on `device` for [`unscale_grad`] (one u32; read it with
 /// [`RawTensor::to_vec_u32`]).
 pub fn non_finite_flag(device: &crate::Device) -> Result<RawTensor> {
-    crate::ops::non_finite_flag(device)
+    crate::ops::grad_unscale::non_finite_flag(device)
 }

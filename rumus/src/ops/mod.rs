@@ -13,7 +13,7 @@ mod conv;
 mod conv1d;
 mod conv_transpose;
 mod dropout;
-mod grad_unscale;
+pub(crate) mod grad_unscale;
 mod index;
 mod loss;
 mod matmul;
@@ -32,7 +32,7 @@ mod warp;
 
 pub use conv1d::Conv1dPadding;
 pub use conv_transpose::{conv_transpose_extent, ConvTranspose2dArgs};
-pub(crate) use grad_unscale::{non_finite_flag, unscale_grad, NonFiniteFlags};
+pub(crate) use grad_unscale::{unscale_grad, NonFiniteFlags};
 pub use loss::{CrossEntropyOptions, Reduction};
 pub use norm::RunningStats;
 pub(crate) use optimizer_step::optimizer_step;
