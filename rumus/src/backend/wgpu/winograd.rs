@@ -173,10 +173,10 @@ impl Shape {
     }
 }
 
-/// How the weight gradient's 16 products `[m, P] @ [P, n]` run (m = O and n = C rounded up to
-/// [`WGRAD_ROW_ALIGN`]): the matmul kernel, and the P tiles cut into `slices` of `slice_len` (a
-/// multiple of 4; `slices · slice_len ≥ P`), computed as one batch of `16 · slices` products
-/// whose partial sums are added up afterwards.
+/// How the weight gradient's ξ products `[m, P] @ [P, n]` (one per transformed position: 16 or
+/// 36) run (m = O and n = C rounded up to [`WGRAD_ROW_ALIGN`]): the matmul kernel, and the P
+/// tiles cut into `slices` of `slice_len` (a multiple of 4; `slices · slice_len ≥ P`), computed
+/// as one batch of `ξ · slices` products whose partial sums are added up afterwards.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct WeightGradPlan {
     kernel: MatmulKernel,
@@ -197,7 +197,7 @@ impl WeightGradPlan {
     }
 }
 
-/// The weight gradient's plan for `tiles` tiles and `[m, n]` outputs per position, where
+/// The weight gradient's plan for `tiles` tiles and `[m, n]` outputs at each of `xi` positions, where
 /// `large` says whether the adapter runs the vec4 128×256 and 256×128 tiles. Of those and the
 /// vec4 128×128 tile (which fits WebGPU's defaults), the one whose rate ([`RATE_LARGE`],
 /// [`RATE_SQUARE`]) times the share of its outputs inside `[m, n]` is highest, if that beats
