@@ -17,11 +17,11 @@ pub(super) const CONV_ENV: &str = "RUMUS_WGPU_CONV";
 /// setting.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ConvAlgorithm {
-    /// Winograd for eligible convolutions on a hardware adapter where it was measured faster:
-    /// the forward and input gradient from 128 input and output channels, the weight gradient
-    /// from 64; F(4×4, 3×3), or F(2×2, 3×3) for a forward or input gradient on tensor cores
-    /// (`MatmulPrecision::F16TensorCores`) over few tiles; the implicit GEMM otherwise (always
-    /// on software adapters such as lavapipe). The default.
+    /// Winograd for eligible convolutions with at least 64 input and output channels on a
+    /// hardware adapter, where it was measured faster: F(4×4, 3×3), or F(2×2, 3×3) for a
+    /// forward or input gradient on tensor cores (`MatmulPrecision::F16TensorCores`) over few
+    /// tiles; the implicit GEMM otherwise (always on software adapters such as lavapipe). The
+    /// default.
     #[default]
     Auto,
     /// The implicit GEMM (`conv2d.wgsl`) for every convolution.
@@ -110,21 +110,15 @@ pub(super) enum ConvPass {
     WeightGrad,
 }
 
-/// The least input and output channels for which `Auto` takes Winograd for a pass. On an H100
-/// (run Y, 2026-12-07, `bench_wgpu --resnet18`, batch 128, ms for forward / input gradient /
-/// weight gradient) at 64 channels and 32×32 the implicit GEMM took 0.368 / 0.405 / 0.458,
-/// F(2×2, 3×3) 0.406 / 0.405 / 0.370 and F(4×4, 3×3) 0.278 / 0.278 / 0.242 alone; but inside
-/// a ResNet-18 step (`bench --profile`) that stage's forward and input gradient took the same
-/// GPU time on F(4×4, 3×3) as on the GEMM (2.99 ms for the 8 passes either way) and the step
-/// the same wall time (14.7–14.9 ms), so they keep the GEMM and its rounding; the weight
-/// gradient takes Winograd from 64. From 128 channels both Winograd tiles run 1.5–3× faster
-/// than the GEMM on every pass.
-fn min_channels(pass: ConvPass) -> usize {
-    match pass {
-        ConvPass::Forward | ConvPass::InputGrad => 128,
-        ConvPass::WeightGrad => 64,
-    }
-}
+/// The least input and output channels for which `Auto` takes Winograd, on every pass. On an
+/// H100 (runs Y and Z, 2026-12-07, `bench_wgpu --resnet18`, batch 128, ms for forward / input
+/// gradient / weight gradient) at 64 channels and 32×32 the implicit GEMM took 0.369 / 0.406 /
+/// 0.457, F(2×2, 3×3) 0.288 / 0.289 / 0.372 and F(4×4, 3×3) 0.207 / 0.207 / 0.243 (cuDNN 0.289
+/// / 0.428 / 0.460), its forward products on 64×64 tiles (`forward_products_plan` in
+/// `winograd.rs`; on the 128×256 tiles, half idle, F(4×4, 3×3) took 0.278 alone and inside the
+/// step no less than the GEMM). The whole ResNet-18 step went from 14.9–15.0 to 14.3–14.5 ms
+/// (run Z). From 128 channels both Winograd tiles run 1.5–3× faster than the GEMM.
+const MIN_CHANNELS: usize = 64;
 
 /// With tensor cores running the products, the forward and input gradient take F(2×2, 3×3)
 /// where F(4×4, 3×3) would have fewer tiles than this: the products' columns are the tiles, and
@@ -152,8 +146,8 @@ pub(super) fn winograd_products_on_tensor_cores(channels: usize, out_channels: u
 const MIN_CHANNELS_TENSOR_CORES: usize = 128;
 
 /// `Auto`'s rule, in this one place: on a hardware adapter, Winograd for an eligible
-/// convolution (see [`winograd_eligible`]) with at least [`min_channels`] input and output
-/// channels for the pass: F(4×4, 3×3), except for a forward or input gradient whose products run on tensor
+/// convolution (see [`winograd_eligible`]) with at least [`MIN_CHANNELS`] input and output
+/// channels: F(4×4, 3×3), except for a forward or input gradient whose products run on tensor
 /// cores (`tensor_cores`, and [`winograd_products_on_tensor_cores`]) over fewer than
 /// [`MIN_TILES_F4_TENSOR_CORES`] tiles of 4×4, which takes F(2×2, 3×3). Few channels leave the
 /// batched matmuls too little work next to the transforms, and on a software adapter (lavapipe)
@@ -166,8 +160,7 @@ pub(super) fn auto_picks_winograd(
     tensor_cores: bool,
 ) -> Option<WinogradTile> {
     let g = &a.geom;
-    let least = min_channels(pass);
-    if !(hardware && winograd_eligible(a) && g.channels >= least && a.out_channels >= least) {
+    if !(hardware && winograd_eligible(a) && g.channels >= MIN_CHANNELS && a.out_channels >= MIN_CHANNELS) {
         return None;
     }
     // The input gradient's output is the input.
@@ -217,10 +210,9 @@ mod tests {
         let f4 = [Some(F4x4); 3];
         assert_eq!(picks(&args(128, 128, 3, 1, 1), false), f4);
         assert_eq!(picks(&args(512, 256, 3, 1, 2), false), f4);
-        let wgrad = [None, None, Some(F4x4)];
-        assert_eq!(picks(&args(64, 64, 3, 1, 1), false), wgrad, "ResNet's first stage");
-        assert_eq!(picks(&args(64, 128, 3, 1, 1), false), wgrad);
-        assert_eq!(picks(&args(128, 64, 3, 1, 1), true), wgrad);
+        assert_eq!(picks(&args(64, 64, 3, 1, 1), false), f4, "ResNet's first stage");
+        assert_eq!(picks(&args(64, 128, 3, 1, 1), false), f4);
+        assert_eq!(picks(&args(128, 64, 3, 1, 1), true), f4, "products of 64 channels stay f32: F(4×4)");
         assert_eq!(picks(&args(32, 64, 3, 1, 1), false), [None; 3]);
         assert_eq!(picks(&args(64, 48, 3, 1, 1), true), [None; 3]);
         for tensor_cores in [false, true] {
@@ -233,13 +225,13 @@ mod tests {
             }
         }
         // ResNet-18 at batch 128 on tensor cores: F(4×4) at 16×16 (2048 tiles) and 8×8 (512); at
-        // 4×4 (128 tiles) the forward and input gradient take F(2×2); at 64 channels the weight
-        // gradient's products stay f32, so F(4×4).
+        // 4×4 (128 tiles) the forward and input gradient take F(2×2); at 64 channels the
+        // products stay f32, so F(4×4).
         assert_eq!(picks(&shaped(128, 16, 128, 128, 3, 1, 1), true), f4);
         assert_eq!(picks(&shaped(128, 8, 256, 256, 3, 1, 1), true), f4);
         assert_eq!(picks(&shaped(128, 4, 512, 512, 3, 1, 1), true), [Some(F2x2), Some(F2x2), Some(F4x4)]);
         assert_eq!(picks(&shaped(128, 4, 512, 512, 3, 1, 1), false), f4);
-        assert_eq!(picks(&shaped(128, 4, 64, 64, 3, 1, 1), true), wgrad);
+        assert_eq!(picks(&shaped(128, 4, 64, 64, 3, 1, 1), true), f4);
         // The input gradient counts the tiles of the input: 7×7 outputs (256 tiles at batch 64) of
         // 9×9 inputs (576) at pad 0.
         let valid = shaped(64, 9, 128, 128, 3, 1, 0);

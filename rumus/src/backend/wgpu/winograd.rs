@@ -246,6 +246,26 @@ fn weight_grad_plan(xi: usize, m: usize, n: usize, tiles: usize, large: bool) ->
     WeightGradPlan::new(kernel, tiles, slices)
 }
 
+/// The plan of the forward's products `[o, c] @ [c, cols]`: the dispatcher's (`dispatcher`),
+/// unless it is a large tile whose rows `o` fills so little that the 64×64 tile does better,
+/// rate ([`RATE_LARGE`], [`RATE_SQUARE`] against [`RATE_TILE64`]) times the share of its rows
+/// inside `o`: 64 output channels leave a 128-row tile half idle (ResNet's first stage), where
+/// the dispatcher, counting waves of workgroups, takes the 128×256 tile.
+fn forward_products_plan(dispatcher: MatmulPlan, o: usize) -> MatmulPlan {
+    let (rows, rate) = match dispatcher.kernel {
+        MatmulKernel::Wide => (VEC4_LARGE_TILE[0], RATE_LARGE),
+        MatmulKernel::Tall => (VEC4_TALL_TILE[0], RATE_LARGE),
+        MatmulKernel::Square => (VEC4_SQUARE_TILE[0], RATE_SQUARE),
+        MatmulKernel::Tile64 | MatmulKernel::PerOutput => return dispatcher,
+    };
+    let useful = |rows: usize| o as f64 / o.next_multiple_of(rows) as f64;
+    if dispatcher.slices == 1 && useful(rows) * (rate as f64) < useful(64) * RATE_TILE64 as f64 {
+        MatmulPlan { kernel: MatmulKernel::Tile64, slices: 1 }
+    } else {
+        dispatcher
+    }
+}
+
 /// The weight gradient's rows: `[m, n]` = O and C rounded up to [`WGRAD_ROW_ALIGN`].
 fn weight_grad_rows(s: &Shape) -> (usize, usize) {
     (s.out_channels.next_multiple_of(WGRAD_ROW_ALIGN), s.channels.next_multiple_of(WGRAD_ROW_ALIGN))
@@ -382,8 +402,8 @@ impl WgpuBackend {
             rhs: MatrixLayout { offset: 0, batch_stride: c * cols, row_stride: cols, col_stride: 1 },
         };
         let (filters, input_tiles) = (self.output(filters), self.output(input_tiles));
-        let m =
-            self.matmul_at(&filters, &input_tiles, &products, self.matmul_plan(&products), self.products_precision(s))?;
+        let plan = forward_products_plan(self.matmul_plan(&products), o);
+        let m = self.matmul_at(&filters, &input_tiles, &products, plan, self.products_precision(s))?;
         let m = self.gpu(&m, DType::F32, OP)?;
 
         let out = self.alloc(s.batch * o * s.out_h * s.out_w, DType::F32, OP)?;
@@ -509,6 +529,24 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_forward_products_leave_large_tiles_that_64_channels_half_fill() {
+        use super::super::matmul::MatmulKernel::{PerOutput, Square, Tall, Tile64, Wide};
+        use super::{forward_products_plan, MatmulPlan};
+        let plan = |kernel, slices| MatmulPlan { kernel, slices };
+        assert_eq!(forward_products_plan(plan(Wide, 1), 64), plan(Tile64, 1));
+        assert_eq!(forward_products_plan(plan(Tall, 1), 64), plan(Tile64, 1));
+        assert_eq!(forward_products_plan(plan(Square, 1), 64), plan(Tile64, 1));
+        // Full 128-row tiles, or 192 rows (3/4 of two tiles, 41·3/4 above 28): the dispatcher's.
+        for (kernel, o) in [(Wide, 128), (Wide, 512), (Square, 256), (Wide, 192), (Tall, 256)] {
+            assert_eq!(forward_products_plan(plan(kernel, 1), o), plan(kernel, 1), "{kernel:?} {o}");
+        }
+        assert_eq!(forward_products_plan(plan(Tile64, 1), 64), plan(Tile64, 1));
+        assert_eq!(forward_products_plan(plan(PerOutput, 1), 8), plan(PerOutput, 1));
+        // A split product keeps its plan.
+        assert_eq!(forward_products_plan(plan(Wide, 4), 64), plan(Wide, 4));
     }
 
     #[test]
