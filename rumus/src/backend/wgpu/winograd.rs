@@ -584,18 +584,24 @@ mod tests {
         }
         let g = ConvGeom::square(4, 512, (512, 512), 3, 1, 1, 1).unwrap();
         let a = Conv2dArgs { geom: g, out_channels: 512, groups: 1 };
-        let forced = WgpuBackend::with_conv_algorithm(ConvAlgorithm::Winograd).unwrap();
-        let err = forced.conv_winograd(&a, ConvPass::Forward).unwrap_err();
-        assert!(
-            matches!(&err, crate::Error::Gpu(m) if m.contains("conv2d (winograd)") && m.contains("elements")),
-            "{err}"
-        );
+        let small =
+            Conv2dArgs { geom: ConvGeom::square(1, 3, (4, 4), 3, 1, 1, 1).unwrap(), out_channels: 2, groups: 1 };
+        for (algorithm, tile) in
+            [(ConvAlgorithm::Winograd, WinogradTile::F2x2), (ConvAlgorithm::Winograd4x4, WinogradTile::F4x4)]
+        {
+            let forced = WgpuBackend::with_conv_algorithm(algorithm).unwrap();
+            for pass in [ConvPass::Forward, ConvPass::InputGrad, ConvPass::WeightGrad] {
+                let err = forced.conv_winograd(&a, pass).unwrap_err();
+                assert!(
+                    matches!(&err, crate::Error::Gpu(m) if m.contains("conv2d (winograd)") && m.contains("elements")),
+                    "{algorithm:?} {pass:?}: {err}"
+                );
+            }
+            assert_eq!(forced.conv_winograd(&small, ConvPass::WeightGrad).unwrap(), Some(tile));
+        }
         let auto = WgpuBackend::with_conv_algorithm(ConvAlgorithm::Auto).unwrap();
         for pass in [ConvPass::Forward, ConvPass::InputGrad, ConvPass::WeightGrad] {
             assert_eq!(auto.conv_winograd(&a, pass).unwrap(), None);
         }
-        let small =
-            Conv2dArgs { geom: ConvGeom::square(1, 3, (4, 4), 3, 1, 1, 1).unwrap(), out_channels: 2, groups: 1 };
-        assert_eq!(forced.conv_winograd(&small, ConvPass::WeightGrad).unwrap(), Some(WinogradTile::F2x2));
     }
 }
