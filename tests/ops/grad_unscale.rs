@@ -10,6 +10,8 @@
 
 use proptest::prelude::*;
 use rumus::rng::Rng;
+
+use crate::wgpu_parity::within_ulps;
 use rumus::testing::{non_finite_flag, unscale_grad, wgpu_or_skip};
 use rumus::{Device, RawTensor, Result};
 
@@ -31,12 +33,9 @@ fn check(device: &Device, values: &[f32], inv_scale: f32, exact: bool) -> Result
     let flag = non_finite_flag(device)?;
     let g = RawTensor::from_slice(values, &[values.len()], device)?;
     let got = unscale_grad(&g, inv_scale, &flag)?.to_vec()?;
-    for (i, (&y, &x)) in got.iter().zip(values).enumerate() {
-        let want = x * inv_scale;
-        let ulps = (y.to_bits() as i64 - want.to_bits() as i64).abs();
-        let ok = (y.is_nan() && want.is_nan()) || ulps == 0 || (!exact && want.is_finite() && ulps <= 1);
-        assert!(ok, "{device:?}: element {i} of {}: {x} · {inv_scale} gave {y}, want {want}", values.len());
-    }
+    let want: Vec<f32> = values.iter().map(|x| x * inv_scale).collect();
+    let what = format!("{device:?}: {} values · {inv_scale}", values.len());
+    within_ulps(&what, &got, &want, if exact { 0 } else { 1 });
     let non_finite = values.iter().any(|x| !x.is_finite());
     let raised = flag.to_vec_u32()?[0] != 0;
     assert_eq!(raised, non_finite, "{device:?}: flag for {} values", values.len());
