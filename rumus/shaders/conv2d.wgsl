@@ -9,9 +9,9 @@
 //                       its partial sums to out[split, o, k] and the dispatcher adds them up
 //   conv2d_input_grad   dX[n, c, h, w] = Σ_(o, kh, kw) W[o, c, kh, kw] · grad[n, o, oh, ow]
 //                       over the (oh, ow) with oh·stride_h = h + pad_h - kh·dilation_h exactly
-//                       (w likewise), one dispatch per stride phase (the pixels that take the
-//                       same taps): M = c/g, N = n·(the phase's h·w), K = o/g·(its taps). A
-//                       gather: no atomics.
+//                       (w likewise), per stride phase (the pixels that take the same taps):
+//                       M = c/g, N = n·(the phase's h·w), K = o/g·(its taps); up to 2×2
+//                       phases per dispatch, one per workgroup z. A gather: no atomics.
 //
 // The tiling is matmul.wgsl's scheme: a 16×16 workgroup computes a 64×64 tile of the weight
 // gradient, 4×4 outputs per invocation, and a 64×128 tile of the forward and input gradient,
@@ -78,14 +78,25 @@ struct Sizes {
     taps: u32,
     plane: u32,
     spatial: u32,
-    // The input gradient's stride phase (see `pixel`): its taps and its pixels per sample.
+    // The input gradient's stride phase (see `pixel`), rows (x) and columns (y): its first
+    // input row and column, rows and columns, first taps and tap counts; its taps and its pixels
+    // per sample.
+    first: vec2<u32>,
+    sub: vec2<u32>,
+    tap: vec2<u32>,
+    tap_counts: vec2<u32>,
     phase_taps: u32,
     sub_plane: u32,
 }
 
-fn sizes() -> Sizes {
+// The sizes of a dispatch, with the stride phase of its workgroups' z (`phase`; zero and unused
+// outside the input gradient).
+fn sizes(phase: u32) -> Sizes {
+    let a = p.phase_axes[phase / max(p.phases_w, 1u)];
+    let b = p.phase_axes[2u + phase % max(p.phases_w, 1u)];
     return Sizes(p.channels / p.groups, p.out_channels / p.groups, p.kernel_h * p.kernel_w, p.in_h * p.in_w,
-                 p.out_h * p.out_w, p.taps_h * p.taps_w, p.sub_h * p.sub_w);
+                 p.out_h * p.out_w, vec2<u32>(a.x, b.x), vec2<u32>(a.y, b.y), vec2<u32>(a.z, b.z),
+                 vec2<u32>(a.w, b.w), a.w * b.w, a.y * b.y);
 }
 
 fn div_up(a: u32, b: u32) -> u32 {
@@ -338,7 +349,7 @@ fn forward_store_block(r: u32, g: u32, c: u32, n: u32, v0: vec4<f32>, v1: vec4<f
 @compute @workgroup_size(16, 16)
 fn conv2d_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                   @builtin(local_invocation_index) lid: u32) {
-    let z = sizes();
+    let z = sizes(0u);
     let k_len = z.cg * z.taps;
     let cols = p.batch * z.spatial;
     let tiles_m = div_up(z.og, TILE);
@@ -490,7 +501,7 @@ fn partial_store_block(split: u32, g: u32, r: u32, c: u32, k_len: u32, v0: vec4<
 @compute @workgroup_size(16, 16)
 fn conv2d_weight_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                       @builtin(local_invocation_index) lid: u32) {
-    let z = sizes();
+    let z = sizes(0u);
     let k_len = z.cg * z.taps;
     let reduction = p.batch * z.spatial;
     let splits = div_up(reduction, p.split_len);
@@ -540,10 +551,10 @@ fn conv2d_weight_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
 
 // ----- input gradient -----
 
-// One dispatch computes one stride phase (rumus/src/backend/wgpu/stride_phase.rs): the input
-// rows h = phase_h + j·stride_h (j < sub_h) and columns w = phase_w + i·stride_w (i < sub_w),
-// which all take the taps kh = tap_h + u·tap_step_h (u < taps_h) and kw likewise; at stride 1,
-// every row and every tap. Input pixel c = (n, j, i) of group g sits at padded position
+// The workgroups of one z compute one stride phase (rumus/src/backend/wgpu/stride_phase.rs), the
+// z-th of the dispatch's (`sizes`): the input rows h = first.x + j·stride_h (j < sub.x) and
+// columns w = first.y + i·stride_w (i < sub.y), which all take the taps kh = tap.x + u·tap_step_h
+// (u < tap_counts.x) and kw likewise; at stride 1, every row and every tap. Input pixel c = (n, j, i) of group g sits at padded position
 // (hy, hx) = (h + pad_h, w + pad_w); tap (kh, kw) carries back the output gradient at
 // ((hy - dy) / stride_h, (hx - dx) / stride_w) with (dy, dx) = (kh·dilation_h, kw·dilation_w),
 // and within a phase both always divide exactly: with qy = hy / stride_h, the output row is
@@ -551,20 +562,20 @@ fn conv2d_weight_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
 // of its output channel from there, dy / stride_h, dx / stride_w, 0).
 fn pixel(c: u32, g: u32, z: Sizes) -> vec4<i32> {
     let q = c % z.sub_plane;
-    let qy = (p.phase_h + q / p.sub_w * p.stride_h + p.pad_h) / p.stride_h;
-    let qx = (p.phase_w + q % p.sub_w * p.stride_w + p.pad_w) / p.stride_w;
+    let qy = (z.first.x + q / z.sub.y * p.stride_h + p.pad_h) / p.stride_h;
+    let qx = (z.first.y + q % z.sub.y * p.stride_w + p.pad_w) / p.stride_w;
     let base = (c / z.sub_plane * p.out_channels + g * z.og) * z.spatial + qy * p.out_w + qx;
     return vec4<i32>(i32(base), i32(qy), i32(qx), 0);
 }
 
 // The phase's tap t as (kh, kw).
-fn phase_tap(t: u32) -> vec2<u32> {
-    return vec2<u32>(p.tap_h + t / p.taps_w * p.tap_step_h, p.tap_w + t % p.taps_w * p.tap_step_w);
+fn phase_tap(t: u32, z: Sizes) -> vec2<u32> {
+    return vec2<u32>(z.tap.x + t / z.tap_counts.y * p.tap_step_h, z.tap.y + t % z.tap_counts.y * p.tap_step_w);
 }
 
 // Tap k = (m, t) of the reduction, m an output channel of the group, t a tap of the phase.
 fn grad_tap(k: u32, z: Sizes) -> vec4<i32> {
-    let tap = phase_tap(k % z.phase_taps);
+    let tap = phase_tap(k % z.phase_taps, z);
     let qy = tap.x * p.dilation_h / p.stride_h;
     let qx = tap.y * p.dilation_w / p.stride_w;
     return vec4<i32>(i32(k / z.phase_taps * z.spatial) - i32(qy * p.out_w + qx), i32(qy), i32(qx), 0);
@@ -614,15 +625,15 @@ fn input_grad_b(pix: vec4<i32>, ok: bool, k_len: u32, k0: u32, half: u32, gk: u3
 // The table entries of slice row `k`: grad_tap, and the offset of W[m, 0, kh, kw] in the group.
 fn input_grad_table(i: u32, k: u32, z: Sizes) {
     kt[i] = grad_tap(k, z);
-    let tap = phase_tap(k % z.phase_taps);
+    let tap = phase_tap(k % z.phase_taps, z);
     kt_weight[i] = k / z.phase_taps * z.cg * z.taps + tap.x * p.kernel_w + tap.y;
 }
 
 // Offset in out of column c (sample, pixel of the phase) at channel 0.
 fn input_column(c: u32, z: Sizes) -> u32 {
     let q = c % z.sub_plane;
-    let h = p.phase_h + q / p.sub_w * p.stride_h;
-    let w = p.phase_w + q % p.sub_w * p.stride_w;
+    let h = z.first.x + q / z.sub.y * p.stride_h;
+    let w = z.first.y + q % z.sub.y * p.stride_w;
     return c / z.sub_plane * p.channels * z.plane + h * p.in_w + w;
 }
 
@@ -649,7 +660,7 @@ fn input_store_block(r: u32, g: u32, c: u32, n: u32, v0: vec4<f32>, v1: vec4<f32
 @compute @workgroup_size(16, 16)
 fn conv2d_input_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                      @builtin(local_invocation_index) lid: u32) {
-    let z = sizes();
+    let z = sizes(wid.z);
     let k_len = z.og * z.phase_taps;
     let cols = p.batch * z.sub_plane;
     let tiles_m = div_up(z.cg, TILE);
@@ -808,7 +819,7 @@ fn multiply_large(tx: u32, ty: u32) {
 @compute @workgroup_size(16, 16)
 fn conv2d_forward_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                         @builtin(local_invocation_index) lid: u32) {
-    let z = sizes();
+    let z = sizes(0u);
     let k_len = z.cg * z.taps;
     let cols = p.batch * z.spatial;
     let tiles_m = div_up(z.og, LARGE);
@@ -874,7 +885,7 @@ fn conv2d_forward_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_work
 @compute @workgroup_size(16, 16)
 fn conv2d_input_grad_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                            @builtin(local_invocation_index) lid: u32) {
-    let z = sizes();
+    let z = sizes(wid.z);
     let k_len = z.og * z.phase_taps;
     let cols = p.batch * z.sub_plane;
     let tiles_m = div_up(z.cg, LARGE);

@@ -990,8 +990,9 @@ fn convolution_matches_over_geometries() {
         },
         Conv { name: "exactly one tile: 64 => 64 channels, 8x8", x: [1, 64, 8, 8], out: 64, ..base },
         Conv { name: "one wide tile: 64 => 64 channels, 2x8x8 pixels", x: [2, 64, 8, 8], out: 64, ..base },
-        // The input gradient runs one dispatch per stride phase (stride_phase.rs): phases of
-        // every size, phases whose taps are all out of reach, and phases with no taps at all.
+        // The input gradient runs its stride phases (stride_phase.rs) up to 2×2 per dispatch:
+        // phases of every size, phases whose taps are all out of reach, phases with no taps at
+        // all, and strides of 3 and 4, whose phases take two dispatches along an axis.
         Conv {
             name: "stride 2 and dilation 2 (odd rows take no tap)",
             x: [2, 3, 11, 10],

@@ -26,18 +26,15 @@ struct Params {
     groups: u32,
     has_bias: u32,
     split_len: u32,
-    // conv2d.wgsl's input gradient only: the stride phase of the dispatch (its first input row
-    // and column, rows and columns, first taps, tap counts and tap steps; see conv2d.wgsl).
-    phase_h: u32,
-    phase_w: u32,
-    sub_h: u32,
-    sub_w: u32,
-    tap_h: u32,
-    tap_w: u32,
-    taps_h: u32,
-    taps_w: u32,
+    // conv2d.wgsl's input gradient only: its stride phases (see conv2d.wgsl). The taps' step
+    // along each axis, and how many column phases the dispatch holds: workgroup z runs row phase
+    // z / phases_w and column phase z % phases_w, each axis phase (first input row or column,
+    // rows or columns, first tap, taps) from `phase_axes`: row phases at 0 and 1, column phases
+    // at 2 and 3.
     tap_step_h: u32,
     tap_step_w: u32,
+    phases_w: u32,
+    phase_axes: array<vec4<u32>, 4>,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;

@@ -10,7 +10,7 @@
 use super::conv_algorithm::ConvPass;
 use super::launch::{bind, check_len};
 use super::pipelines::{self, Access};
-use super::stride_phase::axis_phases;
+use super::stride_phase::{axis_phases, AxisPhase};
 use super::window::WindowParams;
 use super::{WgpuBackend, WgpuStorage};
 use crate::backend::{Conv2dArgs, Conv2dGrads, Conv2dWanted, DType, ReduceDims, ReduceOp, Storage};
@@ -47,6 +47,9 @@ const MIN_LARGE_TILES: usize = 128;
 /// gradient and 64×256 ones for GEMMs of at most 64 rows were slower than the 64-row tiles, so
 /// they were removed.)
 const LARGE_SHARED_BYTES: u32 = 2 * 528 * 16 + 32 * 16;
+/// Stride phases along each axis that one input-gradient dispatch holds (`phase_axes` in
+/// `lib/window.wgsl` has room for two per axis).
+const PHASES_PER_AXIS: usize = 2;
 /// The input gradient's table of weight offsets (32 u32).
 const WEIGHT_TABLE_BYTES: u32 = 32 * 4;
 /// The kernels mix u32 and i32 index arithmetic: each quantity checked against this bound, and
@@ -280,8 +283,10 @@ impl WgpuBackend {
         })
     }
 
-    /// One dispatch per stride phase (`stride_phase.rs`); each writes its own pixels of the
-    /// gradient, zeros where its phase has no taps.
+    /// The stride phases (`stride_phase.rs`) up to 2×2 per dispatch, one per workgroup z: at
+    /// stride 2 every phase runs in one dispatch, whose workgroups fill the GPU where one
+    /// phase's alone would not. Each phase writes its own pixels of the gradient, zeros where it
+    /// has no taps.
     fn conv2d_input_grad(&self, w: &WgpuStorage, grad: &WgpuStorage, a: &Conv2dArgs, d: &Dims) -> Result<Storage> {
         if self.conv2d_stand_in("conv2d_input_grad", d) {
             return self.conv2d_direct_input_grad(w, grad, a, d);
@@ -293,25 +298,31 @@ impl WgpuBackend {
         let g = &a.geom;
         let rows_phases = axis_phases(g.in_h, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h);
         let cols_phases = axis_phases(g.in_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w);
-        let base = params(a, 0, false, 0);
-        for ph in &rows_phases {
-            for pw in &cols_phases {
-                // M tiles (input channels) × N tiles (n · the phase's pixels) × groups.
-                let tiles = d.group_in.div_ceil(rows) * (g.batch * ph.rows * pw.rows).div_ceil(cols) * a.groups;
+        let axis = |ph: &AxisPhase| [ph.first, ph.rows, ph.tap, ph.taps].map(|v| v as u32);
+        for rows_chunk in rows_phases.chunks(PHASES_PER_AXIS) {
+            for cols_chunk in cols_phases.chunks(PHASES_PER_AXIS) {
+                let mut phase_axes = [[0; 4]; 4];
+                for (i, ph) in rows_chunk.iter().enumerate() {
+                    phase_axes[i] = axis(ph);
+                }
+                for (i, pw) in cols_chunk.iter().enumerate() {
+                    phase_axes[PHASES_PER_AXIS + i] = axis(pw);
+                }
                 let params = WindowParams {
-                    phase_h: ph.first as u32,
-                    phase_w: pw.first as u32,
-                    sub_h: ph.rows as u32,
-                    sub_w: pw.rows as u32,
-                    tap_h: ph.tap as u32,
-                    tap_w: pw.tap as u32,
-                    taps_h: ph.taps as u32,
-                    taps_w: pw.taps as u32,
-                    tap_step_h: ph.tap_step as u32,
-                    tap_step_w: pw.tap_step as u32,
-                    ..base
+                    tap_step_h: rows_chunk[0].tap_step as u32,
+                    tap_step_w: cols_chunk[0].tap_step as u32,
+                    phases_w: cols_chunk.len() as u32,
+                    phase_axes,
+                    ..params(a, 0, false, 0)
                 };
-                self.run(&pipelines::CONV2D, entry, &SIGNATURE, &params, &buffers, self.groups_rows(tiles))?;
+                // M tiles (input channels) × N tiles (n · a phase's pixels) × groups, for the
+                // phase with the most pixels; workgroups of the others' z with no tile return.
+                let pixels = rows_chunk.iter().map(|p| p.rows).max().unwrap_or(0)
+                    * cols_chunk.iter().map(|p| p.rows).max().unwrap_or(0);
+                let tiles = d.group_in.div_ceil(rows) * (g.batch * pixels).div_ceil(cols) * a.groups;
+                let [x, y, _] = self.groups_rows(tiles);
+                let groups = [x, y, (rows_chunk.len() * cols_chunk.len()) as u32];
+                self.run(&pipelines::CONV2D, entry, &SIGNATURE, &params, &buffers, groups)?;
             }
         }
         Ok(self.output(out))

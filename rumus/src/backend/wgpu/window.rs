@@ -5,8 +5,9 @@ use super::params::kernel_params;
 use crate::backend::ConvGeom;
 
 kernel_params! {
-    /// `n` invocations over the window geometry; the last fourteen fields are `conv2d.wgsl`'s
-    /// (zero for the others; the last ten, the input gradient's stride phase).
+    /// `n` invocations over the window geometry; the fields from `out_channels` on are
+    /// `conv2d.wgsl`'s (zero for the others; from `tap_step_h` on, the input gradient's stride
+    /// phases: up to two along each axis per dispatch).
     struct WindowParams {
         n: u32,
         batch: u32,
@@ -29,17 +30,11 @@ kernel_params! {
         groups: u32,
         has_bias: u32,
         split_len: u32,
-        phase_h: u32,
-        phase_w: u32,
-        sub_h: u32,
-        sub_w: u32,
-        tap_h: u32,
-        tap_w: u32,
-        taps_h: u32,
-        taps_w: u32,
         tap_step_h: u32,
         tap_step_w: u32,
-    } pad 1
+        phases_w: u32,
+        phase_axes: [[u32; 4]; 4],
+    }
 }
 
 impl WindowParams {
@@ -67,17 +62,10 @@ impl WindowParams {
             groups: 0,
             has_bias: 0,
             split_len: 0,
-            phase_h: 0,
-            phase_w: 0,
-            sub_h: 0,
-            sub_w: 0,
-            tap_h: 0,
-            tap_w: 0,
-            taps_h: 0,
-            taps_w: 0,
             tap_step_h: 0,
             tap_step_w: 0,
-            _pad: [0; 1],
+            phases_w: 0,
+            phase_axes: [[0; 4]; 4],
         }
     }
 }
