@@ -29,8 +29,17 @@
 //   winograd_filter_grad  dw[o, c]    = Gᵀ dU[·, o, c] G
 //
 // The layout of the tile matrices and what the two Winograd shaders share: lib/winograd_tiles.wgsl.
+//
+// `winograd_output_vec4` is the output transform for outputs whose rows are a multiple of 4 wide
+// (the dispatcher checks): each row of a tile is one aligned vec4 write through `out4`, a view of
+// `out` (no entry point uses both), instead of four element writes. (On an H100 it took ResNet-18's
+// output transforms from 1.18 to 0.64 ms per step; vec4 tile loads of the input transforms, the
+// aligned vec4s around each row's 6 values, were 15 % slower than element loads and were removed:
+// docs/BENCHMARKS.md.)
 
 const TILE: u32 = 4u;
+
+@group(0) @binding(3) var<storage, read_write> out4: array<vec4<f32>>;
 
 // A tile's 36 transformed values, row-major.
 alias Transformed = array<f32, 36>;
@@ -98,4 +107,16 @@ fn winograd_filter_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_work
     out[base + 6u] = dw[6];
     out[base + 7u] = dw[7];
     out[base + 8u] = dw[8];
+}
+
+@compute @workgroup_size(256)
+fn winograd_output_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                        @builtin(local_invocation_index) lid: u32) {
+    let i = invocation(wid, nwg, lid);
+    if i >= p.n {
+        return;
+    }
+    let t = output_tile(i);
+    let y = output_transform4(load_planes36(t.at, p.out_channels * p.cols));
+    store_output4_vec4(y, t.bias, t.base, t.y0, t.x0);
 }

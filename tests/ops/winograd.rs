@@ -133,6 +133,12 @@ fn winograd_matches_the_cpu_convolution_forward_and_backward() {
         args(1, 1, (5, 5), 0, 1),
         // 300 tiles: the weight gradient's product in two slices, the second padded.
         args(3, 2, (20, 20), 1, 3),
+        // Outputs a multiple of 4 wide, which F(4×4, 3×3) writes as vec4s: the forward's and
+        // the input gradient's (pad 1), the input gradient's only (pad 0: forward 6 wide; pad 2:
+        // forward 10 wide).
+        args(2, 5, (8, 12), 1, 6),
+        args(1, 3, (8, 8), 0, 4),
+        args(1, 4, (6, 8), 2, 5),
         // Enough channels for the tiled matmul kernels, a pad mixing 0 and 2.
         Conv2dArgs {
             geom: ConvGeom {

@@ -3,7 +3,7 @@
 // The tile transforms of Winograd F(4×4, 3×3) for `winograd4.wgsl`, scalar straight-line
 // code on row-major tiles (ξ = 6·k + l for a 6×6 one), and the tile loads and plane reads
 // and writes around them. They use `tap`, `TileOrigin`, `p`, `src` and `out` of
-// `lib/winograd_tiles.wgsl`.
+// `lib/winograd_tiles.wgsl`; the vec4 output store, `out4` of `winograd4.wgsl`.
 
 // V = Bᵀ d B of a 6×6 input tile d.
 fn input_transform4(d: array<f32, 36>) -> array<f32, 36> {
@@ -441,5 +441,22 @@ fn store_output4(y: array<f32, 16>, b: f32, base: u32, y0: u32, x0: u32) {
         if x0 + 3u < p.out_w {
             out[row + 3u] = y[15] + b;
         }
+    }
+}
+
+// The 4×4 output tile y plus b into the output plane at `base`, as `store_output4` writes it,
+// one vec4 write of `out4` per row inside out_h (out_w a multiple of 4).
+fn store_output4_vec4(y: array<f32, 16>, b: f32, base: u32, y0: u32, x0: u32) {
+    if y0 + 0u < p.out_h {
+        out4[(base + (y0 + 0u) * p.out_w + x0) / 4u] = vec4<f32>(y[0], y[1], y[2], y[3]) + b;
+    }
+    if y0 + 1u < p.out_h {
+        out4[(base + (y0 + 1u) * p.out_w + x0) / 4u] = vec4<f32>(y[4], y[5], y[6], y[7]) + b;
+    }
+    if y0 + 2u < p.out_h {
+        out4[(base + (y0 + 2u) * p.out_w + x0) / 4u] = vec4<f32>(y[8], y[9], y[10], y[11]) + b;
+    }
+    if y0 + 3u < p.out_h {
+        out4[(base + (y0 + 3u) * p.out_w + x0) / 4u] = vec4<f32>(y[12], y[13], y[14], y[15]) + b;
     }
 }

@@ -149,6 +149,16 @@ impl Shape {
         self.tiles().next_multiple_of(4)
     }
 
+    /// The output transform's entry point: `winograd_output_vec4` on F(4×4, 3×3) when the
+    /// output's rows are a multiple of 4 wide.
+    fn output_entry(&self) -> &'static str {
+        if self.tile == WinogradTile::F4x4 && self.out_w.is_multiple_of(4) {
+            "winograd_output_vec4"
+        } else {
+            "winograd_output"
+        }
+    }
+
     /// Parameters for `n` invocations over a tile matrix of `rows` × `cols`.
     fn params(&self, n: usize, rows: usize, cols: usize) -> WinogradParams {
         let v = |x: usize| x as u32;
@@ -410,7 +420,7 @@ impl WgpuBackend {
         let params = WinogradParams { has_bias: bias.is_some() as u32, ..s.params(o * tiles, o, cols) };
         let buffers = [bind(m), bias.map_or(self.unused(), bind), bind(&out)];
         let groups = self.groups_for(o * tiles, OP)?;
-        self.run(s.shader(), "winograd_output", &SIGNATURE, &params, &buffers, groups)?;
+        self.run(s.shader(), s.output_entry(), &SIGNATURE, &params, &buffers, groups)?;
         Ok(self.output(out))
     }
 
