@@ -130,24 +130,28 @@ class ResNet18(nn.Module):
 
 def convpass_bench(dev, shape, add):
     """One convolution's three passes apart, as autograd runs them (cuDNN's forward,
-    backward-data, and backward-filter with bias)."""
-    n, c, h, o, k, pad = shape
+    backward-data, and backward-filter with bias). `shape`: (n, c, h, o, k, pad[, stride])."""
+    n, c, h, o, k, pad = shape[:6]
+    stride = shape[6] if len(shape) > 6 else 1
     x = torch.randn(n, c, h, h, device=dev)
     w = torch.randn(o, c, k, k, device=dev)
     bias = torch.randn(o, device=dev)
-    gy = torch.randn(n, o, h + 2 * pad + 1 - k, h + 2 * pad + 1 - k, device=dev)
-    flops = 2 * n * o * gy.shape[2] * gy.shape[3] * c * k * k
+    side = (h + 2 * pad - k) // stride + 1
+    gy = torch.randn(n, o, side, side, device=dev)
+    flops = 2 * n * o * side * side * c * k * k
     conv_bwd = torch.ops.aten.convolution_backward
+    st = [stride, stride]
     passes = {
-        "forward": lambda: F.conv2d(x, w, bias, padding=pad),
-        "input grad": lambda: conv_bwd(gy, x, w, None, [1, 1], [pad, pad], [1, 1], False, [0, 0], 1,
+        "forward": lambda: F.conv2d(x, w, bias, stride=stride, padding=pad),
+        "input grad": lambda: conv_bwd(gy, x, w, None, st, [pad, pad], [1, 1], False, [0, 0], 1,
                                        [True, False, False]),
-        "weight grad": lambda: conv_bwd(gy, x, w, [o], [1, 1], [pad, pad], [1, 1], False, [0, 0], 1,
+        "weight grad": lambda: conv_bwd(gy, x, w, [o], st, [pad, pad], [1, 1], False, [0, 0], 1,
                                         [False, True, True]),
     }
+    suffix = "" if stride == 1 else f"s{stride}"
     for name, f in passes.items():
         s = timer(dev, 3, 10, f)
-        add(f"conv2d {name} {n}x{c}x{h}x{h}->{o}k{k}", s, flops / s / 1e9, "GFLOP/s")
+        add(f"conv2d {name} {n}x{c}x{h}x{h}->{o}k{k}{suffix}", s, flops / s / 1e9, "GFLOP/s")
 
 
 def resnet_step_bench(device, batch, steps, mode, profile=False):
@@ -379,6 +383,8 @@ def main():
         shapes = [(32, 64, 56, 64, 3, 1)]
         if a.resnet18:  # bench_wgpu --resnet18: the 3x3 convolutions of ResNet-18's four stages
             shapes += [(128, c, h, c, 3, 1) for c, h in ((64, 32), (128, 16), (256, 8), (512, 4))]
+            # and its downsampling convolutions: each later stage's first 3x3 and 1x1 shortcut, stride 2
+            shapes += [(128, c, h, 2 * c, k, k // 2, 2) for k in (3, 1) for c, h in ((64, 32), (128, 16), (256, 8))]
         for shape in shapes:
             convpass_bench(dev, shape, add)
     if wanted("bnpass") and dev == "cuda":

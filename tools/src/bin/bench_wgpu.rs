@@ -12,7 +12,8 @@
 //! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json          # the real sizes
 //! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json --quick  # small sizes (lavapipe)
 //! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json --resnet18 # + ResNet-18's 3×3 convs,
-//!                                        # implicit GEMM and Winograd (rows `... gemm`, `... winograd`)
+//!                                        # implicit GEMM and Winograd (rows `... gemm`, `... winograd`),
+//!                                        # and its stride-2 ones (shapes `...s2`)
 //! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json --only bn  # batch norm alone
 //! cargo run --release -p rumus-tools --bin bench_wgpu -- results.json --only elementwise
 //! ```
@@ -106,26 +107,39 @@ fn bench_softmax(b: &WgpuBackend, rows: usize, cols: usize, repeats: usize) -> R
 /// `bn` rows the batch norms.
 const RESNET18_STAGES: [(usize, usize); 4] = [(64, 32), (128, 16), (256, 8), (512, 4)];
 
-/// The three passes of a stride-1 convolution of `[n, c, h, h]` by `o` filters of k×k (padding
-/// `pad`, with bias), each timed on its own: the forward, the input gradient, and the weight
+/// ResNet-18's downsampling convolutions at batch 128, as `(n, c, h, o, k, pad, stride)`: each
+/// later stage's first 3×3 convolution and its 1×1 shortcut, both of stride 2 (on the implicit
+/// GEMM: Winograd takes stride 1 only).
+const RESNET18_DOWNSAMPLING: [(usize, usize, usize, usize, usize, usize, usize); 6] = [
+    (128, 64, 32, 128, 3, 1, 2),
+    (128, 128, 16, 256, 3, 1, 2),
+    (128, 256, 8, 512, 3, 1, 2),
+    (128, 64, 32, 128, 1, 0, 2),
+    (128, 128, 16, 256, 1, 0, 2),
+    (128, 256, 8, 512, 1, 0, 2),
+];
+
+/// The three passes of a convolution of `[n, c, h, h]` by `o` filters of k×k (padding `pad`,
+/// `stride`, with bias), each timed on its own: the forward, the input gradient, and the weight
 /// gradient with its bias gradient (one backward call, as autograd makes it). Each pass is one
 /// product of `2·n·o·oh·ow·c·k·k` flops (Winograd's fewer multiplications count as the same
 /// work, so its rate compares with the GEMM's and cuDNN's). `algorithm` (e.g. ` winograd`) is
 /// appended to the rows' names.
 fn bench_conv(
     b: &WgpuBackend,
-    (n, c, h, o, k, pad): (usize, usize, usize, usize, usize, usize),
+    (n, c, h, o, k, pad, stride): (usize, usize, usize, usize, usize, usize, usize),
     repeats: usize,
     algorithm: &str,
 ) -> Result<Vec<Row>> {
-    let geom = ConvGeom::square(n, c, (h, h), k, 1, pad, 1)
+    let geom = ConvGeom::square(n, c, (h, h), k, stride, pad, 1)
         .ok_or_else(|| rumus::Error::Gpu("bench_conv: the kernel does not fit the input".into()))?;
     let args = Conv2dArgs { geom, out_channels: o, groups: 1 };
     let x = random(b, n * c * h * h, 5)?;
     let w = random(b, o * c * k * k, 6)?;
     let bias = random(b, o, 7)?;
     let gy = random(b, n * o * geom.out_h * geom.out_w, 8)?;
-    let shape = format!("{n}x{c}x{h}x{h}->{o}k{k}");
+    let stride_suffix = if stride == 1 { String::new() } else { format!("s{stride}") };
+    let shape = format!("{n}x{c}x{h}x{h}->{o}k{k}{stride_suffix}");
     let flops = 2.0 * (n * o * geom.out_h * geom.out_w * c * k * k) as f64;
     let (x, w, gy) = (&x, &w, &gy);
     let forward = || -> Result<()> {
@@ -340,7 +354,7 @@ fn main() -> Result<()> {
         rows_out.extend(bench_elementwise(&b, (rows, cols), (batch, 64, 32), repeats)?);
     }
     if wanted("conv") {
-        let resblock = if quick { (4, 16, 14, 16, 3, 1) } else { (32, 64, 56, 64, 3, 1) };
+        let resblock = if quick { (4, 16, 14, 16, 3, 1, 1) } else { (32, 64, 56, 64, 3, 1, 1) };
         rows_out.extend(bench_conv(&b, resblock, repeats, "")?);
     }
     if wanted("bn") {
@@ -369,8 +383,12 @@ fn main() -> Result<()> {
         }
         for (c, h) in RESNET18_STAGES {
             for (backend, algorithm) in &backends {
-                rows_out.extend(bench_conv(backend, (batch, c, h, c, 3, 1), repeats, algorithm)?);
+                rows_out.extend(bench_conv(backend, (batch, c, h, c, 3, 1, 1), repeats, algorithm)?);
             }
+        }
+        for (n, c, h, o, k, pad, stride) in RESNET18_DOWNSAMPLING {
+            let n = if quick { 8 } else { n };
+            rows_out.extend(bench_conv(&b, (n, c, h, o, k, pad, stride), repeats, "")?);
         }
     }
 
