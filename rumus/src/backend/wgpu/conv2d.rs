@@ -285,19 +285,30 @@ impl WgpuBackend {
 
     /// The stride phases (`stride_phase.rs`) up to 2×2 per dispatch, one per workgroup z: at
     /// stride 2 every phase runs in one dispatch, whose workgroups fill the GPU where one
-    /// phase's alone would not. Each phase writes its own pixels of the gradient, zeros where it
-    /// has no taps.
+    /// phase's alone would not. Each phase writes its own pixels of the gradient. Pixels of
+    /// phases without taps (3 in 4 of a 1×1 convolution's at stride 2) get no gradient: where
+    /// there are any, the output is cleared first and those phases do not run.
     fn conv2d_input_grad(&self, w: &WgpuStorage, grad: &WgpuStorage, a: &Conv2dArgs, d: &Dims) -> Result<Storage> {
         if self.conv2d_stand_in("conv2d_input_grad", d) {
             return self.conv2d_direct_input_grad(w, grad, a, d);
         }
-        let out = self.alloc(d.input, DType::F32, OP)?;
+        let g = &a.geom;
+        let live = |phases: Vec<AxisPhase>| -> (Vec<AxisPhase>, bool) {
+            let all = phases.len();
+            let live: Vec<AxisPhase> = phases.into_iter().filter(|p| p.taps > 0).collect();
+            let some_dead = live.len() < all;
+            (live, some_dead)
+        };
+        let (rows_phases, dead_rows) = live(axis_phases(g.in_h, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h));
+        let (cols_phases, dead_cols) = live(axis_phases(g.in_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w));
+        let out = if dead_rows || dead_cols {
+            self.zeroed(d.input, DType::F32, OP)?
+        } else {
+            self.alloc(d.input, DType::F32, OP)?
+        };
         let tile = self.conv2d_tile(self.conv2d_tiles_of(a, d).input_grad, Tile::input_grad);
         let (entry, [rows, cols]) = (tile.input_grad(), tile.sides());
         let buffers = [self.unused(), bind(w), bind(grad), self.unused(), bind(&out)];
-        let g = &a.geom;
-        let rows_phases = axis_phases(g.in_h, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h);
-        let cols_phases = axis_phases(g.in_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w);
         let axis = |ph: &AxisPhase| [ph.first, ph.rows, ph.tap, ph.taps].map(|v| v as u32);
         for rows_chunk in rows_phases.chunks(PHASES_PER_AXIS) {
             for cols_chunk in cols_phases.chunks(PHASES_PER_AXIS) {
