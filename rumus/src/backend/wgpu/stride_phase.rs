@@ -2,10 +2,11 @@
 //! receives gradient only through the taps kh whose offset kh·dilation ≡ h + pad (mod s): the
 //! rows of one residue a = (h + pad) mod s (a phase) all take the same taps, and the gradient of
 //! a phase is a dense implicit GEMM over its rows and its taps alone. `conv2d.wgsl`'s input
-//! gradient runs one dispatch per phase pair (rows × columns), so no product is spent on a tap
-//! that carries nothing to the pixel: gathering every tap for every pixel, as one GEMM over all
-//! of them, multiplied zeros 3 times in 4 at stride 2 (issue #32: ResNet's downsampling
-//! convolutions). At stride 1 there is one phase: every row, every tap.
+//! gradient runs one GEMM per phase pair (rows × columns; up to 2×2 pairs per dispatch, one per
+//! workgroup z), so no product is spent on a tap that carries nothing to the pixel: gathering
+//! every tap for every pixel, as one GEMM over all of them, multiplied zeros 3 times in 4 at
+//! stride 2 (issue #32: ResNet's downsampling convolutions). At stride 1 there is one phase:
+//! every row, every tap.
 
 /// One phase along one axis: which input rows (or columns) and which taps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
