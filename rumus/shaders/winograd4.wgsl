@@ -36,10 +36,19 @@
 // output transforms from 1.18 to 0.64 ms per step; vec4 tile loads of the input transforms, the
 // aligned vec4s around each row's 6 values, were 15 % slower than element loads and were removed:
 // docs/BENCHMARKS.md.)
+//
+// `winograd_input_wgrad_staged` and `winograd_grad_tiles_staged` are the weight gradient's
+// tile-major transforms (`winograd_input_wgrad`, `winograd_grad_tiles` of lib/winograd_tiles.wgsl)
+// with their stores staged through workgroup memory: a workgroup takes a block of 32 rows × 8
+// tiles, each invocation transforms one (8 adjacent tiles of 4 rows per subgroup: the loads stay
+// as local as before), and `store_tile_major36` writes each plane of the block 32 rows at a time
+// (128 contiguous bytes per subgroup, against 4 runs of 32 bytes).
 
 const TILE: u32 = 4u;
 
 @group(0) @binding(3) var<storage, read_write> out4: array<vec4<f32>>;
+// The staged tile-major stores' 9 planes of a workgroup's 8 tiles (slots of 36: 32 rows, padded).
+var<workgroup> tm: array<f32, 2592>;
 
 // A tile's 36 transformed values, row-major.
 alias Transformed = array<f32, 36>;
@@ -119,4 +128,55 @@ fn winograd_output_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_work
     let t = output_tile(i);
     let y = output_transform4(load_planes36(t.at, p.out_channels * p.cols));
     store_output4_vec4(y, t.bias, t.base, t.y0, t.x0);
+}
+
+// Where workgroup `w` of a staged tile-major transform works: the first row and tile of its block
+// of 32 rows × 8 tiles (rows fastest), or nothing past the last block.
+struct StagedBlock {
+    inside: bool,
+    row0: u32,
+    tile0: u32,
+}
+
+fn staged_block(wid: vec3<u32>, nwg: vec3<u32>) -> StagedBlock {
+    let w = wid.x + wid.y * nwg.x;
+    let row_blocks = (p.rows + 31u) / 32u;
+    let blocks = row_blocks * ((p.cols + 7u) / 8u);
+    return StagedBlock(w < blocks, (w % row_blocks) * 32u, (w / row_blocks) * 8u);
+}
+
+@compute @workgroup_size(256)
+fn winograd_input_wgrad_staged(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                               @builtin(local_invocation_index) lid: u32) {
+    let b = staged_block(wid, nwg);
+    // Uniform: the whole workgroup leaves, before any barrier.
+    if !b.inside {
+        return;
+    }
+    let row = b.row0 + lid / 8u;
+    let tile = b.tile0 + lid % 8u;
+    var v: Transformed;
+    if tile < p.batch * p.tiles_h * p.tiles_w && row < p.channels {
+        let o = tile_origin(p.channels, row, tile, p.in_h, p.in_w, p.pad_h, p.pad_w);
+        v = transformed_input_tile(o, p.in_h, p.in_w);
+    }
+    store_tile_major36(v, lid, b.row0, b.tile0);
+}
+
+@compute @workgroup_size(256)
+fn winograd_grad_tiles_staged(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                              @builtin(local_invocation_index) lid: u32) {
+    let b = staged_block(wid, nwg);
+    if !b.inside {
+        return;
+    }
+    let row = b.row0 + lid / 8u;
+    let tile = b.tile0 + lid % 8u;
+    var z: Transformed;
+    if tile < p.batch * p.tiles_h * p.tiles_w && row < p.out_channels {
+        // The output gradient tile (no padding), zeros beyond out_h × out_w.
+        let o = tile_origin(p.out_channels, row, tile, p.out_h, p.out_w, 0u, 0u);
+        z = transformed_grad_tile(o, p.out_h, p.out_w);
+    }
+    store_tile_major36(z, lid, b.row0, b.tile0);
 }

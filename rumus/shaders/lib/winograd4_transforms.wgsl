@@ -3,7 +3,8 @@
 // The tile transforms of Winograd F(4×4, 3×3) for `winograd4.wgsl`, scalar straight-line
 // code on row-major tiles (ξ = 6·k + l for a 6×6 one), and the tile loads and plane reads
 // and writes around them. They use `tap`, `TileOrigin`, `p`, `src` and `out` of
-// `lib/winograd_tiles.wgsl`; the vec4 output store, `out4` of `winograd4.wgsl`.
+// `lib/winograd_tiles.wgsl`; the vec4 output store and the staged tile-major store, `out4` and
+// `tm` of `winograd4.wgsl`.
 
 // V = Bᵀ d B of a 6×6 input tile d.
 fn input_transform4(d: array<f32, 36>) -> array<f32, 36> {
@@ -459,4 +460,107 @@ fn store_output4_vec4(y: array<f32, 16>, b: f32, base: u32, y0: u32, x0: u32) {
     if y0 + 3u < p.out_h {
         out4[(base + (y0 + 3u) * p.out_w + x0) / 4u] = vec4<f32>(y[12], y[13], y[14], y[15]) + b;
     }
+}
+
+// The 36 values v of element (row0 + lid / 8, tile0 + lid % 8) of a workgroup's block of 32
+// rows × 8 tiles into the tile-major planes of `out` [ξ, cols, rows], through `tm` in four
+// rounds of 9 planes: invocation lid writes row row0 + lid % 32 of tile tile0 + lid / 32, so a
+// subgroup's stores are 32 consecutive rows. Rows from p.rows and tiles from p.cols are left
+// out. Slots are tile·36 + row: both the writes into `tm` and the reads hit 32 banks.
+fn store_tile_major36(v: array<f32, 36>, lid: u32, row0: u32, tile0: u32) {
+    let slot_in = (lid % 8u) * 36u + lid / 8u;
+    let slot_out = (lid / 32u) * 36u + lid % 32u;
+    let row = row0 + lid % 32u;
+    let tile = tile0 + lid / 32u;
+    let inside = row < p.rows && tile < p.cols;
+    let at = tile * p.rows + row;
+    let plane = p.rows * p.cols;
+    tm[0u + slot_in] = v[0];
+    tm[288u + slot_in] = v[1];
+    tm[576u + slot_in] = v[2];
+    tm[864u + slot_in] = v[3];
+    tm[1152u + slot_in] = v[4];
+    tm[1440u + slot_in] = v[5];
+    tm[1728u + slot_in] = v[6];
+    tm[2016u + slot_in] = v[7];
+    tm[2304u + slot_in] = v[8];
+    workgroupBarrier();
+    if inside {
+        out[at + 0u * plane] = tm[0u + slot_out];
+        out[at + 1u * plane] = tm[288u + slot_out];
+        out[at + 2u * plane] = tm[576u + slot_out];
+        out[at + 3u * plane] = tm[864u + slot_out];
+        out[at + 4u * plane] = tm[1152u + slot_out];
+        out[at + 5u * plane] = tm[1440u + slot_out];
+        out[at + 6u * plane] = tm[1728u + slot_out];
+        out[at + 7u * plane] = tm[2016u + slot_out];
+        out[at + 8u * plane] = tm[2304u + slot_out];
+    }
+    workgroupBarrier();
+    tm[0u + slot_in] = v[9];
+    tm[288u + slot_in] = v[10];
+    tm[576u + slot_in] = v[11];
+    tm[864u + slot_in] = v[12];
+    tm[1152u + slot_in] = v[13];
+    tm[1440u + slot_in] = v[14];
+    tm[1728u + slot_in] = v[15];
+    tm[2016u + slot_in] = v[16];
+    tm[2304u + slot_in] = v[17];
+    workgroupBarrier();
+    if inside {
+        out[at + 9u * plane] = tm[0u + slot_out];
+        out[at + 10u * plane] = tm[288u + slot_out];
+        out[at + 11u * plane] = tm[576u + slot_out];
+        out[at + 12u * plane] = tm[864u + slot_out];
+        out[at + 13u * plane] = tm[1152u + slot_out];
+        out[at + 14u * plane] = tm[1440u + slot_out];
+        out[at + 15u * plane] = tm[1728u + slot_out];
+        out[at + 16u * plane] = tm[2016u + slot_out];
+        out[at + 17u * plane] = tm[2304u + slot_out];
+    }
+    workgroupBarrier();
+    tm[0u + slot_in] = v[18];
+    tm[288u + slot_in] = v[19];
+    tm[576u + slot_in] = v[20];
+    tm[864u + slot_in] = v[21];
+    tm[1152u + slot_in] = v[22];
+    tm[1440u + slot_in] = v[23];
+    tm[1728u + slot_in] = v[24];
+    tm[2016u + slot_in] = v[25];
+    tm[2304u + slot_in] = v[26];
+    workgroupBarrier();
+    if inside {
+        out[at + 18u * plane] = tm[0u + slot_out];
+        out[at + 19u * plane] = tm[288u + slot_out];
+        out[at + 20u * plane] = tm[576u + slot_out];
+        out[at + 21u * plane] = tm[864u + slot_out];
+        out[at + 22u * plane] = tm[1152u + slot_out];
+        out[at + 23u * plane] = tm[1440u + slot_out];
+        out[at + 24u * plane] = tm[1728u + slot_out];
+        out[at + 25u * plane] = tm[2016u + slot_out];
+        out[at + 26u * plane] = tm[2304u + slot_out];
+    }
+    workgroupBarrier();
+    tm[0u + slot_in] = v[27];
+    tm[288u + slot_in] = v[28];
+    tm[576u + slot_in] = v[29];
+    tm[864u + slot_in] = v[30];
+    tm[1152u + slot_in] = v[31];
+    tm[1440u + slot_in] = v[32];
+    tm[1728u + slot_in] = v[33];
+    tm[2016u + slot_in] = v[34];
+    tm[2304u + slot_in] = v[35];
+    workgroupBarrier();
+    if inside {
+        out[at + 27u * plane] = tm[0u + slot_out];
+        out[at + 28u * plane] = tm[288u + slot_out];
+        out[at + 29u * plane] = tm[576u + slot_out];
+        out[at + 30u * plane] = tm[864u + slot_out];
+        out[at + 31u * plane] = tm[1152u + slot_out];
+        out[at + 32u * plane] = tm[1440u + slot_out];
+        out[at + 33u * plane] = tm[1728u + slot_out];
+        out[at + 34u * plane] = tm[2016u + slot_out];
+        out[at + 35u * plane] = tm[2304u + slot_out];
+    }
+    workgroupBarrier();
 }

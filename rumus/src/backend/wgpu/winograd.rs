@@ -66,6 +66,19 @@ kernel_params! {
     }
 }
 
+/// The weight gradient's tile-major transforms: of the input, and of the output gradient.
+#[derive(Clone, Copy, Debug)]
+enum TileMajor {
+    Input,
+    Grad,
+}
+
+/// Invocations of a staged tile-major transform (`winograd4.wgsl`) over a `[ξ, cols, rows]`
+/// matrix: 256 per block of 32 rows × 8 tiles.
+fn staged_invocations(rows: usize, cols: usize) -> usize {
+    rows.div_ceil(32) * cols.div_ceil(8) * 256
+}
+
 /// The stride-1 3×3 convolution the forward kernels compute: the layer's own, or its input
 /// gradient's, on the tiles of `tile`.
 #[derive(Clone, Copy, Debug)]
@@ -157,6 +170,20 @@ impl Shape {
         } else {
             "winograd_output"
         }
+    }
+
+    /// The entry point of the weight gradient's tile-major transform of `which` into a
+    /// `[ξ, cols, rows]` matrix, and its invocations: on F(4×4, 3×3) the `_staged` one, whose
+    /// workgroups of 256 take blocks of 32 rows × 8 tiles; else one invocation per element.
+    fn tile_major(&self, which: TileMajor, rows: usize, cols: usize) -> (&'static str, usize) {
+        let staged = self.tile == WinogradTile::F4x4;
+        let entry = match (which, staged) {
+            (TileMajor::Input, false) => "winograd_input_wgrad",
+            (TileMajor::Input, true) => "winograd_input_wgrad_staged",
+            (TileMajor::Grad, false) => "winograd_grad_tiles",
+            (TileMajor::Grad, true) => "winograd_grad_tiles_staged",
+        };
+        (entry, if staged { staged_invocations(rows, cols) } else { rows * cols })
     }
 
     /// Parameters for `n` invocations over a tile matrix of `rows` × `cols`.
@@ -441,9 +468,11 @@ impl WgpuBackend {
         let (slices, slice_len, cols) = (plan.slices, plan.slice_len, plan.cols());
 
         let input_tiles = self.alloc(xi * n * cols, DType::F32, OP)?;
-        self.winograd_run(&s, "winograd_input_wgrad", &s.params(n * cols, n, cols), x, &input_tiles)?;
+        let (entry, invocations) = s.tile_major(TileMajor::Input, n, cols);
+        self.winograd_run(&s, entry, &s.params(invocations, n, cols), x, &input_tiles)?;
         let grad_tiles = self.alloc(xi * m * cols, DType::F32, OP)?;
-        self.winograd_run(&s, "winograd_grad_tiles", &s.params(m * cols, m, cols), grad, &grad_tiles)?;
+        let (entry, invocations) = s.tile_major(TileMajor::Grad, m, cols);
+        self.winograd_run(&s, entry, &s.params(invocations, m, cols), grad, &grad_tiles)?;
 
         // Batch entry ξ·slices + slice: [m, slice_len] @ [slice_len, n], the left operand Zt's
         // block read transposed (contiguous along m), the right one Vt's block as it is.
