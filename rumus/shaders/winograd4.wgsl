@@ -130,53 +130,56 @@ fn winograd_output_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_work
     store_output4_vec4(y, t.bias, t.base, t.y0, t.x0);
 }
 
-// Where workgroup `w` of a staged tile-major transform works: the first row and tile of its block
-// of 32 rows × 8 tiles (rows fastest), or nothing past the last block.
-struct StagedBlock {
+// Where invocation `lid` of workgroup `w` of a staged tile-major transform works: the first row
+// and tile of the workgroup's block of 32 rows × 8 tiles (rows fastest), nothing past the last
+// block, and its own element (row0 + lid / 8, tile0 + lid % 8), whose tile P and beyond is padding.
+struct StagedElement {
     inside: bool,
     row0: u32,
     tile0: u32,
+    row: u32,
+    tile: u32,
+    real_tile: bool,
 }
 
-fn staged_block(wid: vec3<u32>, nwg: vec3<u32>) -> StagedBlock {
+fn staged_element(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> StagedElement {
     let w = wid.x + wid.y * nwg.x;
     let row_blocks = (p.rows + 31u) / 32u;
     let blocks = row_blocks * ((p.cols + 7u) / 8u);
-    return StagedBlock(w < blocks, (w % row_blocks) * 32u, (w / row_blocks) * 8u);
+    let row0 = (w % row_blocks) * 32u;
+    let tile0 = (w / row_blocks) * 8u;
+    let tile = tile0 + lid % 8u;
+    return StagedElement(w < blocks, row0, tile0, row0 + lid / 8u, tile, tile < p.batch * p.tiles_h * p.tiles_w);
 }
 
 @compute @workgroup_size(256)
 fn winograd_input_wgrad_staged(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                                @builtin(local_invocation_index) lid: u32) {
-    let b = staged_block(wid, nwg);
+    let e = staged_element(wid, nwg, lid);
     // Uniform: the whole workgroup leaves, before any barrier.
-    if !b.inside {
+    if !e.inside {
         return;
     }
-    let row = b.row0 + lid / 8u;
-    let tile = b.tile0 + lid % 8u;
     var v: Transformed;
-    if tile < p.batch * p.tiles_h * p.tiles_w && row < p.channels {
-        let o = tile_origin(p.channels, row, tile, p.in_h, p.in_w, p.pad_h, p.pad_w);
+    if e.real_tile && e.row < p.channels {
+        let o = tile_origin(p.channels, e.row, e.tile, p.in_h, p.in_w, p.pad_h, p.pad_w);
         v = transformed_input_tile(o, p.in_h, p.in_w);
     }
-    store_tile_major36(v, lid, b.row0, b.tile0);
+    store_tile_major36(v, lid, e.row0, e.tile0);
 }
 
 @compute @workgroup_size(256)
 fn winograd_grad_tiles_staged(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                               @builtin(local_invocation_index) lid: u32) {
-    let b = staged_block(wid, nwg);
-    if !b.inside {
+    let e = staged_element(wid, nwg, lid);
+    if !e.inside {
         return;
     }
-    let row = b.row0 + lid / 8u;
-    let tile = b.tile0 + lid % 8u;
+    // The output gradient tile (no padding), zeros beyond out_h × out_w.
     var z: Transformed;
-    if tile < p.batch * p.tiles_h * p.tiles_w && row < p.out_channels {
-        // The output gradient tile (no padding), zeros beyond out_h × out_w.
-        let o = tile_origin(p.out_channels, row, tile, p.out_h, p.out_w, 0u, 0u);
+    if e.real_tile && e.row < p.out_channels {
+        let o = tile_origin(p.out_channels, e.row, e.tile, p.out_h, p.out_w, 0u, 0u);
         z = transformed_grad_tile(o, p.out_h, p.out_w);
     }
-    store_tile_major36(z, lid, b.row0, b.tile0);
+    store_tile_major36(z, lid, e.row0, e.tile0);
 }
