@@ -554,12 +554,13 @@ fn conv2d_weight_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
 // The workgroups of one z compute one stride phase (rumus/src/backend/wgpu/stride_phase.rs), the
 // z-th of the dispatch's (`sizes`): the input rows h = first.x + j·stride_h (j < sub.x) and
 // columns w = first.y + i·stride_w (i < sub.y), which all take the taps kh = tap.x + u·tap_step_h
-// (u < tap_counts.x) and kw likewise; at stride 1, every row and every tap. Input pixel c = (n, j, i) of group g sits at padded position
-// (hy, hx) = (h + pad_h, w + pad_w); tap (kh, kw) carries back the output gradient at
-// ((hy - dy) / stride_h, (hx - dx) / stride_w) with (dy, dx) = (kh·dilation_h, kw·dilation_w),
-// and within a phase both always divide exactly: with qy = hy / stride_h, the output row is
-// qy - dy / stride_h. A pixel is (offset of grad[n, g·o/g, qy, qx], qy, qx, 0) and a tap (offset
-// of its output channel from there, dy / stride_h, dx / stride_w, 0).
+// (u < tap_counts.x) and kw likewise; at stride 1, every row and every tap. Input pixel
+// c = (n, j, i) of group g sits at padded position (hy, hx) = (h + pad_h, w + pad_w); tap
+// (kh, kw) carries back the output gradient at ((hy - dy) / stride_h, (hx - dx) / stride_w) with
+// (dy, dx) = (kh·dilation_h, kw·dilation_w), and within a phase both always divide exactly: with
+// qy = hy / stride_h, the output row is qy - dy / stride_h. A pixel is (offset of
+// grad[n, g·o/g, qy, qx], qy, qx, 0) and a tap (offset of its output channel from there,
+// dy / stride_h, dx / stride_w, 0).
 fn pixel(c: u32, g: u32, z: Sizes) -> vec4<i32> {
     let q = c % z.sub_plane;
     let qy = (z.first.x + q / z.sub.y * p.stride_h + p.pad_h) / p.stride_h;
