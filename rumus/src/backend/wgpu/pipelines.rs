@@ -479,12 +479,16 @@ impl Pipelines {
                     // `conv2d.rs` has checked each buffer's length against the convolution's
                     // extents (`check_len`) and every extent against 2^30
                     // (`check_index_range`); they write only inside their GEMM's [m, n], into
-                    // outputs the dispatcher allocated at that size. The Winograd transforms
-                    // (`winograd.wgsl`) run one invocation per element below `n`, read their
-                    // source only inside the image (guards on the tile's rows and columns) or
-                    // inside the tile matrices the dispatcher sized, and write only the
-                    // buffers it allocated for them, every extent checked against 2^30
-                    // (`winograd_fits`). Both loop only to uniform bounds below 2^30, with
+                    // outputs the dispatcher allocated at that size (the input gradient's
+                    // stride phase from a uniform table of 4 entries, indexed by workgroup z
+                    // below the dispatch's 1 to 4 phases). The Winograd transforms
+                    // (`winograd.wgsl`, `winograd4.wgsl`) run one invocation per element below
+                    // `n` (the staged tile-major ones 256 per block of 32 rows × 8 tiles, whose
+                    // workgroup array they index at constant offsets below its size, and which
+                    // write only rows and tiles inside the matrix), read their source only
+                    // inside the image (guards on the tile's rows and columns) or inside the
+                    // tile matrices the dispatcher sized, and write only the buffers it
+                    // allocated for them, every extent checked against 2^30 (`winograd_fits`). Both loop only to uniform bounds below 2^30, with
                     // positive steps. `tests/ops` checks both over random geometries.
                     unsafe { device.create_shader_module_trusted(desc, ::wgpu::ShaderRuntimeChecks::unchecked()) }
                 } else {
