@@ -132,14 +132,13 @@ fn winograd_output_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_work
 
 // Where invocation `lid` of workgroup `w` of a staged tile-major transform works: the first row
 // and tile of the workgroup's block of 32 rows × 8 tiles (rows fastest), nothing past the last
-// block, and its own element (row0 + lid / 8, tile0 + lid % 8), whose tile P and beyond is padding.
+// block, and its own element (row0 + lid / 8, tile0 + lid % 8).
 struct StagedElement {
     inside: bool,
     row0: u32,
     tile0: u32,
     row: u32,
     tile: u32,
-    real_tile: bool,
 }
 
 fn staged_element(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> StagedElement {
@@ -148,8 +147,7 @@ fn staged_element(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> StagedElement {
     let blocks = row_blocks * ((p.cols + 7u) / 8u);
     let row0 = (w % row_blocks) * 32u;
     let tile0 = (w / row_blocks) * 8u;
-    let tile = tile0 + lid % 8u;
-    return StagedElement(w < blocks, row0, tile0, row0 + lid / 8u, tile, tile < p.batch * p.tiles_h * p.tiles_w);
+    return StagedElement(w < blocks, row0, tile0, row0 + lid / 8u, tile0 + lid % 8u);
 }
 
 @compute @workgroup_size(256)
@@ -160,12 +158,7 @@ fn winograd_input_wgrad_staged(@builtin(workgroup_id) wid: vec3<u32>, @builtin(n
     if !e.inside {
         return;
     }
-    var v: Transformed;
-    if e.real_tile && e.row < p.channels {
-        let o = tile_origin(p.channels, e.row, e.tile, p.in_h, p.in_w, p.pad_h, p.pad_w);
-        v = transformed_input_tile(o, p.in_h, p.in_w);
-    }
-    store_tile_major36(v, lid, e.row0, e.tile0);
+    store_tile_major36(wgrad_input_tile(e.row, e.tile), lid, e.row0, e.tile0);
 }
 
 @compute @workgroup_size(256)
@@ -175,11 +168,5 @@ fn winograd_grad_tiles_staged(@builtin(workgroup_id) wid: vec3<u32>, @builtin(nu
     if !e.inside {
         return;
     }
-    // The output gradient tile (no padding), zeros beyond out_h × out_w.
-    var z: Transformed;
-    if e.real_tile && e.row < p.out_channels {
-        let o = tile_origin(p.out_channels, e.row, e.tile, p.out_h, p.out_w, 0u, 0u);
-        z = transformed_grad_tile(o, p.out_h, p.out_w);
-    }
-    store_tile_major36(z, lid, e.row0, e.tile0);
+    store_tile_major36(wgrad_grad_tile(e.row, e.tile), lid, e.row0, e.tile0);
 }

@@ -142,6 +142,28 @@ fn output_tile(i: u32) -> OutputTile {
     return OutputTile(o, o * p.cols + tile, (n * p.out_channels + o) * p.out_h * p.out_w, TILE * ty, TILE * tx, b);
 }
 
+// The weight gradient's transformed input tile `tile` of channel `row`; zeros for the padding
+// rows (from C) and tiles (from P) of its tile-major matrix.
+fn wgrad_input_tile(row: u32, tile: u32) -> Transformed {
+    var v: Transformed;
+    if tile < p.batch * p.tiles_h * p.tiles_w && row < p.channels {
+        let o = tile_origin(p.channels, row, tile, p.in_h, p.in_w, p.pad_h, p.pad_w);
+        v = transformed_input_tile(o, p.in_h, p.in_w);
+    }
+    return v;
+}
+
+// The weight gradient's transformed output-gradient tile `tile` of channel `row` (no padding,
+// zeros beyond out_h × out_w); zeros for the padding rows (from O) and tiles (from P).
+fn wgrad_grad_tile(row: u32, tile: u32) -> Transformed {
+    var z: Transformed;
+    if tile < p.batch * p.tiles_h * p.tiles_w && row < p.out_channels {
+        let o = tile_origin(p.out_channels, row, tile, p.out_h, p.out_w, 0u, 0u);
+        z = transformed_grad_tile(o, p.out_h, p.out_w);
+    }
+    return z;
+}
+
 @compute @workgroup_size(256)
 fn winograd_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                   @builtin(local_invocation_index) lid: u32) {
@@ -166,12 +188,7 @@ fn winograd_input_wgrad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_work
         return;
     }
     let at = tile_major(i);
-    var v: Transformed;
-    if at.tile < p.batch * p.tiles_h * p.tiles_w && at.row < p.channels {
-        let o = tile_origin(p.channels, at.row, at.tile, p.in_h, p.in_w, p.pad_h, p.pad_w);
-        v = transformed_input_tile(o, p.in_h, p.in_w);
-    }
-    store_transformed(v, at.at, p.rows * p.cols);
+    store_transformed(wgrad_input_tile(at.row, at.tile), at.at, p.rows * p.cols);
 }
 
 @compute @workgroup_size(256)
@@ -182,11 +199,5 @@ fn winograd_grad_tiles(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workg
         return;
     }
     let at = tile_major(i);
-    var z: Transformed;
-    if at.tile < p.batch * p.tiles_h * p.tiles_w && at.row < p.out_channels {
-        // The output gradient tile (no padding), zeros beyond out_h × out_w.
-        let o = tile_origin(p.out_channels, at.row, at.tile, p.out_h, p.out_w, 0u, 0u);
-        z = transformed_grad_tile(o, p.out_h, p.out_w);
-    }
-    store_transformed(z, at.at, p.rows * p.cols);
+    store_transformed(wgrad_grad_tile(at.row, at.tile), at.at, p.rows * p.cols);
 }

@@ -488,8 +488,9 @@ impl Pipelines {
                     // write only rows and tiles inside the matrix), read their source only
                     // inside the image (guards on the tile's rows and columns) or inside the
                     // tile matrices the dispatcher sized, and write only the buffers it
-                    // allocated for them, every extent checked against 2^30 (`winograd_fits`). Both loop only to uniform bounds below 2^30, with
-                    // positive steps. `tests/ops` checks both over random geometries.
+                    // allocated for them, every extent checked against 2^30 (`winograd_fits`).
+                    // Both loop only to uniform bounds below 2^30, with positive steps.
+                    // `tests/ops` checks both over random geometries.
                     unsafe { device.create_shader_module_trusted(desc, ::wgpu::ShaderRuntimeChecks::unchecked()) }
                 } else {
                     device.create_shader_module(desc)
