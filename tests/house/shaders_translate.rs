@@ -22,14 +22,21 @@ const TARGETS: [Target; 3] = [Target::Spirv, Target::Msl, Target::Hlsl];
 
 /// A kernel that cannot translate to a language: (file name, language, why, a piece of the
 /// error naga must give, so that any other failure of that kernel still fails the test).
-const EXCEPTIONS: &[(&str, Target, &str, &str)] = &[(
-    "matmul_coop",
-    Target::Hlsl,
-    "naga's HLSL writer has no cooperative-matrix types (wgpu's DX12 backend offers no \
-     EXPERIMENTAL_COOPERATIVE_MATRIX, so the tensor-core matmul is never compiled there: \
-     MatmulPrecision::F16TensorCores is an error on DX12 as on any adapter without it)",
-    "write_value_type CooperativeMatrix",
-)];
+const EXCEPTIONS: &[(&str, Target, &str, &str)] = &[
+    ("matmul_coop_kn", Target::Hlsl, NO_HLSL_COOP, HLSL_COOP_ERROR),
+    ("matmul_coop_kk", Target::Hlsl, NO_HLSL_COOP, HLSL_COOP_ERROR),
+    ("matmul_coop_mn", Target::Hlsl, NO_HLSL_COOP, HLSL_COOP_ERROR),
+    ("matmul_coop_mk", Target::Hlsl, NO_HLSL_COOP, HLSL_COOP_ERROR),
+    ("conv2d_coop_forward", Target::Hlsl, NO_HLSL_COOP, HLSL_COOP_ERROR),
+    ("conv2d_coop_input_cols", Target::Hlsl, NO_HLSL_COOP, HLSL_COOP_ERROR),
+    ("conv2d_coop_weight_grad", Target::Hlsl, NO_HLSL_COOP, HLSL_COOP_ERROR),
+];
+
+/// Why the tensor-core kernels have no HLSL, and the error that says so.
+const NO_HLSL_COOP: &str = "naga's HLSL writer has no cooperative-matrix types (wgpu's DX12 backend offers no \
+     EXPERIMENTAL_COOPERATIVE_MATRIX, so the tensor-core kernels are never compiled there: \
+     MatmulPrecision::F16TensorCores is an error on DX12 as on any adapter without it)";
+const HLSL_COOP_ERROR: &str = "write_value_type CooperativeMatrix";
 
 /// Metal Shading Language 2.4 (macOS 12): subgroup (SIMD-group) operations need 2.1.
 const MSL_VERSION: (u8, u8) = (2, 4);

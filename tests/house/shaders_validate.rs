@@ -183,12 +183,21 @@ fn kernel_needs() -> Vec<Needs> {
 const GATED: &[(&str, &str, &str)] = &[
     ("matmul_vec4", "matmul_large", "matmul.rs `fit_under`: the vec4 large tiles need 48 KiB and 512 invocations"),
     ("matmul_vec4", "matmul_tall", "matmul.rs `fit_under`: the vec4 large tiles need 48 KiB and 512 invocations"),
-    ("matmul_coop", "matmul_large", "matmul.rs `coop_fits`: set_matmul_precision refuses tensor cores"),
+    ("matmul_coop_kn", "matmul_large", COOP_GATE),
+    ("matmul_coop_kk", "matmul_large", COOP_GATE),
+    ("matmul_coop_mn", "matmul_large", COOP_GATE),
+    ("matmul_coop_mk", "matmul_large", COOP_GATE),
+    ("conv2d_coop_forward", "conv2d_coop", COOP_GATE),
+    ("conv2d_coop_input_cols", "conv2d_coop", COOP_GATE),
+    ("conv2d_coop_weight_grad", "conv2d_coop", COOP_GATE),
     ("conv2d", "conv2d_forward_large", "conv2d.rs `choose_tiles`: the large tiles need 17 KiB"),
     ("conv2d", "conv2d_input_grad_large", "conv2d.rs `choose_tiles`: the large tiles need 17 KiB"),
     ("attention_backward_dkdv_blocked_d32", "attention_backward_dkdv", "attention.rs `dkdv_kernel`"),
     ("attention_backward_dkdv_blocked_d64", "attention_backward_dkdv", "attention.rs `dkdv_kernel`"),
 ];
+
+/// The gate of the tensor-core kernels.
+const COOP_GATE: &str = "coop_tiles.rs `fits`: set_matmul_precision refuses tensor cores";
 
 /// Every kernel fits WebGPU's default limits (`wgpu::Limits::default()`: 16 KiB of workgroup
 /// storage, 256 invocations, workgroup sizes 256 x 256 x 64, 8 storage buffers per stage, ...) or

@@ -13,6 +13,7 @@ mod affine_warp;
 mod attention;
 mod batch_norm_fused;
 mod batch_norm_relu;
+mod conv_tensor_cores;
 mod core_ops;
 mod elementwise_paths;
 mod grad_unscale;

@@ -124,32 +124,34 @@ const RESNET18_DOWNSAMPLING: [(usize, usize, usize, usize, usize, usize, usize);
 /// gradient with its bias gradient (one backward call, as autograd makes it). Each pass is one
 /// product of `2·n·o·oh·ow·c·k·k` flops (Winograd's fewer multiplications count as the same
 /// work, so its rate compares with the GEMM's and cuDNN's). `algorithm` (e.g. ` winograd`) is
-/// appended to the rows' names.
+/// appended to the rows' names. Without `bias` (as ResNet's convolutions), the forward has
+/// none and the weight gradient no bias gradient.
 fn bench_conv(
     b: &WgpuBackend,
     (n, c, h, o, k, pad, stride): (usize, usize, usize, usize, usize, usize, usize),
     repeats: usize,
     algorithm: &str,
+    bias: bool,
 ) -> Result<Vec<Row>> {
     let geom = ConvGeom::square(n, c, (h, h), k, stride, pad, 1)
         .ok_or_else(|| rumus::Error::Gpu("bench_conv: the kernel does not fit the input".into()))?;
     let args = Conv2dArgs { geom, out_channels: o, groups: 1 };
     let x = random(b, n * c * h * h, 5)?;
     let w = random(b, o * c * k * k, 6)?;
-    let bias = random(b, o, 7)?;
+    let bias = if bias { Some(random(b, o, 7)?) } else { None };
     let gy = random(b, n * o * geom.out_h * geom.out_w, 8)?;
     let stride_suffix = if stride == 1 { String::new() } else { format!("s{stride}") };
     let shape = format!("{n}x{c}x{h}x{h}->{o}k{k}{stride_suffix}");
     let flops = 2.0 * (n * o * geom.out_h * geom.out_w * c * k * k) as f64;
     let (x, w, gy) = (&x, &w, &gy);
     let forward = || -> Result<()> {
-        b.conv2d(x, w, Some(&bias), &args)?
+        b.conv2d(x, w, bias.as_ref(), &args)?
             .map(drop)
             .ok_or_else(|| rumus::Error::Gpu("the wgpu backend declined the convolution".into()))
     };
     let backward = |wanted: Conv2dWanted| move || b.conv2d_backward(x, w, gy, &args, wanted).map(drop);
     let input_grad = backward(Conv2dWanted { x: true, weight: false, bias: false });
-    let weight_grad = backward(Conv2dWanted { x: false, weight: true, bias: true });
+    let weight_grad = backward(Conv2dWanted { x: false, weight: true, bias: bias.is_some() });
     let passes: [(&str, &dyn Fn() -> Result<()>); 3] =
         [("conv2d forward", &forward), ("conv2d input grad", &input_grad), ("conv2d weight grad", &weight_grad)];
     passes
@@ -355,7 +357,7 @@ fn main() -> Result<()> {
     }
     if wanted("conv") {
         let resblock = if quick { (4, 16, 14, 16, 3, 1, 1) } else { (32, 64, 56, 64, 3, 1, 1) };
-        rows_out.extend(bench_conv(&b, resblock, repeats, "")?);
+        rows_out.extend(bench_conv(&b, resblock, repeats, "", true)?);
     }
     if wanted("bn") {
         // ResNet-18 (CIFAR form) at batch 128: after the stem and each stage's downsampling.
@@ -383,12 +385,24 @@ fn main() -> Result<()> {
         }
         for (c, h) in RESNET18_STAGES {
             for (backend, algorithm) in &backends {
-                rows_out.extend(bench_conv(backend, (batch, c, h, c, 3, 1, 1), repeats, algorithm)?);
+                rows_out.extend(bench_conv(backend, (batch, c, h, c, 3, 1, 1), repeats, algorithm, true)?);
             }
         }
+        // The stride-2 ones on the implicit GEMM, and where the adapter has tensor cores on
+        // theirs (`conv2d_coop.wgsl`, rows ` tc`, without bias: a biased forward stays f32).
+        let tensor_cores = if ctx.has_tensor_cores() {
+            let tc = WgpuBackend::with_conv_algorithm(ConvAlgorithm::Auto)?;
+            tc.set_matmul_precision(MatmulPrecision::F16TensorCores)?;
+            Some(tc)
+        } else {
+            None
+        };
         for (n, c, h, o, k, pad, stride) in RESNET18_DOWNSAMPLING {
             let n = if quick { 8 } else { n };
-            rows_out.extend(bench_conv(&b, (n, c, h, o, k, pad, stride), repeats, "")?);
+            rows_out.extend(bench_conv(&b, (n, c, h, o, k, pad, stride), repeats, "", true)?);
+            if let Some(tc) = &tensor_cores {
+                rows_out.extend(bench_conv(tc, (n, c, h, o, k, pad, stride), repeats, " tc", false)?);
+            }
         }
     }
 

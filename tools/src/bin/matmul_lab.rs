@@ -22,10 +22,12 @@
 //! backend runs weight gradients; the partials' sum is not timed), each product checked on
 //! sampled outputs; a ranking per shape ends the output. `--entries a,b` times only those entry
 //! points of the lab directory's variants (the shipped files' entries are always timed), `--skip
-//! a,b` leaves out those variants (`shipped/matmul_coop`, say).
+//! a,b` leaves out those variants (`shipped/matmul_coop_kn`, say).
 //!
 //! Each `*.wgsl` in the directory, plus the shipped `rumus/shaders/matmul.wgsl`,
-//! `rumus/shaders/matmul_vec4.wgsl` and `rumus/shaders/matmul_coop.wgsl`, is compiled twice: with wgpu's
+//! `rumus/shaders/matmul_vec4.wgsl` and the modules of `rumus/shaders/matmul_coop.wgsl` (one per
+//! pair of operand sides, each run only on the layout it serves; composed as the backend composes
+//! them), is compiled twice: with wgpu's
 //! runtime checks and as a trusted module (no injected loop bounding or index clamping, which is
 //! how the backend compiles the matmul shaders). Variants that use cooperative matrices (tensor
 //! cores, f16 inputs) run only where the adapter has them, and are checked to f16 accuracy. The
@@ -45,7 +47,7 @@ use wgpu::util::DeviceExt;
 type Error = Box<dyn std::error::Error>;
 
 /// How an operand is stored: row-major, or transposed (its rows are the columns in memory).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Layout {
     NN,
     TN,
@@ -362,26 +364,37 @@ fn read(gpu: &Gpu, buffer: &wgpu::Buffer) -> Result<Vec<u8>, Error> {
     Ok(bytes)
 }
 
+/// The shipped matmul kernels as the backend compiles them (`matmul`, `matmul_vec4` and the
+/// tensor-core modules `matmul_coop_*`, one per pair of operand sides), then the lab directory's.
 fn variants(dir: &Path) -> Result<Vec<(String, String)>, Error> {
-    // The build's checkout, or (a binary carried to another machine) the working directory's.
-    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rumus/shaders");
-    let shipped = if built.is_dir() { built } else { PathBuf::from("rumus/shaders") };
-    let mut files: Vec<PathBuf> =
-        ["matmul.wgsl", "matmul_vec4.wgsl", "matmul_coop.wgsl"].iter().map(|f| shipped.join(f)).collect();
+    let mut variants: Vec<(String, String)> = rumus::backend::wgpu::compiled_sources(true)
+        .into_iter()
+        .filter(|(name, _)| name.starts_with("matmul"))
+        .map(|(name, source)| (format!("shipped/{name}"), source))
+        .collect();
     let mut lab: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "wgsl"))
         .collect();
     lab.sort();
-    files.extend(lab);
-    files
-        .into_iter()
-        .map(|f| {
-            let name = f.file_stem().unwrap_or_default().to_string_lossy().into_owned();
-            let tag = if f.starts_with(&shipped) { format!("shipped/{name}") } else { name };
-            Ok((tag, std::fs::read_to_string(&f)?))
-        })
-        .collect()
+    for f in lab {
+        let name = f.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+        variants.push((name, std::fs::read_to_string(&f)?));
+    }
+    Ok(variants)
+}
+
+/// Whether a kernel's source serves `layout`: a module compiled for one pair of operand sides
+/// (`const LHS_K_FAST: bool = ...;` and `RHS_N_FAST`, as the tensor-core modules are) serves only
+/// that pair; any other serves every layout.
+fn serves(source: &str, layout: Layout) -> bool {
+    let side = |name: &str| {
+        let prefix = format!("const {name}: bool = ");
+        source.lines().find_map(|l| l.strip_prefix(prefix.as_str())).map(|v| v.trim_end_matches(';') == "true")
+    };
+    let lhs_k_fast = layout != Layout::TN;
+    let rhs_n_fast = layout != Layout::NT;
+    side("LHS_K_FAST").is_none_or(|v| v == lhs_k_fast) && side("RHS_N_FAST").is_none_or(|v| v == rhs_n_fast)
 }
 
 /// The value after `--flag`, if given.
@@ -529,8 +542,11 @@ fn main() -> Result<(), Error> {
             };
             let wanted =
                 |k: &&Kernel| name.starts_with("shipped/") || entries.as_ref().is_none_or(|e| e.contains(&k.entry));
-            for (kernel, (p, timed, checked)) in
-                kernels.iter().filter(wanted).flat_map(|k| problems.iter().map(move |p| (k, p)))
+            for (kernel, (p, timed, checked)) in kernels
+                .iter()
+                .filter(wanted)
+                .flat_map(|k| problems.iter().map(move |p| (k, p)))
+                .filter(|(_, (p, _, _))| serves(&source, p.shape.layout))
             {
                 let tagged = format!("{name}/{}x{}", kernel.tile.0, kernel.tile.1);
                 let secs = p.time(&gpu, kernel, if *timed { repeats } else { 1 })?;

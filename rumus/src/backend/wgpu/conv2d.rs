@@ -5,7 +5,8 @@
 //! gradient's split partials use the backend's reduction. Where the backend's `ConvAlgorithm`
 //! takes Winograd, the forward and the input and weight gradients go to `winograd.rs` instead
 //! (the bias gradient stays here). Until the start-up warm-up has compiled these kernels, small
-//! convolutions run the stand-ins of `conv2d_direct.rs`.
+//! convolutions run the stand-ins of `conv2d_direct.rs`. On tensor cores the GEMMs of one group
+//! run in `conv2d_coop.rs`.
 
 use super::conv_algorithm::ConvPass;
 use super::launch::{bind, check_len};
@@ -54,7 +55,7 @@ const PHASES_PER_AXIS: usize = 2;
 const WEIGHT_TABLE_BYTES: u32 = 32 * 4;
 /// The kernels mix u32 and i32 index arithmetic: each quantity checked against this bound, and
 /// any sum of two of them, stays below 2^31.
-const INDEX_LIMIT: u64 = 1 << 30;
+pub(super) const INDEX_LIMIT: u64 = 1 << 30;
 /// Bindings of every entry point: x, weight, grad, bias, out (unused ones get a dummy buffer).
 pub(super) const SIGNATURE: [Access; 5] = [Access::Read, Access::Read, Access::Read, Access::Read, Access::Write];
 
@@ -239,6 +240,9 @@ impl WgpuBackend {
         if let Some(tile) = self.conv_winograd(a, ConvPass::Forward)? {
             return self.winograd_forward(x, w, bias, a, tile);
         }
+        if self.conv_on_tensor_cores(a, &d) {
+            return self.conv2d_coop_forward(x, w, bias, a, &d);
+        }
         if self.conv2d_stand_in("conv2d_forward", &d) {
             return self.conv2d_direct_forward(x, w, bias, a, &d);
         }
@@ -268,12 +272,17 @@ impl WgpuBackend {
         check_len(OP, w, d.weight)?;
         check_len(OP, g, d.output)?;
         check_index_range(a)?;
+        let tensor_cores = self.conv_on_tensor_cores(a, &d);
         let input_grad = || match self.conv_winograd(a, ConvPass::InputGrad)? {
             Some(tile) => self.winograd_input_grad(w, g, a, tile),
-            None => self.conv2d_input_grad(w, g, a, &d),
+            None => match tensor_cores.then(|| self.conv2d_coop_input_grad(w, g, a, &d)).transpose()?.flatten() {
+                Some(dx) => Ok(dx),
+                None => self.conv2d_input_grad(w, g, a, &d),
+            },
         };
         let weight_grad = || match self.conv_winograd(a, ConvPass::WeightGrad)? {
             Some(tile) => self.winograd_weight_grad(xs, g, a, tile),
+            None if tensor_cores => self.conv2d_coop_weight_grad(xs, g, a, &d),
             None => self.conv2d_weight_grad(xs, g, a, &d),
         };
         Ok(Conv2dGrads {

@@ -3,6 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
+use super::coop_tiles;
 use super::launch::bind;
 use super::params::kernel_params;
 use super::pipelines::{self, Access, KernelState};
@@ -198,19 +199,6 @@ pub(super) fn matmul_kernel_under(limits: &::wgpu::Limits, args: &MatmulArgs) ->
     (shader.name, entry)
 }
 
-/// `Ok` when an adapter with `limits` has the workgroup memory of the tensor-core matmul
-/// (`matmul_coop.wgsl`); else why not. `set_matmul_precision` refuses tensor cores on such an
-/// adapter (they also need the cooperative-matrix feature, which WebGPU's defaults lack).
-pub(super) fn coop_fits(limits: &::wgpu::Limits) -> std::result::Result<(), String> {
-    if limits.max_compute_workgroup_storage_size < COOP_SHARED_BYTES {
-        return Err(format!(
-            "{} bytes of workgroup memory; the tensor-core matmul needs {COOP_SHARED_BYTES}",
-            limits.max_compute_workgroup_storage_size
-        ));
-    }
-    Ok(())
-}
-
 /// The vec4 large tile (128×256 or 256×128) and power-of-two slice count (slices at least
 /// [`SPLIT_K_MIN_SLICE`] long) that take the least time: waves of [`WAVE_SMS`] workgroups
 /// times slice length (both tiles hold as many outputs), plus the partials' round trip through
@@ -238,13 +226,6 @@ fn fewest_waves(args: &MatmulArgs) -> MatmulPlan {
 /// with less (WebGPU's minimum is 16 KiB) or fewer invocations per workgroup (256) take the
 /// strided kernel.
 const VEC4_LARGE_SHARED_BYTES: u32 = (32 * 32 + 32 * 64) * 16;
-
-/// Shared memory of `matmul_coop.wgsl`: each operand's slice of halves (the larger of its two
-/// shapes: 128×40 and 32×136 of lhs, 256×40 and 32×264 of rhs), plus 8 subgroups' 16×16 f32
-/// edge blocks.
-const COOP_SHARED_BYTES: u32 = (128 * 40 + 256 * 40) * 2 + 8 * 256 * 4;
-/// Its output tile, rows × columns.
-const COOP_TILE: [usize; 2] = [128, 256];
 
 kernel_params! {
     /// All three matmul shaders: `batch` products of `[m, k]` by `[k, n]`, each operand at its
@@ -314,7 +295,8 @@ fn vec4_readable(l: &MatrixLayout, rows: usize, cols: usize, batch: usize) -> bo
 
 impl WgpuBackend {
     /// See [`Device::set_matmul_precision`](crate::Device::set_matmul_precision). Turning tensor
-    /// cores on compiles their kernel at once, so a driver that rejects it fails here.
+    /// cores on compiles their kernels (the matmul's and the convolution's) at once, so a driver
+    /// that rejects them fails here.
     pub fn set_matmul_precision(&self, precision: MatmulPrecision) -> Result<()> {
         let tensor_cores = precision == MatmulPrecision::F16TensorCores;
         if tensor_cores {
@@ -325,8 +307,13 @@ impl WgpuBackend {
                     self.ctx.adapter_name()
                 )));
             }
-            coop_fits(&self.ctx.limits).map_err(|e| Error::Gpu(format!("{}: {e}", self.ctx.adapter_name())))?;
-            self.pipelines.get(&self.ctx.device, &pipelines::MATMUL_COOP, "matmul_large", &SIGNATURE)?;
+            coop_tiles::fits(&self.ctx.limits).map_err(|e| Error::Gpu(format!("{}: {e}", self.ctx.adapter_name())))?;
+            for shader in &pipelines::MATMUL_COOP {
+                self.pipelines.get(&self.ctx.device, shader, "matmul_large", &SIGNATURE)?;
+            }
+            for shader in super::conv2d_coop::SHADERS {
+                self.pipelines.get(&self.ctx.device, shader, super::conv2d_coop::ENTRY, &super::conv2d::SIGNATURE)?;
+            }
         }
         self.tensor_core_matmul.store(tensor_cores, Ordering::Relaxed);
         Ok(())
@@ -470,7 +457,8 @@ impl WgpuBackend {
             [args.n.div_ceil(cols), args.m.div_ceil(rows), args.batch].map(|g| g.min(max) as u32)
         };
         if fit.vec4 && tensor_cores {
-            self.run(&pipelines::MATMUL_COOP, "matmul_large", &SIGNATURE, &params, &buffers, grid(COOP_TILE))?;
+            let shader = coop_tiles::matmul_shader(args.lhs.col_stride == 1, args.rhs.col_stride == 1);
+            self.run(shader, "matmul_large", &SIGNATURE, &params, &buffers, grid(coop_tiles::TILE))?;
             return Ok(self.output(out));
         }
         let large = matches!(kernel, MatmulKernel::Wide | MatmulKernel::Tall | MatmulKernel::Square);
@@ -492,15 +480,12 @@ impl WgpuBackend {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::pipelines::{KernelState, MATMUL, MATMUL_VEC4, REDUCE};
     use super::super::test_data::{normal, read};
     use super::super::WgpuBackend;
     use super::{choose_plan, split_k_args, split_k_slices, Fit, MatmulKernel, MatmulPlan};
-    use super::{
-        COOP_SHARED_BYTES, COOP_TILE, VEC4_LARGE_INVOCATIONS, VEC4_LARGE_SHARED_BYTES, VEC4_LARGE_TILE,
-        VEC4_SQUARE_TILE, VEC4_TALL_TILE,
-    };
+    use super::{VEC4_LARGE_INVOCATIONS, VEC4_LARGE_SHARED_BYTES, VEC4_LARGE_TILE, VEC4_SQUARE_TILE, VEC4_TALL_TILE};
     use crate::backend::{Backend, MatmulArgs, MatrixLayout, ReduceDims, ReduceOp};
     use crate::testing::assert_close;
 
@@ -710,22 +695,10 @@ mod tests {
     }
 
     /// The value of `const NAME: u32 = <value>u;` in a shader.
-    fn shader_const(source: &str, name: &str) -> u32 {
+    pub(in super::super) fn shader_const(source: &str, name: &str) -> u32 {
         let prefix = format!("const {name}: u32 = ");
         let line = source.lines().find_map(|l| l.strip_prefix(prefix.as_str())).expect("constant in shader");
         line.trim_end_matches(';').trim_end_matches('u').parse().expect("integer constant")
-    }
-
-    /// The constants follow the tensor-core shader's tile and K slice (rows padded by 8 halves).
-    #[test]
-    fn coop_constants_match_the_shader() {
-        let source = include_str!("../../../shaders/matmul_coop.wgsl");
-        let (m, n, bk) = (shader_const(source, "LTILE_M"), shader_const(source, "LTILE_N"), shader_const(source, "BK"));
-        let slice = |tile: u32| (tile * (bk + 8)).max(bk * (tile + 8));
-        assert_eq!((slice(m) + slice(n)) * 2 + 8 * 256 * 4, COOP_SHARED_BYTES);
-        assert_eq!([m as usize, n as usize], COOP_TILE);
-        assert_eq!(shader_const(source, "LOADS_A"), m * bk / 1024);
-        assert_eq!(shader_const(source, "LOADS_B"), n * bk / 1024);
     }
 
     /// The constants follow the generated shader (`tools/gen/matmul.py`).

@@ -14,8 +14,10 @@ mod batch_norm;
 mod buffer_pool;
 mod context;
 mod conv2d;
+mod conv2d_coop;
 mod conv2d_direct;
 mod conv_algorithm;
+mod coop_tiles;
 mod copy;
 mod cross_entropy;
 mod elementwise;
@@ -103,7 +105,7 @@ pub fn kernel_under_limits(limits: &::wgpu::Limits, matmul: &MatmulArgs, d: usiz
     LimitedChoice {
         matmul: matmul::matmul_kernel_under(limits, matmul),
         attention_dkdv: attention::dkdv_kernel_under(limits, d),
-        tensor_cores: matmul::coop_fits(limits),
+        tensor_cores: coop_tiles::fits(limits),
     }
 }
 

@@ -8,6 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use super::attention::{constants_128, constants_32, constants_64, AttentionParams};
 use super::batch_norm::BatchNormParams;
+use super::conv2d_coop;
+use super::coop_tiles;
 use super::copy::CopyParams;
 use super::cross_entropy::{cross_entropy_constants, CrossEntropyParams};
 use super::elementwise::{binary_constants, unary_constants, BinaryParams, UnaryParams};
@@ -72,6 +74,16 @@ macro_rules! shader {
     };
 }
 
+/// `matmul_coop.wgsl` with its operands fetched along the sides the two booleans name.
+macro_rules! matmul_coop {
+    ($name:literal, $lhs_k_fast:literal, $rhs_n_fast:literal) => {
+        Shader::new($name, include_str!("../../../shaders/matmul_coop.wgsl"), MatmulParams::LAYOUT)
+            .with_constants(coop_tiles::oriented::<$lhs_k_fast, $rhs_n_fast>)
+            .including(&[COOP_TILES])
+            .trusted()
+    };
+}
+
 macro_rules! lib {
     ($name:literal) => {
         include_str!(concat!("../../../shaders/lib/", $name, ".wgsl"))
@@ -94,6 +106,7 @@ const BATCH_NORM_PARAMS: &str = lib!("batch_norm_params");
 const BATCH_NORM_AFFINE: &str = lib!("batch_norm_affine");
 const WINOGRAD_TILES: &str = lib!("winograd_tiles");
 const WINOGRAD4_TRANSFORMS: &str = lib!("winograd4_transforms");
+const COOP_TILES: &str = lib!("coop_tiles");
 
 pub(crate) const FILL: Shader = shader!("fill", FillParams);
 pub(crate) const COPY_STRIDED: Shader = shader!("copy_strided", CopyParams);
@@ -107,8 +120,15 @@ pub(crate) const REDUCE: Shader = shader!("reduce", ReduceParams).with_constants
 pub(crate) const ARGMAX: Shader = shader!("argmax", ArgmaxParams);
 pub(crate) const MATMUL: Shader = shader!("matmul", MatmulParams).trusted();
 pub(crate) const MATMUL_VEC4: Shader = shader!("matmul_vec4", MatmulParams).trusted();
-/// Compiled only on devices opened with cooperative matrices (`WgpuContext::has_tensor_cores`).
-pub(crate) const MATMUL_COOP: Shader = shader!("matmul_coop", MatmulParams).trusted();
+/// `matmul_coop.wgsl` for operands read along k or not (lhs) and along the columns or not (rhs),
+/// in that order (`coop_tiles::matmul_shader`). Compiled only on devices opened with
+/// cooperative matrices (`WgpuContext::has_tensor_cores`), as are the `CONV2D_COOP_` kernels.
+pub(crate) const MATMUL_COOP: [Shader; 4] = [
+    matmul_coop!("matmul_coop_kn", true, true),
+    matmul_coop!("matmul_coop_kk", true, false),
+    matmul_coop!("matmul_coop_mn", false, true),
+    matmul_coop!("matmul_coop_mk", false, false),
+];
 pub(crate) const SOFTMAX: Shader = shader!("softmax", SoftmaxParams).row_reduce().including(&[ROW_MAX_SUM]);
 pub(crate) const SOFTMAX_BACKWARD: Shader = shader!("softmax_backward", SoftmaxBackwardParams).row_reduce();
 pub(crate) const LAYER_NORM: Shader = shader!("layer_norm", LayerNormParams).row_reduce();
@@ -130,6 +150,19 @@ pub(crate) const CROSS_ENTROPY: Shader = shader!("cross_entropy", CrossEntropyPa
 pub(crate) const IM2COL: Shader = shader!("im2col", WindowParams).including(&[WINDOW]);
 pub(crate) const COL2IM: Shader = shader!("col2im", WindowParams).including(&[WINDOW]);
 pub(crate) const CONV2D: Shader = shader!("conv2d", WindowParams).including(&[WINDOW]).trusted();
+/// `conv2d_coop.wgsl` for one of a convolution's products (see `conv2d_coop.rs`).
+macro_rules! conv2d_coop {
+    ($name:literal, $constants:expr) => {
+        Shader::new($name, include_str!("../../../shaders/conv2d_coop.wgsl"), WindowParams::LAYOUT)
+            .with_constants($constants)
+            .including(&[COOP_TILES, WINDOW])
+            .trusted()
+    };
+}
+
+pub(crate) const CONV2D_COOP_FORWARD: Shader = conv2d_coop!("conv2d_coop_forward", conv2d_coop::constants::<0>);
+pub(crate) const CONV2D_COOP_INPUT_COLS: Shader = conv2d_coop!("conv2d_coop_input_cols", conv2d_coop::constants::<1>);
+pub(crate) const CONV2D_COOP_WEIGHT_GRAD: Shader = conv2d_coop!("conv2d_coop_weight_grad", conv2d_coop::constants::<2>);
 pub(crate) const CONV2D_DIRECT: Shader = shader!("conv2d_direct", WindowParams).including(&[WINDOW, LINEAR]);
 pub(crate) const WINOGRAD: Shader = shader!("winograd", WinogradParams).including(&[WINOGRAD_TILES]).trusted();
 pub(crate) const WINOGRAD4: Shader =
@@ -196,7 +229,10 @@ pub(crate) const ALL: &[Shader] = &[
     ARGMAX,
     MATMUL,
     MATMUL_VEC4,
-    MATMUL_COOP,
+    MATMUL_COOP[0],
+    MATMUL_COOP[1],
+    MATMUL_COOP[2],
+    MATMUL_COOP[3],
     SOFTMAX,
     SOFTMAX_BACKWARD,
     CROSS_ENTROPY,
@@ -211,6 +247,9 @@ pub(crate) const ALL: &[Shader] = &[
     IM2COL,
     COL2IM,
     CONV2D,
+    CONV2D_COOP_FORWARD,
+    CONV2D_COOP_INPUT_COLS,
+    CONV2D_COOP_WEIGHT_GRAD,
     CONV2D_DIRECT,
     WINOGRAD,
     WINOGRAD4,

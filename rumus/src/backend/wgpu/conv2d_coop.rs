@@ -1,0 +1,155 @@
+//! A convolution's implicit GEMMs on tensor cores (`conv2d_coop.wgsl`, on the 128×256 tiles of
+//! `lib/coop_tiles.wgsl`): what runs instead of `conv2d.wgsl`'s f32 GEMMs when the backend's
+//! matmul precision is `MatmulPrecision::F16TensorCores`, for convolutions of one group that
+//! Winograd does not take (strides, 1×1 and other kernel sizes, few channels). Operands are
+//! rounded to f16 and products summed in f32, as in the tensor-core matmul.
+//!
+//! The forward writes the output directly. The input gradient's product writes the gradient of
+//! im2col's columns, `[n, c·kh·kw, oh·ow]`, which `col2im.wgsl` folds into the input's shape (a
+//! gather per input pixel, no atomics). A product with few output tiles (the weight gradient's
+//! over n·oh·ow, a forward's with few pixels) splits its K into pieces whose partial sums the
+//! backend's reduction adds up; a forward's sums start from the bias (unsplit, then). An input
+//! gradient whose columns would not fit the kernels' indexing stays on the f32 GEMM.
+
+use std::sync::atomic::Ordering;
+
+use super::conv2d::{params, Dims, INDEX_LIMIT, SIGNATURE};
+use super::coop_tiles;
+use super::encoder::Binding;
+use super::launch::bind;
+use super::pipelines;
+use super::{WgpuBackend, WgpuStorage};
+use crate::backend::{Conv2dArgs, DType, ReduceDims, ReduceOp, Storage};
+use crate::Result;
+
+const OP: &str = "conv2d";
+/// The tiles' K slice (`BK` in `lib/coop_tiles.wgsl`).
+const SLICE: usize = 32;
+const TILE: [usize; 2] = coop_tiles::TILE;
+/// A product with few output tiles (the weight gradient's, a forward's with few pixels) splits
+/// its K until about this many workgroups share it (two of these 256-invocation workgroups per
+/// SM of an H100)...
+const SPLIT_TARGET_GROUPS: usize = 264;
+/// ...in pieces no shorter than this (a multiple of the K slice, which a piece must be).
+const MIN_SPLIT_LEN: usize = 256;
+/// The entry point of each product's module.
+pub(super) const ENTRY: &str = "conv2d_coop";
+/// The modules of the forward, the input columns and the weight gradient, for the start-up
+/// compile of `set_matmul_precision`.
+pub(super) const SHADERS: [&pipelines::Shader; 3] =
+    [&pipelines::CONV2D_COOP_FORWARD, &pipelines::CONV2D_COOP_INPUT_COLS, &pipelines::CONV2D_COOP_WEIGHT_GRAD];
+
+/// What opens each module of `conv2d_coop.wgsl`: the tiles' prelude with the sides the product
+/// fetches its operands along (see the shader), then the product.
+pub(super) fn constants<const PRODUCT: u32>() -> String {
+    let (input_cols, weight) = (PRODUCT == 1, PRODUCT == 2);
+    format!("{}\nconst PRODUCT: u32 = {PRODUCT}u;", coop_tiles::prelude(!input_cols, !weight))
+}
+
+/// One product of `conv2d_coop.wgsl`: which, its extents, and whether it may split K.
+struct Product<'a> {
+    shader: &'static pipelines::Shader,
+    /// M, N and K.
+    rows: usize,
+    cols: usize,
+    k: usize,
+    /// The bound operands (x, weight, grad, bias), before the output.
+    inputs: [Binding<'a>; 4],
+    has_bias: bool,
+    /// Whether its K may be cut into splits (not a forward with a bias, whose sums start from
+    /// the bias in every split).
+    splittable: bool,
+}
+
+/// The length of the splits of a product's K (a multiple of the K slice) for `tiles` output
+/// tiles: as many splits as bring the workgroups near [`SPLIT_TARGET_GROUPS`], each at least
+/// [`MIN_SPLIT_LEN`] long, with all their partial outputs of `output` elements within the
+/// kernels' indexing.
+fn split_len(tiles: usize, k: usize, output: usize) -> usize {
+    let most = (INDEX_LIMIT as usize / output.max(1)).max(1);
+    let wanted = SPLIT_TARGET_GROUPS.div_ceil(tiles.max(1)).clamp(1, k.div_ceil(MIN_SPLIT_LEN).min(most));
+    k.div_ceil(wanted).next_multiple_of(SLICE).max(SLICE)
+}
+
+impl WgpuBackend {
+    /// Whether `a`'s GEMMs run on tensor cores: the precision asks for them, one group, and
+    /// none of the products is empty (those stay on the f32 GEMM, which writes their zeros).
+    pub(super) fn conv_on_tensor_cores(&self, a: &Conv2dArgs, d: &Dims) -> bool {
+        self.tensor_core_matmul.load(Ordering::Relaxed)
+            && a.groups == 1
+            && d.weight_cols > 0
+            && a.out_channels > 0
+            && d.out_pixels > 0
+    }
+
+    /// Runs `product` over its splits of K and adds their partial outputs up.
+    fn coop_product(&self, product: Product<'_>, a: &Conv2dArgs) -> Result<Storage> {
+        let output = product.rows * product.cols;
+        let [tiles_m, tiles_n] = [product.rows.div_ceil(TILE[0]), product.cols.div_ceil(TILE[1])];
+        let split_len = match product.splittable {
+            true => split_len(tiles_m * tiles_n, product.k, output),
+            false => product.k.next_multiple_of(SLICE),
+        };
+        let splits = product.k.div_ceil(split_len);
+        let out = self.alloc(splits * output, DType::F32, OP)?;
+        let [x, w, g, b] = product.inputs;
+        let buffers = [x, w, g, b, bind(&out)];
+        let params = params(a, 0, product.has_bias, split_len);
+        // Workgroups for [columns, rows, splits] of tiles, each side at most the adapter's
+        // dispatch limit (the kernel walks the rest with grid strides).
+        let groups = [tiles_n, tiles_m, splits].map(|t| t.clamp(1, self.max_groups) as u32);
+        self.run(product.shader, ENTRY, &SIGNATURE, &params, &buffers, groups)?;
+        let out = self.output(out);
+        if splits == 1 {
+            return Ok(out);
+        }
+        self.reduce_kernel(ReduceOp::Sum, &out, ReduceDims { outer: 1, len: splits, inner: output })
+    }
+
+    pub(super) fn conv2d_coop_forward(
+        &self,
+        x: &WgpuStorage,
+        w: &WgpuStorage,
+        bias: Option<&WgpuStorage>,
+        a: &Conv2dArgs,
+        d: &Dims,
+    ) -> Result<Storage> {
+        let inputs = [bind(x), bind(w), self.unused(), bias.map_or(self.unused(), bind)];
+        let (rows, cols, k) = (a.out_channels, d.out_pixels, d.weight_cols);
+        let has_bias = bias.is_some();
+        let product = Product { shader: SHADERS[0], rows, cols, k, inputs, has_bias, splittable: !has_bias };
+        self.coop_product(product, a)
+    }
+
+    /// The input gradient through the columns' gradient, or `None` where those columns would
+    /// leave the kernels' 32-bit indexing (the f32 GEMM computes it then).
+    pub(super) fn conv2d_coop_input_grad(
+        &self,
+        w: &WgpuStorage,
+        grad: &WgpuStorage,
+        a: &Conv2dArgs,
+        d: &Dims,
+    ) -> Result<Option<Storage>> {
+        if d.weight_cols.saturating_mul(d.out_pixels) as u64 > INDEX_LIMIT {
+            return Ok(None);
+        }
+        let inputs = [self.unused(), bind(w), bind(grad), self.unused()];
+        let (rows, cols, k) = (d.weight_cols, d.out_pixels, a.out_channels);
+        let product = Product { shader: SHADERS[1], rows, cols, k, inputs, has_bias: false, splittable: true };
+        let columns = self.coop_product(product, a)?;
+        self.col2im_kernel(&columns, &a.geom).map(Some)
+    }
+
+    pub(super) fn conv2d_coop_weight_grad(
+        &self,
+        x: &WgpuStorage,
+        grad: &WgpuStorage,
+        a: &Conv2dArgs,
+        d: &Dims,
+    ) -> Result<Storage> {
+        let inputs = [bind(x), self.unused(), bind(grad), self.unused()];
+        let (rows, cols, k) = (a.out_channels, d.weight_cols, d.out_pixels);
+        let product = Product { shader: SHADERS[2], rows, cols, k, inputs, has_bias: false, splittable: true };
+        self.coop_product(product, a)
+    }
+}
