@@ -153,3 +153,36 @@ impl WgpuBackend {
         self.coop_product(product, a)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{split_len, INDEX_LIMIT, MIN_SPLIT_LEN, SLICE, SPLIT_TARGET_GROUPS};
+
+    /// Splits are whole K slices (the kernel's slices never cross a split), at least
+    /// `MIN_SPLIT_LEN` long unless K is shorter, cover K, bring the workgroups near the target
+    /// without passing it by more than a split's worth, and keep the partials indexable.
+    #[test]
+    fn splits_are_whole_slices_that_fill_the_gpu() {
+        for (tiles, k, output) in [
+            (3, 32768, 73_728),    // ResNet stage 2's stride-2 weight gradient: 128 × 576 over n·S
+            (36, 2048, 1_179_648), // stage 4's: 512 × 2304 over 2048 pixels
+            (32, 2304, 1_048_576), // stage 4's stride-2 forward: 32 tiles over K = 2304
+            (512, 576, 8_388_608), // a forward with enough tiles: one split
+            (1, 27, 64),           // K shorter than a slice
+            (1, 1 << 20, 1 << 29), // partials at the index limit
+        ] {
+            let len = split_len(tiles, k, output);
+            let splits = k.div_ceil(len);
+            assert_eq!(len % SLICE, 0, "{tiles} tiles, K {k}: {len}");
+            assert!(len >= MIN_SPLIT_LEN.min(k.next_multiple_of(SLICE)), "{tiles} tiles, K {k}: {len}");
+            assert!(splits * len >= k);
+            assert!(tiles * (splits - 1) < SPLIT_TARGET_GROUPS, "{tiles} tiles, K {k}: {splits} splits");
+            assert!(
+                (splits * output) as u64 <= INDEX_LIMIT.max(output as u64),
+                "{tiles} tiles, K {k}: {splits} splits"
+            );
+        }
+        assert_eq!(split_len(512, 576, 8_388_608), 576, "enough tiles: K whole");
+        assert_eq!(32768usize.div_ceil(split_len(3, 32768, 73_728)), 86, "3 tiles: 86 splits of 384");
+    }
+}
