@@ -28,7 +28,6 @@ const EXCEPTIONS: &[(&str, Target, &str, &str)] = &[
     ("matmul_coop_mn", Target::Hlsl, NO_HLSL_COOP, HLSL_COOP_ERROR),
     ("matmul_coop_mk", Target::Hlsl, NO_HLSL_COOP, HLSL_COOP_ERROR),
     ("conv2d_coop_forward", Target::Hlsl, NO_HLSL_COOP, HLSL_COOP_ERROR),
-    ("conv2d_coop_input_cols", Target::Hlsl, NO_HLSL_COOP, HLSL_COOP_ERROR),
     ("conv2d_coop_weight_grad", Target::Hlsl, NO_HLSL_COOP, HLSL_COOP_ERROR),
 ];
 

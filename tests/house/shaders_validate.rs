@@ -188,7 +188,6 @@ const GATED: &[(&str, &str, &str)] = &[
     ("matmul_coop_mn", "matmul_large", COOP_GATE),
     ("matmul_coop_mk", "matmul_large", COOP_GATE),
     ("conv2d_coop_forward", "conv2d_coop", COOP_GATE),
-    ("conv2d_coop_input_cols", "conv2d_coop", COOP_GATE),
     ("conv2d_coop_weight_grad", "conv2d_coop", COOP_GATE),
     ("conv2d", "conv2d_forward_large", "conv2d.rs `choose_tiles`: the large tiles need 17 KiB"),
     ("conv2d", "conv2d_input_grad_large", "conv2d.rs `choose_tiles`: the large tiles need 17 KiB"),

@@ -275,10 +275,7 @@ impl WgpuBackend {
         let tensor_cores = self.conv_on_tensor_cores(a, &d);
         let input_grad = || match self.conv_winograd(a, ConvPass::InputGrad)? {
             Some(tile) => self.winograd_input_grad(w, g, a, tile),
-            None => match tensor_cores.then(|| self.conv2d_coop_input_grad(w, g, a, &d)).transpose()?.flatten() {
-                Some(dx) => Ok(dx),
-                None => self.conv2d_input_grad(w, g, a, &d),
-            },
+            None => self.conv2d_input_grad(w, g, a, &d),
         };
         let weight_grad = || match self.conv_winograd(a, ConvPass::WeightGrad)? {
             Some(tile) => self.winograd_weight_grad(xs, g, a, tile),

@@ -1,15 +1,16 @@
 //! A convolution's implicit GEMMs on tensor cores (`conv2d_coop.wgsl`, on the 128×256 tiles of
-//! `lib/coop_tiles.wgsl`): what runs instead of `conv2d.wgsl`'s f32 GEMMs when the backend's
-//! matmul precision is `MatmulPrecision::F16TensorCores`, for convolutions of one group that
-//! Winograd does not take (strides, 1×1 and other kernel sizes, few channels). Operands are
-//! rounded to f16 and products summed in f32, as in the tensor-core matmul.
+//! `lib/coop_tiles.wgsl`): the forward and the weight gradient that run instead of
+//! `conv2d.wgsl`'s f32 GEMMs when the backend's matmul precision is
+//! `MatmulPrecision::F16TensorCores`, for convolutions of one group that Winograd does not take
+//! (strides, 1×1 and other kernel sizes, few channels). Operands are rounded to f16 and products
+//! summed in f32, as in the tensor-core matmul.
 //!
-//! The forward writes the output directly. The input gradient's product writes the gradient of
-//! im2col's columns, `[n, c·kh·kw, oh·ow]`, which `col2im.wgsl` folds into the input's shape (a
-//! gather per input pixel, no atomics). A product with few output tiles (the weight gradient's
-//! over n·oh·ow, a forward's with few pixels) splits its K into pieces whose partial sums the
-//! backend's reduction adds up; a forward's sums start from the bias (unsplit, then). An input
-//! gradient whose columns would not fit the kernels' indexing stays on the f32 GEMM.
+//! A product with few output tiles (the weight gradient's over n·oh·ow, a forward's with few
+//! pixels) splits its K into pieces whose partial sums the backend's reduction adds up; a
+//! forward's sums start from the bias (unsplit, then). The input gradient stays on
+//! `conv2d.wgsl`'s f32 kernel: on tensor cores it went through im2col's columns and `col2im`,
+//! whose memory traffic cost what the tensor cores saved (on an H100, ResNet-18's six stride-2
+//! input gradients took 1.02 ms that way against 1.03 ms in f32; docs/BENCHMARKS.md).
 
 use std::sync::atomic::Ordering;
 
@@ -34,16 +35,18 @@ const SPLIT_TARGET_GROUPS: usize = 264;
 const MIN_SPLIT_LEN: usize = 256;
 /// The entry point of each product's module.
 pub(super) const ENTRY: &str = "conv2d_coop";
-/// The modules of the forward, the input columns and the weight gradient, for the start-up
-/// compile of `set_matmul_precision`.
-pub(super) const SHADERS: [&pipelines::Shader; 3] =
-    [&pipelines::CONV2D_COOP_FORWARD, &pipelines::CONV2D_COOP_INPUT_COLS, &pipelines::CONV2D_COOP_WEIGHT_GRAD];
+/// The modules of the forward and the weight gradient, for the start-up compile of
+/// `set_matmul_precision`.
+pub(super) const SHADERS: [&pipelines::Shader; 2] =
+    [&pipelines::CONV2D_COOP_FORWARD, &pipelines::CONV2D_COOP_WEIGHT_GRAD];
+/// Workgroup memory of the K table (`kt`: two slices of `vec4<i32>`), beside the tiles'.
+pub(super) const TABLE_BYTES: u32 = 2 * SLICE as u32 * 16;
 
 /// What opens each module of `conv2d_coop.wgsl`: the tiles' prelude with the sides the product
-/// fetches its operands along (see the shader), then the product.
+/// fetches its operands along (the left along k; the right along its columns in the forward,
+/// along k in the weight gradient), then the product (0: forward, 1: weight gradient).
 pub(super) fn constants<const PRODUCT: u32>() -> String {
-    let (input_cols, weight) = (PRODUCT == 1, PRODUCT == 2);
-    format!("{}\nconst PRODUCT: u32 = {PRODUCT}u;", coop_tiles::prelude(!input_cols, !weight))
+    format!("{}\nconst PRODUCT: u32 = {PRODUCT}u;", coop_tiles::prelude(true, PRODUCT == 0))
 }
 
 /// One product of `conv2d_coop.wgsl`: which, its extents, and whether it may split K.
@@ -121,25 +124,6 @@ impl WgpuBackend {
         self.coop_product(product, a)
     }
 
-    /// The input gradient through the columns' gradient, or `None` where those columns would
-    /// leave the kernels' 32-bit indexing (the f32 GEMM computes it then).
-    pub(super) fn conv2d_coop_input_grad(
-        &self,
-        w: &WgpuStorage,
-        grad: &WgpuStorage,
-        a: &Conv2dArgs,
-        d: &Dims,
-    ) -> Result<Option<Storage>> {
-        if d.weight_cols.saturating_mul(d.out_pixels) as u64 > INDEX_LIMIT {
-            return Ok(None);
-        }
-        let inputs = [self.unused(), bind(w), bind(grad), self.unused()];
-        let (rows, cols, k) = (d.weight_cols, d.out_pixels, a.out_channels);
-        let product = Product { shader: SHADERS[1], rows, cols, k, inputs, has_bias: false, splittable: true };
-        let columns = self.coop_product(product, a)?;
-        self.col2im_kernel(&columns, &a.geom).map(Some)
-    }
-
     pub(super) fn conv2d_coop_weight_grad(
         &self,
         x: &WgpuStorage,
@@ -149,7 +133,7 @@ impl WgpuBackend {
     ) -> Result<Storage> {
         let inputs = [bind(x), self.unused(), bind(grad), self.unused()];
         let (rows, cols, k) = (a.out_channels, d.weight_cols, d.out_pixels);
-        let product = Product { shader: SHADERS[2], rows, cols, k, inputs, has_bias: false, splittable: true };
+        let product = Product { shader: SHADERS[1], rows, cols, k, inputs, has_bias: false, splittable: true };
         self.coop_product(product, a)
     }
 }

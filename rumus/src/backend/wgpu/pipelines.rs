@@ -161,8 +161,7 @@ macro_rules! conv2d_coop {
 }
 
 pub(crate) const CONV2D_COOP_FORWARD: Shader = conv2d_coop!("conv2d_coop_forward", conv2d_coop::constants::<0>);
-pub(crate) const CONV2D_COOP_INPUT_COLS: Shader = conv2d_coop!("conv2d_coop_input_cols", conv2d_coop::constants::<1>);
-pub(crate) const CONV2D_COOP_WEIGHT_GRAD: Shader = conv2d_coop!("conv2d_coop_weight_grad", conv2d_coop::constants::<2>);
+pub(crate) const CONV2D_COOP_WEIGHT_GRAD: Shader = conv2d_coop!("conv2d_coop_weight_grad", conv2d_coop::constants::<1>);
 pub(crate) const CONV2D_DIRECT: Shader = shader!("conv2d_direct", WindowParams).including(&[WINDOW, LINEAR]);
 pub(crate) const WINOGRAD: Shader = shader!("winograd", WinogradParams).including(&[WINOGRAD_TILES]).trusted();
 pub(crate) const WINOGRAD4: Shader =
@@ -248,7 +247,6 @@ pub(crate) const ALL: &[Shader] = &[
     COL2IM,
     CONV2D,
     CONV2D_COOP_FORWARD,
-    CONV2D_COOP_INPUT_COLS,
     CONV2D_COOP_WEIGHT_GRAD,
     CONV2D_DIRECT,
     WINOGRAD,
