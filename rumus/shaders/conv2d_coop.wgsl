@@ -12,10 +12,10 @@
 // dispatcher does not split it): split z writes its partial sums to its own copy z of the
 // output, and the dispatcher adds them up (a forward with a bias is not split).
 //
-// As in conv2d.wgsl, no division happens per load: each invocation's loads keep the same
-// columns of the product in every slice of a tile, whose positions it works out once per tile
-// (`begin_tile`), and the K side of each slice is decomposed once per workgroup into the table
-// `kt` (`begin_slice`, one slice ahead). The window's parameters are in lib/window.wgsl.
+// Each invocation's loads keep the same columns of the product in every slice of a tile (see
+// lhs_coord and rhs_coord in the library): their window positions are worked out once per tile
+// (`begin_tile`); the weight gradient's rows of the reduction, shared by both its operands, once
+// per slice (`begin_slice`). The window's parameters are in lib/window.wgsl.
 
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> weight: array<f32>;
@@ -30,27 +30,23 @@
 const FORWARD: u32 = 0u;
 const WEIGHT: u32 = 1u;
 
-// A row or tap offset that puts any window position out of the image: it marks a column, tap or
-// reduction row past the product's end, whose loads read zero. Sums with valid offsets (below
-// 2^30, `check_index_range`) stay inside i32.
-const OUTSIDE: i32 = -1073741824;
-
-// The K side of two slices (entry k % KT for k): the forward's taps k = (c, kh, kw) as (offset
-// from a window's origin in x, row offset, column offset, 0); the weight gradient's reduction
-// rows q = (n, s) as (offset of the window's origin in x, its row, its column, offset of
-// grad[n, 0, s], -1 past the end). Written for slice k0 + BK while slice k0 is multiplied, so
-// the half that the fetches read is never the one being written.
-const KT: u32 = 2u * BK;
-var<workgroup> kt: array<vec4<i32>, KT>;
-
-// The forward's 4 columns (n, s) of this invocation in the current tile: where the window
-// starts in x, its first row (OUTSIDE past the last column) and its first column.
-var<private> col_at: vec4<i32>;
+// The forward's 4 columns (n, s) of this invocation in the current tile: where their sample
+// starts in the input, -1 past the last column; the window's first input row and column.
+var<private> col_base: vec4<i32>;
 var<private> col_h: vec4<i32>;
 var<private> col_w: vec4<i32>;
-// The weight gradient's 8 columns k = (c, kh, kw) of this invocation in the current tile, as
-// taps (see `kt`; row offset OUTSIDE past the last column).
-var<private> k_tap: array<vec4<i32>, LOADS_B>;
+// The weight gradient's 8 columns k = (c, kh, kw) of this invocation in the current tile: the
+// channel's offset in a sample of the input (-1 past the last column) and the tap's offsets.
+var<private> k_chan: array<i32, LOADS_B>;
+var<private> k_h: array<i32, LOADS_B>;
+var<private> k_w: array<i32, LOADS_B>;
+// The weight gradient's 4 reduction rows q = (n, s) of this invocation in the current slice:
+// where their sample starts in the input (-1 past the last row), the window's first input row
+// and column, and where they are in the output gradient's channel 0.
+var<private> q_x: vec4<i32>;
+var<private> q_h: vec4<i32>;
+var<private> q_w: vec4<i32>;
+var<private> q_grad: vec4<u32>;
 // The current split of K: where its partial sums start.
 var<private> split_base: u32;
 
@@ -70,37 +66,15 @@ fn pixels() -> u32 {
     return p.batch * spatial();
 }
 
-// Tap k of any window (see `kt`).
-fn tap(k: u32) -> vec4<i32> {
-    if k >= weight_cols() {
-        return vec4<i32>(0, OUTSIDE, 0, 0);
+// Input element at the window (base, h, w) shifted by a tap (dh, dw) in channel offset `chan`,
+// zero in the padding or where `base` or `chan` is -1.
+fn x_at(base: i32, h: i32, w: i32, chan: i32, dh: i32, dw: i32) -> f32 {
+    let ih = h + dh;
+    let iw = w + dw;
+    if base < 0 || chan < 0 || ih < 0 || iw < 0 || ih >= i32(p.in_h) || iw >= i32(p.in_w) {
+        return 0.0;
     }
-    let t = k % taps();
-    let dh = i32((t / p.kernel_w) * p.dilation_h);
-    let dw = i32((t % p.kernel_w) * p.dilation_w);
-    return vec4<i32>(i32((k / taps()) * p.in_h * p.in_w) + dh * i32(p.in_w) + dw, dh, dw, 0);
-}
-
-// The window of column or reduction row q = (n, s): (offset of its origin in x, origin row,
-// origin column, offset of grad[n, 0, s]); past the last, row OUTSIDE and grad offset -1.
-fn window_of(q: u32) -> vec4<i32> {
-    if q >= pixels() {
-        return vec4<i32>(0, OUTSIDE, 0, -1);
-    }
-    let n = q / spatial();
-    let s = q % spatial();
-    let h = i32((s / p.out_w) * p.stride_h) - i32(p.pad_h);
-    let w = i32((s % p.out_w) * p.stride_w) - i32(p.pad_w);
-    let origin = i32(n * p.channels * p.in_h * p.in_w) + h * i32(p.in_w) + w;
-    return vec4<i32>(origin, h, w, i32(n * p.out_channels * spatial() + s));
-}
-
-// The input under tap t of the window at (origin, h, w); zero in the padding and past the ends.
-fn x_at(origin: i32, h: i32, w: i32, t: vec4<i32>) -> f32 {
-    if u32(h + t.y) < p.in_h && u32(w + t.z) < p.in_w {
-        return x[u32(origin + t.x)];
-    }
-    return 0.0;
+    return x[u32(base + chan + ih * i32(p.in_w) + iw)];
 }
 
 // Weight element (o, k), zero outside.
@@ -113,67 +87,94 @@ fn weight_at(o: u32, k: u32) -> f32 {
 
 fn lhs_fetch(t: u32, r: u32, k: u32) -> vec4<f32> {
     if PRODUCT == FORWARD {
+        // Along k.
         return vec4<f32>(weight_at(r, k), weight_at(r, k + 1u), weight_at(r, k + 2u), weight_at(r, k + 3u));
     }
-    // The output gradient as [o, q], along the reduction rows q (k here, a multiple of 4: the
-    // four share a table half).
+    // The output gradient as [o, q], along this slice's rows q.
+    if r >= p.out_channels {
+        return vec4<f32>(0.0);
+    }
     var v = vec4<f32>(0.0);
-    if r < p.out_channels {
-        let channel = r * spatial();
-        for (var e = 0u; e < 4u; e++) {
-            let at = kt[(k + e) % KT].w;
-            if at >= 0 {
-                v[e] = grad[u32(at) + channel];
-            }
+    let channel = r * spatial();
+    for (var e = 0u; e < 4u; e++) {
+        if q_x[e] >= 0 {
+            v[e] = grad[q_grad[e] + channel];
         }
     }
     return v;
 }
 
 fn rhs_fetch(t: u32, k: u32, c: u32) -> vec4<f32> {
-    var v: vec4<f32>;
     if PRODUCT == FORWARD {
         // Row k of the columns, along this tile's columns.
-        let tk = kt[k % KT];
+        if k >= weight_cols() {
+            return vec4<f32>(0.0);
+        }
+        let chan = i32((k / taps()) * p.in_h * p.in_w);
+        let tap = k % taps();
+        let dh = i32((tap / p.kernel_w) * p.dilation_h);
+        let dw = i32((tap % p.kernel_w) * p.dilation_w);
+        var v: vec4<f32>;
         for (var e = 0u; e < 4u; e++) {
-            v[e] = x_at(col_at[e], col_h[e], col_w[e], tk);
+            v[e] = x_at(col_base[e], col_h[e], col_w[e], chan, dh, dw);
         }
         return v;
     }
-    // The columns transposed, [q, k]: column `t` of this tile along the reduction rows q.
+    // The columns transposed, [q, k]: column `t` of this tile along this slice's rows q.
+    var v: vec4<f32>;
     for (var e = 0u; e < 4u; e++) {
-        let q = kt[(k + e) % KT];
-        v[e] = x_at(q.x, q.y, q.z, k_tap[t]);
+        v[e] = x_at(q_x[e], q_h[e], q_w[e], k_chan[t], k_h[t], k_w[t]);
     }
     return v;
 }
 
-// The table entries of the slice at k0, by the first BK invocations.
+// The weight gradient's reduction rows of this slice (those of its right operand's loads, and
+// its left's: both start at (lid % 8)·4 in the slice).
 fn begin_slice(k0: u32, lid: u32) {
-    if lid < BK {
-        let k = k0 + lid;
-        if PRODUCT == FORWARD {
-            kt[k % KT] = tap(k);
-        } else {
-            kt[k % KT] = window_of(k);
+    if PRODUCT != WEIGHT {
+        return;
+    }
+    let first = k0 + (lid % (BK / 4u)) * 4u;
+    for (var e = 0u; e < 4u; e++) {
+        let q = first + e;
+        q_x[e] = -1;
+        if q < pixels() {
+            let n = q / spatial();
+            let s = q % spatial();
+            q_x[e] = i32(n * p.channels * p.in_h * p.in_w);
+            q_h[e] = i32((s / p.out_w) * p.stride_h) - i32(p.pad_h);
+            q_w[e] = i32((s % p.out_w) * p.stride_w) - i32(p.pad_w);
+            q_grad[e] = n * p.out_channels * spatial() + s;
         }
     }
 }
 
-// This invocation's columns of the tile at col0 (see `col_at` and `k_tap`).
+// This invocation's columns of the tile at col0 (see `col_base` and `k_chan`).
 fn begin_tile(col0: u32, lid: u32) {
     if PRODUCT == WEIGHT {
         for (var t = 0u; t < LOADS_B; t++) {
-            k_tap[t] = tap(col0 + rhs_coord(lid, t, false).y);
+            let k = col0 + rhs_coord(lid, t, false).y;
+            k_chan[t] = -1;
+            if k < weight_cols() {
+                let tap = k % taps();
+                k_chan[t] = i32((k / taps()) * p.in_h * p.in_w);
+                k_h[t] = i32((tap / p.kernel_w) * p.dilation_h);
+                k_w[t] = i32((tap % p.kernel_w) * p.dilation_w);
+            }
         }
         return;
     }
     let first = col0 + rhs_coord(lid, 0u, true).y;
     for (var e = 0u; e < 4u; e++) {
-        let win = window_of(first + e);
-        col_at[e] = win.x;
-        col_h[e] = win.y;
-        col_w[e] = win.z;
+        let c = first + e;
+        col_base[e] = -1;
+        if c < pixels() {
+            let n = c / spatial();
+            let s = c % spatial();
+            col_base[e] = i32(n * p.channels * p.in_h * p.in_w);
+            col_h[e] = i32((s / p.out_w) * p.stride_h) - i32(p.pad_h);
+            col_w[e] = i32((s % p.out_w) * p.stride_w) - i32(p.pad_w);
+        }
     }
 }
 
@@ -187,15 +188,6 @@ fn row_seed(r: u32) -> f32 {
         return bias[r];
     }
     return 0.0;
-}
-
-// The product's columns: n·S pixels, or the weight gradient's k; and its K.
-fn product_cols() -> u32 {
-    return select(pixels(), weight_cols(), PRODUCT == WEIGHT);
-}
-
-fn product_k() -> u32 {
-    return select(weight_cols(), pixels(), PRODUCT == WEIGHT);
 }
 
 fn out_block(r: u32, c: u32) -> u32 {
@@ -216,9 +208,18 @@ fn out_put(r: u32, c: u32, v: f32) {
     }
 }
 
-// M (output channels) × N (columns) tiles over x and y, walked with grid strides, for each split
-// of K over z: pieces of `split_len` (a multiple of the K slice), whose partial sums go to their
-// own copy of the output for the dispatcher to add up.
+// The product's columns: n·S pixels, or the weight gradient's k; and its K.
+fn product_cols() -> u32 {
+    return select(pixels(), weight_cols(), PRODUCT == WEIGHT);
+}
+
+fn product_k() -> u32 {
+    return select(weight_cols(), pixels(), PRODUCT == WEIGHT);
+}
+
+// M (output channels) × N (columns) tiles over x and y, walked with grid strides, for each split of K over
+// z: pieces of `split_len` (a multiple of the K slice), whose partial sums go to their own copy
+// of the output for the dispatcher to add up.
 fn product(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
     let rows = p.out_channels;
     let cols = product_cols();

@@ -26,10 +26,7 @@
 //   fn rhs_fetch(t: u32, k: u32, c: u32) -> vec4<f32>
 //       the right operand's, from (k, c) (`t` below LOADS_B: rhs_coord);
 //   fn begin_slice(k0: u32, lid: u32)
-//       prepares what the fetches of the slice at k0 share in workgroup memory (a table of its
-//       K side, say), called by every invocation between two barriers: the one before those
-//       fetches, and the one after the fetches of the slice at k0 - 2·BK (so two alternating
-//       halves suffice);
+//       called before the fetches of the slice at k0 (for what they share);
 //   fn seeds_rows() -> bool, fn row_seed(r: u32) -> f32
 //       whether the accumulators start from a value per row (a bias) instead of zero, and that
 //       value (seeds_rows must be uniform: it reads only constants and the uniform parameters);
@@ -243,17 +240,12 @@ fn multiply_tile(row0: u32, col0: u32, k_begin: u32, k_end: u32, lid: u32) {
     }
     var ra: array<vec4<f32>, LOADS_A>;
     var rb: array<vec4<f32>, LOADS_B>;
-    // begin_slice runs one slice ahead of the fetches, with a barrier between.
     begin_slice(k_begin, lid);
-    workgroupBarrier();
     for (var t = 0u; t < LOADS_A; t++) {
         ra[t] = lhs_fetch(t, row0 + ac[t].x, k_begin + ac[t].y);
     }
     for (var t = 0u; t < LOADS_B; t++) {
         rb[t] = rhs_fetch(t, k_begin + bc[t].x, col0 + bc[t].y);
-    }
-    if k_begin + BK < k_end {
-        begin_slice(k_begin + BK, lid);
     }
     for (var t = 0u; t < LOADS_A; t++) {
         stash_lhs(ac[t], ra[t], LHS_K_FAST);
@@ -265,6 +257,7 @@ fn multiply_tile(row0: u32, col0: u32, k_begin: u32, k_end: u32, lid: u32) {
     for (var k0 = k_begin; k0 < k_end; k0 += BK) {
         let next = k0 + BK;
         if next < k_end {
+            begin_slice(next, lid);
             for (var t = 0u; t < LOADS_A; t++) {
                 ra[t] = lhs_fetch(t, row0 + ac[t].x, next + ac[t].y);
             }
@@ -281,9 +274,6 @@ fn multiply_tile(row0: u32, col0: u32, k_begin: u32, k_end: u32, lid: u32) {
             }
             for (var t = 0u; t < LOADS_B; t++) {
                 stash_rhs(bc[t], rb[t], RHS_N_FAST);
-            }
-            if next + BK < k_end {
-                begin_slice(next + BK, lid);
             }
         }
         workgroupBarrier();

@@ -39,8 +39,6 @@ pub(super) const ENTRY: &str = "conv2d_coop";
 /// `set_matmul_precision`.
 pub(super) const SHADERS: [&pipelines::Shader; 2] =
     [&pipelines::CONV2D_COOP_FORWARD, &pipelines::CONV2D_COOP_WEIGHT_GRAD];
-/// Workgroup memory of the K table (`kt`: two slices of `vec4<i32>`), beside the tiles'.
-pub(super) const TABLE_BYTES: u32 = 2 * SLICE as u32 * 16;
 
 /// What opens each module of `conv2d_coop.wgsl`: the tiles' prelude with the sides the product
 /// fetches its operands along (the left along k; the right along its columns in the forward,

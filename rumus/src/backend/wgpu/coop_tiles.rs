@@ -12,14 +12,13 @@ pub(super) const TILE: [usize; 2] = [128, 256];
 /// 128×40 and 32×136 of lhs, 256×40 and 32×264 of rhs), plus 8 subgroups' 16×16 f32 edge blocks.
 const SHARED_BYTES: u32 = (128 * 40 + 256 * 40) * 2 + 8 * 256 * 4;
 
-/// `Ok` when an adapter with `limits` has the workgroup memory of the tiles and `extra` bytes
-/// beside them (an includer's own); else why not. `set_matmul_precision` refuses tensor cores on
-/// such an adapter (they also need the cooperative-matrix feature, which WebGPU's defaults lack).
-pub(super) fn fits(limits: &::wgpu::Limits, extra: u32) -> std::result::Result<(), String> {
-    let needed = SHARED_BYTES + extra;
-    if limits.max_compute_workgroup_storage_size < needed {
+/// `Ok` when an adapter with `limits` has the tiles' workgroup memory; else why not.
+/// `set_matmul_precision` refuses tensor cores on such an adapter (they also need the
+/// cooperative-matrix feature, which WebGPU's defaults lack).
+pub(super) fn fits(limits: &::wgpu::Limits) -> std::result::Result<(), String> {
+    if limits.max_compute_workgroup_storage_size < SHARED_BYTES {
         return Err(format!(
-            "{} bytes of workgroup memory; the tensor-core kernels need {needed}",
+            "{} bytes of workgroup memory; the tensor-core kernels need {SHARED_BYTES}",
             limits.max_compute_workgroup_storage_size
         ));
     }

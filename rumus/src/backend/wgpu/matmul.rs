@@ -293,12 +293,6 @@ fn vec4_readable(l: &MatrixLayout, rows: usize, cols: usize, batch: usize) -> bo
     along && (batch == 1 || aligned(l.batch_stride)) && aligned(l.offset)
 }
 
-/// `Ok` when an adapter with `limits` has the workgroup memory of every tensor-core kernel: the
-/// tiles' and, beside them, the convolution's K table; else why not.
-pub(super) fn tensor_cores_fit(limits: &::wgpu::Limits) -> std::result::Result<(), String> {
-    coop_tiles::fits(limits, super::conv2d_coop::TABLE_BYTES)
-}
-
 impl WgpuBackend {
     /// See [`Device::set_matmul_precision`](crate::Device::set_matmul_precision). Turning tensor
     /// cores on compiles their kernels (the matmul's and the convolution's) at once, so a driver
@@ -313,7 +307,7 @@ impl WgpuBackend {
                     self.ctx.adapter_name()
                 )));
             }
-            tensor_cores_fit(&self.ctx.limits).map_err(|e| Error::Gpu(format!("{}: {e}", self.ctx.adapter_name())))?;
+            coop_tiles::fits(&self.ctx.limits).map_err(|e| Error::Gpu(format!("{}: {e}", self.ctx.adapter_name())))?;
             for shader in &pipelines::MATMUL_COOP {
                 self.pipelines.get(&self.ctx.device, shader, "matmul_large", &SIGNATURE)?;
             }

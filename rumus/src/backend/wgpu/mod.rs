@@ -105,7 +105,7 @@ pub fn kernel_under_limits(limits: &::wgpu::Limits, matmul: &MatmulArgs, d: usiz
     LimitedChoice {
         matmul: matmul::matmul_kernel_under(limits, matmul),
         attention_dkdv: attention::dkdv_kernel_under(limits, d),
-        tensor_cores: matmul::tensor_cores_fit(limits),
+        tensor_cores: coop_tiles::fits(limits),
     }
 }
 
