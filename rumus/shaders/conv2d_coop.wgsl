@@ -217,9 +217,9 @@ fn product_k() -> u32 {
     return select(weight_cols(), pixels(), PRODUCT == WEIGHT);
 }
 
-// M (output channels) × N (columns) tiles over x and y, walked with grid strides, for each split of K over
-// z: pieces of `split_len` (a multiple of the K slice), whose partial sums go to their own copy
-// of the output for the dispatcher to add up.
+// M (output channels) × N (columns) tiles over x and y, walked with grid strides, for each split
+// of K over z: pieces of `split_len` (a multiple of the K slice), whose partial sums go to their
+// own copy of the output for the dispatcher to add up.
 fn product(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
     let rows = p.out_channels;
     let cols = product_cols();
