@@ -197,8 +197,9 @@ fn seeded(r0: u32, warp: u32, lane: u32) -> coop_mat16x16<f32, C> {
 }
 
 // The tile at (row0, col0) of the product over k in [k_begin, k_end) into the accumulators,
-// which start from zero, or from `row_seed` of their rows where `seeds_rows()`. k_begin is a multiple of BK; a slice that reaches past k_end reads what the
-// fetches give there, so k_end must be where the product's K ends or a multiple of BK.
+// which start from zero, or from `row_seed` of their rows where `seeds_rows()`. k_begin is a
+// multiple of BK; a slice that reaches past k_end reads what the fetches give there, so k_end
+// must be where the product's K ends or a multiple of BK.
 // Called by every invocation of the workgroup with the same arguments (it has barriers).
 fn multiply_tile(row0: u32, col0: u32, k_begin: u32, k_end: u32, lid: u32) {
     let warp = lid / 32u;
