@@ -499,7 +499,14 @@ impl Pipelines {
                     // uniform bound with a positive step. The tensor-core kernel's fragment
                     // loads read 16 rows of a shared tile at its padded row stride, inside the
                     // tile, and its direct fragment stores cover only tiles wholly inside
-                    // [m, n] (edge tiles go through shared memory and are bounds-checked). Dropping the checks (loop counters,
+                    // [m, n] (edge tiles go through shared memory and are bounds-checked). The
+                    // tensor-core convolutions (`conv2d_coop.wgsl`) share those tiles; they read
+                    // x only for taps inside the image of a sample below the batch, the weight
+                    // for rows below its output channels and columns below c·kh·kw, grad for
+                    // channels below its own and pixels below n·oh·ow, after `conv2d.rs`'s
+                    // `check_len` and `check_index_range`, and write their splits' partial
+                    // outputs only inside the splits × [m, n] that `conv2d_coop.rs` allocated.
+                    // Dropping the checks (loop counters,
                     // index clamps on every shared-memory read) makes them markedly faster
                     // (BENCHMARKS.md); `tools/src/bin/matmul_lab.rs` measures both.
                     // The attention kernels (`attention*.wgsl`) index their workgroup tiles
