@@ -28,9 +28,9 @@ const OP: &str = "conv2d";
 const SLICE: usize = 32;
 const TILE: [usize; 2] = coop_tiles::TILE;
 /// A product with few output tiles (the weight gradient's, a forward's with few pixels) splits
-/// its K until about this many workgroups share it (two of these 256-invocation workgroups per
-/// SM of an H100)...
-const SPLIT_TARGET_GROUPS: usize = 264;
+/// its K until about this many workgroups share it: one per SM of an H100, where twice as many
+/// (shorter splits, more partial sums to add) measured slower (docs/BENCHMARKS.md run AC)...
+const SPLIT_TARGET_GROUPS: usize = 132;
 /// ...in pieces no shorter than this (a multiple of the K slice, which a piece must be).
 const MIN_SPLIT_LEN: usize = 256;
 /// The entry point of each product's module.
@@ -165,6 +165,6 @@ mod tests {
             );
         }
         assert_eq!(split_len(512, 576, 8_388_608), 576, "enough tiles: K whole");
-        assert_eq!(32768usize.div_ceil(split_len(3, 32768, 73_728)), 86, "3 tiles: 86 splits of 384");
+        assert_eq!(32768usize.div_ceil(split_len(3, 32768, 73_728)), 43, "3 tiles: 43 splits of 768");
     }
 }
