@@ -67,7 +67,7 @@ fn out_stride() -> u32 {
 
 fn out_put(r: u32, c: u32, v: f32) {
     if r < p.m && c < p.n {
-        out[out_base + r * p.n + c] = v;
+        out[out_block(r, c)] = v;
     }
 }
 

@@ -389,7 +389,8 @@ fn main() -> Result<()> {
             }
         }
         // The stride-2 ones on the implicit GEMM, and where the adapter has tensor cores on
-        // theirs (`conv2d_coop.wgsl`, rows ` tc`, without bias: a biased forward stays f32).
+        // theirs (`conv2d_coop.wgsl`, rows ` tc`, without bias as in ResNet: a forward with a
+        // bias is not split).
         let tensor_cores = if ctx.has_tensor_cores() {
             let tc = WgpuBackend::with_conv_algorithm(ConvAlgorithm::Auto)?;
             tc.set_matmul_precision(MatmulPrecision::F16TensorCores)?;

@@ -47,7 +47,7 @@ pub(super) fn constants<const PRODUCT: u32>() -> String {
     format!("{}\nconst PRODUCT: u32 = {PRODUCT}u;", coop_tiles::prelude(true, PRODUCT == 0))
 }
 
-/// One product of `conv2d_coop.wgsl`: which, its extents, and whether it may split K.
+/// One product of `conv2d_coop.wgsl`: which, its extents and operands.
 struct Product<'a> {
     shader: &'static pipelines::Shader,
     /// M, N and K.
@@ -56,10 +56,9 @@ struct Product<'a> {
     k: usize,
     /// The bound operands (x, weight, grad, bias), before the output.
     inputs: [Binding<'a>; 4],
+    /// Whether a bias seeds the sums; such a product is not split (every split would start
+    /// from the bias).
     has_bias: bool,
-    /// Whether its K may be cut into splits (not a forward with a bias, whose sums start from
-    /// the bias in every split).
-    splittable: bool,
 }
 
 /// The length of the splits of a product's K (a multiple of the K slice) for `tiles` output
@@ -87,9 +86,9 @@ impl WgpuBackend {
     fn coop_product(&self, product: Product<'_>, a: &Conv2dArgs) -> Result<Storage> {
         let output = product.rows * product.cols;
         let [tiles_m, tiles_n] = [product.rows.div_ceil(TILE[0]), product.cols.div_ceil(TILE[1])];
-        let split_len = match product.splittable {
-            true => split_len(tiles_m * tiles_n, product.k, output),
-            false => product.k.next_multiple_of(SLICE),
+        let split_len = match product.has_bias {
+            false => split_len(tiles_m * tiles_n, product.k, output),
+            true => product.k.next_multiple_of(SLICE),
         };
         let splits = product.k.div_ceil(split_len);
         let out = self.alloc(splits * output, DType::F32, OP)?;
@@ -117,8 +116,7 @@ impl WgpuBackend {
     ) -> Result<Storage> {
         let inputs = [bind(x), bind(w), self.unused(), bias.map_or(self.unused(), bind)];
         let (rows, cols, k) = (a.out_channels, d.out_pixels, d.weight_cols);
-        let has_bias = bias.is_some();
-        let product = Product { shader: SHADERS[0], rows, cols, k, inputs, has_bias, splittable: !has_bias };
+        let product = Product { shader: SHADERS[0], rows, cols, k, inputs, has_bias: bias.is_some() };
         self.coop_product(product, a)
     }
 
@@ -131,7 +129,7 @@ impl WgpuBackend {
     ) -> Result<Storage> {
         let inputs = [bind(x), self.unused(), bind(grad), self.unused()];
         let (rows, cols, k) = (a.out_channels, d.weight_cols, d.out_pixels);
-        let product = Product { shader: SHADERS[1], rows, cols, k, inputs, has_bias: false, splittable: true };
+        let product = Product { shader: SHADERS[1], rows, cols, k, inputs, has_bias: false };
         self.coop_product(product, a)
     }
 }
