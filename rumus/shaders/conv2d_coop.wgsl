@@ -66,6 +66,41 @@ fn pixels() -> u32 {
     return p.batch * spatial();
 }
 
+// Where the window of pixel q = (n, s) lies: its sample's offset in the input (-1 past the last
+// pixel) and its first input row and column.
+struct Window {
+    base: i32,
+    h: i32,
+    w: i32,
+}
+
+fn window_of(q: u32) -> Window {
+    if q >= pixels() {
+        return Window(-1, 0, 0);
+    }
+    let s = q % spatial();
+    let base = i32((q / spatial()) * p.channels * p.in_h * p.in_w);
+    let h = i32((s / p.out_w) * p.stride_h) - i32(p.pad_h);
+    return Window(base, h, i32((s % p.out_w) * p.stride_w) - i32(p.pad_w));
+}
+
+// Where column k = (c, kh, kw) of the weight reads: its channel's offset in a sample (-1 past the
+// last column) and the tap's row and column offsets.
+struct Tap {
+    chan: i32,
+    dh: i32,
+    dw: i32,
+}
+
+fn tap_of(k: u32) -> Tap {
+    if k >= weight_cols() {
+        return Tap(-1, 0, 0);
+    }
+    let tap = k % taps();
+    let chan = i32((k / taps()) * p.in_h * p.in_w);
+    return Tap(chan, i32((tap / p.kernel_w) * p.dilation_h), i32((tap % p.kernel_w) * p.dilation_w));
+}
+
 // Input element at the window (base, h, w) shifted by a tap (dh, dw) in channel offset `chan`,
 // zero in the padding or where `base` or `chan` is -1.
 fn x_at(base: i32, h: i32, w: i32, chan: i32, dh: i32, dw: i32) -> f32 {
@@ -107,16 +142,10 @@ fn lhs_fetch(t: u32, r: u32, k: u32) -> vec4<f32> {
 fn rhs_fetch(t: u32, k: u32, c: u32) -> vec4<f32> {
     if PRODUCT == FORWARD {
         // Row k of the columns, along this tile's columns.
-        if k >= weight_cols() {
-            return vec4<f32>(0.0);
-        }
-        let chan = i32((k / taps()) * p.in_h * p.in_w);
-        let tap = k % taps();
-        let dh = i32((tap / p.kernel_w) * p.dilation_h);
-        let dw = i32((tap % p.kernel_w) * p.dilation_w);
+        let tap = tap_of(k);
         var v: vec4<f32>;
         for (var e = 0u; e < 4u; e++) {
-            v[e] = x_at(col_base[e], col_h[e], col_w[e], chan, dh, dw);
+            v[e] = x_at(col_base[e], col_h[e], col_w[e], tap.chan, tap.dh, tap.dw);
         }
         return v;
     }
@@ -137,15 +166,11 @@ fn begin_slice(k0: u32, lid: u32) {
     let first = k0 + (lid % (BK / 4u)) * 4u;
     for (var e = 0u; e < 4u; e++) {
         let q = first + e;
-        q_x[e] = -1;
-        if q < pixels() {
-            let n = q / spatial();
-            let s = q % spatial();
-            q_x[e] = i32(n * p.channels * p.in_h * p.in_w);
-            q_h[e] = i32((s / p.out_w) * p.stride_h) - i32(p.pad_h);
-            q_w[e] = i32((s % p.out_w) * p.stride_w) - i32(p.pad_w);
-            q_grad[e] = n * p.out_channels * spatial() + s;
-        }
+        let at = window_of(q);
+        q_x[e] = at.base;
+        q_h[e] = at.h;
+        q_w[e] = at.w;
+        q_grad[e] = (q / spatial()) * p.out_channels * spatial() + q % spatial();
     }
 }
 
@@ -153,28 +178,19 @@ fn begin_slice(k0: u32, lid: u32) {
 fn begin_tile(col0: u32, lid: u32) {
     if PRODUCT == WEIGHT {
         for (var t = 0u; t < LOADS_B; t++) {
-            let k = col0 + rhs_coord(lid, t, false).y;
-            k_chan[t] = -1;
-            if k < weight_cols() {
-                let tap = k % taps();
-                k_chan[t] = i32((k / taps()) * p.in_h * p.in_w);
-                k_h[t] = i32((tap / p.kernel_w) * p.dilation_h);
-                k_w[t] = i32((tap % p.kernel_w) * p.dilation_w);
-            }
+            let tap = tap_of(col0 + rhs_coord(lid, t, false).y);
+            k_chan[t] = tap.chan;
+            k_h[t] = tap.dh;
+            k_w[t] = tap.dw;
         }
         return;
     }
     let first = col0 + rhs_coord(lid, 0u, true).y;
     for (var e = 0u; e < 4u; e++) {
-        let c = first + e;
-        col_base[e] = -1;
-        if c < pixels() {
-            let n = c / spatial();
-            let s = c % spatial();
-            col_base[e] = i32(n * p.channels * p.in_h * p.in_w);
-            col_h[e] = i32((s / p.out_w) * p.stride_h) - i32(p.pad_h);
-            col_w[e] = i32((s % p.out_w) * p.stride_w) - i32(p.pad_w);
-        }
+        let at = window_of(first + e);
+        col_base[e] = at.base;
+        col_h[e] = at.h;
+        col_w[e] = at.w;
     }
 }
 

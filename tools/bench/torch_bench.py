@@ -284,7 +284,7 @@ def main():
     p.add_argument("--resnet-modes", default="", help="resnet: a comma list of f32,tf32,bf16,compile,compile-ro (default: all)")
     p.add_argument("--epoch-modes", default="eager", help="epoch: a comma list of eager,compile,compile-ro (CUDA; default: eager)")
     p.add_argument("--resnet-batch", type=int, default=128, help="batch of the resnet workload")
-    p.add_argument("--profile", action="store_true", help="resnet: print one f32 step's time per kernel")
+    p.add_argument("--profile", action="store_true", help="resnet: print one step's time per kernel in each mode")
     p.add_argument("--gpu-time", action="store_true", help="time kernels with CUDA events (GPU time alone)")
     a = p.parse_args()
     global GPU_TIME
@@ -451,7 +451,7 @@ def main():
             if mode.startswith("compile") and not hasattr(torch, "compile"):
                 continue
             try:
-                s = resnet_step_bench(dev, b, 20, mode, profile=a.profile and mode == "f32")
+                s = resnet_step_bench(dev, b, 20, mode, profile=a.profile)
             except Exception as e:  # torch.compile needs a compiler toolchain; report, go on
                 print(f"resnet18 {mode}: skipped ({type(e).__name__}: {e})")
                 continue

@@ -374,13 +374,24 @@ fn main() -> Result<()> {
         // F(2×2, 3×3) (`winograd`) and F(4×4, 3×3) (`winograd4`); where the adapter has tensor
         // cores, Winograd's products on them too (`winograd tc`, `winograd4 tc`), as
         // `MatmulPrecision::F16TensorCores` runs them (from 128 channels).
-        let mut backends = vec![(WgpuBackend::with_conv_algorithm(ConvAlgorithm::ImplicitGemm)?, " gemm")];
-        for (algorithm, name) in [(ConvAlgorithm::Winograd, " winograd"), (ConvAlgorithm::Winograd4x4, " winograd4")] {
+        // The implicit GEMM on tensor cores (`gemm tc`: `conv2d_coop.wgsl` for the forward and
+        // the weight gradient) too.
+        let mut backends = Vec::new();
+        for (algorithm, name) in [
+            (ConvAlgorithm::ImplicitGemm, " gemm"),
+            (ConvAlgorithm::Winograd, " winograd"),
+            (ConvAlgorithm::Winograd4x4, " winograd4"),
+        ] {
             backends.push((WgpuBackend::with_conv_algorithm(algorithm)?, name));
             if ctx.has_tensor_cores() {
                 let b = WgpuBackend::with_conv_algorithm(algorithm)?;
                 b.set_matmul_precision(MatmulPrecision::F16TensorCores)?;
-                backends.push((b, if name == " winograd" { " winograd tc" } else { " winograd4 tc" }));
+                let tc = match algorithm {
+                    ConvAlgorithm::ImplicitGemm => " gemm tc",
+                    ConvAlgorithm::Winograd => " winograd tc",
+                    _ => " winograd4 tc",
+                };
+                backends.push((b, tc));
             }
         }
         for (c, h) in RESNET18_STAGES {
