@@ -193,7 +193,21 @@ const GATED: &[(&str, &str, &str)] = &[
     ("conv2d", "conv2d_input_grad_large", "conv2d.rs `choose_tiles`: the large tiles need 17 KiB"),
     ("attention_backward_dkdv_blocked_d32", "attention_backward_dkdv", "attention.rs `dkdv_kernel`"),
     ("attention_backward_dkdv_blocked_d64", "attention_backward_dkdv", "attention.rs `dkdv_kernel`"),
+    ("optimizer_sgd_8", "optimizer", OPTIMIZER_GATE),
+    ("optimizer_sgd_16", "optimizer", OPTIMIZER_GATE),
+    ("optimizer_sgd_momentum_4", "optimizer", OPTIMIZER_GATE),
+    ("optimizer_sgd_momentum_8", "optimizer", OPTIMIZER_GATE),
+    ("optimizer_sgd_momentum_16", "optimizer", OPTIMIZER_GATE),
+    ("optimizer_adam_4", "optimizer", OPTIMIZER_GATE),
+    ("optimizer_adam_8", "optimizer", OPTIMIZER_GATE),
+    ("optimizer_adam_16", "optimizer", OPTIMIZER_GATE),
+    ("optimizer_rmsprop_4", "optimizer", OPTIMIZER_GATE),
+    ("optimizer_rmsprop_8", "optimizer", OPTIMIZER_GATE),
+    ("optimizer_rmsprop_16", "optimizer", OPTIMIZER_GATE),
 ];
+
+/// The gate of the optimizer's many-parameter modules.
+const OPTIMIZER_GATE: &str = "optimizer.rs `slots_under`: as many parameters as the adapter binds the buffers of";
 
 /// The gate of the tensor-core kernels.
 const COOP_GATE: &str = "coop_tiles.rs `fits`: set_matmul_precision refuses tensor cores";
@@ -328,6 +342,17 @@ fn every_kernel_fits_webgpu_default_limits_or_is_gated() {
         }
     }
     let small = product(64, 64, 64);
+    for (kernel, many) in kernel_under_limits(&defaults, &small, 64).optimizer.into_iter().zip(
+        kernel_under_limits(&wgpu::Limits { max_storage_buffers_per_shader_stage: 64, ..large.clone() }, &small, 64)
+            .optimizer,
+    ) {
+        if !fits(kernel, "optimizer") {
+            failures.push(format!("the optimizer under WebGPU's defaults runs {kernel}, which does not fit them"));
+        }
+        if !many.ends_with("_16") {
+            failures.push(format!("the optimizer with 64 storage buffers runs {many}, not 16 parameters a dispatch"));
+        }
+    }
     if kernel_under_limits(&defaults, &small, 64).tensor_cores.is_ok() {
         failures.push("tensor cores are allowed under WebGPU's default 16 KiB of workgroup storage".into());
     }

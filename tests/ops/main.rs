@@ -22,6 +22,7 @@ mod kernel_profile;
 mod layer_norm_fused;
 mod losses;
 mod ops_nn;
+mod optimizer_steps;
 mod wgpu_autograd_memory;
 mod wgpu_parity;
 mod wgpu_training_step;

@@ -1,5 +1,7 @@
 //! Plain-data descriptions of kernel work, shared by every backend.
 
+use super::Storage;
+
 /// Elementwise functions of one tensor. Scalars ride along in the variant.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum UnaryOp {
@@ -609,6 +611,23 @@ pub enum OptimizerStep {
         /// Momentum factor of the update buffer (0: none).
         momentum: f32,
     },
+}
+
+/// One parameter's share of a fused optimizer update ([`Backend::optimizer_steps`](super::Backend::optimizer_steps)):
+/// `step` applied to the first `len` elements of `param` (written in place), read from `grad`,
+/// with `step`'s state buffers (written in place).
+#[derive(Clone, Copy, Debug)]
+pub struct OptimizerUpdate<'a> {
+    /// The update and its hyper-parameters.
+    pub step: OptimizerStep,
+    /// The parameter, updated in place.
+    pub param: &'a Storage,
+    /// Its gradient, read only.
+    pub grad: &'a Storage,
+    /// The state buffers `step` lists, updated in place.
+    pub state: &'a [&'a Storage],
+    /// Elements of each.
+    pub len: usize,
 }
 
 #[cfg(test)]

@@ -334,7 +334,13 @@ pub trait Backend: Send + Sync {
     fn scatter_add(&self, grad: &Storage, idx: &Storage, args: &GatherArgs) -> Result<Storage>;
 
     // ----- optimizers (in place) -----
-    /// One fused update of a parameter and its state buffers.
+    /// Fused updates of several parameters and their state buffers, with the result of applying
+    /// them one after another in the order given (a backend may run many in one kernel launch,
+    /// as PyTorch's `foreach` optimizers do). A gradient may share memory with what its own or
+    /// an earlier update writes; each update's parameter and state buffers must be apart.
+    fn optimizer_steps(&self, updates: &[OptimizerUpdate<'_>]) -> Result<()>;
+
+    /// One fused update of a parameter and its state buffers: [`Backend::optimizer_steps`] of one.
     fn optimizer_step(
         &self,
         step: &OptimizerStep,
@@ -342,7 +348,9 @@ pub trait Backend: Send + Sync {
         grad: &Storage,
         state: &[&Storage],
         len: usize,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        self.optimizer_steps(&[OptimizerUpdate { step: *step, param, grad, state, len }])
+    }
     /// Unscales a gradient for dynamic loss scaling and checks it for overflow, in one pass (what
     /// PyTorch's internal `torch._amp_foreach_non_finite_check_and_unscale_` does per tensor):
     /// returns a new contiguous f32 storage of `len` elements, `grad[i] · inv_scale`, reading

@@ -35,7 +35,7 @@ pub use conv_transpose::{conv_transpose_extent, ConvTranspose2dArgs};
 pub(crate) use grad_unscale::{unscale_grad, NonFiniteFlags};
 pub use loss::{CrossEntropyOptions, Reduction};
 pub use norm::RunningStats;
-pub(crate) use optimizer_step::optimizer_step;
+pub(crate) use optimizer_step::{optimizer_steps, ParamUpdate};
 pub use recurrent::{RecurrentOutput, RecurrentWeights};
 pub use upsample::UpsampleMode;
 pub use warp::Interpolation;

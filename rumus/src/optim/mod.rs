@@ -3,7 +3,9 @@
 //!
 //! Every optimizer keeps its per-parameter state (momentum, moments ...) as tensors on the
 //! parameter's device and updates parameter and state in place through the device's fused
-//! optimizer-step kernel (the `optimizer_step` op): one pass per parameter, no host round trip.
+//! optimizer-step kernel (the `optimizer_steps` op): every parameter of a step checked first,
+//! then all of them in one backend call, which the wgpu backend runs up to 16 parameters per
+//! dispatch (as PyTorch's `foreach` optimizers do); no host round trip.
 
 mod adam;
 mod clip;

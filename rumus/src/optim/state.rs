@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::nn::Param;
-use crate::ops::OptimizerStep;
+use crate::ops::{OptimizerStep, ParamUpdate};
 use crate::{Error, Gradients, RawTensor, Result};
 
 /// One state buffer on the host: shape and row-major values.
@@ -131,6 +131,9 @@ impl StateTable {
         mut make_step: impl FnMut(u64, &str, &Param) -> OptimizerStep,
     ) -> Result<()> {
         let _no_grad = crate::autograd::NoGradGuard::new();
+        // Each parameter with its gradient and its step count after this step, all checked before
+        // anything changes.
+        let mut stepped: Vec<(&String, &Param, &RawTensor, u64)> = Vec::new();
         // Buffers are never updated, and a tied weight is stepped once, under its first name.
         for (name, param) in crate::nn::unique_trainable(params) {
             let Some(grad) = grads.get(param.tensor()) else {
@@ -144,21 +147,43 @@ impl StateTable {
                 ));
             }
             value.check_same_device("optimizer step", grad)?;
-            let slot = match self.slots.get_mut(name) {
-                Some(slot) => slot,
-                None => {
-                    let buffers = self.buffer_names.iter().map(|_| value.zeros_like()).collect::<Result<Vec<_>>>()?;
-                    self.slots.entry(name.clone()).or_insert(Slot { steps: 0, buffers })
-                }
-            };
-            slot.steps = slot.steps.checked_add(1).filter(|s| *s <= MAX_STEPS + 1).ok_or_else(|| {
-                Error::invalid(
-                    "optimizer step",
-                    format!("`{name}` has taken {} steps, the most there can be", slot.steps),
-                )
+            let taken = self.slots.get(name).map_or(0, |slot| slot.steps);
+            let steps = taken.checked_add(1).filter(|s| *s <= MAX_STEPS + 1).ok_or_else(|| {
+                Error::invalid("optimizer step", format!("`{name}` has taken {taken} steps, the most there can be"))
             })?;
-            let step = make_step(slot.steps, name, param);
-            crate::ops::optimizer_step(&step, value, grad, &slot.buffers)?;
+            stepped.push((name, param, grad, steps));
+        }
+        let mut created = Vec::new();
+        for &(name, param, ..) in &stepped {
+            if !self.slots.contains_key(name) {
+                let buffers = self.buffer_names.iter().map(|_| param.tensor().zeros_like()).collect::<Result<Vec<_>>>();
+                self.slots.insert(name.clone(), Slot { steps: 0, buffers: buffers? });
+                created.push(name);
+            }
+        }
+        let steps: Vec<OptimizerStep> =
+            stepped.iter().map(|&(name, param, _, steps)| make_step(steps, name, param)).collect();
+        let updates = stepped
+            .iter()
+            .zip(&steps)
+            .map(|(&(name, param, grad, _), &step)| {
+                let slot =
+                    self.slots.get(name).ok_or_else(|| Error::invalid("optimizer step", "a slot went missing"))?;
+                Ok(ParamUpdate { step, param: param.tensor(), grad, state: &slot.buffers })
+            })
+            .collect::<Result<Vec<_>>>()
+            .and_then(|updates| crate::ops::optimizer_steps(&updates));
+        if let Err(e) = updates {
+            // A failed step leaves no state behind that it did not have.
+            for name in created {
+                self.slots.remove(name);
+            }
+            return Err(e);
+        }
+        for &(name, _, _, steps) in &stepped {
+            if let Some(slot) = self.slots.get_mut(name) {
+                slot.steps = steps;
+            }
         }
         Ok(())
     }

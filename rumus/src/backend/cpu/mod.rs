@@ -692,7 +692,35 @@ impl Backend for CpuBackend {
         Ok(f32_storage(index::scatter_add(g, i, args)?))
     }
 
-    fn optimizer_step(
+    fn optimizer_steps(&self, updates: &[OptimizerUpdate<'_>]) -> Result<()> {
+        updates.iter().try_for_each(|u| self.optimizer_update(&u.step, u.param, u.grad, u.state, u.len))
+    }
+
+    fn unscale_grad(&self, grad: &Storage, len: usize, inv_scale: f32, found_non_finite: &Storage) -> Result<Storage> {
+        const OP: &str = "unscale_grad";
+        denormals::ensure_flushed();
+        if grad.same_memory(found_non_finite) {
+            return Err(Error::invalid(OP, "the non-finite flag shares memory with the gradient"));
+        }
+        let mut out = buffer_pool::take(OP, len)?;
+        // The flag is written in place: locked with the gradient in the global order.
+        let mut locked = lock_all(OP, &[(grad, Access::Read), (found_non_finite, Access::Write)])?;
+        let mut slots = locked.split(OP)?.into_iter();
+        let (Some(g), Some(flag)) = (slots.next(), slots.next()) else {
+            return Err(Error::invalid(OP, "a gradient and a flag expected"));
+        };
+        let grad = prefix(OP, g.read(OP)?.as_f32(OP)?, len)?;
+        let flag = flag.write(OP)?.as_u32_mut(OP)?.first_mut().ok_or_else(|| short(OP, 1))?;
+        if optim::unscale_grad(&mut out, grad, inv_scale) {
+            *flag = 1;
+        }
+        Ok(f32_storage(out))
+    }
+}
+
+impl CpuBackend {
+    /// One update of [`Backend::optimizer_steps`].
+    fn optimizer_update(
         &self,
         step: &OptimizerStep,
         param: &Storage,
@@ -728,27 +756,6 @@ impl Backend for CpuBackend {
         let grad = grad.get(..len).ok_or_else(|| short(OP, len))?;
         optim::optimizer_step(step, param, grad, &mut state_slices);
         Ok(())
-    }
-
-    fn unscale_grad(&self, grad: &Storage, len: usize, inv_scale: f32, found_non_finite: &Storage) -> Result<Storage> {
-        const OP: &str = "unscale_grad";
-        denormals::ensure_flushed();
-        if grad.same_memory(found_non_finite) {
-            return Err(Error::invalid(OP, "the non-finite flag shares memory with the gradient"));
-        }
-        let mut out = buffer_pool::take(OP, len)?;
-        // The flag is written in place: locked with the gradient in the global order.
-        let mut locked = lock_all(OP, &[(grad, Access::Read), (found_non_finite, Access::Write)])?;
-        let mut slots = locked.split(OP)?.into_iter();
-        let (Some(g), Some(flag)) = (slots.next(), slots.next()) else {
-            return Err(Error::invalid(OP, "a gradient and a flag expected"));
-        };
-        let grad = prefix(OP, g.read(OP)?.as_f32(OP)?, len)?;
-        let flag = flag.write(OP)?.as_u32_mut(OP)?.first_mut().ok_or_else(|| short(OP, 1))?;
-        if optim::unscale_grad(&mut out, grad, inv_scale) {
-            *flag = 1;
-        }
-        Ok(f32_storage(out))
     }
 }
 

@@ -40,8 +40,9 @@ pub(crate) const PARAM_BYTES: usize = 256;
 /// time cost more than the copy.
 const STAGING_KEPT: usize = 4;
 const STAGING_KEPT_BYTES: u64 = 16 << 20;
-/// Bindings of the largest kernel signature plus its parameters.
-const MAX_BINDINGS: usize = 16;
+/// Bindings a kernel's bind group is built from without an allocation (its parameters and up to
+/// 15 buffers); the optimizer's many-parameter kernels bind more, from a `Vec`.
+const FIXED_BINDINGS: usize = 16;
 
 /// How long a wait for the GPU polls before it blocks, in microseconds.
 const SPIN_ENV: &str = "RUMUS_WGPU_SPIN_US";
@@ -201,9 +202,6 @@ impl Recorder {
         let offset = pending.dispatches * self.slot;
         pending.params[offset..offset + params.len()].copy_from_slice(params);
         pending.params[offset + params.len()..offset + PARAM_BYTES].fill(0);
-        if buffers.len() + 1 > MAX_BINDINGS {
-            return Err(Error::Gpu(format!("a kernel binding {} buffers exceeds {MAX_BINDINGS}", buffers.len())));
-        }
         let params_entry = ::wgpu::BindGroupEntry {
             binding: 0,
             resource: ::wgpu::BindingResource::Buffer(::wgpu::BufferBinding {
@@ -212,25 +210,20 @@ impl Recorder {
                 size: NonZeroU64::new(PARAM_BYTES as u64),
             }),
         };
-        // A fixed array instead of a Vec: no allocation per dispatch.
-        let mut entries: [::wgpu::BindGroupEntry<'_>; MAX_BINDINGS] = std::array::from_fn(|_| params_entry.clone());
-        for (i, b) in buffers.iter().enumerate() {
-            // An empty tensor still binds 4 bytes: zero-sized bindings are invalid.
-            let bytes = b.bytes.max(4).min(b.buffer.size());
-            entries[i + 1] = ::wgpu::BindGroupEntry {
-                binding: i as u32 + 1,
-                resource: ::wgpu::BindingResource::Buffer(::wgpu::BufferBinding {
-                    buffer: b.buffer,
-                    offset: 0,
-                    size: NonZeroU64::new(bytes),
-                }),
-            };
-        }
-        let bind_group = ctx.device.create_bind_group(&::wgpu::BindGroupDescriptor {
-            label: None,
-            layout: &kernel.layout,
-            entries: &entries[..buffers.len() + 1],
-        });
+        let create = |entries: &[::wgpu::BindGroupEntry<'_>]| {
+            ctx.device.create_bind_group(&::wgpu::BindGroupDescriptor { label: None, layout: &kernel.layout, entries })
+        };
+        let bind_group = if buffers.len() < FIXED_BINDINGS {
+            // A fixed array instead of a Vec: no allocation per dispatch.
+            let mut entries: [::wgpu::BindGroupEntry<'_>; FIXED_BINDINGS] =
+                std::array::from_fn(|_| params_entry.clone());
+            bind_buffers(&mut entries, buffers);
+            create(&entries[..buffers.len() + 1])
+        } else {
+            let mut entries = vec![params_entry; buffers.len() + 1];
+            bind_buffers(&mut entries, buffers);
+            create(&entries)
+        };
         let pass = Self::pass(ctx, &mut pending, kernel.name, groups);
         pass.set_pipeline(&kernel.pipeline);
         pass.set_bind_group(0, &bind_group, &[]);
@@ -401,6 +394,22 @@ impl Recorder {
 /// A command encoder for recorded work.
 fn new_encoder(ctx: &WgpuContext) -> ::wgpu::CommandEncoder {
     ctx.device.create_command_encoder(&::wgpu::CommandEncoderDescriptor { label: Some("rumus") })
+}
+
+/// Writes `buffers` into `entries[1..]` (entry 0 is the parameters') at bindings 1...
+fn bind_buffers<'a>(entries: &mut [::wgpu::BindGroupEntry<'a>], buffers: &[Binding<'a>]) {
+    for (i, b) in buffers.iter().enumerate() {
+        // An empty tensor still binds 4 bytes: zero-sized bindings are invalid.
+        let bytes = b.bytes.max(4).min(b.buffer.size());
+        entries[i + 1] = ::wgpu::BindGroupEntry {
+            binding: i as u32 + 1,
+            resource: ::wgpu::BindingResource::Buffer(::wgpu::BufferBinding {
+                buffer: b.buffer,
+                offset: 0,
+                size: NonZeroU64::new(bytes),
+            }),
+        };
+    }
 }
 
 #[cfg(test)]

@@ -97,8 +97,8 @@ pub fn kernel_parameters() -> Vec<(&'static str, ParamLayout)> {
 
 /// The kernels the backend chooses by the adapter's limits, as it would choose them on an
 /// adapter with `limits`: `(shader file, entry point)` of an f32 matmul of `args`, the dk/dv
-/// attention backward's file for head dimension `d`, and whether tensor cores may be turned on
-/// (`Err` says why not). For the check against WebGPU's default limits in
+/// attention backward's file for head dimension `d`, whether tensor cores may be turned on
+/// (`Err` says why not) and the optimizer's files. For the check against WebGPU's default limits in
 /// `tests/house/shaders_validate.rs`.
 #[doc(hidden)]
 pub fn kernel_under_limits(limits: &::wgpu::Limits, matmul: &MatmulArgs, d: usize) -> LimitedChoice {
@@ -106,6 +106,7 @@ pub fn kernel_under_limits(limits: &::wgpu::Limits, matmul: &MatmulArgs, d: usiz
         matmul: matmul::matmul_kernel_under(limits, matmul),
         attention_dkdv: attention::dkdv_kernel_under(limits, d),
         tensor_cores: coop_tiles::fits(limits),
+        optimizer: optimizer::modules_under(limits),
     }
 }
 
@@ -127,6 +128,9 @@ pub struct LimitedChoice {
     pub attention_dkdv: Option<&'static str>,
     /// Whether the adapter's limits allow the tensor-core matmul.
     pub tensor_cores: std::result::Result<(), String>,
+    /// The optimizer's shader file for SGD, SGD with momentum, Adam and RMSprop (how many
+    /// parameters one dispatch updates).
+    pub optimizer: [&'static str; 4],
 }
 
 /// Waits up to `most` for the start-up warm-up threads (see `Device::wait_for_kernels`); an
@@ -568,15 +572,8 @@ impl Backend for WgpuBackend {
         self.scatter_add_kernel(grad, idx, args)
     }
 
-    fn optimizer_step(
-        &self,
-        step: &OptimizerStep,
-        param: &Storage,
-        grad: &Storage,
-        state: &[&Storage],
-        len: usize,
-    ) -> Result<()> {
-        self.optimizer_kernel(step, param, grad, state, len)
+    fn optimizer_steps(&self, updates: &[OptimizerUpdate<'_>]) -> Result<()> {
+        self.optimizer_kernel(updates)
     }
 
     fn unscale_grad(&self, grad: &Storage, len: usize, inv_scale: f32, found_non_finite: &Storage) -> Result<Storage> {

@@ -3,7 +3,7 @@
 //! its buffers at bindings 1.. in the order of its signature.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::attention::{constants_128, constants_32, constants_64, AttentionParams};
@@ -18,7 +18,7 @@ use super::grad_unscale::GradUnscaleParams;
 use super::index::IndexParams;
 use super::layer_norm::LayerNormParams;
 use super::matmul::MatmulParams;
-use super::optimizer::OptimizerParams;
+use super::optimizer::{self, OptimizerParams};
 use super::params::{KernelParams, ParamLayout};
 use super::random::RandomParams;
 use super::recurrent::RecurrentParams;
@@ -173,7 +173,43 @@ pub(crate) const LSTM_BACKWARD: Shader =
     shader!("lstm_backward", RecurrentParams).including(&[LOGISTIC, RECURRENT_CELL]);
 pub(crate) const GRU_FORWARD: Shader = shader!("gru_forward", RecurrentParams).including(&[LOGISTIC, RECURRENT_CELL]);
 pub(crate) const GRU_BACKWARD: Shader = shader!("gru_backward", RecurrentParams).including(&[LOGISTIC, RECURRENT_CELL]);
-pub(crate) const OPTIMIZER: Shader = shader!("optimizer", OptimizerParams).including(&[LINEAR]);
+/// `optimizer.wgsl` for one update of `optimizer.rs`'s `KINDS` (SGD, SGD with momentum, Adam,
+/// RMSprop) over `$slots` parameters per dispatch.
+macro_rules! optimizer {
+    ($name:literal, $kind:literal, $slots:literal) => {
+        Shader::new($name, include_str!("../../../shaders/optimizer.wgsl"), OptimizerParams::LAYOUT)
+            .with_constants(optimizer::constants::<$kind, $slots>)
+    };
+}
+
+/// Per `optimizer.rs`'s `SLOT_COUNTS` (1, 4, 8, 16 parameters per dispatch), one module for each of
+/// `[sgd, sgd_momentum, adam, rmsprop]`.
+pub(crate) const OPTIMIZER: [[Shader; 4]; 4] = [
+    [
+        optimizer!("optimizer_sgd", 0, 1),
+        optimizer!("optimizer_sgd_momentum", 1, 1),
+        optimizer!("optimizer_adam", 2, 1),
+        optimizer!("optimizer_rmsprop", 3, 1),
+    ],
+    [
+        optimizer!("optimizer_sgd_4", 0, 4),
+        optimizer!("optimizer_sgd_momentum_4", 1, 4),
+        optimizer!("optimizer_adam_4", 2, 4),
+        optimizer!("optimizer_rmsprop_4", 3, 4),
+    ],
+    [
+        optimizer!("optimizer_sgd_8", 0, 8),
+        optimizer!("optimizer_sgd_momentum_8", 1, 8),
+        optimizer!("optimizer_adam_8", 2, 8),
+        optimizer!("optimizer_rmsprop_8", 3, 8),
+    ],
+    [
+        optimizer!("optimizer_sgd_16", 0, 16),
+        optimizer!("optimizer_sgd_momentum_16", 1, 16),
+        optimizer!("optimizer_adam_16", 2, 16),
+        optimizer!("optimizer_rmsprop_16", 3, 16),
+    ],
+];
 pub(crate) const GRAD_UNSCALE: Shader = shader!("grad_unscale", GradUnscaleParams);
 
 /// One fused-attention file in the head-size variant whose constants `$constants` writes
@@ -253,7 +289,22 @@ pub(crate) const ALL: &[Shader] = &[
     WINOGRAD4,
     POOLING,
     INDEX,
-    OPTIMIZER,
+    OPTIMIZER[0][0],
+    OPTIMIZER[0][1],
+    OPTIMIZER[0][2],
+    OPTIMIZER[0][3],
+    OPTIMIZER[1][0],
+    OPTIMIZER[1][1],
+    OPTIMIZER[1][2],
+    OPTIMIZER[1][3],
+    OPTIMIZER[2][0],
+    OPTIMIZER[2][1],
+    OPTIMIZER[2][2],
+    OPTIMIZER[2][3],
+    OPTIMIZER[3][0],
+    OPTIMIZER[3][1],
+    OPTIMIZER[3][2],
+    OPTIMIZER[3][3],
     GRAD_UNSCALE,
     LSTM_FORWARD,
     LSTM_BACKWARD,
@@ -331,6 +382,8 @@ pub(crate) struct Pipelines {
     cache: Mutex<Cache>,
     subgroups: bool,
     warming: AtomicUsize,
+    /// The program (not the warm-up) has recorded an optimizer update: see `warmup.rs`.
+    training: AtomicBool,
 }
 
 thread_local! {
@@ -339,7 +392,12 @@ thread_local! {
 
 impl Pipelines {
     pub fn new(subgroups: bool) -> Self {
-        Pipelines { cache: Mutex::new(Cache::default()), subgroups, warming: AtomicUsize::new(0) }
+        Pipelines {
+            cache: Mutex::new(Cache::default()),
+            subgroups,
+            warming: AtomicUsize::new(0),
+            training: AtomicBool::new(false),
+        }
     }
 
     pub fn subgroups(&self) -> bool {
@@ -410,6 +468,19 @@ impl Pipelines {
     /// down as each finishes; see `warmup.rs`).
     pub fn warming(&self) -> &AtomicUsize {
         &self.warming
+    }
+
+    /// Records that the calling thread stepped an optimizer, which ends the warm-up unless it is
+    /// a warm-up thread.
+    pub fn note_training_step(&self) {
+        if !WARMUP_THREAD.get() {
+            self.training.store(true, Ordering::Release);
+        }
+    }
+
+    /// Whether the program has stepped an optimizer.
+    pub fn training_started(&self) -> bool {
+        self.training.load(Ordering::Acquire)
     }
 
     /// Marks the calling thread as a warm-up thread, which never runs stand-ins.

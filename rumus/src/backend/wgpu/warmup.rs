@@ -98,8 +98,10 @@ pub(crate) fn bind(kernel: KernelWork, backend: &Arc<WgpuBackend>) -> Work {
 const THREADS: usize = 10;
 
 /// Starts the warm-up threads (detached; they finish within a fraction of a second), which run
-/// `works` in order, `THREADS` at a time. Nothing on a CPU emulation, or with
-/// `RUMUS_WGPU_WARMUP=0`.
+/// `works` in order, `THREADS` at a time, and take no new work once the program's first
+/// optimizer update is recorded (`Pipelines::note_training_step`): what its first training step
+/// did not ask for by then is compiled when first used, instead of beside its next steps, which
+/// the compiles slow down. Nothing on a CPU emulation, or with `RUMUS_WGPU_WARMUP=0`.
 pub(crate) fn start(backend: &Arc<WgpuBackend>, works: Vec<Work>) {
     if !backend.context().is_hardware() || std::env::var("RUMUS_WGPU_WARMUP").is_ok_and(|v| v.trim() == "0") {
         return;
@@ -127,7 +129,9 @@ fn spawn(backend: &Arc<WgpuBackend>, works: Vec<Work>) {
         let _ = std::thread::Builder::new().name("rumus-warmup".into()).spawn(move || {
             let _running = running;
             Pipelines::mark_warmup_thread();
-            while let Some(work) = works.get(next.fetch_add(1, Ordering::Relaxed)) {
+            // No new work once the program has stepped an optimizer (see `warmup.rs`'s table).
+            while !_running.0.pipelines.training_started() {
+                let Some(work) = works.get(next.fetch_add(1, Ordering::Relaxed)) else { break };
                 let _ = work();
             }
         });
@@ -226,14 +230,31 @@ pub(crate) fn index_select(b: &WgpuBackend) -> Result<()> {
     b.index_select(&upload(b, 8)?, &b.from_u32(&[1, 3])?, &args).map(drop)
 }
 
-/// Seven elements: four through the vec4 kernel, three through the one-element kernel.
+/// Four elements: the vec4 kernel...
 pub(crate) fn relu(b: &WgpuBackend) -> Result<()> {
-    b.unary(UnaryOp::Relu, &upload(b, 7)?, 7).map(drop)
+    relu_of(b, 4)
 }
 
-/// Seven elements, as `relu`.
+/// ...and three, the one-element kernel (a separate work, so that both compile at once).
+pub(crate) fn relu_tail(b: &WgpuBackend) -> Result<()> {
+    relu_of(b, 3)
+}
+
+fn relu_of(b: &WgpuBackend, len: usize) -> Result<()> {
+    b.unary(UnaryOp::Relu, &upload(b, len)?, len).map(drop)
+}
+
+/// As `relu` and `relu_tail`.
 pub(crate) fn relu_backward(b: &WgpuBackend) -> Result<()> {
-    b.unary_backward(UnaryOp::Relu, &upload(b, 7)?, &upload(b, 7)?, &upload(b, 7)?, 7).map(drop)
+    relu_backward_of(b, 4)
+}
+
+pub(crate) fn relu_backward_tail(b: &WgpuBackend) -> Result<()> {
+    relu_backward_of(b, 3)
+}
+
+fn relu_backward_of(b: &WgpuBackend, len: usize) -> Result<()> {
+    b.unary_backward(UnaryOp::Relu, &upload(b, len)?, &upload(b, len)?, &upload(b, len)?, len).map(drop)
 }
 
 /// 2×2 windows of stride 2 over `conv_args()`'s input.
@@ -266,17 +287,40 @@ pub(crate) fn matmul_small(b: &WgpuBackend) -> Result<()> {
     b.matmul(&upload(b, 6)?, &upload(b, 6)?, &args).map(drop)
 }
 
-/// Seven elements (the vec4 kernel, then the one-element kernel for the last three), then a
-/// broadcast scalar on either side (a bias, a loss gradient).
+/// Four elements: the vec4 kernel...
 pub(crate) fn binary(b: &WgpuBackend) -> Result<()> {
-    let layout = Layout::contiguous(&[7]);
-    let (x, one) = (upload(b, 7)?, upload(b, 1)?);
-    b.binary(BinaryOp::Add, &x, &layout, &upload(b, 7)?, &layout)?;
+    binary_of(b, 4)
+}
+
+/// ...and three, the one-element kernel (a work of its own, as `relu_tail`)...
+pub(crate) fn binary_tail(b: &WgpuBackend) -> Result<()> {
+    binary_of(b, 3)
+}
+
+fn binary_of(b: &WgpuBackend, len: usize) -> Result<()> {
+    let layout = Layout::contiguous(&[len]);
+    b.binary(BinaryOp::Add, &upload(b, len)?, &layout, &upload(b, len)?, &layout).map(drop)
+}
+
+/// ...and a broadcast scalar on the left (a loss gradient)...
+pub(crate) fn binary_splat_lhs(b: &WgpuBackend) -> Result<()> {
+    binary_splat(b, true)
+}
+
+/// ...or on the right (a bias).
+pub(crate) fn binary_splat_rhs(b: &WgpuBackend) -> Result<()> {
+    binary_splat(b, false)
+}
+
+fn binary_splat(b: &WgpuBackend, lhs: bool) -> Result<()> {
     let scalar = Layout::contiguous(&[1]).broadcast_to(&[8])?;
     let eight = Layout::contiguous(&[8]);
-    let y = upload(b, 8)?;
-    b.binary(BinaryOp::Mul, &one, &scalar, &y, &eight)?;
-    b.binary(BinaryOp::Mul, &y, &eight, &one, &scalar).map(drop)
+    let (one, y) = (upload(b, 1)?, upload(b, 8)?);
+    if lhs {
+        b.binary(BinaryOp::Mul, &one, &scalar, &y, &eight).map(drop)
+    } else {
+        b.binary(BinaryOp::Mul, &y, &eight, &one, &scalar).map(drop)
+    }
 }
 
 /// Two rows of ten classes (the short-row kernels).
@@ -406,5 +450,38 @@ mod tests {
         assert!(wait(Duration::from_secs(60)), "the warm-up threads did not finish");
         assert_eq!(runs.load(Ordering::SeqCst), 3 * THREADS + 1);
         assert_eq!(backend.pipelines.warming().load(Ordering::SeqCst), 0);
+    }
+
+    /// Works counting their runs, each also noting a training step, which a warm-up thread's
+    /// own optimizer steps must not count as.
+    fn counted(runs: &Arc<AtomicUsize>, backend: &Arc<WgpuBackend>, n: usize) -> Vec<Work> {
+        (0..n)
+            .map(|_| {
+                let (runs, backend) = (runs.clone(), backend.clone());
+                Box::new(move || {
+                    backend.pipelines.note_training_step();
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    Ok(())
+                }) as Work
+            })
+            .collect()
+    }
+
+    /// Once the program (not the warm-up) has stepped an optimizer, the threads take no new work.
+    #[test]
+    fn a_training_step_ends_the_warm_up() {
+        if crate::testing::wgpu_or_skip().is_none() {
+            return;
+        }
+        let backend = Arc::new(WgpuBackend::independent().unwrap());
+        let runs = Arc::new(AtomicUsize::new(0));
+        spawn(&backend, counted(&runs, &backend, 2 * THREADS));
+        assert!(wait(Duration::from_secs(60)), "the warm-up threads did not finish");
+        assert_eq!(runs.load(Ordering::SeqCst), 2 * THREADS, "a warm-up thread's step ended the warm-up");
+        backend.pipelines.note_training_step();
+        runs.store(0, Ordering::SeqCst);
+        spawn(&backend, counted(&runs, &backend, 2 * THREADS));
+        assert!(wait(Duration::from_secs(60)), "the warm-up threads did not finish");
+        assert_eq!(runs.load(Ordering::SeqCst), 0, "works ran after a training step");
     }
 }
