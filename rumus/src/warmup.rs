@@ -33,45 +33,47 @@ use Work::{Kernel as K, Pass as P};
 /// The works, the warm-up threads taking them from the front in turn so that the driver compiles
 /// that many kernels at once:
 /// - first a training step's small kernels, one per work so that none waits behind another
-///   (the vec4 and one-element kernels of an elementwise op apart), the longest to compile
-///   first (the direct convolution's input gradient, the stand-in until the fused convolution
-///   is compiled): a first step waits for the last of them to finish, so the long ones start
-///   early;
-/// - then the kernels that replace the stand-ins: the fused convolution's three, the 64-tile
-///   matmuls and the row reduction; then the batch norm's (quick to compile, and after what a
-///   network without batch norm needs, so that its cold start does not wait for them);
+///   (the vec4 and one-element kernels of an elementwise op apart), about in the order a LeNet
+///   step asks for them, the backward's longer compiles (the direct convolution's gradients,
+///   stand-ins until the fused convolution is compiled) among the forward's: a first step waits
+///   for each in turn;
+/// - then the kernels that replace the stand-ins: the optimizer's of many parameters, the fused
+///   convolution's three, the 64-tile matmuls and the row reduction; then the batch norm's
+///   (quick to compile, and after what a network without batch norm needs, so that its cold
+///   start does not wait for them);
 /// - then whole small forward/backward passes that reach what the first works did not, and
 ///   the large-tile matmuls (the slowest to compile), which only large products use;
 /// - last the layer norm's and the fused attention's kernels (heads of 64), which only
 ///   transformers use.
 ///
 /// The threads take no new work once the program has stepped an optimizer (the end of its first
-/// training step): the works still waiting are for kernels that step did not use, and compiling
-/// them beside the following steps slowed those down (a cold LeNet epoch's steps 200–400 by up to
-/// 1.8× on an H100, run AD in BENCHMARKS.md); they compile when first used, if ever.
+/// training step): the works still waiting are for kernels that step did not use (a LeNet's:
+/// the large-tile matmuls, attention and layer norm, about 1.5 s of compiles), which ran beside
+/// its next steps; they compile when first used, if ever (run AD in BENCHMARKS.md).
 const WORKS: &[Work] = &[
     K(kernel::random_normal),
+    K(kernel::index_select),
+    K(kernel::conv_direct_forward),
+    K(kernel::relu),
+    K(kernel::max_pool),
     K(kernel::conv_direct_input_grad),
     K(kernel::relu_backward),
-    K(kernel::relu),
-    K(kernel::conv_direct_forward),
-    K(kernel::max_pool_backward),
     K(kernel::conv_direct_weight_grad),
+    K(kernel::max_pool_backward),
+    K(kernel::matmul_small),
+    K(kernel::cross_entropy),
+    K(kernel::cross_entropy_backward),
+    K(kernel::binary),
     K(kernel::binary_splat_lhs),
     K(kernel::binary_splat_rhs),
-    K(kernel::binary),
-    K(kernel::relu_backward_tail),
     K(kernel::relu_tail),
-    K(kernel::matmul_small),
-    K(kernel::cross_entropy_backward),
+    K(kernel::relu_backward_tail),
     K(kernel::binary_tail),
-    K(kernel::index_select),
-    K(kernel::max_pool),
-    K(kernel::cross_entropy),
     K(kernel::reduce_columns),
+    K(kernel::adam_update_stand_in),
+    K(kernel::fill),
     K(kernel::copy_strided),
     K(kernel::adam_update),
-    K(kernel::fill),
     K(kernel::conv_forward),
     K(kernel::conv_input_grad),
     K(kernel::conv_weight_grad),

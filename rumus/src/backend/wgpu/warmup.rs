@@ -30,8 +30,8 @@ use super::pipelines::Pipelines;
 use super::{WgpuBackend, WgpuStorage};
 use crate::backend::{
     AttentionArgs, Backend, BatchNormArgs, BinaryOp, Conv2dArgs, Conv2dWanted, ConvGeom, CrossEntropyArgs, DType,
-    IndexArgs, LayerNormArgs, MatmulArgs, MatrixLayout, OptimizerStep, RandomKind, ReduceDims, ReduceOp, Storage,
-    UnaryOp,
+    IndexArgs, LayerNormArgs, MatmulArgs, MatrixLayout, OptimizerStep, OptimizerUpdate, RandomKind, ReduceDims,
+    ReduceOp, Storage, UnaryOp,
 };
 use crate::{Layout, Result};
 
@@ -406,8 +406,18 @@ pub(crate) fn batch_norm_running(b: &WgpuBackend) -> Result<()> {
     b.batch_norm_update_running(&stats[0], &stats[1], &stats[2], &stats[3], 0.1, &BATCH_NORM)
 }
 
-/// One fused Adam update, the kernel every LeNet step ends with.
+/// One fused Adam update, the kernel every LeNet step ends with, on the one-parameter module
+/// that stands in until...
+pub(crate) fn adam_update_stand_in(b: &WgpuBackend) -> Result<()> {
+    adam(b, true)
+}
+
+/// ...the module of as many parameters as the adapter binds is compiled.
 pub(crate) fn adam_update(b: &WgpuBackend) -> Result<()> {
+    adam(b, false)
+}
+
+fn adam(b: &WgpuBackend, one_slot: bool) -> Result<()> {
     let (param, grad, m, v) = (upload(b, 8)?, upload(b, 8)?, upload(b, 8)?, upload(b, 8)?);
     let step = OptimizerStep::Adam {
         lr: 1e-3,
@@ -418,7 +428,8 @@ pub(crate) fn adam_update(b: &WgpuBackend) -> Result<()> {
         decoupled: false,
         step: 1,
     };
-    b.optimizer_step(&step, &param, &grad, &[&m, &v], 8)
+    let update = OptimizerUpdate { step, param: &param, grad: &grad, state: &[&m, &v], len: 8 };
+    b.optimizer_updates(&[update], one_slot)
 }
 
 #[cfg(test)]
