@@ -9,53 +9,13 @@
 //! fixtures.
 
 use proptest::prelude::*;
+
+use crate::wgpu_parity::optimizer_steps as steps;
 use rumus::backend::cpu::CpuBackend;
-use rumus::backend::{Backend, OptimizerStep, OptimizerUpdate, Storage};
+use rumus::backend::{Backend, OptimizerUpdate, Storage};
 use rumus::rng::Rng;
 use rumus::testing::{assert_close, wgpu_or_skip};
 use rumus::{Device, Layout, Result};
-
-/// The updates a test draws from; the SGD ones with momentum need one state buffer, Adam and
-/// RMSprop two, the second moments non-negative (a third, unused, is passed to every update to
-/// check it is left alone).
-fn steps() -> [OptimizerStep; 5] {
-    [
-        OptimizerStep::Sgd {
-            lr: 0.1,
-            momentum: 0.0,
-            dampening: 0.0,
-            weight_decay: 0.01,
-            nesterov: false,
-            first_step: true,
-        },
-        OptimizerStep::Sgd {
-            lr: 0.1,
-            momentum: 0.9,
-            dampening: 0.1,
-            weight_decay: 0.0,
-            nesterov: false,
-            first_step: false,
-        },
-        OptimizerStep::Sgd {
-            lr: 0.05,
-            momentum: 0.9,
-            dampening: 0.0,
-            weight_decay: 0.01,
-            nesterov: true,
-            first_step: true,
-        },
-        OptimizerStep::Adam {
-            lr: 1e-2,
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: 1e-8,
-            weight_decay: 0.01,
-            decoupled: true,
-            step: 3,
-        },
-        OptimizerStep::RmsProp { lr: 1e-2, alpha: 0.9, eps: 1e-8, weight_decay: 0.1, momentum: 0.5 },
-    ]
-}
 
 /// How an update's operands relate to the earlier ones'.
 #[derive(Clone, Copy, Debug)]
@@ -73,7 +33,7 @@ enum Alias {
     SameParam(usize),
 }
 
-/// One update of a plan: its length, which of [`steps`], how it aliases.
+/// One update of a plan: its length, which of `wgpu_parity::optimizer_steps`, how it aliases.
 type Planned = (usize, usize, Alias);
 
 /// The buffers of one update: indices into the storages of a run.
@@ -84,7 +44,9 @@ struct Operands {
     len: usize,
 }
 
-/// The storages a plan needs on `b`, with every update's operands, then the updates applied:
+/// The storages a plan needs on `b`, with every update's operands (three state buffers each:
+/// SGD with momentum reads one, Adam and RMSprop two, the second moments kept non-negative, and
+/// the rest must be left alone), then the updates applied:
 /// all in one `optimizer_steps` call, or one call per update (`one_by_one`). Returns every
 /// storage read back, in order.
 fn run(b: &dyn Backend, plan: &[Planned], one_by_one: bool) -> Result<Vec<Vec<f32>>> {
@@ -176,7 +138,7 @@ proptest! {
     #[test]
     fn many_updates_in_one_call_match_the_cpu_one_by_one(
         plan in proptest::collection::vec(
-            (prop_oneof![Just(0usize), 1usize..300, Just(256), Just(257), 500usize..1100], 0usize..5, alias()),
+            (prop_oneof![Just(0usize), 1usize..300, Just(256), Just(257), 500usize..1100], 0usize..8, alias()),
             1..40,
         ),
         runs in 1usize..5,
@@ -196,7 +158,7 @@ fn one_call_and_one_update_per_call_agree_on_wgpu() {
     let Some(Device::Wgpu(gpu)) = wgpu_or_skip() else {
         return;
     };
-    for step in 0..5 {
+    for step in 0..steps().len() {
         let plan: Vec<Planned> = (0..40).map(|k| (k * 37 % 600, step, Alias::None)).collect();
         let together = run(&*gpu, &plan, false).unwrap();
         let apart = run(&*gpu, &plan, true).unwrap();
@@ -218,7 +180,7 @@ fn bad_operands_are_refused_before_any_update() {
     let g = b.from_f32(&[1.0; 8]).unwrap();
     let short = b.from_f32(&[1.0; 4]).unwrap();
     let m = b.from_f32(&[0.0; 8]).unwrap();
-    let [_, momentum, _, adam, _] = steps();
+    let (momentum, adam) = (steps()[1], steps()[3]);
     let (only_m, only_p) = ([&m], [&p]);
     let good = OptimizerUpdate { step: momentum, param: &p, grad: &g, state: &only_m, len: 8 };
     let bad_lists: [Vec<OptimizerUpdate<'_>>; 3] = [

@@ -654,9 +654,10 @@ fn indexing_kernels_match() {
     }
 }
 
-#[test]
-fn optimizer_kernels_match() {
-    let steps = [
+/// Every optimizer update with options that change its formula: SGD with and without momentum,
+/// Nesterov, dampening and weight decay, Adam and AdamW, RMSprop with and without momentum.
+pub(crate) fn optimizer_steps() -> [OptimizerStep; 8] {
+    [
         OptimizerStep::Sgd {
             lr: 0.1,
             momentum: 0.0,
@@ -710,7 +711,12 @@ fn optimizer_kernels_match() {
         },
         OptimizerStep::RmsProp { lr: 1e-2, alpha: 0.99, eps: 1e-8, weight_decay: 0.0, momentum: 0.0 },
         OptimizerStep::RmsProp { lr: 1e-2, alpha: 0.9, eps: 1e-8, weight_decay: 0.1, momentum: 0.5 },
-    ];
+    ]
+}
+
+#[test]
+fn optimizer_kernels_match() {
+    let steps = optimizer_steps();
     for len in [1usize, 65, 1000] {
         for step in steps {
             let (p, g, s0, s1) = (data(len, 91), data(len, 92), data(len, 93), positive(len, 94));
