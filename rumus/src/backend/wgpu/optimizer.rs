@@ -73,8 +73,9 @@ pub(super) fn constants<const KIND: usize, const N: usize>() -> String {
                 &format!("@group(0) @binding({}) var<storage, read_write> state{k}_{j}: array<f32>;\n", first + 2 + j);
         }
     }
-    // The operands are loaded and stored per slot and the update written once: sixteen copies of
-    // Adam made the module take 80-115 ms to compile on an H100, against 9 for one.
+    // The update is written once, the operands loaded and stored per slot. (Sixteen copies of
+    // the update compiled as slowly: Adam's 16-slot module takes 60-115 ms on an H100 either way,
+    // against 9-19 for one slot, hence the one-slot stand-in.)
     let operands = per_slot;
     let operand = |j: usize, k: usize| match j {
         0 => format!("param{k}"),
@@ -210,8 +211,8 @@ impl WgpuBackend {
         let mut rest = &checked[..];
         while let Some(first) = rest.first() {
             let mut size = slots_under(&self.ctx.limits, first.kind);
-            // Until the warm-up has compiled the many-parameter module (80-115 ms for Adam's on
-            // an H100), the one-parameter one (about 10 ms) stands in.
+            // Until the warm-up has compiled the many-parameter module (60-115 ms for Adam's on
+            // an H100), the one-parameter one (9-19 ms) stands in.
             if one_slot || (size > 0 && self.pipelines.stand_in(&pipelines::OPTIMIZER[size][first.kind], "optimizer")) {
                 size = 0;
             }
@@ -290,7 +291,8 @@ impl WgpuBackend {
             );
         }
         let shader = &pipelines::OPTIMIZER[size][first.kind];
-        let grid = self.groups_for(groups * GROUP, OP)?;
+        let threads = groups.checked_mul(GROUP).ok_or_else(|| Error::invalid(OP, "too many elements"))?;
+        let grid = self.groups_for(threads, OP)?;
         self.run(shader, "optimizer", &signature, &params, &buffers, grid)
     }
 }

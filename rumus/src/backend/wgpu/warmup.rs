@@ -127,10 +127,9 @@ fn spawn(backend: &Arc<WgpuBackend>, works: Vec<Work>) {
         // Without threads the kernels simply compile on first use (a failed spawn drops
         // `running` with the closure).
         let _ = std::thread::Builder::new().name("rumus-warmup".into()).spawn(move || {
-            let _running = running;
             Pipelines::mark_warmup_thread();
             // No new work once the program has stepped an optimizer (see `warmup.rs`'s table).
-            while !_running.0.pipelines.training_started() {
+            while !running.0.pipelines.training_started() {
                 let Some(work) = works.get(next.fetch_add(1, Ordering::Relaxed)) else { break };
                 let _ = work();
             }
