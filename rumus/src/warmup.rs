@@ -212,6 +212,21 @@ fn row_kernels(device: &Device) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    /// Each kernel work compiles a kernel a fresh backend had not compiled yet (a work whose
+    /// calls took a path without one, as `full` of zeros does, would warm up nothing).
+    #[test]
+    fn every_kernel_work_compiles_a_kernel() {
+        if crate::testing::wgpu_or_skip().is_none() {
+            return;
+        }
+        for (k, work) in super::WORKS.iter().enumerate() {
+            let super::Work::Kernel(kernel) = work else { continue };
+            let backend = crate::backend::wgpu::WgpuBackend::independent().unwrap();
+            kernel(&backend).unwrap_or_else(|e| panic!("kernel work {k}: {e}"));
+            assert!(backend.compiled_kernels() > 0, "kernel work {k} compiled nothing");
+        }
+    }
+
     /// The warm-up ignores its errors, so a work that fails would silently compile nothing.
     #[test]
     fn every_work_runs_on_wgpu() {

@@ -189,6 +189,12 @@ impl WgpuBackend {
         Ok(WgpuBackend::new(WgpuContext::get()?))
     }
 
+    /// How many kernels this backend has compiled (for tests of what a call compiles).
+    #[cfg(test)]
+    pub(crate) fn compiled_kernels(&self) -> usize {
+        self.pipelines.compiled()
+    }
+
     /// A second backend on the shared device whose reductions use workgroup shared memory even
     /// where subgroups exist: the fallback path of adapters without SUBGROUP, testable anywhere.
     /// (With the `testing` feature.)

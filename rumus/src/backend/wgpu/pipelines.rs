@@ -478,6 +478,13 @@ impl Pipelines {
         }
     }
 
+    /// How many kernels are compiled (for tests of what a call compiles).
+    #[cfg(test)]
+    pub fn compiled(&self) -> usize {
+        let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        cache.kernels.values().filter(|slot| slot.lock().is_ok_and(|k| k.is_some())).count()
+    }
+
     /// Whether the program has stepped an optimizer.
     pub fn training_started(&self) -> bool {
         self.training.load(Ordering::Acquire)

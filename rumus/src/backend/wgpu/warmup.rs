@@ -220,8 +220,9 @@ pub(crate) fn random_normal(b: &WgpuBackend) -> Result<()> {
     b.random(RandomKind::Normal, 8, 1).map(drop)
 }
 
+/// A value other than zero (a loss gradient's seed of one): zeros are cleared, not filled.
 pub(crate) fn fill(b: &WgpuBackend) -> Result<()> {
-    b.full(8, 0.0).map(drop)
+    b.full(8, 1.0).map(drop)
 }
 
 pub(crate) fn index_select(b: &WgpuBackend) -> Result<()> {
