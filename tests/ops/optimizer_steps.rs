@@ -5,8 +5,8 @@
 //! that is its own parameter, a gradient that is an earlier parameter, a parameter that is an
 //! earlier gradient, a parameter stepped twice), the result on wgpu is that of the CPU applying
 //! the updates one after another. The update formulas themselves are checked one parameter at a
-//! time in `wgpu_parity.rs` (`optimizer_kernels_match`) and against PyTorch in the reference
-//! fixtures.
+//! time in `wgpu_parity.rs` (`optimizer_kernels_match`, CPU against wgpu) and in
+//! `tests/nn/optim.rs` (against `torch.optim`'s update rules, re-derived in f64).
 
 use proptest::prelude::*;
 
