@@ -77,12 +77,26 @@ if want cold; then
     # A fresh process each time with the driver's shader disk cache emptied and disabled, so
     # every kernel is compiled on the spot, as on a machine that never ran rumus.
     # Five, since one cold epoch varies by more than the margin to the goal.
+    # The GPU's clocks every 50 ms beside each process (cold_clocks_N.csv): with the driver's
+    # cache on, a first epoch still took 1.5-1.7x a steady one (run AD), so not only compiles
+    # make the cold start; whether the clocks' ramp does is what these show.
+    clocks() { nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,utilization.gpu --format=csv -lms 50 > "$1" 2>&1 & }
     for i in 1 2 3 4 5; do
         stamp "cold start $i"
         rm -rf ~/.cache/nvidia ~/.nv
+        clocks "$OUT/cold_clocks_$i.csv"; watcher=$!
         # The first also logs each kernel compile (thread, time) to show what the cold start waits on.
         log=$([ $i = 1 ] && echo 1 || echo 0)
         RUMUS_WGPU_LOG_COMPILES=$log __GL_SHADER_DISK_CACHE=0 run "$BIN/bench" --device wgpu --only epoch --json "$OUT/cold_rumus_$i.json"
+        kill $watcher 2>/dev/null
+    done
+    # Then three processes with the driver's shader cache on (emptied before the first only).
+    rm -rf ~/.cache/nvidia ~/.nv
+    for i in 1 2 3; do
+        stamp "cached start $i"
+        clocks "$OUT/cached_clocks_$i.csv"; watcher=$!
+        run "$BIN/bench" --device wgpu --only epoch --json "$OUT/cached_rumus_$i.json"
+        kill $watcher 2>/dev/null
     done
     run python3 tools/bench/torch_bench.py --device cuda --only epoch --json "$OUT/cold_torch.json"
 fi
@@ -147,3 +161,5 @@ if want mnist && [ -d data/mnist ]; then
     RUMUS_DEVICE=wgpu run "$BIN/mnist"
 fi
 stamp "done"
+# One archive of everything as well: a remote runner may bring back only a few files of a folder.
+tar -czf "$OUT.tar.gz" -C "$OUT" . && mv "$OUT.tar.gz" "$OUT/all.tar.gz"
