@@ -221,7 +221,7 @@ mod tests {
         }
         for (k, work) in super::WORKS.iter().enumerate() {
             let super::Work::Kernel(kernel) = work else { continue };
-            let backend = crate::backend::wgpu::WgpuBackend::independent().unwrap();
+            let backend = super::WgpuBackend::independent().unwrap();
             kernel(&backend).unwrap_or_else(|e| panic!("kernel work {k}: {e}"));
             assert!(backend.compiled_kernels() > 0, "kernel work {k} compiled nothing");
         }
