@@ -579,7 +579,7 @@ impl Backend for WgpuBackend {
     }
 
     fn optimizer_steps(&self, updates: &[OptimizerUpdate<'_>]) -> Result<()> {
-        self.optimizer_kernel(updates)
+        self.optimizer_updates(updates, false)
     }
 
     fn unscale_grad(&self, grad: &Storage, len: usize, inv_scale: f32, found_non_finite: &Storage) -> Result<Storage> {

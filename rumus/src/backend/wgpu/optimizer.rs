@@ -198,13 +198,9 @@ impl Checked<'_> {
 impl WgpuBackend {
     /// [`Backend::optimizer_steps`](crate::backend::Backend::optimizer_steps): every operand
     /// checked before anything runs, then consecutive updates of one kind with the same
-    /// hyper-parameters and apart in memory dispatched together, up to [`SLOTS`] at a time.
-    pub(super) fn optimizer_kernel(&self, updates: &[OptimizerUpdate<'_>]) -> Result<()> {
-        self.optimizer_updates(updates, false)
-    }
-
-    /// [`optimizer_kernel`](Self::optimizer_kernel), all on the one-parameter modules where
-    /// `one_slot` (the stand-ins, which the warm-up compiles first).
+    /// hyper-parameters and apart in memory dispatched together, up to [`SLOTS`] at a time; all
+    /// on the one-parameter modules where `one_slot` (the stand-ins, which the warm-up compiles
+    /// first).
     pub(super) fn optimizer_updates(&self, updates: &[OptimizerUpdate<'_>], one_slot: bool) -> Result<()> {
         self.pipelines.note_training_step();
         let checked = updates.iter().map(|u| self.check_update(u)).collect::<Result<Vec<_>>>()?;
