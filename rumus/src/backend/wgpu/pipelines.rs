@@ -367,7 +367,7 @@ pub(crate) struct Kernel {
 
 #[derive(Default)]
 struct Cache {
-    modules: HashMap<&'static str, ::wgpu::ShaderModule>,
+    modules: HashMap<&'static str, Arc<ModuleSlot>>,
     layouts: HashMap<Vec<Access>, (Arc<::wgpu::BindGroupLayout>, ::wgpu::PipelineLayout)>,
     kernels: HashMap<(&'static str, &'static str), Arc<KernelSlot>>,
     /// Kernels for which a caller already ran a stand-in (logged once each).
@@ -377,6 +377,11 @@ struct Cache {
 /// One kernel's place in the cache, filled by the first thread that compiles it; a thread that
 /// wants it meanwhile waits on the lock instead of compiling it a second time.
 type KernelSlot = Mutex<Option<Arc<Kernel>>>;
+
+/// One shader module's place in the cache, as a kernel's: the first of its kernels to compile
+/// creates it (parsing and validating its WGSL, up to tens of milliseconds for the large ones)
+/// under this lock, not the cache's, so other threads meanwhile find their kernels.
+type ModuleSlot = Mutex<Option<::wgpu::ShaderModule>>;
 
 pub(crate) struct Pipelines {
     cache: Mutex<Cache>,
@@ -504,6 +509,13 @@ impl Pipelines {
         cache.kernels.entry((shader.name, entry)).or_default().clone()
     }
 
+    /// The module slot of `shader`: while a test holds its lock, the module is being created.
+    #[cfg(test)]
+    pub fn hold_module(&self, shader: &Shader) -> Arc<ModuleSlot> {
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        cache.modules.entry(shader.name).or_default().clone()
+    }
+
     /// The pipeline for `entry` of `shader` with buffer bindings `signature`, compiled on first use.
     /// Several threads (the start-up warm-up, see `warmup.rs`) compile different kernels at once;
     /// one that wants a kernel another thread is compiling waits for it.
@@ -550,8 +562,9 @@ impl Pipelines {
         Ok(compiled)
     }
 
-    /// Compiles one entry point: the module (once per shader, under the cache lock), then the
-    /// pipeline (outside it, so threads compile different kernels at once).
+    /// Compiles one entry point: the module (once per shader, under its own slot's lock), then the
+    /// pipeline (outside every lock, so threads compile different kernels at once). The cache's
+    /// lock is held only to look up slots and layouts.
     fn compile(
         &self,
         device: &::wgpu::Device,
@@ -559,80 +572,32 @@ impl Pipelines {
         entry: &'static str,
         signature: &[Access],
     ) -> Result<Kernel> {
-        let (module, bgl, layout) = {
+        let (module_slot, bgl, layout) = {
             let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-            let scope = device.push_error_scope(::wgpu::ErrorFilter::Validation);
-            if !cache.modules.contains_key(shader.name) {
-                let source = Self::source(shader, self.subgroups);
-                let desc = ::wgpu::ShaderModuleDescriptor {
-                    label: Some(shader.name),
-                    source: ::wgpu::ShaderSource::Wgsl(source.into()),
-                };
-                let module = if shader.trusted {
-                    // SAFETY: wgpu's checks guard untrusted shaders against out-of-range indices
-                    // and endless loops; a trusted shader must have neither. The matmul kernels
-                    // index their workgroup arrays only with tile coordinates below the array
-                    // sizes, touch lhs/rhs only where the dispatcher has checked the layout's
-                    // extent against the buffer (`matrix_extent`), write only outputs inside
-                    // [batch, m, n], divide only by nonzero sizes, and every loop runs to a
-                    // uniform bound with a positive step. The tensor-core kernel's fragment
-                    // loads read 16 rows of a shared tile at its padded row stride, inside the
-                    // tile, and its direct fragment stores cover only tiles wholly inside
-                    // [m, n] (edge tiles go through shared memory and are bounds-checked). The
-                    // tensor-core convolutions (`conv2d_coop.wgsl`) share those tiles; they read
-                    // x only for taps inside the image of a sample below the batch, the weight
-                    // for rows below its output channels and columns below c·kh·kw, grad for
-                    // channels below its own and pixels below n·oh·ow, after `conv2d.rs`'s
-                    // `check_len` and `check_index_range`, and write their splits' partial
-                    // outputs only inside the splits × [m, n] that `conv2d_coop.rs` allocated.
-                    // Dropping the checks (loop counters,
-                    // index clamps on every shared-memory read) makes them markedly faster
-                    // (BENCHMARKS.md); `tools/src/bin/matmul_lab.rs` measures both.
-                    // The attention kernels (`attention*.wgsl`) index their workgroup tiles
-                    // below BT·D4 and their per-invocation rows below D4 (constants), read and
-                    // write rows of q, k, v, out, dout and their gradients only for row
-                    // indices below tq or tk and columns below d, where the dispatcher has
-                    // checked each buffer's length against [batch, rows, d] and every index
-                    // against 2^31 (`attention.rs`), and loop to uniform bounds below 2^31.
-                    // The convolution kernels (`conv2d.wgsl`) index their workgroup tiles with
-                    // slice rows below BK and tile rows and columns below 64 or 128 (constants:
-                    // at most entry 526 of 528), their K tables below 32, and read x, weight
-                    // and grad only under guards that the slice row, tile row and column lie
-                    // inside their GEMM and the tap inside the image or the output, after
-                    // `conv2d.rs` has checked each buffer's length against the convolution's
-                    // extents (`check_len`) and every extent against 2^30
-                    // (`check_index_range`); they write only inside their GEMM's [m, n], into
-                    // outputs the dispatcher allocated at that size (the input gradient's
-                    // stride phase from a uniform table of 4 entries, indexed by workgroup z
-                    // below the dispatch's 1 to 4 phases). The Winograd transforms
-                    // (`winograd.wgsl`, `winograd4.wgsl`) run one invocation per element below
-                    // `n` (the staged tile-major ones 256 per block of 32 rows × 8 tiles, whose
-                    // workgroup array they index at constant offsets below its size, and which
-                    // write only rows and tiles inside the matrix), read their source only
-                    // inside the image (guards on the tile's rows and columns) or inside the
-                    // tile matrices the dispatcher sized, and write only the buffers it
-                    // allocated for them, every extent checked against 2^30 (`winograd_fits`).
-                    // Both loop only to uniform bounds below 2^30, with positive steps.
-                    // `tests/ops` checks both over random geometries.
-                    unsafe { device.create_shader_module_trusted(desc, ::wgpu::ShaderRuntimeChecks::unchecked()) }
-                } else {
-                    device.create_shader_module(desc)
-                };
-                cache.modules.insert(shader.name, module);
-            }
+            let module_slot = cache.modules.entry(shader.name).or_default().clone();
             if !cache.layouts.contains_key(signature) {
+                let scope = device.push_error_scope(::wgpu::ErrorFilter::Validation);
                 let (bgl, layout) = Self::layouts(device, signature);
+                if let Some(e) = pollster::block_on(scope.pop()) {
+                    return Err(Error::Gpu(format!("{}.wgsl {entry}'s bindings: {e}", shader.name)));
+                }
                 cache.layouts.insert(signature.to_vec(), (Arc::new(bgl), layout));
             }
-            if let Some(e) = pollster::block_on(scope.pop()) {
-                cache.modules.remove(shader.name);
-                return Err(Error::Gpu(format!("compiling {}.wgsl: {e}", shader.name)));
-            }
-            let (Some(module), Some((bgl, layout))) = (cache.modules.get(shader.name), cache.layouts.get(signature))
-            else {
+            let Some((bgl, layout)) = cache.layouts.get(signature) else {
                 return Err(Error::Gpu(format!("{}: pipeline cache lost an entry", shader.name)));
             };
-            (module.clone(), bgl.clone(), layout.clone())
+            (module_slot, bgl.clone(), layout.clone())
+        };
+        let module = {
+            let mut slot = module_slot.lock().unwrap_or_else(|p| p.into_inner());
+            match slot.as_ref() {
+                Some(module) => module.clone(),
+                None => {
+                    let module = self.create_module(device, shader)?;
+                    *slot = Some(module.clone());
+                    module
+                }
+            }
         };
         let scope = device.push_error_scope(::wgpu::ErrorFilter::Validation);
         let pipeline = device.create_compute_pipeline(&::wgpu::ComputePipelineDescriptor {
@@ -647,6 +612,70 @@ impl Pipelines {
             return Err(Error::Gpu(format!("compiling {}.wgsl entry {entry}: {e}", shader.name)));
         }
         Ok(Kernel { name: (shader.name, entry), pipeline, layout: bgl })
+    }
+
+    /// `shader`'s module, parsed and validated; an error names the shader.
+    fn create_module(&self, device: &::wgpu::Device, shader: &Shader) -> Result<::wgpu::ShaderModule> {
+        let scope = device.push_error_scope(::wgpu::ErrorFilter::Validation);
+        let source = Self::source(shader, self.subgroups);
+        let desc = ::wgpu::ShaderModuleDescriptor {
+            label: Some(shader.name),
+            source: ::wgpu::ShaderSource::Wgsl(source.into()),
+        };
+        let module = if shader.trusted {
+            // SAFETY: wgpu's checks guard untrusted shaders against out-of-range indices
+            // and endless loops; a trusted shader must have neither. The matmul kernels
+            // index their workgroup arrays only with tile coordinates below the array
+            // sizes, touch lhs/rhs only where the dispatcher has checked the layout's
+            // extent against the buffer (`matrix_extent`), write only outputs inside
+            // [batch, m, n], divide only by nonzero sizes, and every loop runs to a
+            // uniform bound with a positive step. The tensor-core kernel's fragment
+            // loads read 16 rows of a shared tile at its padded row stride, inside the
+            // tile, and its direct fragment stores cover only tiles wholly inside
+            // [m, n] (edge tiles go through shared memory and are bounds-checked). The
+            // tensor-core convolutions (`conv2d_coop.wgsl`) share those tiles; they read
+            // x only for taps inside the image of a sample below the batch, the weight
+            // for rows below its output channels and columns below c·kh·kw, grad for
+            // channels below its own and pixels below n·oh·ow, after `conv2d.rs`'s
+            // `check_len` and `check_index_range`, and write their splits' partial
+            // outputs only inside the splits × [m, n] that `conv2d_coop.rs` allocated.
+            // Dropping the checks (loop counters,
+            // index clamps on every shared-memory read) makes them markedly faster
+            // (BENCHMARKS.md); `tools/src/bin/matmul_lab.rs` measures both.
+            // The attention kernels (`attention*.wgsl`) index their workgroup tiles
+            // below BT·D4 and their per-invocation rows below D4 (constants), read and
+            // write rows of q, k, v, out, dout and their gradients only for row
+            // indices below tq or tk and columns below d, where the dispatcher has
+            // checked each buffer's length against [batch, rows, d] and every index
+            // against 2^31 (`attention.rs`), and loop to uniform bounds below 2^31.
+            // The convolution kernels (`conv2d.wgsl`) index their workgroup tiles with
+            // slice rows below BK and tile rows and columns below 64 or 128 (constants:
+            // at most entry 526 of 528), their K tables below 32, and read x, weight
+            // and grad only under guards that the slice row, tile row and column lie
+            // inside their GEMM and the tap inside the image or the output, after
+            // `conv2d.rs` has checked each buffer's length against the convolution's
+            // extents (`check_len`) and every extent against 2^30
+            // (`check_index_range`); they write only inside their GEMM's [m, n], into
+            // outputs the dispatcher allocated at that size (the input gradient's
+            // stride phase from a uniform table of 4 entries, indexed by workgroup z
+            // below the dispatch's 1 to 4 phases). The Winograd transforms
+            // (`winograd.wgsl`, `winograd4.wgsl`) run one invocation per element below
+            // `n` (the staged tile-major ones 256 per block of 32 rows × 8 tiles, whose
+            // workgroup array they index at constant offsets below its size, and which
+            // write only rows and tiles inside the matrix), read their source only
+            // inside the image (guards on the tile's rows and columns) or inside the
+            // tile matrices the dispatcher sized, and write only the buffers it
+            // allocated for them, every extent checked against 2^30 (`winograd_fits`).
+            // Both loop only to uniform bounds below 2^30, with positive steps.
+            // `tests/ops` checks both over random geometries.
+            unsafe { device.create_shader_module_trusted(desc, ::wgpu::ShaderRuntimeChecks::unchecked()) }
+        } else {
+            device.create_shader_module(desc)
+        };
+        match pollster::block_on(scope.pop()) {
+            Some(e) => Err(Error::Gpu(format!("compiling {}.wgsl: {e}", shader.name))),
+            None => Ok(module),
+        }
     }
 
     /// The bind group layout (uniform parameters at 0, then `signature`'s buffers) and the
@@ -684,5 +713,41 @@ impl Pipelines {
             immediate_size: 0,
         });
         (bgl, layout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::super::test_data::normal;
+    use super::super::WgpuBackend;
+    use super::CONV2D;
+    use crate::backend::{Backend, UnaryOp};
+
+    /// A thread creating a module holds only that module's slot: meanwhile another thread finds
+    /// the kernels compiled before and compiles kernels of other modules. (A warm-up thread
+    /// parsing a large module used to hold the whole cache, and a cold training step with it.)
+    #[test]
+    fn creating_a_module_blocks_no_other_kernel() {
+        if crate::testing::wgpu_or_skip().is_none() {
+            return;
+        }
+        let b = WgpuBackend::independent().unwrap();
+        let x = normal(&b, 64, 1);
+        let slot = b.pipelines.hold_module(&CONV2D);
+        let held = slot.lock().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::scope(|s| {
+            let (b, x) = (&b, &x);
+            s.spawn(move || {
+                let again = normal(b, 64, 2);
+                tx.send(b.unary(UnaryOp::Neg, &again, 64).and_then(|_| b.unary(UnaryOp::Exp, x, 64)).is_ok()).ok();
+            });
+            let done = rx.recv_timeout(Duration::from_secs(60));
+            drop(held);
+            assert_eq!(done, Ok(true), "kernels of other modules waited for conv2d.wgsl's module");
+        });
     }
 }
