@@ -84,7 +84,7 @@ const STAND_IN_MAX_MACS: usize = 1 << 28;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub fn compiled_sources(subgroups: bool) -> Vec<(&'static str, String)> {
-    pipelines::ALL.iter().map(|s| (s.name, Pipelines::source(s, subgroups))).collect()
+    pipelines::all().map(|s| (s.name, Pipelines::source(s, subgroups))).collect()
 }
 
 /// The parameter struct each kernel file is launched with, as `(file name, layout)`, for the
@@ -92,7 +92,7 @@ pub fn compiled_sources(subgroups: bool) -> Vec<(&'static str, String)> {
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub fn kernel_parameters() -> Vec<(&'static str, ParamLayout)> {
-    pipelines::ALL.iter().map(|s| (s.name, s.params)).collect()
+    pipelines::all().map(|s| (s.name, s.params)).collect()
 }
 
 /// The kernels the backend chooses by the adapter's limits, as it would choose them on an
