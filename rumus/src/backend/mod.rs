@@ -38,13 +38,6 @@ pub trait Backend: Send + Sync {
     /// Copies the elements of `src` viewed through `src_layout` into `dst` viewed through
     /// `dst_layout` (same shape). Gathers strided views and writes into sub-views.
     fn copy_strided(&self, src: &Storage, src_layout: &Layout, dst: &Storage, dst_layout: &Layout) -> Result<()>;
-    /// Whether a batch of products sharing one rhs matrix (`[.., m, k] @ [k, n]`, and the rhs
-    /// gradient that sums over the batch) should run as one product with the batch folded into
-    /// the rows (`[(..)·m, k] @ [k, n]`). The same values up to f32 rounding; faster on the CPU,
-    /// where one large product packs the shared matrix once.
-    fn folds_batched_products(&self) -> bool {
-        false
-    }
     /// The f32 elements of `src` viewed through `layout`, row-major, in a fresh storage (what
     /// `contiguous` makes of a view). By default a zero-filled storage written by
     /// [`copy_strided`](Self::copy_strided); a backend may skip the fill.

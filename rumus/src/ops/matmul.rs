@@ -38,7 +38,7 @@ fn rhs_gradient(a: &RawTensor, b: &RawTensor, grad: &RawTensor) -> Result<RawTen
     let shared = b.shape()[..rb - 2].iter().all(|&d| d == 1);
     let batch: usize = grad.shape()[..grad.rank() - 2].iter().product();
     let unbroadcast = a.shape()[..ra - 2] == grad.shape()[..grad.rank() - 2];
-    if shared && batch > 1 && unbroadcast && b.device().backend().folds_batched_products() {
+    if shared && batch > 1 && unbroadcast {
         let (m, k, n) = (a.shape()[ra - 2], a.shape()[ra - 1], b.shape()[rb - 1]);
         let a_flat = a.reshape(&[batch * m, k])?;
         let grad_flat = grad.reshape(&[batch * m, n])?;
@@ -146,7 +146,7 @@ impl RawTensor {
                 format!("lhs {:?} rhs {:?}: inner dims {k} and {k2} differ", self.shape(), other.shape()),
             ));
         }
-        if rb == 2 && ra > 2 && self.is_contiguous() && self.device().backend().folds_batched_products() {
+        if rb == 2 && ra > 2 && self.is_contiguous() {
             return self.matmul_folded(other);
         }
         let batch_shape = broadcast_shapes("matmul", &self.shape()[..ra - 2], &other.shape()[..rb - 2])?;
@@ -174,7 +174,7 @@ mod tests {
     use crate::{Device, RawTensor};
 
     /// `[b, m, k] @ [k, n]` and its gradients, with the rhs shared as a matrix (folded into one
-    /// product on the CPU) or broadcast to `[b, k, n]` (a batch of products).
+    /// product) or broadcast to `[b, k, n]` (a batch of products).
     fn product_and_grads(a: &[f32], b: &[f32], w: &[f32], dims: [usize; 4], expand: bool) -> [Vec<f32>; 3] {
         let [batch, m, k, n] = dims;
         let dev = Device::cpu();

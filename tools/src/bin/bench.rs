@@ -316,35 +316,7 @@ fn bench_resnet_step(device: &Device, batch: usize, profile: bool, mut scaler: O
 /// Prints where a profiled run spent its GPU time: per kernel, per kernel and dispatch size (the
 /// longest), and per shader file.
 fn print_kernel_profile(what: &str, times: &[rumus::backend::wgpu::KernelTime]) {
-    let total: f64 = times.iter().map(|t| t.seconds).sum();
-    let calls: u64 = times.iter().map(|t| t.calls).sum();
-    println!("GPU time per kernel, {what}: {:.3} ms in {calls} dispatches", total * 1e3);
-    let sum_by = |key: &dyn Fn(&rumus::backend::wgpu::KernelTime) -> String| {
-        let mut sums: Vec<(String, u64, f64)> = Vec::new();
-        for t in times {
-            let k = key(t);
-            match sums.iter_mut().find(|(s, ..)| *s == k) {
-                Some((_, c, secs)) => (*c, *secs) = (*c + t.calls, *secs + t.seconds),
-                None => sums.push((k, t.calls, t.seconds)),
-            }
-        }
-        sums.sort_by(|a, b| b.2.total_cmp(&a.2));
-        sums
-    };
-    let row = |name: &str, calls: u64, secs: f64| {
-        println!("{name:<60} {calls:>6} {:>10.3} {:>6.1}%", secs * 1e3, 100.0 * secs / total);
-    };
-    println!("{:<60} {:>6} {:>10} {:>7}", "shader.entry", "calls", "ms", "share");
-    for (name, c, secs) in sum_by(&|t| format!("{}.{}", t.shader, t.entry)) {
-        row(&name, c, secs);
-    }
-    println!("{:<60} {:>6} {:>10} {:>7}", "shader.entry [workgroups] (the 40 longest)", "calls", "ms", "share");
-    for t in times.iter().take(40) {
-        row(&format!("{}.{} {:?}", t.shader, t.entry, t.groups), t.calls, t.seconds);
-    }
-    let by_shader: Vec<String> =
-        sum_by(&|t| t.shader.to_string()).iter().map(|(s, _, secs)| format!("{s} {:.3}", secs * 1e3)).collect();
-    println!("per shader (ms): {}", by_shader.join(", "));
+    print!("{}", rumus::backend::wgpu::profile_table(what, times));
 }
 
 /// Peak device memory of one LeNet-5 training step at batch 64, counted from before the model

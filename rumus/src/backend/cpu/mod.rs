@@ -121,10 +121,6 @@ impl Backend for CpuBackend {
         })
     }
 
-    fn folds_batched_products(&self) -> bool {
-        true
-    }
-
     fn gather_f32(&self, src: &Storage, layout: &Layout) -> Result<Storage> {
         // `to_f32` writes every element of a pooled buffer: no zero fill first.
         Ok(f32_storage(self.to_f32(src, layout)?))

@@ -58,7 +58,7 @@ pub use matmul::{MatmulKernel, MatmulPlan};
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub use params::ParamLayout;
-pub use profiler::KernelTime;
+pub use profiler::{profile_table, KernelTime};
 pub use storage::WgpuStorage;
 
 use std::sync::atomic::AtomicBool;

@@ -149,6 +149,47 @@ impl KernelProfile {
     }
 }
 
+/// The table a benchmark prints of a profile: the total, the time per kernel (shader and entry
+/// point) longest first, the 40 longest kernels at one dispatch size, and the time per shader.
+pub fn profile_table(what: &str, times: &[KernelTime]) -> String {
+    use std::fmt::Write;
+    let total: f64 = times.iter().map(|t| t.seconds).sum();
+    let calls: u64 = times.iter().map(|t| t.calls).sum();
+    let sum_by = |key: &dyn Fn(&KernelTime) -> String| {
+        let mut sums: Vec<(String, u64, f64)> = Vec::new();
+        for t in times {
+            let k = key(t);
+            match sums.iter_mut().find(|(s, ..)| *s == k) {
+                Some((_, c, secs)) => (*c, *secs) = (*c + t.calls, *secs + t.seconds),
+                None => sums.push((k, t.calls, t.seconds)),
+            }
+        }
+        sums.sort_by(|a, b| b.2.total_cmp(&a.2));
+        sums
+    };
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = writeln!(out, "GPU time per kernel, {what}: {:.3} ms in {calls} dispatches", total * 1e3);
+    let head = |out: &mut String, title: &str| {
+        let _ = writeln!(out, "{title:<60} {:>6} {:>10} {:>7}", "calls", "ms", "share");
+    };
+    let row = |out: &mut String, name: &str, calls: u64, secs: f64| {
+        let _ = writeln!(out, "{name:<60} {calls:>6} {:>10.3} {:>6.1}%", secs * 1e3, 100.0 * secs / total);
+    };
+    head(&mut out, "shader.entry");
+    for (name, c, secs) in sum_by(&|t| format!("{}.{}", t.shader, t.entry)) {
+        row(&mut out, &name, c, secs);
+    }
+    head(&mut out, "shader.entry [workgroups] (the 40 longest)");
+    for t in times.iter().take(40) {
+        row(&mut out, &format!("{}.{} {:?}", t.shader, t.entry, t.groups), t.calls, t.seconds);
+    }
+    let by_shader: Vec<String> =
+        sum_by(&|t| t.shader.to_string()).iter().map(|(s, _, secs)| format!("{s} {:.3}", secs * 1e3)).collect();
+    let _ = writeln!(out, "per shader (ms): {}", by_shader.join(", "));
+    out
+}
+
 impl WgpuBackend {
     /// Runs `work` (which records kernels on this backend) with every dispatch timed on the GPU,
     /// and returns the time per kernel and dispatch size, longest first. Needs TIMESTAMP_QUERY. For benchmarks:
