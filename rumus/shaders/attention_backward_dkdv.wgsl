@@ -13,18 +13,21 @@
 @group(0) @binding(4) var<storage, read> dout: array<f32>;
 @group(0) @binding(5) var<storage, read> lse: array<f32>;
 @group(0) @binding(6) var<storage, read> delta: array<f32>;
-@group(0) @binding(7) var<storage, read_write> dk: array<f32>;
-@group(0) @binding(8) var<storage, read_write> dv: array<f32>;
+// dq, dk and dv all go to one buffer (see lib/attention_tiles.wgsl); this kernel writes dk and
+// dv, from dk_off and dv_off.
+@group(0) @binding(7) var<storage, read_write> grads: array<f32>;
 
 // Stages queries i0 .. i0 + BT of head b: q into tile_a and dout into tile_b (zeros past tq).
 fn stage_q_dout(b: u32, i0: u32, lid: u32) {
+    let qb = p.q_off + q_head_start(b);
+    let ob = o_head_start(b);
     for (var e = lid; e < BT * D4; e += WG) {
         let i = i0 + e / D4;
         var qq = vec4<f32>(0.0);
         var gg = vec4<f32>(0.0);
         if i < p.tq {
-            qq = load_q(b * p.tq + i, e % D4);
-            gg = load_dout(b * p.tq + i, e % D4);
+            qq = load_q(qb + i * p.q_row, e % D4);
+            gg = load_dout(ob + i * p.o_row, e % D4);
         }
         tile_a[e] = qq;
         tile_b[e] = gg;
@@ -41,15 +44,16 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_w
     let b = origin.x;
     let j = origin.y + lid;
     let live = j < p.tk;
-    let row = b * p.tk + j;
+    let k_at = k_head_start(b) + j * p.k_row;
+    let v_at = v_head_start(b) + j * p.v_row;
     var kr: array<vec4<f32>, D4>;
     var vr: array<vec4<f32>, D4>;
     var gk: array<vec4<f32>, D4>;
     var gv: array<vec4<f32>, D4>;
     if live {
         for (var c = 0u; c < D4; c++) {
-            kr[c] = load_k(row, c) * p.scale_log2;
-            vr[c] = load_v(row, c);
+            kr[c] = load_k(p.k_off + k_at, c) * p.scale_log2;
+            vr[c] = load_v(p.v_off + v_at, c);
         }
     }
     // The first query that sees the workgroup's first key.
@@ -84,8 +88,8 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_w
             for (var e = 0u; e < 4u; e++) {
                 let col = c * 4u + e;
                 if col < p.d {
-                    dk[row * p.d + col] = gk[c][e] * p.scale;
-                    dv[row * p.d + col] = gv[c][e];
+                    grads[p.dk_off + k_at + col] = gk[c][e] * p.scale;
+                    grads[p.dv_off + v_at + col] = gv[c][e];
                 }
             }
         }

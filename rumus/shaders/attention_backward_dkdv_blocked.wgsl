@@ -12,18 +12,21 @@
 @group(0) @binding(4) var<storage, read> dout: array<f32>;
 @group(0) @binding(5) var<storage, read> lse: array<f32>;
 @group(0) @binding(6) var<storage, read> delta: array<f32>;
-@group(0) @binding(7) var<storage, read_write> dk: array<f32>;
-@group(0) @binding(8) var<storage, read_write> dv: array<f32>;
+// dq, dk and dv all go to one buffer (see lib/attention_tiles.wgsl); this kernel writes dk and
+// dv, from dk_off and dv_off.
+@group(0) @binding(7) var<storage, read_write> grads: array<f32>;
 
 // Stages keys k0 .. k0 + BK of head b (k scaled to base 2, v), zeros past tk.
 fn stage_keys(b: u32, k0: u32, lid: u32) {
+    let kb = p.k_off + k_head_start(b);
+    let vb = p.v_off + v_head_start(b);
     for (var e = lid; e < BK * D4; e += BLOCK_WG) {
         let j = k0 + e / D4;
         var kk = vec4<f32>(0.0);
         var vv = vec4<f32>(0.0);
         if j < p.tk {
-            kk = load_k(b * p.tk + j, e % D4) * p.scale_log2;
-            vv = load_v(b * p.tk + j, e % D4);
+            kk = load_k(kb + j * p.k_row, e % D4) * p.scale_log2;
+            vv = load_v(vb + j * p.v_row, e % D4);
         }
         own_a[block_index(e / D4, e % D4)] = kk;
         own_b[block_index(e / D4, e % D4)] = vv;
@@ -32,13 +35,15 @@ fn stage_keys(b: u32, k0: u32, lid: u32) {
 
 // Stages queries i0 .. i0 + BK of head b (q, dout, lse in base 2, delta), zeros past tq.
 fn stage_queries(b: u32, i0: u32, lid: u32) {
+    let qb = p.q_off + q_head_start(b);
+    let ob = o_head_start(b);
     for (var e = lid; e < BK * D4; e += BLOCK_WG) {
         let i = i0 + e / D4;
         var qq = vec4<f32>(0.0);
         var gg = vec4<f32>(0.0);
         if i < p.tq {
-            qq = load_q(b * p.tq + i, e % D4);
-            gg = load_dout(b * p.tq + i, e % D4);
+            qq = load_q(qb + i * p.q_row, e % D4);
+            gg = load_dout(ob + i * p.o_row, e % D4);
         }
         str_a[block_index(e / D4, e % D4)] = qq;
         str_b[block_index(e / D4, e % D4)] = gg;
@@ -79,12 +84,13 @@ fn block_probs(k0: u32, i0: u32, lid: u32) {
 // Writes dk (times scale) and dv of key j of head b, vec4 column col, if j is a key.
 fn write_key(b: u32, j: u32, col: u32, gk: vec4<f32>, gv: vec4<f32>) {
     if j < p.tk {
-        let row = b * p.tk + j;
+        let k_at = p.dk_off + k_head_start(b) + j * p.k_row;
+        let v_at = p.dv_off + v_head_start(b) + j * p.v_row;
         for (var e = 0u; e < 4u; e++) {
             let c = col * 4u + e;
             if c < p.d {
-                dk[row * p.d + c] = gk[e] * p.scale;
-                dv[row * p.d + c] = gv[e];
+                grads[k_at + c] = gk[e] * p.scale;
+                grads[v_at + c] = gv[e];
             }
         }
     }

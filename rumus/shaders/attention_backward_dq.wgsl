@@ -12,13 +12,15 @@
 @group(0) @binding(4) var<storage, read> dout: array<f32>;
 @group(0) @binding(5) var<storage, read> lse: array<f32>;
 @group(0) @binding(6) var<storage, read> out: array<f32>;
+// dq, dk and dv all go to one buffer (see lib/attention_tiles.wgsl); this kernel writes dq.
 @group(0) @binding(7) var<storage, read_write> dq: array<f32>;
 @group(0) @binding(8) var<storage, read_write> delta: array<f32>;
 
-// Elements 4*c4 .. 4*c4+4 of a row of dout or out, zero at and beyond d (see load_q).
-fn load_row(row: u32, c4: u32, from_dout: bool) -> vec4<f32> {
+// Elements 4*c4 .. 4*c4+4 of the row of dout or out that starts at element `at`, zero at and
+// beyond d (see load_q).
+fn load_row(at: u32, c4: u32, from_dout: bool) -> vec4<f32> {
     let c = c4 * 4u;
-    let i = row * p.d + c;
+    let i = at + c;
     var x = vec4<f32>(0.0);
     for (var e = 0u; e < 4u && c + e < p.d; e++) {
         x[e] = select(out[i + e], dout[i + e], from_dout);
@@ -37,6 +39,8 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
     let i = origin.y + lid;
     let live = i < p.tq;
     let row = b * p.tq + i;
+    let q_at = q_head_start(b) + i * p.q_row;
+    let o_at = o_head_start(b) + i * p.o_row;
     var qr: array<vec4<f32>, D4>;
     var dor: array<vec4<f32>, D4>;
     var acc: array<vec4<f32>, D4>;
@@ -45,9 +49,9 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
     if live {
         var dd = vec4<f32>(0.0);
         for (var c = 0u; c < D4; c++) {
-            qr[c] = load_q(row, c) * p.scale_log2;
-            dor[c] = load_row(row, c, true);
-            dd = fma(dor[c], load_row(row, c, false), dd);
+            qr[c] = load_q(p.q_off + q_at, c) * p.scale_log2;
+            dor[c] = load_row(o_at, c, true);
+            dd = fma(dor[c], load_row(o_at, c, false), dd);
         }
         di = hsum(dd);
         lse2 = lse[row] * LOG2E;
@@ -86,7 +90,7 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
             for (var e = 0u; e < 4u; e++) {
                 let col = c * 4u + e;
                 if col < p.d {
-                    dq[row * p.d + col] = acc[c][e] * p.scale;
+                    dq[p.dq_off + q_at + col] = acc[c][e] * p.scale;
                 }
             }
         }

@@ -3,7 +3,7 @@
 // staged BT at a time in workgroup memory and folded into an online softmax; the scores never
 // leave registers (keys are taken 4 at a time, the
 // running maximum and sum rescaled only when the maximum grows). Tiles of keys no query of the workgroup sees (causal) are skipped.
-// Writes out [batch, tq, d] and lse [batch, tq], each query's log-sum-exp of its scaled scores
+// Writes out (o's layout) and lse [batch, tq], each query's log-sum-exp of its scaled scores
 // (natural log), for the backward. Needs lib/attention_tiles.wgsl and its constants.
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -24,11 +24,13 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     let i = origin.y + lid;
     let live = i < p.tq;
     let row = b * p.tq + i;
+    let q_at = p.q_off + q_head_start(b) + i * p.q_row;
+    let o_at = o_head_start(b) + i * p.o_row;
     var qr: array<vec4<f32>, D4>;
     var o: array<vec4<f32>, D4>;
     if live {
         for (var c = 0u; c < D4; c++) {
-            qr[c] = load_q(row, c) * p.scale_log2;
+            qr[c] = load_q(q_at, c) * p.scale_log2;
         }
     }
     var m = NEG_BIG;
@@ -82,7 +84,7 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
             for (var e = 0u; e < 4u; e++) {
                 let col = c * 4u + e;
                 if col < p.d {
-                    out[row * p.d + col] = o[c][e] * inv;
+                    out[o_at + col] = o[c][e] * inv;
                 }
             }
         }

@@ -6,7 +6,7 @@
 //!
 //! wgpu tests run on lavapipe in CI: sizes stay small.
 
-use rumus::backend::AttentionArgs;
+use rumus::backend::{AttentionArgs, AttentionLayout};
 use rumus::testing::{assert_close, grad_check, wgpu_or_skip, GradCheck};
 use rumus::{Device, RawTensor, Result};
 
@@ -214,7 +214,7 @@ fn the_forward_saves_each_querys_log_sum_exp() {
             want.push(scores.iter().map(|s| s.exp()).sum::<f64>().ln() as f32);
         }
     }
-    let args = AttentionArgs { batch, tq, tk, d, scale, causal: true };
+    let args = AttentionArgs { batch, tq, tk, d, scale, causal: true, layout: AttentionLayout::Separate };
     let mut devices = vec![Device::cpu()];
     devices.extend(wgpu_or_skip());
     for device in devices {
@@ -242,7 +242,8 @@ fn bad_input_is_an_error() {
     assert!(shape_error(t(&[1, 4, 8]).scaled_dot_product_attention(&t(&[4, 8]), &t(&[4, 8]), false)));
     assert!(shape_error(t(&[8]).scaled_dot_product_attention(&t(&[8]), &t(&[8]), false)));
     // Kernel arguments: causal tq > tk, sizes whose product overflows, a non-finite scale.
-    let ok = AttentionArgs { batch: 2, tq: 3, tk: 3, d: 4, scale: 0.5, causal: true };
+    let ok =
+        AttentionArgs { batch: 2, tq: 3, tk: 3, d: 4, scale: 0.5, causal: true, layout: AttentionLayout::Separate };
     assert!(ok.check("attention").is_ok());
     assert!(AttentionArgs { tq: 4, ..ok }.check("attention").is_err());
     assert!(AttentionArgs { batch: usize::MAX / 2, ..ok }.check("attention").is_err());
@@ -251,6 +252,15 @@ fn bad_input_is_an_error() {
     let b = device.backend();
     let small = b.from_f32(&[0.0; 8]).unwrap();
     assert!(b.attention_forward(&small, &small, &small, &ok).is_err());
+    // Packed: the heads must divide the batch, queries and keys be as many, and the one buffer
+    // hold the projection.
+    let packed = AttentionArgs { layout: AttentionLayout::Packed { heads: 2 }, ..ok };
+    assert!(packed.check("attention").is_ok());
+    assert!(AttentionArgs { layout: AttentionLayout::Packed { heads: 3 }, ..ok }.check("attention").is_err());
+    assert!(AttentionArgs { layout: AttentionLayout::Packed { heads: 0 }, ..ok }.check("attention").is_err());
+    assert!(AttentionArgs { tk: 4, causal: false, ..packed }.check("attention").is_err());
+    let unpacked = b.from_f32(&[0.0; 2 * 3 * 4]).unwrap();
+    assert!(b.attention_forward(&unpacked, &unpacked, &unpacked, &packed).is_err());
 }
 
 /// Empty axes give the reference's (empty or zero) result instead of reaching a kernel.

@@ -23,6 +23,7 @@ mod layer_norm_fused;
 mod losses;
 mod ops_nn;
 mod optimizer_steps;
+mod packed_attention;
 mod wgpu_autograd_memory;
 mod wgpu_parity;
 mod wgpu_training_step;

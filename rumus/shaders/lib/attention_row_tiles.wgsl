@@ -7,13 +7,15 @@ var<workgroup> tile_b: array<vec4<f32>, BT * D4>;
 
 // Stages keys j0 .. j0 + BT of head b: k into tile_a and v into tile_b (zeros past tk).
 fn stage_kv(b: u32, j0: u32, lid: u32) {
+    let kb = p.k_off + k_head_start(b);
+    let vb = p.v_off + v_head_start(b);
     for (var e = lid; e < BT * D4; e += WG) {
         let j = j0 + e / D4;
         var kk = vec4<f32>(0.0);
         var vv = vec4<f32>(0.0);
         if j < p.tk {
-            kk = load_k(b * p.tk + j, e % D4);
-            vv = load_v(b * p.tk + j, e % D4);
+            kk = load_k(kb + j * p.k_row, e % D4);
+            vv = load_v(vb + j * p.v_row, e % D4);
         }
         tile_a[e] = kk;
         tile_b[e] = vv;

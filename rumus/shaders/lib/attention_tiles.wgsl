@@ -4,8 +4,13 @@
 // BT = 2048 / DMAX (the rows of a staged tile of lib/attention_row_tiles.wgsl) and BK (the rows
 // of a block of lib/attention_blocks.wgsl). The including file binds q, k, v at 1-3.
 //
-// Tensors are [batch, t, d] contiguous. Lanes at or beyond d read as zero, so every loop over
-// the head dimension runs to the compile-time D4 and a thread's rows stay in registers.
+// Head b's row i of q starts at element q_off + (b / heads)·q_outer + (b % heads)·q_head + i·q_row
+// (`q_row_start`), and likewise for k, v and the output o (out and dout, offset 0): `heads` = 1
+// with [batch, t, d] contiguous tensors, or a packed projection [n, t, 3, heads, d] read in
+// place (see `AttentionLayout` in backend/kernel_args.rs). The gradients dq, dk and dv are
+// written into one buffer, with q's, k's and v's strides from dq_off, dk_off and dv_off.
+// Lanes at or beyond d read as zero, so every loop over the head dimension runs to the
+// compile-time D4 and a thread's rows stay in registers.
 // Scores are kept in base-2 units (multiplied by scale * log2(e)) for exp2.
 
 struct Params {
@@ -20,6 +25,25 @@ struct Params {
     total: u32,
     scale: f32,
     scale_log2: f32,
+    heads: u32,
+    q_off: u32,
+    q_outer: u32,
+    q_head: u32,
+    q_row: u32,
+    k_off: u32,
+    k_outer: u32,
+    k_head: u32,
+    k_row: u32,
+    v_off: u32,
+    v_outer: u32,
+    v_head: u32,
+    v_row: u32,
+    o_outer: u32,
+    o_head: u32,
+    o_row: u32,
+    dq_off: u32,
+    dk_off: u32,
+    dv_off: u32,
 }
 
 // Invocations per workgroup, one per query (forward, dq) or key (dk, dv) row.
@@ -29,12 +53,35 @@ const NEG_BIG: f32 = -3.0e38;
 const LN2: f32 = 0.6931471805599453;
 const LOG2E: f32 = 1.4426950408889634;
 
-// Elements 4*c4 .. 4*c4+4 of a row of q, k or v, zero at and beyond d. The caller keeps `row`
-// below the tensor's rows; no element past the row is read (these kernels are compiled without
-// runtime bounds checks, see `backend/wgpu/pipelines.rs`).
-fn load_q(row: u32, c4: u32) -> vec4<f32> {
+// Where head b's rows of a tensor begin, before any tensor offset: the n = b / heads of its
+// batch and its head h = b % heads.
+fn head_start(b: u32, outer: u32, head: u32) -> u32 {
+    return (b / p.heads) * outer + (b % p.heads) * head;
+}
+
+fn q_head_start(b: u32) -> u32 {
+    return head_start(b, p.q_outer, p.q_head);
+}
+
+fn k_head_start(b: u32) -> u32 {
+    return head_start(b, p.k_outer, p.k_head);
+}
+
+fn v_head_start(b: u32) -> u32 {
+    return head_start(b, p.v_outer, p.v_head);
+}
+
+fn o_head_start(b: u32) -> u32 {
+    return head_start(b, p.o_outer, p.o_head);
+}
+
+// Elements 4*c4 .. 4*c4+4 of the row of q, k or v that starts at element `at` (q_off and the like
+// included), zero at and beyond d. The caller keeps the row inside the tensor; no element past
+// the row is read (these kernels are compiled without runtime bounds checks, see
+// `backend/wgpu/pipelines.rs`; `backend/wgpu/attention.rs` checks every row's extent).
+fn load_q(at: u32, c4: u32) -> vec4<f32> {
     let c = c4 * 4u;
-    let i = row * p.d + c;
+    let i = at + c;
     if c + 4u <= p.d {
         return vec4<f32>(q[i], q[i + 1u], q[i + 2u], q[i + 3u]);
     }
@@ -45,9 +92,9 @@ fn load_q(row: u32, c4: u32) -> vec4<f32> {
     return x;
 }
 
-fn load_k(row: u32, c4: u32) -> vec4<f32> {
+fn load_k(at: u32, c4: u32) -> vec4<f32> {
     let c = c4 * 4u;
-    let i = row * p.d + c;
+    let i = at + c;
     if c + 4u <= p.d {
         return vec4<f32>(k[i], k[i + 1u], k[i + 2u], k[i + 3u]);
     }
@@ -58,9 +105,9 @@ fn load_k(row: u32, c4: u32) -> vec4<f32> {
     return x;
 }
 
-fn load_v(row: u32, c4: u32) -> vec4<f32> {
+fn load_v(at: u32, c4: u32) -> vec4<f32> {
     let c = c4 * 4u;
-    let i = row * p.d + c;
+    let i = at + c;
     if c + 4u <= p.d {
         return vec4<f32>(v[i], v[i + 1u], v[i + 2u], v[i + 3u]);
     }

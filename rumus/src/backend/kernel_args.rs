@@ -231,10 +231,10 @@ impl CrossEntropyArgs {
     }
 }
 
-/// Fused scaled dot-product attention over `batch` independent heads: queries `[batch, tq, d]`,
-/// keys and values `[batch, tk, d]`, output `[batch, tq, d]`, all contiguous. Scores are
-/// `q·k · scale`; with `causal`, query `i` sees keys `0 ..= i + (tk - tq)` (aligned bottom-right,
-/// so `tq <= tk`).
+/// Fused scaled dot-product attention over `batch` independent heads of `d` features. Scores
+/// are `q·k · scale`; with `causal`, query `i` sees keys `0 ..= i + (tk - tq)` (aligned
+/// bottom-right, so `tq <= tk`). Where q, k, v and the output lie is `layout`'s; the gradients
+/// `dq`, `dk`, `dv` go to one buffer ([`AttentionArgs::grad_offsets`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AttentionArgs {
     /// Independent heads (batch × heads).
@@ -249,16 +249,125 @@ pub struct AttentionArgs {
     pub scale: f32,
     /// Whether query `i` is hidden from the keys after it (see the struct's doc).
     pub causal: bool,
+    /// Where the tensors lie in their buffers.
+    pub layout: AttentionLayout,
+}
+
+/// How the tensors of an attention lie in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttentionLayout {
+    /// q and the output `[batch, tq, d]`, k and v `[batch, tk, d]`, each contiguous in a storage
+    /// of its own; the gradients `[dq | dk | dv]` one after the other.
+    Separate,
+    /// A transformer's packed projection, read in place: one storage holds q, k and v as
+    /// `[batch / heads, t, 3, heads, d]` (that is `[n, t, 3·heads·d]`, q then k then v along the
+    /// last axis), the output is `[batch / heads, t, heads, d]` (the heads merged) and the
+    /// gradients fill one storage shaped like the input. Head `b` is head `b % heads` of sequence
+    /// `b / heads`; `tq == tk`.
+    Packed {
+        /// Heads per sequence.
+        heads: usize,
+    },
+}
+
+/// Where one tensor's rows lie: element `c` of row `i` of head `b` is at
+/// `offset + (b / heads)·outer + (b % heads)·head + i·row + c`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionRows {
+    /// The first element.
+    pub offset: usize,
+    /// From one sequence to the next.
+    pub outer: usize,
+    /// From one head of a sequence to the next.
+    pub head: usize,
+    /// From one row to the next.
+    pub row: usize,
+}
+
+impl AttentionRows {
+    /// The first element of row `i` of head `b`.
+    pub fn start(&self, b: usize, heads: usize, i: usize) -> usize {
+        self.offset + (b / heads) * self.outer + (b % heads) * self.head + i * self.row
+    }
 }
 
 impl AttentionArgs {
-    /// `Ok` when every buffer the kernels touch has a valid element count and a causal pass
-    /// has at least as many keys as queries. Errors name `op`.
+    /// Heads per sequence: 1 for [`AttentionLayout::Separate`].
+    pub fn heads(&self) -> usize {
+        match self.layout {
+            AttentionLayout::Separate => 1,
+            AttentionLayout::Packed { heads } => heads,
+        }
+    }
+
+    /// The rows of q, k and v in their buffers (one buffer when packed).
+    pub fn input_rows(&self) -> [AttentionRows; 3] {
+        let d = self.d;
+        match self.layout {
+            AttentionLayout::Separate => {
+                let rows = |t: usize| AttentionRows { offset: 0, outer: t * d, head: 0, row: d };
+                [rows(self.tq), rows(self.tk), rows(self.tk)]
+            }
+            AttentionLayout::Packed { heads } => {
+                let (e, t) = (heads * d, self.tq);
+                let rows = |which: usize| AttentionRows { offset: which * e, outer: t * 3 * e, head: d, row: 3 * e };
+                [rows(0), rows(1), rows(2)]
+            }
+        }
+    }
+
+    /// The rows of the output (and of its gradient).
+    pub fn output_rows(&self) -> AttentionRows {
+        let d = self.d;
+        match self.layout {
+            AttentionLayout::Separate => AttentionRows { offset: 0, outer: self.tq * d, head: 0, row: d },
+            AttentionLayout::Packed { heads } => {
+                AttentionRows { offset: 0, outer: self.tq * heads * d, head: d, row: heads * d }
+            }
+        }
+    }
+
+    /// Where `dq`, `dk` and `dv` begin in the gradients' buffer; each then has the strides of
+    /// q, k and v (`input_rows`, offsets aside).
+    pub fn grad_offsets(&self) -> [usize; 3] {
+        match self.layout {
+            AttentionLayout::Separate => {
+                let (q, kv) = (self.batch * self.tq * self.d, self.batch * self.tk * self.d);
+                [0, q, q + kv]
+            }
+            AttentionLayout::Packed { heads } => [0, heads * self.d, 2 * heads * self.d],
+        }
+    }
+
+    /// Elements of q's, k's and v's buffers (one buffer when packed).
+    pub fn input_lens(&self) -> [usize; 3] {
+        match self.layout {
+            AttentionLayout::Separate => {
+                [self.batch * self.tq * self.d, self.batch * self.tk * self.d, self.batch * self.tk * self.d]
+            }
+            AttentionLayout::Packed { .. } => [self.batch * self.tq * 3 * self.d; 3],
+        }
+    }
+
+    /// Elements of the output (and of its gradient): `batch · tq · d`.
+    pub fn output_len(&self) -> usize {
+        self.batch * self.tq * self.d
+    }
+
+    /// Elements of the gradients' buffer: `batch · (tq + 2·tk) · d`.
+    pub fn grads_len(&self) -> usize {
+        self.batch * (self.tq + 2 * self.tk) * self.d
+    }
+
+    /// `Ok` when every buffer the kernels touch has a valid element count, a causal pass has at
+    /// least as many keys as queries and a packed layout's heads divide the batch (with as many
+    /// keys as queries). Errors name `op`.
     pub fn check(&self, op: &'static str) -> crate::Result<()> {
         use crate::layout::checked_numel;
         checked_numel(op, &[self.batch, self.tq, self.d])?;
         checked_numel(op, &[self.batch, self.tk, self.d])?;
         checked_numel(op, &[self.batch, self.tq])?;
+        checked_numel(op, &[self.batch, self.tq + self.tk.saturating_mul(2), self.d])?;
         if self.causal && self.tq > self.tk {
             return Err(crate::Error::shape(
                 op,
@@ -267,6 +376,18 @@ impl AttentionArgs {
         }
         if !self.scale.is_finite() {
             return Err(crate::Error::invalid(op, format!("scale {} is not finite", self.scale)));
+        }
+        if let AttentionLayout::Packed { heads } = self.layout {
+            if heads == 0 || !self.batch.is_multiple_of(heads) || self.tq != self.tk {
+                return Err(crate::Error::shape(
+                    op,
+                    format!(
+                        "a packed attention needs heads ({heads}) dividing the batch of heads ({}) and as many keys \
+                         as queries ({} and {})",
+                        self.batch, self.tk, self.tq
+                    ),
+                ));
+            }
         }
         Ok(())
     }

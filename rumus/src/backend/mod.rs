@@ -104,10 +104,11 @@ pub trait Backend: Send + Sync {
     ) -> Result<Storage>;
 
     // ----- attention (see [`AttentionArgs`]) -----
-    /// Fused attention: the output `[batch, tq, d]` and the log-sum-exp of each query's scaled
-    /// scores `[batch, tq]` (natural log, saved for the backward), without a score matrix in
-    /// memory; `None` where the backend has no fused kernel for these sizes (the op then
-    /// composes matmul and softmax on the same device).
+    /// Fused attention: the output (`batch · tq · d` elements where `args.layout` puts them) and
+    /// the log-sum-exp of each query's scaled scores `[batch, tq]` (natural log, saved for the
+    /// backward), without a score matrix in memory; `None` where the backend has no fused kernel
+    /// for these sizes (the op then composes matmul and softmax on the same device). With
+    /// [`AttentionLayout::Packed`], `q`, `k` and `v` are one storage.
     fn attention_forward(
         &self,
         q: &Storage,
@@ -115,9 +116,11 @@ pub trait Backend: Send + Sync {
         v: &Storage,
         args: &AttentionArgs,
     ) -> Result<Option<(Storage, Storage)>>;
-    /// Backward of [`Backend::attention_forward`] (only called where it returned a result):
-    /// `(dq, dk, dv)` from the inputs, the forward's output and log-sum-exp, and the output's
-    /// gradient `dout`, recomputing the scores tile by tile; deterministic (no atomics).
+    /// Backward of [`Backend::attention_forward`] (only called where it returned a result): one
+    /// storage holding `dq`, `dk` and `dv` (`args.grads_len()` elements, at
+    /// [`AttentionArgs::grad_offsets`]) from the inputs, the forward's output and log-sum-exp,
+    /// and the output's gradient `dout` (laid out as the output), recomputing the scores tile by
+    /// tile; deterministic (no atomics).
     #[allow(clippy::too_many_arguments)]
     fn attention_backward(
         &self,
@@ -128,7 +131,7 @@ pub trait Backend: Send + Sync {
         lse: &Storage,
         dout: &Storage,
         args: &AttentionArgs,
-    ) -> Result<(Storage, Storage, Storage)>;
+    ) -> Result<Storage>;
 
     // ----- layer normalisation (rows of the last axis, see [`LayerNormArgs`]) -----
     /// `y = (x - mean)·rstd·weight + bias` per row of `x [rows, cols]` (`weight`, `bias`:

@@ -63,8 +63,8 @@ impl MultiHeadAttention {
 }
 
 impl MultiHeadAttention {
-    /// `q, k, v [n, heads, t, embed_dim / heads]` of `x [n, t, embed_dim]`.
-    fn project(&self, x: &RawTensor) -> Result<[RawTensor; 3]> {
+    /// The packed projection `[n, t, 3·embed_dim]` of `x [n, t, embed_dim]`.
+    fn project(&self, x: &RawTensor) -> Result<RawTensor> {
         let e = self.embed_dim;
         if x.rank() != 3 || x.shape()[2] != e {
             return Err(Error::shape(
@@ -72,16 +72,13 @@ impl MultiHeadAttention {
                 format!("input {:?}: expected [batch, time, {e}]", x.shape()),
             ));
         }
-        let qkv = x.matmul(&self.in_proj_weight.tensor().transpose(0, 1)?)?.add(self.in_proj_bias.tensor())?;
-        super::heads::split_qkv(&qkv, e, self.num_heads)
+        x.matmul(&self.in_proj_weight.tensor().transpose(0, 1)?)?.add(self.in_proj_bias.tensor())
     }
 }
 
 impl Module for MultiHeadAttention {
     fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
-        let [q, k, v] = self.project(x)?;
-        let context = q.scaled_dot_product_attention(&k, &v, self.causal)?;
-        self.out_proj.forward_raw(&super::heads::merge_heads(&context)?)
+        self.out_proj.forward_raw(&self.project(x)?.packed_attention(self.num_heads, self.causal)?)
     }
 
     /// Appends the new keys and values to this layer's slot of `cache` and attends over every
@@ -89,9 +86,9 @@ impl Module for MultiHeadAttention {
     /// whole sequence; without the mask, earlier positions (computed before later ones existed)
     /// did not see the later ones, so only the causal form is what a full pass computes.
     fn forward_cached(&self, x: &RawTensor, cache: &mut KvCache) -> Result<RawTensor> {
-        let qkv = self.project(x)?;
+        let qkv = self.project(x)?.split_heads(self.num_heads)?;
         let context = super::heads::attend_cached("MultiHeadAttention", qkv, self.causal, cache)?;
-        self.out_proj.forward_raw(&super::heads::merge_heads(&context)?)
+        self.out_proj.forward_raw(&context.merge_heads()?)
     }
 
     fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param)) {

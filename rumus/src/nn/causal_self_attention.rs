@@ -103,8 +103,8 @@ impl CausalSelfAttention {
         self.resid_dropout.p()
     }
 
-    /// `q, k, v [n, heads, t, embed / heads]` of `x [n, t, embed]`.
-    fn project(&self, x: &RawTensor) -> Result<[RawTensor; 3]> {
+    /// The packed projection `[n, t, 3·embed]` of `x [n, t, embed]`.
+    fn project(&self, x: &RawTensor) -> Result<RawTensor> {
         let e = self.embed;
         if x.rank() != 3 || x.shape()[2] != e {
             return Err(Error::shape(
@@ -112,26 +112,25 @@ impl CausalSelfAttention {
                 format!("input {:?}: expected [batch, time, {e}]", x.shape()),
             ));
         }
-        super::heads::split_qkv(&self.c_attn.forward_raw(x)?, e, self.heads)
+        self.c_attn.forward_raw(x)
     }
 
-    /// Merges the heads' outputs, projects and drops out.
-    fn output(&self, context: &RawTensor) -> Result<RawTensor> {
-        self.resid_dropout.forward_raw(&self.c_proj.forward_raw(&super::heads::merge_heads(context)?)?)
+    /// Projects the heads' merged outputs `[n, t, embed]` and drops out.
+    fn output(&self, merged: &RawTensor) -> Result<RawTensor> {
+        self.resid_dropout.forward_raw(&self.c_proj.forward_raw(merged)?)
     }
 }
 
 impl Module for CausalSelfAttention {
     fn forward_raw(&self, x: &RawTensor) -> Result<RawTensor> {
-        let [q, k, v] = self.project(x)?;
-        self.output(&q.scaled_dot_product_attention(&k, &v, true)?)
+        self.output(&self.project(x)?.packed_attention(self.heads, true)?)
     }
 
     /// Appends the new keys and values to this layer's cache slot; the new queries attend to
     /// every cached position and causally among themselves.
     fn forward_cached(&self, x: &RawTensor, cache: &mut KvCache) -> Result<RawTensor> {
-        let qkv = self.project(x)?;
-        self.output(&super::heads::attend_cached("CausalSelfAttention", qkv, true, cache)?)
+        let qkv = self.project(x)?.split_heads(self.heads)?;
+        self.output(&super::heads::attend_cached("CausalSelfAttention", qkv, true, cache)?.merge_heads()?)
     }
 
     fn visit_params(&self, prefix: &str, visitor: &mut dyn FnMut(&str, &Param)) {

@@ -1,31 +1,9 @@
-//! Attention heads: splitting a fused `q, k, v` projection into heads, merging heads back, and
-//! attending with a key/value cache. Shared by [`CausalSelfAttention`](super::CausalSelfAttention)
+//! Attention heads with a key/value cache (splitting a packed `q, k, v` projection into heads and
+//! merging them back are [`RawTensor::split_heads`] and [`RawTensor::merge_heads`]). Shared by [`CausalSelfAttention`](super::CausalSelfAttention)
 //! and [`MultiHeadAttention`](super::MultiHeadAttention).
 
 use super::KvCache;
 use crate::{Error, RawTensor, Result};
-
-/// Splits `qkv [n, t, 3e]` (queries, keys, values side by side) into three contiguous
-/// `[n, heads, t, e / heads]` tensors.
-pub(crate) fn split_qkv(qkv: &RawTensor, embed: usize, heads: usize) -> Result<[RawTensor; 3]> {
-    let (n, t) = (qkv.shape()[0], qkv.shape()[1]);
-    let head_dim = embed / heads;
-    let split = |i: usize| -> Result<RawTensor> {
-        qkv.narrow(-1, i * embed, (i + 1) * embed)?
-            .reshape(&[n, t, heads, head_dim])?
-            .permute(&[0, 2, 1, 3])?
-            .contiguous()
-    };
-    Ok([split(0)?, split(1)?, split(2)?])
-}
-
-/// Merges `[n, heads, t, d]` back into `[n, t, heads * d]`.
-pub(crate) fn merge_heads(x: &RawTensor) -> Result<RawTensor> {
-    let &[n, heads, t, d] = x.shape() else {
-        return Err(Error::shape("merge_heads", format!("{:?}: expected [n, heads, t, d]", x.shape())));
-    };
-    x.permute(&[0, 2, 1, 3])?.reshape(&[n, t, heads * d])
-}
 
 /// Attention of the new queries `q` over the cached keys and values followed by the new `k`,
 /// `v` (all `[n, heads, t, d]`), which are appended to the layer's slot of `cache` (on the

@@ -10,7 +10,7 @@
 use rayon::prelude::*;
 
 use super::buffer_pool;
-use crate::backend::AttentionArgs;
+use crate::backend::{AttentionArgs, AttentionRows};
 use crate::Result;
 
 /// Queries per block: a parallel task of the forward, a row block of the backward's products.
@@ -183,7 +183,35 @@ fn forward_block(q: &[f32], k: &[f32], v: &[f32], i0: usize, out: &mut [f32], ls
     }
 }
 
-/// Gradients `(dq, dk, dv)` of the forward, given its output, log-sum-exp and `dout`.
+/// The `t` rows of each of the `batch` heads of a tensor laid out as `rows` (with `heads` per
+/// sequence), gathered into `[batch, t, d]`: a packed layout's q, k, v or output on the CPU.
+pub fn gather_rows(
+    src: &[f32],
+    rows: AttentionRows,
+    heads: usize,
+    batch: usize,
+    t: usize,
+    d: usize,
+) -> Result<Vec<f32>> {
+    let mut out = buffer_pool::take(OP, batch * t * d)?;
+    for (r, row) in out.chunks_exact_mut(d.max(1)).enumerate().take(batch * t) {
+        let start = rows.start(r / t, heads, r % t);
+        row.copy_from_slice(&src[start..start + d]);
+    }
+    Ok(out)
+}
+
+/// The inverse of [`gather_rows`]: writes `[batch, t, d]` rows of `src` into `dst` laid out as
+/// `rows`.
+pub fn scatter_rows(src: &[f32], dst: &mut [f32], rows: AttentionRows, heads: usize, t: usize, d: usize) {
+    for (r, row) in src.chunks_exact(d.max(1)).enumerate() {
+        let start = rows.start(r / t, heads, r % t);
+        dst[start..start + d].copy_from_slice(row);
+    }
+}
+
+/// Gradients `[dq | dk | dv]` of the forward (contiguous, one after the other), given its output,
+/// log-sum-exp and `dout`, all `[batch, t, d]` contiguous.
 pub fn attention_backward(
     q: &[f32],
     k: &[f32],
@@ -192,13 +220,13 @@ pub fn attention_backward(
     lse: &[f32],
     dout: &[f32],
     a: &AttentionArgs,
-) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
+) -> Result<Vec<f32>> {
     let (tq, tk, d) = (a.tq, a.tk, a.d);
-    let mut dq = buffer_pool::filled(OP, a.batch * tq * d, 0.0)?;
-    let mut dk = buffer_pool::filled(OP, a.batch * tk * d, 0.0)?;
-    let mut dv = buffer_pool::filled(OP, a.batch * tk * d, 0.0)?;
+    let mut grads = buffer_pool::filled(OP, a.batch * (tq + 2 * tk) * d, 0.0)?;
+    let (dq, dkv) = grads.split_at_mut(a.batch * tq * d);
+    let (dk, dv) = dkv.split_at_mut(a.batch * tk * d);
     if dq.is_empty() || dk.is_empty() {
-        return Ok((dq, dk, dv));
+        return Ok(grads);
     }
     let per_head = dq.par_chunks_mut(tq * d).zip(dk.par_chunks_mut(tk * d).zip(dv.par_chunks_mut(tk * d)));
     per_head.enumerate().for_each(|(b, (dq, (dk, dv)))| {
@@ -213,7 +241,7 @@ pub fn attention_backward(
         };
         backward_head(&head, dq, dk, dv, a);
     });
-    Ok((dq, dk, dv))
+    Ok(grads)
 }
 
 /// One head's forward inputs and outputs, and the output's gradient.

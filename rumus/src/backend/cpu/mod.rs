@@ -288,10 +288,27 @@ impl Backend for CpuBackend {
         args.check(OP)?;
         let locked = read_all(OP, &[q, k, v])?;
         let (q, k, v) = (locked.f32(0, OP)?, locked.f32(1, OP)?, locked.f32(2, OP)?);
-        check_dims(OP, &[args.batch, args.tq, args.d], q.len())?;
-        check_dims(OP, &[args.batch, args.tk, args.d], k.len().min(v.len()))?;
-        let (out, lse) = attention::attention_forward(q, k, v, args)?;
-        Ok(Some((f32_storage(out), f32_storage(lse))))
+        let [q_len, k_len, v_len] = args.input_lens();
+        check_dims(OP, &[q_len], q.len())?;
+        check_dims(OP, &[k_len], k.len().min(v.len()))?;
+        check_dims(OP, &[v_len], v.len())?;
+        let AttentionLayout::Packed { heads } = args.layout else {
+            let (out, lse) = attention::attention_forward(q, k, v, args)?;
+            return Ok(Some((f32_storage(out), f32_storage(lse))));
+        };
+        // The kernels below take [batch, t, d] heads: gather them out of the projection.
+        let separate = AttentionArgs { layout: AttentionLayout::Separate, ..*args };
+        let (b, t, d) = (args.batch, args.tq, args.d);
+        let [qr, kr, vr] = args.input_rows();
+        let (qs, ks, vs) = (
+            attention::gather_rows(q, qr, heads, b, t, d)?,
+            attention::gather_rows(k, kr, heads, b, t, d)?,
+            attention::gather_rows(v, vr, heads, b, t, d)?,
+        );
+        let (out, lse) = attention::attention_forward(&qs, &ks, &vs, &separate)?;
+        let mut merged = buffer_pool::take(OP, args.output_len())?;
+        attention::scatter_rows(&out, &mut merged, args.output_rows(), heads, t, d);
+        Ok(Some((f32_storage(merged), f32_storage(lse))))
     }
 
     fn attention_backward(
@@ -303,17 +320,34 @@ impl Backend for CpuBackend {
         lse: &Storage,
         dout: &Storage,
         args: &AttentionArgs,
-    ) -> Result<(Storage, Storage, Storage)> {
+    ) -> Result<Storage> {
         const OP: &str = "scaled_dot_product_attention";
         args.check(OP)?;
         let locked = read_all(OP, &[q, k, v, out, lse, dout])?;
         let (q, k, v) = (locked.f32(0, OP)?, locked.f32(1, OP)?, locked.f32(2, OP)?);
         let (out, lse, dout) = (locked.f32(3, OP)?, locked.f32(4, OP)?, locked.f32(5, OP)?);
-        check_dims(OP, &[args.batch, args.tq, args.d], q.len().min(out.len()).min(dout.len()))?;
-        check_dims(OP, &[args.batch, args.tk, args.d], k.len().min(v.len()))?;
+        let [q_len, k_len, v_len] = args.input_lens();
+        check_dims(OP, &[q_len], q.len())?;
+        check_dims(OP, &[k_len], k.len())?;
+        check_dims(OP, &[v_len], v.len())?;
+        check_dims(OP, &[args.output_len()], out.len().min(dout.len()))?;
         check_dims(OP, &[args.batch, args.tq], lse.len())?;
-        let (dq, dk, dv) = attention::attention_backward(q, k, v, out, lse, dout, args)?;
-        Ok((f32_storage(dq), f32_storage(dk), f32_storage(dv)))
+        let AttentionLayout::Packed { heads } = args.layout else {
+            return Ok(f32_storage(attention::attention_backward(q, k, v, out, lse, dout, args)?));
+        };
+        let separate = AttentionArgs { layout: AttentionLayout::Separate, ..*args };
+        let (b, t, d) = (args.batch, args.tq, args.d);
+        let [qr, kr, vr] = args.input_rows();
+        let o = args.output_rows();
+        let gather = |src: &[f32], rows| attention::gather_rows(src, rows, heads, b, t, d);
+        let (qs, ks, vs, os, dos) = (gather(q, qr)?, gather(k, kr)?, gather(v, vr)?, gather(out, o)?, gather(dout, o)?);
+        let grads = attention::attention_backward(&qs, &ks, &vs, &os, lse, &dos, &separate)?;
+        // [dq | dk | dv] back into the projection's layout.
+        let mut packed = buffer_pool::take(OP, args.grads_len())?;
+        for (part, rows) in grads.chunks_exact((b * t * d).max(1)).zip([qr, kr, vr]) {
+            attention::scatter_rows(part, &mut packed, rows, heads, t, d);
+        }
+        Ok(f32_storage(packed))
     }
 
     fn fuses_batch_norm(&self) -> bool {

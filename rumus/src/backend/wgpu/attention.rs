@@ -1,7 +1,11 @@
 //! `attention_forward.wgsl`, `attention_backward_dq.wgsl` and `attention_backward_dkdv.wgsl`
 //! (with `lib/attention_tiles.wgsl` and `lib/attention_row_tiles.wgsl`; the keys' side also
 //! `lib/attention_dout.wgsl`): fused attention, one
-//! workgroup per (head, 64 rows), one invocation per row.
+//! workgroup per (head, 64 rows), one invocation per row. The kernels read q, k, v and the
+//! output's gradient where [`AttentionArgs::input_rows`] and [`AttentionArgs::output_rows`] put
+//! them (separate `[batch, t, d]` tensors, or a transformer's packed projection read in place)
+//! and write dq, dk and dv into one buffer; every row's extent is checked here first
+//! (`check_rows`), since the shaders index without bounds checks.
 //!
 //! For head dimensions up to 64, where the adapter offers the workgroup memory (about 42 KiB at
 //! `d` = 64, see [`blocked_bytes`]), the backward's keys' side runs
@@ -21,8 +25,9 @@
 use super::launch::{bind, check_len};
 use super::params::kernel_params;
 use super::pipelines::{self, Access, Shader};
+use super::storage::WgpuStorage;
 use super::WgpuBackend;
-use crate::backend::{AttentionArgs, DType, Storage};
+use crate::backend::{AttentionArgs, AttentionRows, DType, Storage};
 use crate::{Error, Result};
 
 use Access::{Read as R, Write as W};
@@ -38,7 +43,8 @@ pub(crate) const MAX_HEAD_DIM: usize = 128;
 kernel_params! {
     /// `lib/attention_tiles.wgsl`: the sizes of [`AttentionArgs`] (`shift = tk - tq`), `tiles`
     /// workgroups of 64 rows per head and `total` in all, the score scale and the scale times
-    /// log2(e) (scores in base 2 for `exp2`).
+    /// log2(e) (scores in base 2 for `exp2`), then where the rows of q, k, v and the output lie
+    /// ([`AttentionRows`]) and where dq, dk and dv begin in the gradients' buffer.
     struct AttentionParams {
         tq: u32,
         tk: u32,
@@ -49,7 +55,26 @@ kernel_params! {
         total: u32,
         scale: f32,
         scale_log2: f32,
-    } pad 3
+        heads: u32,
+        q_off: u32,
+        q_outer: u32,
+        q_head: u32,
+        q_row: u32,
+        k_off: u32,
+        k_outer: u32,
+        k_head: u32,
+        k_row: u32,
+        v_off: u32,
+        v_outer: u32,
+        v_head: u32,
+        v_row: u32,
+        o_outer: u32,
+        o_head: u32,
+        o_row: u32,
+        dq_off: u32,
+        dk_off: u32,
+        dv_off: u32,
+    }
 }
 
 /// Keys per workgroup (and queries per streamed block) of the blocked dk/dv kernel: the WGSL `BK`.
@@ -154,13 +179,45 @@ fn word(what: &str, v: usize) -> Result<u32> {
     Ok(v as u32)
 }
 
+/// The last element of a tensor laid out as `rows` (`t` rows of `d` of each of `batch` heads,
+/// `heads` per sequence), plus one: the elements its buffer must hold. `None` on overflow.
+fn extent(rows: &AttentionRows, a: &AttentionArgs, t: usize) -> Option<usize> {
+    if a.batch == 0 || t == 0 || a.d == 0 {
+        return Some(0);
+    }
+    let heads = a.heads();
+    let last_sequence = (a.batch - 1) / heads;
+    let last_head = heads.min(a.batch) - 1;
+    rows.offset
+        .checked_add(last_sequence.checked_mul(rows.outer)?)?
+        .checked_add(last_head.checked_mul(rows.head)?)?
+        .checked_add((t - 1).checked_mul(rows.row)?)?
+        .checked_add(a.d)
+}
+
+/// Checks that `buffer` holds every row of a tensor laid out as `rows`: the kernels index it
+/// without runtime bounds checks.
+fn check_rows(what: &str, buffer: &WgpuStorage, rows: &AttentionRows, a: &AttentionArgs, t: usize) -> Result<()> {
+    match extent(rows, a, t) {
+        Some(end) if end <= buffer.len() => Ok(()),
+        _ => Err(Error::invalid(
+            OP,
+            format!("{what}'s rows ({rows:?}, {t} per head) reach past its {} elements", buffer.len()),
+        )),
+    }
+}
+
 /// The parameters for workgroups of `per_group` rows over `rows` rows (queries or keys) of each
 /// head.
 fn params(a: &AttentionArgs, rows: usize, per_group: usize) -> Result<AttentionParams> {
     a.check(OP)?;
-    // Every index the kernels form stays below the largest buffer: [batch, max(tq, tk), d].
-    word("element count", a.batch.saturating_mul(a.tq.max(a.tk)).saturating_mul(a.d.max(4)))?;
+    // Every index the kernels form stays below the largest buffer, the gradients':
+    // batch · (tq + 2·tk) · d elements.
+    word("element count", a.grads_len().max(a.batch.saturating_mul(a.tq.max(a.tk)).saturating_mul(a.d.max(4))))?;
     let tiles = rows.div_ceil(per_group);
+    let [q, k, v] = a.input_rows();
+    let o = a.output_rows();
+    let [dq, dk, dv] = a.grad_offsets();
     Ok(AttentionParams {
         tq: word("tq", a.tq)?,
         tk: word("tk", a.tk)?,
@@ -171,7 +228,25 @@ fn params(a: &AttentionArgs, rows: usize, per_group: usize) -> Result<AttentionP
         total: word("workgroups", a.batch.saturating_mul(tiles))?,
         scale: a.scale,
         scale_log2: a.scale * std::f32::consts::LOG2_E,
-        _pad: [0; 3],
+        heads: word("heads", a.heads())?,
+        q_off: word("q offset", q.offset)?,
+        q_outer: word("q stride", q.outer)?,
+        q_head: word("q stride", q.head)?,
+        q_row: word("q stride", q.row)?,
+        k_off: word("k offset", k.offset)?,
+        k_outer: word("k stride", k.outer)?,
+        k_head: word("k stride", k.head)?,
+        k_row: word("k stride", k.row)?,
+        v_off: word("v offset", v.offset)?,
+        v_outer: word("v stride", v.outer)?,
+        v_head: word("v stride", v.head)?,
+        v_row: word("v stride", v.row)?,
+        o_outer: word("output stride", o.outer)?,
+        o_head: word("output stride", o.head)?,
+        o_row: word("output stride", o.row)?,
+        dq_off: word("dq offset", dq)?,
+        dk_off: word("dk offset", dk)?,
+        dv_off: word("dv offset", dv)?,
     })
 }
 
@@ -192,11 +267,10 @@ impl WgpuBackend {
         let Some(variant) = variant(a.d) else { return Ok(None) };
         let p = params(a, a.tq, ROWS)?;
         let (q, k, v) = (self.gpu(q, DType::F32, OP)?, self.gpu(k, DType::F32, OP)?, self.gpu(v, DType::F32, OP)?);
-        check_len(OP, q, a.batch * a.tq * a.d)?;
-        check_len(OP, k, a.batch * a.tk * a.d)?;
-        check_len(OP, v, a.batch * a.tk * a.d)?;
-        let out = self.alloc(a.batch * a.tq * a.d, DType::F32, OP)?;
+        check_inputs(q, k, v, a)?;
+        let out = self.alloc(a.output_len(), DType::F32, OP)?;
         let lse = self.alloc(a.batch * a.tq, DType::F32, OP)?;
+        check_rows("the output", &out, &a.output_rows(), a, a.tq)?;
         if p.total > 0 {
             let groups = self.groups_for(p.total as usize * super::launch::WG, OP)?;
             let buffers = [bind(q), bind(k), bind(v), bind(&out), bind(&lse)];
@@ -205,7 +279,8 @@ impl WgpuBackend {
         Ok(Some((self.output(out), self.output(lse))))
     }
 
-    /// The fused backward: `dq` (and each query's `delta = dout·out`), then `dk` and `dv`.
+    /// The fused backward: `dq` (and each query's `delta = dout·out`), then `dk` and `dv`, all
+    /// into one buffer (see [`AttentionArgs::grad_offsets`]).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn attention_backward_kernel(
         &self,
@@ -216,29 +291,39 @@ impl WgpuBackend {
         lse: &Storage,
         dout: &Storage,
         a: &AttentionArgs,
-    ) -> Result<(Storage, Storage, Storage)> {
+    ) -> Result<Storage> {
         let variant =
             variant(a.d).ok_or_else(|| Error::invalid(OP, format!("no fused backward for head dimension {}", a.d)))?;
         let (dkdv_kernel, per_group) = dkdv_kernel(&variant, self.workgroup_bytes());
         let (pq, pk) = (params(a, a.tq, ROWS)?, params(a, a.tk, per_group)?);
         let [q, k, v, out, lse, dout] = [q, k, v, out, lse, dout].map(|s| self.gpu(s, DType::F32, OP));
         let (q, k, v, out, lse, dout) = (q?, k?, v?, out?, lse?, dout?);
-        for (s, len) in [(q, a.tq), (out, a.tq), (dout, a.tq), (k, a.tk), (v, a.tk)] {
-            check_len(OP, s, a.batch * len * a.d)?;
-        }
+        check_inputs(q, k, v, a)?;
+        check_rows("the output", out, &a.output_rows(), a, a.tq)?;
+        check_rows("the output's gradient", dout, &a.output_rows(), a, a.tq)?;
         check_len(OP, lse, a.batch * a.tq)?;
-        let dq = self.alloc(a.batch * a.tq * a.d, DType::F32, OP)?;
+        let grads = self.alloc(a.grads_len(), DType::F32, OP)?;
         let delta = self.alloc(a.batch * a.tq, DType::F32, OP)?;
-        let dk = self.alloc(a.batch * a.tk * a.d, DType::F32, OP)?;
-        let dv = self.alloc(a.batch * a.tk * a.d, DType::F32, OP)?;
+        let parts = ["dq", "dk", "dv"].into_iter().zip(a.input_rows()).zip(a.grad_offsets()).zip([a.tq, a.tk, a.tk]);
+        for (((what, rows), at), t) in parts {
+            check_rows(what, &grads, &AttentionRows { offset: at, ..rows }, a, t)?;
+        }
         if pq.total > 0 && pk.total > 0 {
             let groups = self.groups_for(pq.total as usize * super::launch::WG, OP)?;
-            let buffers = [bind(q), bind(k), bind(v), bind(dout), bind(lse), bind(out), bind(&dq), bind(&delta)];
+            let buffers = [bind(q), bind(k), bind(v), bind(dout), bind(lse), bind(out), bind(&grads), bind(&delta)];
             self.run(variant.dq, "attention_backward_dq", &[R, R, R, R, R, R, W, W], &pq, &buffers, groups)?;
             let groups = self.groups_for(pk.total as usize * super::launch::WG, OP)?;
-            let buffers = [bind(q), bind(k), bind(v), bind(dout), bind(lse), bind(&delta), bind(&dk), bind(&dv)];
-            self.run(dkdv_kernel, "attention_backward_dkdv", &[R, R, R, R, R, R, W, W], &pk, &buffers, groups)?;
+            let buffers = [bind(q), bind(k), bind(v), bind(dout), bind(lse), bind(&delta), bind(&grads)];
+            self.run(dkdv_kernel, "attention_backward_dkdv", &[R, R, R, R, R, R, W], &pk, &buffers, groups)?;
         }
-        Ok((self.output(dq), self.output(dk), self.output(dv)))
+        Ok(self.output(grads))
     }
+}
+
+/// Checks that q, k and v hold every row their layout gives them (one buffer when packed).
+fn check_inputs(q: &WgpuStorage, k: &WgpuStorage, v: &WgpuStorage, a: &AttentionArgs) -> Result<()> {
+    let [qr, kr, vr] = a.input_rows();
+    check_rows("q", q, &qr, a, a.tq)?;
+    check_rows("k", k, &kr, a, a.tk)?;
+    check_rows("v", v, &vr, a, a.tk)
 }

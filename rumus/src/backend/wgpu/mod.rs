@@ -394,7 +394,7 @@ impl Backend for WgpuBackend {
         lse: &Storage,
         dout: &Storage,
         args: &AttentionArgs,
-    ) -> Result<(Storage, Storage, Storage)> {
+    ) -> Result<Storage> {
         self.attention_backward_kernel(q, k, v, out, lse, dout, args)
     }
 

@@ -29,9 +29,9 @@ use super::conv2d::Dims;
 use super::pipelines::Pipelines;
 use super::{WgpuBackend, WgpuStorage};
 use crate::backend::{
-    AttentionArgs, Backend, BatchNormArgs, BinaryOp, Conv2dArgs, Conv2dWanted, ConvGeom, CrossEntropyArgs, DType,
-    IndexArgs, LayerNormArgs, MatmulArgs, MatrixLayout, OptimizerStep, OptimizerUpdate, RandomKind, ReduceDims,
-    ReduceOp, Storage, UnaryOp,
+    AttentionArgs, AttentionLayout, Backend, BatchNormArgs, BinaryOp, Conv2dArgs, Conv2dWanted, ConvGeom,
+    CrossEntropyArgs, DType, IndexArgs, LayerNormArgs, MatmulArgs, MatrixLayout, OptimizerStep, OptimizerUpdate,
+    RandomKind, ReduceDims, ReduceOp, Storage, UnaryOp,
 };
 use crate::{Layout, Result};
 
@@ -355,7 +355,8 @@ pub(crate) fn copy_strided(b: &WgpuBackend) -> Result<()> {
 }
 
 /// Causal attention with heads of 64 (a GPT's 384 wide over 6 heads): the fused forward...
-const ATTENTION: AttentionArgs = AttentionArgs { batch: 1, tq: 2, tk: 2, d: 64, scale: 0.125, causal: true };
+const ATTENTION: AttentionArgs =
+    AttentionArgs { batch: 1, tq: 2, tk: 2, d: 64, scale: 0.125, causal: true, layout: AttentionLayout::Separate };
 
 pub(crate) fn attention_forward(b: &WgpuBackend) -> Result<()> {
     let x = upload(b, 128)?;
