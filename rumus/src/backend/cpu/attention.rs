@@ -194,20 +194,40 @@ pub fn gather_rows(
     d: usize,
 ) -> Result<Vec<f32>> {
     let mut out = buffer_pool::take(OP, batch * t * d)?;
-    for (r, row) in out.chunks_exact_mut(d.max(1)).enumerate().take(batch * t) {
-        let start = rows.start(r / t, heads, r % t);
-        row.copy_from_slice(&src[start..start + d]);
+    if d > 0 {
+        out.par_chunks_exact_mut(d).enumerate().for_each(|(r, row)| {
+            let start = rows.start(r / t, heads, r % t);
+            row.copy_from_slice(&src[start..start + d]);
+        });
     }
     Ok(out)
 }
 
-/// The inverse of [`gather_rows`]: writes `[batch, t, d]` rows of `src` into `dst` laid out as
-/// `rows`.
-pub fn scatter_rows(src: &[f32], dst: &mut [f32], rows: AttentionRows, heads: usize, t: usize, d: usize) {
-    for (r, row) in src.chunks_exact(d.max(1)).enumerate() {
-        let start = rows.start(r / t, heads, r % t);
-        dst[start..start + d].copy_from_slice(row);
+/// The inverse of [`gather_rows`] for every part at once: writes each `[batch, t, d]` source
+/// into `dst` laid out as its rows, one sequence (`outer` elements of `dst`, the same for every
+/// part) per task.
+pub fn scatter_rows(
+    parts: &[(&[f32], AttentionRows)],
+    dst: &mut [f32],
+    outer: usize,
+    heads: usize,
+    t: usize,
+    d: usize,
+) {
+    if outer == 0 || d == 0 {
+        return;
     }
+    dst.par_chunks_mut(outer).enumerate().for_each(|(n, sequence)| {
+        for (src, rows) in parts {
+            for h in 0..heads {
+                for i in 0..t {
+                    let from = ((n * heads + h) * t + i) * d;
+                    let to = rows.start(n * heads + h, heads, i) - n * outer;
+                    sequence[to..to + d].copy_from_slice(&src[from..from + d]);
+                }
+            }
+        }
+    });
 }
 
 /// Gradients `[dq | dk | dv]` of the forward (contiguous, one after the other), given its output,

@@ -307,7 +307,8 @@ impl Backend for CpuBackend {
         );
         let (out, lse) = attention::attention_forward(&qs, &ks, &vs, &separate)?;
         let mut merged = buffer_pool::take(OP, args.output_len())?;
-        attention::scatter_rows(&out, &mut merged, args.output_rows(), heads, t, d);
+        let o = args.output_rows();
+        attention::scatter_rows(&[(&out, o)], &mut merged, o.outer, heads, t, d);
         Ok(Some((f32_storage(merged), f32_storage(lse))))
     }
 
@@ -344,9 +345,9 @@ impl Backend for CpuBackend {
         let grads = attention::attention_backward(&qs, &ks, &vs, &os, lse, &dos, &separate)?;
         // [dq | dk | dv] back into the projection's layout.
         let mut packed = buffer_pool::take(OP, args.grads_len())?;
-        for (part, rows) in grads.chunks_exact((b * t * d).max(1)).zip([qr, kr, vr]) {
-            attention::scatter_rows(part, &mut packed, rows, heads, t, d);
-        }
+        let (dq, dkv) = grads.split_at(b * t * d);
+        let (dk, dv) = dkv.split_at(b * t * d);
+        attention::scatter_rows(&[(dq, qr), (dk, kr), (dv, vr)], &mut packed, qr.outer, heads, t, d);
         Ok(f32_storage(packed))
     }
 
