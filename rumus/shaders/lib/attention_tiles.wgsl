@@ -5,7 +5,8 @@
 // of a block of lib/attention_blocks.wgsl). The including file binds q, k, v at 1-3.
 //
 // Head b's row i of q starts at element q_off + (b / heads)·q_outer + (b % heads)·q_head + i·q_row
-// (`q_row_start`), and likewise for k, v and the output o (out and dout, offset 0): `heads` = 1
+// (q_off + q_head_start(b) + i·q_row), and likewise for k, v and the output o (out and dout, offset
+// 0): `heads` = 1
 // with [batch, t, d] contiguous tensors, or a packed projection [n, t, 3, heads, d] read in
 // place (see `AttentionLayout` in backend/kernel_args.rs). The gradients dq, dk and dv are
 // written into one buffer, with q's, k's and v's strides from dq_off, dk_off and dv_off.

@@ -630,10 +630,12 @@ impl Pipelines {
             // (BENCHMARKS.md); `tools/src/bin/matmul_lab.rs` measures both.
             // The attention kernels (`attention*.wgsl`) index their workgroup tiles
             // below BT·D4 and their per-invocation rows below D4 (constants), read and
-            // write rows of q, k, v, out, dout and their gradients only for row
-            // indices below tq or tk and columns below d, where the dispatcher has
-            // checked each buffer's length against [batch, rows, d] and every index
-            // against 2^31 (`attention.rs`), and loop to uniform bounds below 2^31.
+            // write rows of q, k, v, out, dout and their gradients only for heads below
+            // the batch, row indices below tq or tk and columns below d, at the row
+            // starts of `AttentionArgs::input_rows`/`output_rows`/`grad_offsets`,
+            // where the dispatcher has checked that the last row of every head ends
+            // inside each buffer (`check_rows`) and every index is below 2^31
+            // (`attention.rs`), and loop to uniform bounds below 2^31.
             // The convolution kernels (`conv2d.wgsl`) index their workgroup tiles with
             // slice rows below BK and tile rows and columns below 64 or 128 (constants:
             // at most entry 526 of 528), their K tables below 32, and read x, weight
