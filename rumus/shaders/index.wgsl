@@ -7,8 +7,10 @@
 //
 // The adds are deterministic (no float atomics, the same bits every run, and the CPU's order):
 // index_links threads the positions of each index value into a list in index order, and
-// index_add has one invocation per output element walk its row's list; scatter_add has one
-// invocation per output element walk its column of indices in order.
+// index_add has one invocation per output element walk its row's list; for a small output
+// (an embedding table of a few rows), index_add_scan has each output element scan every index
+// instead, in the same order; scatter_add has one invocation per output element walk its column
+// of indices in order.
 
 struct Params {
     // Invocations of this dispatch.
@@ -110,6 +112,44 @@ fn index_add(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         link = links[p.len + j];
     }
     out[i] = acc;
+}
+
+// index_add without lists, for a small output: each invocation sums, in index order, the
+// gradient rows whose index is its row, reading every index (staged 256 at a time in workgroup
+// memory: every invocation reads the same ones). The same sums, in the same order, as
+// index_links + index_add, without index_links' serial walk over the indices; invocation 0
+// reports the first out-of-range index.
+@compute @workgroup_size(256)
+fn index_add_scan(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                  @builtin(local_invocation_index) lid: u32) {
+    let i = linear(wid, nwg, lid);
+    let live = i < p.n;
+    let k = i % p.inner;
+    let r = (i / p.inner) % p.len;
+    let o = i / (p.inner * p.len);
+    var acc = 0.0;
+    let tiles = (p.count + 255u) / 256u;
+    for (var step = 0u; step < tiles; step++) {
+        let base = step * 256u;
+        workgroupBarrier();
+        if base + lid < p.count {
+            tile[lid] = idx[base + lid];
+        }
+        workgroupBarrier();
+        if live {
+            for (var t = 0u; t < min(256u, p.count - base); t++) {
+                let x = tile[t];
+                if x == r {
+                    acc += src[(o * p.count + base + t) * p.inner + k];
+                } else if x >= p.len && i == 0u {
+                    report(base + t);
+                }
+            }
+        }
+    }
+    if live {
+        out[i] = acc;
+    }
 }
 
 // out[o, j, k] = src[o, idx[o, j, k], k]; idx and out are [outer, count, inner].

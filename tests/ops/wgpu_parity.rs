@@ -654,6 +654,34 @@ fn indexing_kernels_match() {
     }
 }
 
+/// index_add sums each row's gradients in index order on both of its wgpu paths (a scan of
+/// every index per output element for small outputs, lists of positions for outputs above 2^18
+/// elements): the CPU's bits exactly, with many repeats per row; an index out of range is the
+/// CPU's error on both.
+#[test]
+fn index_add_sums_in_the_cpus_order_on_both_paths() {
+    let Some(Device::Wgpu(gpu)) = wgpu_or_skip() else { return };
+    let cpu = CpuBackend;
+    // An embedding table of 80 rows, a small one, and one of 600 rows of 512 (the lists).
+    for (outer, len, inner, count) in [(1usize, 80usize, 48usize, 2000usize), (2, 3, 5, 700), (1, 600, 512, 300)] {
+        let idx: Vec<u32> = (0..count as u32).map(|j| (j * j + 3 * j) % len as u32).collect();
+        let grad = data(outer * count * inner, 91);
+        let args = IndexArgs { outer, len, inner, count };
+        let sums = |b: &dyn Backend, idx: &[u32]| -> Result<Vec<f32>> {
+            let s = b.index_add(&b.from_f32(&grad)?, &b.from_u32(idx)?, &args)?;
+            b.to_f32(&s, &Layout::contiguous(&[outer * len * inner]))
+        };
+        let (got, want) = (sums(&*gpu, &idx).unwrap(), sums(&cpu, &idx).unwrap());
+        assert!(got.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits()), "{args:?}: not the CPU's bits");
+        let mut bad = idx.clone();
+        bad[count / 2] = len as u32 + 5;
+        bad[count - 1] = len as u32;
+        let (gpu_err, cpu_err) = (sums(&*gpu, &bad).unwrap_err(), sums(&cpu, &bad).unwrap_err());
+        assert!(matches!(cpu_err, rumus::Error::IndexOutOfRange { .. }), "{cpu_err}");
+        assert_eq!(format!("{gpu_err}"), format!("{cpu_err}"), "{args:?}");
+    }
+}
+
 /// Every optimizer update with options that change its formula: SGD with and without momentum,
 /// Nesterov, dampening and weight decay, Adam and AdamW, RMSprop with and without momentum.
 pub(crate) fn optimizer_steps() -> [OptimizerStep; 8] {

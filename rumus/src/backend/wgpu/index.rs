@@ -17,6 +17,12 @@ use Access::{Read as R, Write as W};
 /// every index, so more would only add reads.
 const LINK_GROUPS: usize = 16;
 
+/// The largest output (`outer · len · inner` elements) whose index_add scans every index per
+/// element (`index_add_scan`) instead of threading lists first: `index_links` walks the indices
+/// one after another (2.5 ms for a GPT's 16,384 tokens over an 80-row table on an H100,
+/// docs/BENCHMARKS.md run AF), the scan costs each output element a pass over the indices.
+const SCAN_OUTPUT: usize = 1 << 18;
+
 /// Every entry point of `index.wgsl` binds source, indices, output, flag and links.
 const SIGNATURE: [Access; 5] = [R, R, W, W, W];
 
@@ -74,9 +80,17 @@ impl WgpuBackend {
         check_len(op, i, count)?;
         let n = outer * len * inner;
         let out = self.alloc(n, DType::F32, op)?;
-        let links = self.zeroed(len + count, DType::U32, op)?;
         let params = IndexParams::of(n, [outer, len, inner, count]);
         let groups = self.groups_for(n, op)?;
+        if n > 0 && n <= SCAN_OUTPUT {
+            return self
+                .checked_indices(op, i, len, || {
+                    let buffers = [bind(g), bind(i), bind(&out), self.index_flag.binding(), self.unused()];
+                    self.run(&pipelines::INDEX, "index_add_scan", &SIGNATURE, &params, &buffers, groups)
+                })
+                .map(|()| self.output(out));
+        }
+        let links = self.zeroed(len + count, DType::U32, op)?;
         self.checked_indices(op, i, len, || {
             let buffers = || [bind(g), bind(i), bind(&out), self.index_flag.binding(), bind(&links)];
             if count > 0 {
