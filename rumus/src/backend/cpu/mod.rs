@@ -290,7 +290,7 @@ impl Backend for CpuBackend {
         let (q, k, v) = (locked.f32(0, OP)?, locked.f32(1, OP)?, locked.f32(2, OP)?);
         let [q_len, k_len, v_len] = args.input_lens();
         check_dims(OP, &[q_len], q.len())?;
-        check_dims(OP, &[k_len], k.len().min(v.len()))?;
+        check_dims(OP, &[k_len], k.len())?;
         check_dims(OP, &[v_len], v.len())?;
         let AttentionLayout::Packed { heads } = args.layout else {
             let (out, lse) = attention::attention_forward(q, k, v, args)?;
