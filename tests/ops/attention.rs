@@ -259,6 +259,11 @@ fn bad_input_is_an_error() {
     assert!(AttentionArgs { layout: AttentionLayout::Packed { heads: 3 }, ..ok }.check("attention").is_err());
     assert!(AttentionArgs { layout: AttentionLayout::Packed { heads: 0 }, ..ok }.check("attention").is_err());
     assert!(AttentionArgs { tk: 4, causal: false, ..packed }.check("attention").is_err());
+    // Sizes whose rows or strides overflow, hidden behind an empty batch, are errors too.
+    assert!(AttentionArgs { batch: 0, tk: usize::MAX, causal: false, ..ok }.check("attention").is_err());
+    assert!(AttentionArgs { batch: 0, tq: 1 << 40, tk: 1 << 40, d: 1 << 40, ..ok }.check("attention").is_err());
+    let huge_heads = AttentionLayout::Packed { heads: usize::MAX / 2 };
+    assert!(AttentionArgs { batch: 0, layout: huge_heads, ..ok }.check("attention").is_err());
     let unpacked = b.from_f32(&[0.0; 2 * 3 * 4]).unwrap();
     assert!(b.attention_forward(&unpacked, &unpacked, &unpacked, &packed).is_err());
 }

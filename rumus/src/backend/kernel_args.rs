@@ -367,7 +367,13 @@ impl AttentionArgs {
         checked_numel(op, &[self.batch, self.tq, self.d])?;
         checked_numel(op, &[self.batch, self.tk, self.d])?;
         checked_numel(op, &[self.batch, self.tq])?;
-        checked_numel(op, &[self.batch, self.tq + self.tk.saturating_mul(2), self.d])?;
+        // The gradients' buffer holds tq + 2·tk rows per head.
+        let rows = self.tk.checked_mul(2).and_then(|keys| keys.checked_add(self.tq));
+        let rows =
+            rows.ok_or_else(|| crate::Error::invalid(op, format!("tq {} and tk {} overflow", self.tq, self.tk)))?;
+        checked_numel(op, &[self.batch, rows, self.d])?;
+        // One head's rows (the strides of the separate layout), even where the batch is empty.
+        checked_numel(op, &[self.tq.max(self.tk), self.d])?;
         if self.causal && self.tq > self.tk {
             return Err(crate::Error::shape(
                 op,
@@ -378,6 +384,8 @@ impl AttentionArgs {
             return Err(crate::Error::invalid(op, format!("scale {} is not finite", self.scale)));
         }
         if let AttentionLayout::Packed { heads } = self.layout {
+            // A sequence's rows: t of 3·heads·d (its strides), even where the batch is empty.
+            checked_numel(op, &[self.tq, 3, heads, self.d])?;
             if heads == 0 || !self.batch.is_multiple_of(heads) || self.tq != self.tk {
                 return Err(crate::Error::shape(
                     op,
