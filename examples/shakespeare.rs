@@ -163,7 +163,8 @@ where
     history.to_csv("shakespeare_history.csv")?;
     let evals: Vec<String> = val_losses.iter().map(|(step, l)| format!("[{step}, {l}]")).collect();
     let json = format!(
-        "{{\"device\": \"{device}\", \"precision\": \"{}\", \"params\": {}, \"train_seconds\": {seconds}, \"val\": [{}], {generation}}}",
+        "{{\"device\": \"{device}\", \"precision\": \"{}\", \"params\": {}, \"train_seconds\": {seconds}, \
+         \"val\": [{}], {generation}}}",
         device.matmul_precision(),
         rumus::nn::count_trainable(&model),
         evals.join(", ")
@@ -213,8 +214,9 @@ where
         history.epoch_seconds()[0]
     );
     let json = format!(
-        "{{\"device\": \"{device}\", \"precision\": \"{}\", \"params\": {}, \"step_ms\": {step_ms}, \"tokens_per_s\": {tokens_per_s}, \
-         \"peak_gib\": {peak_gib}, \"first_epoch_s\": {}, \"one_step_gpu_ms\": {gpu_ms}, \"one_step_wall_ms\": {wall_ms}}}",
+        "{{\"device\": \"{device}\", \"precision\": \"{}\", \"params\": {}, \"step_ms\": {step_ms}, \
+         \"tokens_per_s\": {tokens_per_s}, \"peak_gib\": {peak_gib}, \"first_epoch_s\": {}, \
+         \"one_step_gpu_ms\": {gpu_ms}, \"one_step_wall_ms\": {wall_ms}}}",
         device.matmul_precision(),
         rumus::nn::count_trainable(model),
         history.epoch_seconds()[0]

@@ -1,6 +1,7 @@
 //! Attention heads with a key/value cache (splitting a packed `q, k, v` projection into heads and
-//! merging them back are [`RawTensor::split_heads`] and [`RawTensor::merge_heads`]). Shared by [`CausalSelfAttention`](super::CausalSelfAttention)
-//! and [`MultiHeadAttention`](super::MultiHeadAttention).
+//! merging them back are [`RawTensor::split_heads`] and [`RawTensor::merge_heads`]). Shared by
+//! [`CausalSelfAttention`](super::CausalSelfAttention) and
+//! [`MultiHeadAttention`](super::MultiHeadAttention).
 
 use super::KvCache;
 use crate::{Error, RawTensor, Result};
