@@ -4,7 +4,8 @@
 //   so any row count works. A long row is split into `chunks` pieces whose partials a second
 //   dispatch combines, so a single huge row still spreads over the whole GPU.
 // `reduce_cols` (inner > 1, or short rows): one invocation per output, reading coalesced across
-//   `inner`; with few outputs the reduced axis is split into chunks the same way.
+//   `inner`, eight rows in flight at a time; with few outputs the reduced axis is split into
+//   chunks the same way.
 // Needs a reduction prelude (wg_sum, wg_max).
 
 struct Params {
@@ -116,7 +117,24 @@ fn reduce_cols(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     let base = o * p.len * p.inner + k;
     let end = min(p.len, (c + 1u) * p.chunk_len);
     var acc = p.identity;
-    for (var j = c * p.chunk_len; j < end; j++) {
+    var j = c * p.chunk_len;
+    // Eight rows a step, all loaded before they are combined (in order): with one load in flight
+    // at a time, a walk down a column waited on memory latency at every row.
+    let s = p.inner;
+    for (; j + 8u <= end; j += 8u) {
+        let at = base + j * s;
+        let v0 = x[at];
+        let v1 = x[at + s];
+        let v2 = x[at + 2u * s];
+        let v3 = x[at + 3u * s];
+        let v4 = x[at + 4u * s];
+        let v5 = x[at + 5u * s];
+        let v6 = x[at + 6u * s];
+        let v7 = x[at + 7u * s];
+        acc = combine(p.op, combine(p.op, combine(p.op, combine(p.op, acc, v0), v1), v2), v3);
+        acc = combine(p.op, combine(p.op, combine(p.op, combine(p.op, acc, v4), v5), v6), v7);
+    }
+    for (; j < end; j++) {
         acc = combine(p.op, acc, x[base + j * p.inner]);
     }
     out[i] = acc;

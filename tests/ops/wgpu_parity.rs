@@ -662,8 +662,10 @@ fn indexing_kernels_match() {
 fn index_add_sums_in_the_cpus_order_on_both_paths() {
     let Some(Device::Wgpu(gpu)) = wgpu_or_skip() else { return };
     let cpu = CpuBackend;
-    // An embedding table of 80 rows, a small one, and one of 600 rows of 512 (the lists).
-    for (outer, len, inner, count) in [(1usize, 80usize, 48usize, 2000usize), (2, 3, 5, 700), (1, 600, 512, 300)] {
+    // An embedding table of 80 rows, a small one, and one of 600 rows of 512 (the lists); counts
+    // that end mid-quad of the scan's four-index steps, and one that does not.
+    let cases = [(1usize, 80usize, 48usize, 2001usize), (2, 3, 5, 703), (1, 7, 9, 512), (1, 600, 512, 300)];
+    for (outer, len, inner, count) in cases {
         let idx: Vec<u32> = (0..count as u32).map(|j| (j * j + 3 * j) % len as u32).collect();
         let grad = data(outer * count * inner, 91);
         let args = IndexArgs { outer, len, inner, count };

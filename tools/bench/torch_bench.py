@@ -427,6 +427,9 @@ def main():
             ("add_relu", flat, 3 * x.numel(), lambda: torch.relu_(x + g)),
             ("sum_all", flat, x.numel(), lambda: x.sum()),
             ("sum last axis", f"{rows_}x{cols}", x.numel() + rows_, lambda: x.sum(-1)),
+            # A GPT's bias gradients (16,384 tokens): columns summed down a tall matrix.
+            ("sum first axis", "16384x384", 16384 * 384 + 384, lambda: x.view(-1)[: 16384 * 384].view(16384, 384).sum(0)),
+            ("sum first axis", "16384x1536", 16384 * 1536 + 1536, lambda: x.view(-1)[: 16384 * 1536].view(16384, 1536).sum(0)),
         ]
         for name, shape, elements, f in cases:
             s = timer(dev, 2, 10, f)

@@ -254,9 +254,10 @@ type Case<'a> = (&'static str, &'a String, usize, &'a dyn Fn() -> Result<()>);
 /// tensors, a product with a broadcast scalar (stride 0; a product's backward under `sum_all`),
 /// a per-channel bias `[c, 1, 1]` added to `[n, c, h, h]`, relu and its backward, the add with
 /// the ReLU fused (`add_relu`, a residual block's end; its backward is relu's backward given the
-/// output), `sum_all`, and a sum over the last axis of `[rows, cols]`. Rates count the minimal
-/// traffic: each input read once, the output written once (relu's backward: x and the gradient
-/// in, one out).
+/// output), `sum_all`, a sum over the last axis of `[rows, cols]` and over the first of a GPT's
+/// `[16384, 384]` and `[16384, 1536]` (its bias gradients: columns down a tall matrix). Rates
+/// count the minimal traffic: each input read once, the output written once (relu's backward: x
+/// and the gradient in, one out).
 fn bench_elementwise(
     b: &WgpuBackend,
     (rows, cols): (usize, usize),
@@ -284,7 +285,12 @@ fn bench_elementwise(
     let add_relu = || b.binary(BinaryOp::AddRelu, &x, &matrix, &g, &matrix).map(drop);
     let sum_all = || b.reduce(ReduceOp::Sum, &x, ReduceDims { outer: 1, len, inner: 1 }).map(drop);
     let sum_rows = || b.reduce(ReduceOp::Sum, &x, ReduceDims { outer: rows, len: cols, inner: 1 }).map(drop);
-    let cases: [Case; 8] = [
+    let tall = random(b, 16384 * 1536, 18)?;
+    let sum_cols = |cols: usize| b.reduce(ReduceOp::Sum, &tall, ReduceDims { outer: 1, len: 16384, inner: cols });
+    let sum_cols_384 = || sum_cols(384).map(drop);
+    let sum_cols_1536 = || sum_cols(1536).map(drop);
+    let (narrow, wide) = ("16384x384".to_string(), "16384x1536".to_string());
+    let cases: [Case; 10] = [
         ("mul contiguous", &shape, 3 * len, &mul),
         ("mul broadcast scalar", &shape, 2 * len, &mul_scalar),
         ("add per-channel", &image_shape, 2 * image, &add_channel),
@@ -293,6 +299,8 @@ fn bench_elementwise(
         ("add_relu", &flat, 3 * len, &add_relu),
         ("sum_all", &flat, len, &sum_all),
         ("sum last axis", &shape, len + rows, &sum_rows),
+        ("sum first axis", &narrow, 16384 * 384 + 384, &sum_cols_384),
+        ("sum first axis", &wide, 16384 * 1536 + 1536, &sum_cols_1536),
     ];
     cases
         .into_iter()
