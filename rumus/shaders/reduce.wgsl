@@ -6,15 +6,18 @@
 // `reduce_cols` (inner > 1, or short rows): one invocation per output, reading coalesced across
 //   `inner`, eight rows in flight at a time; with few outputs the reduced axis is split into
 //   chunks the same way.
+// `sum_squares`: one tensor's sum of squares as partials, into a buffer several tensors share.
 // Needs a reduction prelude (wg_sum, wg_max).
 
 struct Params {
-    // reduce_rows: rows to produce (outer * chunks); reduce_cols: outer
+    // reduce_rows: rows to produce (outer * chunks); reduce_cols: outer; sum_squares: the first
+    // partial it writes
     outer: u32,
     len: u32,
     inner: u32,
     op: u32,
     identity: f32,
+    // sum_squares: its workgroups
     chunks: u32,
     chunk_len: u32,
     // Passed in because WGSL constant expressions cannot be NaN.
@@ -138,4 +141,29 @@ fn reduce_cols(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         acc = combine(p.op, acc, x[base + j * p.inner]);
     }
     out[i] = acc;
+}
+
+// Squares summed: workgroup g of the `chunks` sums x[j]² over j = g·RED_WG + lid + m·chunks·RED_WG
+// below `len`, two elements in flight per step, into out[outer + g] (one tensor's partials in a
+// buffer several tensors share; a reduction over all of them follows).
+@compute @workgroup_size(RED_WG)
+fn sum_squares(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let stride = p.chunks * RED_WG;
+    var a0 = 0.0;
+    var a1 = 0.0;
+    var j = wid.x * RED_WG + lid;
+    for (; j + stride < p.len; j += 2u * stride) {
+        let v0 = x[j];
+        let v1 = x[j + stride];
+        a0 = fma(v0, v0, a0);
+        a1 = fma(v1, v1, a1);
+    }
+    if j < p.len {
+        let v = x[j];
+        a0 = fma(v, v, a0);
+    }
+    let r = wg_sum(a0 + a1, lid);
+    if lid == 0u {
+        out[p.outer + wid.x] = r;
+    }
 }

@@ -43,8 +43,8 @@ use Work::{Kernel as K, Pass as P};
 ///   start does not wait for them);
 /// - then whole small forward/backward passes that reach what the first works did not, and
 ///   the large-tile matmuls (the slowest to compile), which only large products use;
-/// - last the layer norm's and the fused attention's kernels (heads of 64), which only
-///   transformers use.
+/// - last the layer norm's, gradient clipping's and the fused attention's kernels (heads of
+///   64), which only transformers use.
 ///
 /// The threads take no new work once the program has stepped an optimizer (the end of its first
 /// training step): the works still waiting are for kernels that step did not use (a LeNet's:
@@ -93,6 +93,7 @@ const WORKS: &[Work] = &[
     P(matmul_tall),
     K(kernel::layer_norm),
     K(kernel::layer_norm_backward),
+    K(kernel::sum_squares),
     K(kernel::attention_forward),
     K(kernel::attention_backward),
 ];

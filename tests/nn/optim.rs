@@ -180,6 +180,50 @@ fn clip_grad_norm_scales_all_gradients_by_the_global_norm() -> Result<()> {
     Ok(())
 }
 
+/// On wgpu, clipping (one sum-of-squares pass per gradient, one reduction for all) gives the
+/// CPU's norm and gradients: parameters of many sizes, one of them tied (listed twice, counted
+/// once), one with no gradient, one gradient a transposed view.
+#[test]
+fn clip_grad_norm_on_wgpu_matches_the_cpu() -> Result<()> {
+    let Some(gpu) = rumus::testing::wgpu_or_skip() else { return Ok(()) };
+    let shapes: [&[usize]; 5] = [&[300, 7], &[7], &[20_000], &[3, 3, 3], &[1]];
+    let run = |device: &Device, max_norm: f32| -> Result<(f32, Vec<Vec<f32>>)> {
+        let params: Vec<Param> = shapes
+            .iter()
+            .enumerate()
+            .map(|(k, s)| Param::new(RawTensor::randn(s, 0.0, 1.0, k as u64, &Device::cpu())?.to_device(device)?))
+            .collect::<Result<_>>()?;
+        let unused = Param::new(RawTensor::zeros(&[4], device)?)?;
+        let mut named: Vec<(String, Param)> =
+            params.iter().enumerate().map(|(k, p)| (format!("p{k}"), p.clone())).collect();
+        named.push(("tied".into(), params[0].clone()));
+        named.push(("unused".into(), unused));
+        let mut loss = RawTensor::zeros(&[], device)?;
+        for (k, p) in params.iter().enumerate() {
+            let c =
+                RawTensor::randn(p.tensor().shape(), 0.0, 0.5, 100 + k as u64, &Device::cpu())?.to_device(device)?;
+            // The first parameter is used transposed: its gradient comes back a transposed view.
+            let term = match k {
+                0 => p.tensor().transpose(0, 1)?.mul(&c.reshape(&[7, 300])?)?,
+                _ => p.tensor().mul(&c)?,
+            };
+            loss = loss.add(&term.sum_all()?)?;
+        }
+        let mut grads = loss.backward()?;
+        let norm = clip_grad_norm(&named, &mut grads, max_norm)?.item()?;
+        let clipped = params.iter().map(|p| grads.get(p.tensor()).unwrap().to_vec()).collect::<Result<_>>()?;
+        Ok((norm, clipped))
+    };
+    for max_norm in [1.0, 1e6] {
+        let ((norm, want), (got_norm, got)) = (run(&Device::cpu(), max_norm)?, run(&gpu, max_norm)?);
+        assert!((got_norm - norm).abs() <= 1e-5 * norm, "norm {got_norm} against the CPU's {norm}");
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            rumus::testing::assert_close(&format!("gradient {k}, max_norm {max_norm}"), g, w, 1e-5);
+        }
+    }
+    Ok(())
+}
+
 fn at(epoch: usize, step: usize) -> Progress {
     Progress { epoch, step, steps_per_epoch: 10, total_steps: 100 }
 }

@@ -684,6 +684,56 @@ fn index_add_sums_in_the_cpus_order_on_both_paths() {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// `Backend::sum_squares` (gradient clipping's global norm) over random lists of storages
+    /// (empty ones, lengths around a workgroup's share and the largest grid, one storage named
+    /// twice, a prefix of a longer one): the CPU's f64 sum within f32 rounding on both reduction
+    /// variants, and the same bits on a second run.
+    #[test]
+    fn sum_squares_matches_over_random_lists(
+        lens in prop::collection::vec(prop_oneof![0usize..70, 8000usize..8400, 2_000_000usize..2_200_000], 1..6),
+        twice in any::<bool>(),
+        short in 0usize..5,
+    ) {
+        kernel_parity(&format!("sum_squares {lens:?}"), 2e-6, |b| {
+            let storages = lens.iter().enumerate().map(|(k, &n)| b.from_f32(&data(n, 40 + k as u64))).collect::<Result<Vec<_>>>()?;
+            let mut parts: Vec<(&Storage, usize)> = storages.iter().zip(&lens).map(|(s, &n)| (s, n)).collect();
+            if twice {
+                parts.push(parts[0]);
+            }
+            parts[0].1 = parts[0].1.saturating_sub(short);
+            let first = b.sum_squares(&parts)?;
+            let again = b.sum_squares(&parts)?;
+            let (x, y) = (b.to_f32(&first, &Layout::contiguous(&[1]))?, b.to_f32(&again, &Layout::contiguous(&[1]))?);
+            assert_eq!(x[0].to_bits(), y[0].to_bits(), "{lens:?}: a second run gave other bits");
+            Ok(vec![first])
+        });
+    }
+}
+
+/// `Backend::sum_squares` refuses, on every backend, a length past a storage's end and a u32
+/// storage, and gives 0 for no storages or empty ones.
+#[test]
+fn sum_squares_refuses_short_and_integer_storages() {
+    let cpu = CpuBackend;
+    let gpu = wgpu_or_skip();
+    let mut backends: Vec<&dyn Backend> = vec![&cpu];
+    if let Some(Device::Wgpu(g)) = &gpu {
+        backends.push(&**g);
+    }
+    for b in backends {
+        let x = b.from_f32(&data(10, 1)).unwrap();
+        let idx = b.from_u32(&[1, 2, 3]).unwrap();
+        assert!(b.sum_squares(&[(&x, 10), (&x, 11)]).is_err(), "a length past the end");
+        assert!(b.sum_squares(&[(&idx, 3)]).is_err(), "a u32 storage");
+        let zero = |parts: &[(&Storage, usize)]| b.to_f32(&b.sum_squares(parts).unwrap(), &Layout::contiguous(&[1]));
+        assert_eq!(zero(&[]).unwrap(), [0.0]);
+        assert_eq!(zero(&[(&x, 0)]).unwrap(), [0.0]);
+    }
+}
+
 /// Every optimizer update with options that change its formula: SGD with and without momentum,
 /// Nesterov, dampening and weight decay, Adam and AdamW, RMSprop with and without momentum.
 pub(crate) fn optimizer_steps() -> [OptimizerStep; 8] {

@@ -357,4 +357,10 @@ pub trait Backend: Send + Sync {
     /// zeroed by the caller accumulates over many gradients. `found_non_finite` must not share
     /// memory with `grad`.
     fn unscale_grad(&self, grad: &Storage, len: usize, inv_scale: f32, found_non_finite: &Storage) -> Result<Storage>;
+    /// The sum of the squares of every element of several f32 storages, each read from its start
+    /// for its `len` elements: a new storage of one f32 element, accumulated in an order fixed by
+    /// the lengths alone (the same bits run to run). Gradient clipping's global norm in one pass
+    /// per storage and one reduction for all of them (PyTorch's `_foreach_norm`). An empty list,
+    /// or storages of no elements, give 0.
+    fn sum_squares(&self, tensors: &[(&Storage, usize)]) -> Result<Storage>;
 }

@@ -25,6 +25,7 @@ mod recurrent;
 mod reduce;
 mod select_rows;
 mod softmax;
+pub(crate) mod sum_squares;
 mod unary;
 mod upsample;
 pub(crate) mod view;

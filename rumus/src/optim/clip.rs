@@ -17,18 +17,13 @@ pub fn clip_grad_norm(params: &[(String, Param)], grads: &mut Gradients, max_nor
         .map(|(_, p)| p)
         .filter(|p| grads.get(p.tensor()).is_some())
         .collect();
-    let mut total: Option<RawTensor> = None;
-    for param in &with_grad {
-        if let Some(g) = grads.get(param.tensor()) {
-            let squares = g.mul(g)?.sum_all()?;
-            total = Some(match total {
-                Some(t) => t.add(&squares)?,
-                None => squares,
-            });
+    // One pass per gradient and one reduction for all (not a square, a sum and an add each).
+    let total = {
+        let gradients: Vec<&RawTensor> = with_grad.iter().filter_map(|p| grads.get(p.tensor())).collect();
+        if gradients.is_empty() {
+            return Err(Error::invalid("clip_grad_norm", "no parameter has a gradient"));
         }
-    }
-    let Some(total) = total else {
-        return Err(Error::invalid("clip_grad_norm", "no parameter has a gradient"));
+        crate::ops::sum_squares::sum_squares(&gradients)?
     };
     let norm = total.sqrt()?;
     let coef = norm.add_scalar(1e-6)?.powf(-1.0)?.mul_scalar(max_norm)?.clamp(0.0, 1.0)?;

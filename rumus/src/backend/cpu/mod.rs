@@ -747,9 +747,25 @@ impl Backend for CpuBackend {
         }
         Ok(f32_storage(out))
     }
+
+    fn sum_squares(&self, tensors: &[(&Storage, usize)]) -> Result<Storage> {
+        Self::sum_squares_of(tensors)
+    }
 }
 
 impl CpuBackend {
+    fn sum_squares_of(tensors: &[(&Storage, usize)]) -> Result<Storage> {
+        const OP: &str = "sum_squares";
+        let storages: Vec<&Storage> = tensors.iter().map(|&(s, _)| s).collect();
+        let locked = read_all(OP, &storages)?;
+        let values = tensors
+            .iter()
+            .enumerate()
+            .map(|(i, &(_, len))| prefix(OP, locked.f32(i, OP)?, len))
+            .collect::<Result<Vec<&[f32]>>>()?;
+        Ok(f32_storage(vec![reduce::sum_squares(&values)]))
+    }
+
     /// One update of [`Backend::optimizer_steps`].
     fn optimizer_update(
         &self,

@@ -49,6 +49,34 @@ pub(super) fn sum(values: &[f32]) -> f32 {
     (lanes.iter().sum::<f64>() + tail.iter().map(|&x| x as f64).sum::<f64>()) as f32
 }
 
+/// Elements per chunk of a long tensor in [`sum_squares`], summed in parallel.
+const SQUARES_CHUNK: usize = 1 << 16;
+
+/// The sum of the squares of every value of `tensors`, accumulated in f64: a long tensor in
+/// chunks of a fixed size (in parallel, then added in order), so the bits do not depend on the
+/// threads.
+pub fn sum_squares(tensors: &[&[f32]]) -> f32 {
+    let squares = |values: &[f32]| -> f64 {
+        let mut lanes = [0.0f64; 8];
+        let chunks = values.chunks_exact(8);
+        let tail: f64 = chunks.remainder().iter().map(|&x| (x as f64) * (x as f64)).sum();
+        for c in chunks {
+            for (l, &x) in lanes.iter_mut().zip(c) {
+                *l += (x as f64) * (x as f64);
+            }
+        }
+        lanes.iter().sum::<f64>() + tail
+    };
+    let tensor = |values: &[f32]| -> f64 {
+        if values.len() < PAR_THRESHOLD {
+            return squares(values);
+        }
+        let partials: Vec<f64> = values.par_chunks(SQUARES_CHUNK).map(squares).collect();
+        partials.iter().sum()
+    };
+    tensors.iter().map(|t| tensor(t)).sum::<f64>() as f32
+}
+
 /// Reduces one `[len, inner]` block into `out` (length `inner`).
 fn reduce_block(op: ReduceOp, block: &[f32], dims: ReduceDims, out: &mut [f32]) {
     out.fill(identity(op));

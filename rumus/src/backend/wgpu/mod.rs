@@ -585,6 +585,10 @@ impl Backend for WgpuBackend {
     fn unscale_grad(&self, grad: &Storage, len: usize, inv_scale: f32, found_non_finite: &Storage) -> Result<Storage> {
         self.unscale_grad_kernel(grad, len, inv_scale, found_non_finite)
     }
+
+    fn sum_squares(&self, tensors: &[(&Storage, usize)]) -> Result<Storage> {
+        self.sum_squares_kernel(tensors)
+    }
 }
 
 /// Inputs and read-back for the backend's unit tests.

@@ -1,5 +1,6 @@
 //! Reductions over `[outer, len, inner]`: `reduce.wgsl` (sum, max, min, whose op codes are
-//! written here once and placed before the shader as `OP_*` constants) and `argmax.wgsl`.
+//! written here once and placed before the shader as `OP_*` constants; and the sum of the
+//! squares of several storages) and `argmax.wgsl`.
 
 use super::elementwise::op_constants;
 use super::launch::{bind, check_len};
@@ -7,7 +8,7 @@ use super::params::kernel_params;
 use super::pipelines::{self, Access};
 use super::WgpuBackend;
 use crate::backend::{DType, ReduceDims, ReduceOp, Storage};
-use crate::Result;
+use crate::{Error, Result};
 
 use Access::{Read as R, Write as W};
 
@@ -23,6 +24,12 @@ const MIN_CHUNK: usize = 4096;
 /// invocations share the work, in chunks of at least `MIN_COL_CHUNK`.
 const SPREAD_THREADS: usize = 65_536;
 const MIN_COL_CHUNK: usize = 64;
+/// `sum_squares` gives a storage a workgroup per this many elements, up to
+/// `SQUARES_MAX_GROUPS` (each then walks its share with a grid stride)...
+const SQUARES_PER_GROUP: usize = 8192;
+const SQUARES_MAX_GROUPS: usize = 256;
+/// ...and reads at most this many (its indices, two strides past the last, stay below 2^32).
+const SQUARES_MAX_LEN: usize = (1 << 31) - 1;
 
 /// Every reduction, for `reduce.wgsl`'s `OP_*` constants; its code is its position.
 const REDUCE_OPS: [ReduceOp; 3] = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min];
@@ -142,6 +149,43 @@ impl WgpuBackend {
             return Ok(self.output(target));
         }
         self.reduce_kernel(op, &self.output(target), ReduceDims { outer: dims.outer, len: chunks, inner: 1 })
+    }
+
+    /// [`Backend::sum_squares`](crate::backend::Backend::sum_squares): one `sum_squares` dispatch per storage writes its workgroups' partials into one buffer,
+    /// then one reduction sums them all.
+    pub(super) fn sum_squares_kernel(&self, tensors: &[(&Storage, usize)]) -> Result<Storage> {
+        const OP: &str = "sum_squares";
+        let mut parts = Vec::with_capacity(tensors.len());
+        for &(storage, len) in tensors {
+            let x = self.gpu(storage, DType::F32, OP)?;
+            check_len(OP, x, len)?;
+            if len > SQUARES_MAX_LEN {
+                return Err(Error::invalid(OP, format!("{len} elements exceed the kernel's 2^31 - 1")));
+            }
+            parts.push((x, len, len.div_ceil(SQUARES_PER_GROUP).min(SQUARES_MAX_GROUPS)));
+        }
+        let total: usize = parts.iter().map(|&(_, _, groups)| groups).sum();
+        if total == 0 {
+            return Ok(self.output(self.zeroed(1, DType::F32, OP)?));
+        }
+        let partials = self.alloc(total, DType::F32, OP)?;
+        let mut first = 0;
+        for (x, len, groups) in parts.into_iter().filter(|&(_, _, groups)| groups > 0) {
+            let params = ReduceParams {
+                outer: first as u32,
+                len: len as u32,
+                inner: 1,
+                op: code(ReduceOp::Sum),
+                identity: 0.0,
+                chunks: groups as u32,
+                chunk_len: 0,
+                nan: f32::NAN,
+            };
+            let buffers = [bind(x), bind(&partials)];
+            self.run(&pipelines::REDUCE, "sum_squares", &[R, W], &params, &buffers, [groups as u32, 1, 1])?;
+            first += groups;
+        }
+        self.reduce_kernel(ReduceOp::Sum, &self.output(partials), ReduceDims { outer: 1, len: total, inner: 1 })
     }
 
     pub(super) fn argmax_kernel(&self, x: &Storage, dims: ReduceDims) -> Result<Storage> {

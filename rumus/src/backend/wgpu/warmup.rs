@@ -347,6 +347,11 @@ pub(crate) fn reduce_rows(b: &WgpuBackend) -> Result<()> {
     b.reduce(ReduceOp::Sum, &upload(b, 130)?, ReduceDims { outer: 2, len: 65, inner: 1 }).map(drop)
 }
 
+/// Gradient clipping's sum of squares (a transformer's training step clips).
+pub(crate) fn sum_squares(b: &WgpuBackend) -> Result<()> {
+    b.sum_squares(&[(&upload(b, 8)?, 8)]).map(drop)
+}
+
 /// The strided copy that makes a transposed or sliced view contiguous.
 pub(crate) fn copy_strided(b: &WgpuBackend) -> Result<()> {
     let (src, dst) = (upload(b, 6)?, upload(b, 6)?);
