@@ -5,6 +5,9 @@
 struct Params {
     n: u32,
     key: u32,
+    // random_keep_mask: out[i] = scale where uniform value i is above p, else 0.
+    p: f32,
+    scale: f32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -38,6 +41,17 @@ fn random_uniform(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
     let i = gid(wid, nwg, lid);
     if i < p.n {
         out[i] = uniform01(p.key, i);
+    }
+}
+
+// Inverted dropout's keep-mask, the uniform draw compared and scaled in one pass (the CPU's
+// `RandomKind::KeepMask`).
+@compute @workgroup_size(256)
+fn random_keep_mask(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                    @builtin(local_invocation_index) lid: u32) {
+    let i = gid(wid, nwg, lid);
+    if i < p.n {
+        out[i] = select(0.0, p.scale, uniform01(p.key, i) > p.p);
     }
 }
 

@@ -472,6 +472,19 @@ fn random_streams_match_bit_for_bit() {
     let u = |b: &dyn Backend| b.to_f32(&b.random(RandomKind::Uniform, 100_000, 1234).unwrap(), &layout).unwrap();
     assert_eq!(u(&*gpu), u(&cpu), "uniform stream must be identical");
     kernel_parity("normal", 1e-5, |b| Ok(vec![b.random(RandomKind::Normal, 10_000, 77)?]));
+    // Dropout's keep-mask is the uniform stream compared and scaled, on both backends, bit for
+    // bit (at p = 0 only an exact 0 is dropped; at a p the stream hits exactly, the draw equal
+    // to p is dropped).
+    let uniform = u(&cpu);
+    let hit = uniform[4321];
+    for p in [0.0f32, 0.1, 0.5, hit, 0.999] {
+        let scale = 1.0 / (1.0 - p);
+        let want: Vec<f32> = uniform.iter().map(|&x| if x > p { scale } else { 0.0 }).collect();
+        for b in [&*gpu as &dyn Backend, &cpu] {
+            let mask = b.random(RandomKind::KeepMask { p, scale }, 100_000, 1234).unwrap();
+            assert_eq!(b.to_f32(&mask, &layout).unwrap(), want, "keep-mask at p = {p}");
+        }
+    }
 }
 
 #[test]

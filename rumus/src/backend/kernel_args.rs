@@ -666,12 +666,21 @@ pub struct GatherArgs {
 
 /// The distribution of a random fill (counter-based: the same seed gives the same values on
 /// every device).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum RandomKind {
     /// Uniform in `[0, 1)`.
     Uniform,
     /// Standard normal.
     Normal,
+    /// Inverted dropout's keep-mask in one pass: `scale` where the uniform draw `u` (the
+    /// [`Uniform`](Self::Uniform) value of the same seed and index) is above `p`, else 0 (a
+    /// uniform draw compared, then multiplied by `scale`, in one kernel).
+    KeepMask {
+        /// The drop probability: `u > p` keeps.
+        p: f32,
+        /// What a kept element is, `1 / (1 - p)` for dropout.
+        scale: f32,
+    },
 }
 
 impl RandomKind {
@@ -679,7 +688,7 @@ impl RandomKind {
     /// (a normal draw uses two words per value), so a longer tensor would silently repeat.
     pub fn check_len(self, len: usize) -> crate::Result<()> {
         let period: u64 = match self {
-            RandomKind::Uniform => 1 << 32,
+            RandomKind::Uniform | RandomKind::KeepMask { .. } => 1 << 32,
             RandomKind::Normal => 1 << 31,
         };
         if len as u64 > period {

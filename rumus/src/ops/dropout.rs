@@ -1,7 +1,7 @@
 //! Inverted dropout. The keep-mask is drawn on the tensor's device from the counter-based
 //! generator, so a seed gives the same mask on every backend and nothing visits the host.
 
-use crate::backend::{BinaryOp, RandomKind};
+use crate::backend::RandomKind;
 use crate::tensor::RawTensor;
 use crate::{Error, Result};
 
@@ -21,15 +21,14 @@ impl RawTensor {
             // Everything is dropped; multiplying keeps the graph (and a zero gradient).
             return self.mul(&RawTensor::zeros(&[], self.device())?);
         }
-        let backend = self.device().backend();
-        let uniform = RawTensor::from_kernel(
-            backend.random(RandomKind::Uniform, self.numel(), seed)?,
+        // keep where u > p (probability 1-p), scaled by 1/(1-p): drawn, compared and scaled in one
+        // kernel.
+        let kind = RandomKind::KeepMask { p, scale: 1.0 / (1.0 - p) };
+        let mask = RawTensor::from_kernel(
+            self.device().backend().random(kind, self.numel(), seed)?,
             self.shape(),
             self.device(),
         );
-        let threshold = RawTensor::full(p, &[], self.device())?;
-        // keep where u >= p (probability 1-p); `Gt` differs only on a set of measure zero.
-        let mask = uniform.binary(BinaryOp::Gt, &threshold)?.mul_scalar(1.0 / (1.0 - p))?;
         self.mul(&mask)
     }
 }

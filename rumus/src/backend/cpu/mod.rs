@@ -17,6 +17,7 @@ mod matmul;
 mod max_pool_2x2;
 mod optim;
 mod parallel;
+mod random;
 mod recurrent;
 mod reduce;
 mod rms_norm;
@@ -31,7 +32,7 @@ use storage::{lock_all, Access, Locked};
 pub use storage::{CpuData, CpuStorage};
 
 use crate::backend::*;
-use crate::{rng, Error, Layout, Result};
+use crate::{Error, Layout, Result};
 
 /// Kernels that run on the host.
 #[derive(Debug, Default)]
@@ -164,13 +165,8 @@ impl Backend for CpuBackend {
 
     fn random(&self, kind: RandomKind, len: usize, seed: u64) -> Result<Storage> {
         kind.check_len(len)?;
-        let key = rng::seed_key(seed);
-        let sample = match kind {
-            RandomKind::Uniform => rng::uniform,
-            RandomKind::Normal => rng::normal,
-        };
         let mut values = buffer_pool::take("random", len)?;
-        values.iter_mut().enumerate().for_each(|(i, v)| *v = sample(key, i as u32));
+        random::fill(kind, seed, &mut values);
         Ok(f32_storage(values))
     }
 
