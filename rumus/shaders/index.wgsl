@@ -116,12 +116,9 @@ fn index_add(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
 
 // index_add without lists, for a small output: each invocation sums, in index order, the
 // gradient rows whose index is its row, reading every index (staged 256 at a time in workgroup
-// memory as 64 vec4s: every invocation reads the same ones, four per load, and skips four at a
-// time that hold no match). The same sums, in the same order, as index_links + index_add,
-// without index_links' serial walk over the indices; invocation 0 reports the first
-// out-of-range index.
-var<workgroup> quads: array<vec4<u32>, 64>;
-
+// memory: every invocation reads the same ones). The same sums, in the same order, as
+// index_links + index_add, without index_links' serial walk over the indices; invocation 0
+// reports the first out-of-range index.
 @compute @workgroup_size(256)
 fn index_add_scan(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                   @builtin(local_invocation_index) lid: u32) {
@@ -136,27 +133,16 @@ fn index_add_scan(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
         let base = step * 256u;
         workgroupBarrier();
         if base + lid < p.count {
-            quads[lid / 4u][lid % 4u] = idx[base + lid];
+            tile[lid] = idx[base + lid];
         }
         workgroupBarrier();
-        // Four indices a step; the lanes of a last, partial quad past `count` are never read.
-        let n = min(256u, p.count - base);
-        for (var t = 0u; t < n; t += 4u) {
-            let x = quads[t / 4u];
-            let valid = vec4<u32>(t, t + 1u, t + 2u, t + 3u) < vec4<u32>(n);
-            let hit = (x == vec4<u32>(r)) & valid;
-            if live && any(hit) {
-                for (var e = 0u; e < 4u; e++) {
-                    if hit[e] {
-                        acc += src[(o * p.count + base + t + e) * p.inner + k];
-                    }
-                }
-            }
-            if i == 0u && any((x >= vec4<u32>(p.len)) & valid) {
-                for (var e = 0u; e < 4u; e++) {
-                    if valid[e] && x[e] >= p.len {
-                        report(base + t + e);
-                    }
+        if live {
+            for (var t = 0u; t < min(256u, p.count - base); t++) {
+                let x = tile[t];
+                if x == r {
+                    acc += src[(o * p.count + base + t) * p.inner + k];
+                } else if x >= p.len && i == 0u {
+                    report(base + t);
                 }
             }
         }

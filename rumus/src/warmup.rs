@@ -93,6 +93,7 @@ const WORKS: &[Work] = &[
     P(matmul_tall),
     K(kernel::layer_norm),
     K(kernel::layer_norm_backward),
+    K(kernel::layer_norm_param_grads),
     K(kernel::sum_squares),
     K(kernel::attention_forward),
     K(kernel::attention_backward),

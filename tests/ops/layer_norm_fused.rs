@@ -1,5 +1,5 @@
 //! The fused layer norm (`RawTensor::layer_norm`, kernels `Backend::layer_norm` /
-//! `layer_norm_backward`) against the composed `layer_norm_reference`: values and gradients
+//! `layer_norm_backward` / `layer_norm_param_grads`) against the composed `layer_norm_reference`: values and gradients
 //! of input, weight and bias on CPU and wgpu, with and without weight and bias, over one or two
 //! trailing axes of sizes that are not multiples of the workgroup, finite differences, CPU ↔
 //! wgpu parity, strided input and bad input.
@@ -57,6 +57,10 @@ fn cases() -> Vec<Case> {
         case(&[2, 130], 1, false, false),
         case(&[2, 3, 4], 2, true, true),
         case(&[1, 1], 1, true, true),
+        // Rows enough that the parameter gradients sum several chunks of rows, and chunks that
+        // end off a multiple of 4 rows.
+        case(&[300, 7], 1, true, true),
+        case(&[1003, 70], 1, true, false),
     ]
 }
 
@@ -156,4 +160,17 @@ fn bad_input_is_an_error() {
     let b = device.backend();
     let short = b.from_f32(&[0.0; 4]).unwrap();
     assert!(b.layer_norm(&short, None, None, &ok).is_err(), "a buffer shorter than [rows, cols]");
+    // The parameter gradients' kernel refuses a short x, dy, mean or rstd on every backend.
+    let mut devices = vec![device];
+    devices.extend(wgpu_or_skip());
+    for device in devices {
+        let b = device.backend();
+        let (full, row) = (b.from_f32(&[0.5; 6]).unwrap(), b.from_f32(&[0.5; 2]).unwrap());
+        let (short, one) = (b.from_f32(&[0.5; 5]).unwrap(), b.from_f32(&[0.5; 1]).unwrap());
+        assert!(b.layer_norm_param_grads(&full, &row, &row, &full, &ok).is_ok(), "{device}");
+        assert!(b.layer_norm_param_grads(&short, &row, &row, &full, &ok).is_err(), "{device}: short x");
+        assert!(b.layer_norm_param_grads(&full, &row, &row, &short, &ok).is_err(), "{device}: short dy");
+        assert!(b.layer_norm_param_grads(&full, &one, &row, &full, &ok).is_err(), "{device}: short mean");
+        assert!(b.layer_norm_param_grads(&full, &row, &one, &full, &ok).is_err(), "{device}: short rstd");
+    }
 }

@@ -156,6 +156,18 @@ pub trait Backend: Send + Sync {
         dy: &Storage,
         args: &LayerNormArgs,
     ) -> Result<Storage>;
+    /// The parameter gradients of [`Backend::layer_norm`] given `dy`: `(dweight, dbias)`, `[cols]`
+    /// each, `dweight = Σ_rows dy·x̂` and `dbias = Σ_rows dy` with `x̂ = (x - mean)·rstd` from the
+    /// forward's statistics, in one pass over `x` and `dy` (all contiguous from their starts);
+    /// each column's rows are summed in an order fixed by the shape (the same bits run to run).
+    fn layer_norm_param_grads(
+        &self,
+        x: &Storage,
+        mean: &Storage,
+        rstd: &Storage,
+        dy: &Storage,
+        args: &LayerNormArgs,
+    ) -> Result<(Storage, Storage)>;
 
     // ----- batch normalisation (channels of `[N, C, inner]`, see [`BatchNormArgs`]) -----
     /// Whether [`Backend::batch_norm`], [`Backend::batch_norm_backward`] and

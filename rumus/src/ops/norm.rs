@@ -14,8 +14,9 @@ use crate::backend::{BatchNormArgs, LayerNormArgs};
 use crate::tensor::RawTensor;
 use crate::{no_grad, Error, Result};
 
-/// The fused layer norm's backward: `dx` from the kernel, `dweight = Σ_rows dy·x̂` and
-/// `dbias = Σ_rows dy` from ops (reductions in a fixed order: deterministic).
+/// The fused layer norm's backward: `dx` from one kernel, `dweight = Σ_rows dy·x̂` and
+/// `dbias = Σ_rows dy` from another (one pass for both, rows summed in a fixed order:
+/// deterministic).
 struct LayerNormBackward {
     mean: RawTensor,
     rstd: RawTensor,
@@ -33,7 +34,6 @@ impl BackwardOp for LayerNormBackward {
         let weight = if self.has_weight { inputs.get(1) } else { None };
         let bias = if self.has_bias { inputs.get(1 + self.has_weight as usize) } else { None };
         let dy = grad.contiguous()?;
-        let (rows, cols) = (self.args.rows, self.args.cols);
         let dx = x
             .requires_grad()
             .then(|| {
@@ -50,17 +50,23 @@ impl BackwardOp for LayerNormBackward {
                 Ok::<_, Error>(RawTensor::from_kernel(storage, x.shape(), x.device()))
             })
             .transpose()?;
-        let dy_rows = dy.reshape(&[rows, cols])?;
-        let dw = weight
-            .filter(|w| w.requires_grad())
-            .map(|w| {
-                let centered = x.reshape(&[rows, cols])?.sub(&self.mean.reshape(&[rows, 1])?)?;
-                let xhat = centered.mul(&self.rstd.reshape(&[rows, 1])?)?;
-                dy_rows.mul(&xhat)?.sum(&[0], false)?.reshape(w.shape())
-            })
-            .transpose()?;
-        let db =
-            bias.filter(|b| b.requires_grad()).map(|b| dy_rows.sum(&[0], false)?.reshape(b.shape())).transpose()?;
+        // Both parameter gradients in one pass over x and dy, where either is wanted.
+        let (w, b) = (weight.filter(|w| w.requires_grad()), bias.filter(|b| b.requires_grad()));
+        let (dw, db) = match (w, b) {
+            (None, None) => (None, None),
+            (w, b) => {
+                let backend = x.device().backend();
+                let (dw, db) = backend.layer_norm_param_grads(
+                    x.storage(),
+                    self.mean.storage(),
+                    self.rstd.storage(),
+                    dy.storage(),
+                    &self.args,
+                )?;
+                let param = |s, p: Option<&RawTensor>| p.map(|p| RawTensor::from_kernel(s, p.shape(), x.device()));
+                (param(dw, w), param(db, b))
+            }
+        };
         let mut grads = vec![dx];
         if self.has_weight {
             grads.push(dw);

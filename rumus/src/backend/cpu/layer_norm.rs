@@ -1,4 +1,5 @@
-//! Layer normalisation over rows, forward and the input gradient, one row per task in parallel.
+//! Layer normalisation over rows, forward and the input gradient, one row per task in parallel;
+//! the parameter gradients, one block of columns per task.
 
 use rayon::prelude::*;
 
@@ -60,4 +61,34 @@ pub fn layer_norm_backward(
         }
     });
     Ok(dx)
+}
+
+/// Columns per task of [`param_grads`].
+const PARAM_COLUMNS: usize = 64;
+
+/// `(dweight, dbias)`: `Σ_rows dy·x̂` and `Σ_rows dy` per column, `x̂ = (x - mean)·rstd`, each
+/// column's rows added in order (blocks of columns in parallel: the threads do not change a bit).
+pub fn param_grads(
+    x: &[f32],
+    mean: &[f32],
+    rstd: &[f32],
+    dy: &[f32],
+    a: &LayerNormArgs,
+) -> Result<(Vec<f32>, Vec<f32>)> {
+    let cols = a.cols;
+    let mut dw = buffer_pool::zeroed(OP, cols)?;
+    let mut db = buffer_pool::zeroed(OP, cols)?;
+    let blocks = dw.par_chunks_mut(PARAM_COLUMNS).zip(db.par_chunks_mut(PARAM_COLUMNS)).enumerate();
+    blocks.for_each(|(k, (dw, db))| {
+        let first = k * PARAM_COLUMNS;
+        for (r, (&mu, &inv)) in mean.iter().zip(rstd).enumerate() {
+            let at = r * cols + first;
+            let (x, dy) = (&x[at..at + dw.len()], &dy[at..at + dw.len()]);
+            for (((w, b), &x), &g) in dw.iter_mut().zip(db.iter_mut()).zip(x).zip(dy) {
+                *w += g * ((x - mu) * inv);
+                *b += g;
+            }
+        }
+    });
+    Ok((dw, db))
 }

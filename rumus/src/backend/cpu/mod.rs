@@ -478,6 +478,24 @@ impl Backend for CpuBackend {
         Ok(f32_storage(layer_norm::layer_norm_backward(x, w, mean, rstd, dy, args)?))
     }
 
+    fn layer_norm_param_grads(
+        &self,
+        x: &Storage,
+        mean: &Storage,
+        rstd: &Storage,
+        dy: &Storage,
+        args: &LayerNormArgs,
+    ) -> Result<(Storage, Storage)> {
+        const OP: &str = "layer_norm";
+        args.check(OP)?;
+        let locked = read_all(OP, &[x, mean, rstd, dy])?;
+        let len = area(OP, args.rows, args.cols)?;
+        let (x, dy) = (prefix(OP, locked.f32(0, OP)?, len)?, prefix(OP, locked.f32(3, OP)?, len)?);
+        let (mean, rstd) = (prefix(OP, locked.f32(1, OP)?, args.rows)?, prefix(OP, locked.f32(2, OP)?, args.rows)?);
+        let (dw, db) = layer_norm::param_grads(x, mean, rstd, dy, args)?;
+        Ok((f32_storage(dw), f32_storage(db)))
+    }
+
     fn rms_norm(&self, x: &Storage, weight: Option<&Storage>, args: &LayerNormArgs) -> Result<(Storage, Storage)> {
         const OP: &str = "rms_norm";
         args.check(OP)?;

@@ -1,11 +1,12 @@
 //! `layer_norm.wgsl` and `layer_norm_backward.wgsl`: layer normalisation over the rows of
-//! `[rows, cols]`, one workgroup per row.
+//! `[rows, cols]`, one workgroup per row; `layer_norm_param_grads.wgsl`: the weight and bias
+//! gradients, one invocation per column and chunk of rows.
 
 use super::launch::{bind, check_len};
 use super::params::kernel_params;
 use super::pipelines::{self, Access};
 use super::WgpuBackend;
-use crate::backend::{DType, LayerNormArgs, Storage};
+use crate::backend::{Backend, DType, LayerNormArgs, ReduceDims, ReduceOp, Storage};
 use crate::{Error, Result};
 
 use Access::{Read as R, Write as W};
@@ -23,6 +24,22 @@ kernel_params! {
         has_bias: u32,
     } pad 3
 }
+
+kernel_params! {
+    /// `layer_norm_param_grads.wgsl`: `rows` rows of `cols` in `chunks` chunks of `chunk_len`.
+    struct ParamGradsParams {
+        rows: u32,
+        cols: u32,
+        chunks: u32,
+        chunk_len: u32,
+    }
+}
+
+/// The parameter gradients' first pass splits the rows into chunks until about this many
+/// invocations (one per chunk and column) share the work, each chunk at least
+/// `MIN_PARAM_CHUNK` rows (as the column reduction does).
+const PARAM_SPREAD: usize = 65_536;
+const MIN_PARAM_CHUNK: usize = 64;
 
 fn params(a: &LayerNormArgs, weight: bool, bias: bool) -> Result<LayerNormParams> {
     a.check(OP)?;
@@ -98,5 +115,44 @@ impl WgpuBackend {
             self.run(&pipelines::LAYER_NORM_BACKWARD, "layer_norm_backward", &signature, &p, &buffers, groups)?;
         }
         Ok(self.output(dx))
+    }
+
+    /// [`Backend::layer_norm_param_grads`](crate::backend::Backend::layer_norm_param_grads): one
+    /// pass writes each chunk of rows' partial sums of `dy·x̂` and `dy` per column, then a column
+    /// reduction each sums the chunks.
+    pub(super) fn layer_norm_param_grads_kernel(
+        &self,
+        x: &Storage,
+        mean: &Storage,
+        rstd: &Storage,
+        dy: &Storage,
+        a: &LayerNormArgs,
+    ) -> Result<(Storage, Storage)> {
+        // The same checks of the shape and its 32-bit indices as the other kernels.
+        params(a, false, false)?;
+        let (x, dy) = (self.gpu(x, DType::F32, OP)?, self.gpu(dy, DType::F32, OP)?);
+        let (mean, rstd) = (self.gpu(mean, DType::F32, OP)?, self.gpu(rstd, DType::F32, OP)?);
+        for (s, len) in [(x, a.rows * a.cols), (dy, a.rows * a.cols), (mean, a.rows), (rstd, a.rows)] {
+            check_len(OP, s, len)?;
+        }
+        let chunks = PARAM_SPREAD.div_ceil(a.cols.max(1)).clamp(1, a.rows.div_ceil(MIN_PARAM_CHUNK).max(1));
+        let chunk_len = a.rows.div_ceil(chunks).max(1);
+        let chunks = a.rows.div_ceil(chunk_len).max(1);
+        let p = ParamGradsParams {
+            rows: a.rows as u32,
+            cols: a.cols as u32,
+            chunks: chunks as u32,
+            chunk_len: chunk_len as u32,
+        };
+        let partials = chunks * a.cols;
+        let (pw, pb) = (self.alloc(partials, DType::F32, OP)?, self.alloc(partials, DType::F32, OP)?);
+        if partials > 0 {
+            let buffers = [bind(x), bind(mean), bind(rstd), bind(dy), bind(&pw), bind(&pb)];
+            let groups = self.groups_for(partials, OP)?;
+            let signature = [R, R, R, R, W, W];
+            self.run(&pipelines::LAYER_NORM_PARAM_GRADS, "layer_norm_param_grads", &signature, &p, &buffers, groups)?;
+        }
+        let dims = ReduceDims { outer: 1, len: chunks, inner: a.cols };
+        Ok((self.reduce(ReduceOp::Sum, &self.output(pw), dims)?, self.reduce(ReduceOp::Sum, &self.output(pb), dims)?))
     }
 }

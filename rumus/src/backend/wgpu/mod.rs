@@ -445,6 +445,17 @@ impl Backend for WgpuBackend {
         self.layer_norm_backward_kernel(x, weight, mean, rstd, dy, args)
     }
 
+    fn layer_norm_param_grads(
+        &self,
+        x: &Storage,
+        mean: &Storage,
+        rstd: &Storage,
+        dy: &Storage,
+        args: &LayerNormArgs,
+    ) -> Result<(Storage, Storage)> {
+        self.layer_norm_param_grads_kernel(x, mean, rstd, dy, args)
+    }
+
     fn fuses_batch_norm(&self) -> bool {
         true
     }

@@ -16,7 +16,7 @@ use super::elementwise::{binary_constants, unary_constants, BinaryParams, UnaryP
 use super::fill::FillParams;
 use super::grad_unscale::GradUnscaleParams;
 use super::index::IndexParams;
-use super::layer_norm::LayerNormParams;
+use super::layer_norm::{LayerNormParams, ParamGradsParams};
 use super::matmul::MatmulParams;
 use super::optimizer::{self, OptimizerParams};
 use super::params::{KernelParams, ParamLayout};
@@ -133,6 +133,7 @@ pub(crate) const SOFTMAX: Shader = shader!("softmax", SoftmaxParams).row_reduce(
 pub(crate) const SOFTMAX_BACKWARD: Shader = shader!("softmax_backward", SoftmaxBackwardParams).row_reduce();
 pub(crate) const LAYER_NORM: Shader = shader!("layer_norm", LayerNormParams).row_reduce();
 pub(crate) const LAYER_NORM_BACKWARD: Shader = shader!("layer_norm_backward", LayerNormParams).row_reduce();
+pub(crate) const LAYER_NORM_PARAM_GRADS: Shader = shader!("layer_norm_param_grads", ParamGradsParams);
 pub(crate) const RMS_NORM: Shader = shader!("rms_norm", LayerNormParams).row_reduce();
 pub(crate) const RMS_NORM_BACKWARD: Shader = shader!("rms_norm_backward", LayerNormParams).row_reduce();
 pub(crate) const BATCH_NORM: Shader =
@@ -275,6 +276,7 @@ const SINGLE: &[Shader] = &[
     CROSS_ENTROPY,
     LAYER_NORM,
     LAYER_NORM_BACKWARD,
+    LAYER_NORM_PARAM_GRADS,
     RMS_NORM,
     RMS_NORM_BACKWARD,
     BATCH_NORM,

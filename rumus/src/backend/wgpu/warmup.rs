@@ -387,6 +387,12 @@ pub(crate) fn layer_norm_backward(b: &WgpuBackend) -> Result<()> {
     b.layer_norm_backward(&x, Some(&w), &stats, &stats, &x, &LAYER_NORM).map(drop)
 }
 
+/// The layer norm's weight and bias gradients.
+pub(crate) fn layer_norm_param_grads(b: &WgpuBackend) -> Result<()> {
+    let (x, stats) = (upload(b, 16)?, upload(b, 2)?);
+    b.layer_norm_param_grads(&x, &stats, &stats, &x, &LAYER_NORM).map(drop)
+}
+
 /// A training batch norm of [2, 3, 4] (four values per invocation) and of [2, 3, 1] (one):
 /// every entry point of the forward kernels...
 const BATCH_NORM: BatchNormArgs =
