@@ -7,9 +7,10 @@
 //
 // The adds are deterministic (no float atomics, the same bits every run, and the CPU's order):
 // index_links threads the positions of each index value into a list in index order, and
-// index_add has one invocation per output element walk its row's list; for a small output
-// (an embedding table of a few rows), index_add_scan has each output element scan every index
-// instead, in the same order; scatter_add has one invocation per output element walk its column
+// index_add has one invocation per output element walk its row's list; where few workgroups
+// cover the output's rows, index_add_rows has each workgroup mark its row's positions and add
+// them in order; for another small output, index_add_scan has each output element scan every
+// index, in the same order; scatter_add has one invocation per output element walk its column
 // of indices in order.
 
 struct Params {
@@ -149,6 +150,62 @@ fn index_add_scan(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
     }
     if live {
         out[i] = acc;
+    }
+}
+
+// index_add for outputs whose rows few workgroups cover (a GPT's token embedding: 16,384
+// positions into 80 rows of 384): workgroup (o, r, block of 256 columns) marks, 256 indices at a
+// time, the positions whose index is r as bits in workgroup memory (atomicOr, whose order does
+// not matter), then each invocation adds those positions' gradient rows at its column in
+// increasing position: the CPU's order, as index_add. The indices are read once per workgroup,
+// not once per output element as in index_add_scan; workgroup 0 reports the first
+// out-of-range index.
+var<workgroup> hits: array<atomic<u32>, 8>;
+
+@compute @workgroup_size(256)
+fn index_add_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                  @builtin(local_invocation_index) lid: u32) {
+    let g = wid.x + wid.y * nwg.x;
+    let blocks = (p.inner + 255u) / 256u;
+    // Workgroup-uniform: the extra workgroups of a two-dimensional dispatch leave before any barrier.
+    if g >= p.outer * p.len * blocks {
+        return;
+    }
+    let k = (g % blocks) * 256u + lid;
+    let r = (g / blocks) % p.len;
+    let o = g / (blocks * p.len);
+    let live = k < p.inner;
+    var acc = 0.0;
+    let tiles = (p.count + 255u) / 256u;
+    for (var step = 0u; step < tiles; step++) {
+        let base = step * 256u;
+        workgroupBarrier();
+        if lid < 8u {
+            atomicStore(&hits[lid], 0u);
+        }
+        workgroupBarrier();
+        if base + lid < p.count {
+            let x = idx[base + lid];
+            if x == r {
+                atomicOr(&hits[lid / 32u], 1u << (lid % 32u));
+            } else if x >= p.len && g == 0u {
+                report(base + lid);
+            }
+        }
+        workgroupBarrier();
+        if live {
+            for (var w = 0u; w < 8u; w++) {
+                var bits = atomicLoad(&hits[w]);
+                while bits != 0u {
+                    let t = base + w * 32u + countTrailingZeros(bits);
+                    bits &= bits - 1u;
+                    acc += src[(o * p.count + t) * p.inner + k];
+                }
+            }
+        }
+    }
+    if live {
+        out[(o * p.len + r) * p.inner + k] = acc;
     }
 }
 

@@ -667,17 +667,24 @@ fn indexing_kernels_match() {
     }
 }
 
-/// index_add sums each row's gradients in index order on both of its wgpu paths (a scan of
-/// every index per output element for small outputs, lists of positions for outputs above 2^18
-/// elements): the CPU's bits exactly, with many repeats per row; an index out of range is the
-/// CPU's error on both.
+/// index_add sums each row's gradients in index order on each of its wgpu paths (a workgroup
+/// per output row where few cover the output, a scan of every index per output element for
+/// other small outputs, lists of positions for outputs above 2^18 elements): the CPU's bits
+/// exactly, with many repeats per row; an index out of range is the CPU's error on each.
 #[test]
-fn index_add_sums_in_the_cpus_order_on_both_paths() {
+fn index_add_sums_in_the_cpus_order_on_every_path() {
     let Some(Device::Wgpu(gpu)) = wgpu_or_skip() else { return };
     let cpu = CpuBackend;
-    // An embedding table of 80 rows, a small one, and one of 600 rows of 512 (the lists); counts
-    // that end mid-quad of the scan's four-index steps, and one that does not.
-    let cases = [(1usize, 80usize, 48usize, 2001usize), (2, 3, 5, 703), (1, 7, 9, 512), (1, 600, 512, 300)];
+    // By rows: an embedding table of 80 rows of 48 and of 3 rows of 300 (two column blocks), a
+    // batch of two, counts off a multiple of 256; by a scan: 2,000 rows of 1 over 9,000 indices
+    // (72,000 workgroup steps by rows); by lists: 3,000 rows of 100 (300,000 elements).
+    let cases = [
+        (1usize, 80usize, 48usize, 2001usize),
+        (1, 3, 300, 700),
+        (2, 3, 5, 703),
+        (1, 2000, 1, 9000),
+        (1, 3000, 100, 6000),
+    ];
     for (outer, len, inner, count) in cases {
         let idx: Vec<u32> = (0..count as u32).map(|j| (j * j + 3 * j) % len as u32).collect();
         let grad = data(outer * count * inner, 91);

@@ -24,6 +24,11 @@ const LINK_GROUPS: usize = 16;
 /// docs/BENCHMARKS.md runs AF and AG; the bound itself is an estimate, not measured).
 const SCAN_OUTPUT: usize = 1 << 18;
 
+/// index_add runs `index_add_rows` (a workgroup per output row and block of 256 columns, each
+/// reading every index once, 256 a step) where its workgroups times steps are at most this:
+/// about 500 steps per SM of an H100, against `index_links`' serial walk over the indices.
+const ROWS_TILE_STEPS: usize = 1 << 16;
+
 /// Every entry point of `index.wgsl` binds source, indices, output, flag and links.
 const SIGNATURE: [Access; 5] = [R, R, W, W, W];
 
@@ -71,8 +76,10 @@ impl WgpuBackend {
         Ok(self.output(out))
     }
 
-    /// index_add: the gradient rows summed into each table row in index order, after
-    /// `index_links` lists the positions of each index.
+    /// index_add: the gradient rows summed into each table row in index order: by output rows
+    /// (`index_add_rows`) where few workgroups cover them, else for a small output by a scan of
+    /// every index per element (`index_add_scan`), else after `index_links` lists the positions
+    /// of each index.
     pub(super) fn index_add_kernel(&self, grad: &Storage, idx: &Storage, args: &IndexArgs) -> Result<Storage> {
         let op = "index_select";
         let IndexArgs { outer, len, inner, count } = *args;
@@ -82,6 +89,16 @@ impl WgpuBackend {
         let n = outer * len * inner;
         let out = self.alloc(n, DType::F32, op)?;
         let params = IndexParams::of(n, [outer, len, inner, count]);
+        let row_groups = outer * len * inner.div_ceil(256);
+        if n > 0 && row_groups.saturating_mul(count.div_ceil(256)) <= ROWS_TILE_STEPS {
+            let groups = self.groups_for(row_groups * 256, op)?;
+            return self
+                .checked_indices(op, i, len, || {
+                    let buffers = [bind(g), bind(i), bind(&out), self.index_flag.binding(), self.unused()];
+                    self.run(&pipelines::INDEX, "index_add_rows", &SIGNATURE, &params, &buffers, groups)
+                })
+                .map(|()| self.output(out));
+        }
         let groups = self.groups_for(n, op)?;
         if n > 0 && n <= SCAN_OUTPUT {
             return self
