@@ -168,6 +168,37 @@ fn one_call_and_one_update_per_call_agree_on_wgpu() {
     }
 }
 
+/// An AdamW's decayed and undecayed parameters alternate in parameter order: updates with the
+/// same hyper-parameters share dispatches although others come between them (far fewer
+/// dispatches than updates), and where a later update shares a parameter with an earlier one of
+/// the other kind it still runs after it: the CPU's values one update at a time.
+#[test]
+fn alternating_hyper_parameters_share_dispatches() {
+    let Some(Device::Wgpu(gpu)) = wgpu_or_skip() else {
+        return;
+    };
+    // steps()[3] and [4]: Adam without weight decay and AdamW.
+    let mut plan: Vec<Planned> = (0..40).map(|k| (100 + k * 13, 3 + k % 2, Alias::None)).collect();
+    plan.push((0, 3, Alias::SameParam(39)));
+    plan.push((0, 4, Alias::SameParam(2)));
+    check(&plan);
+    let dispatches = || -> u64 {
+        let times = gpu.profile_kernels(|| run(&*gpu, &plan, false).map(drop)).unwrap();
+        times.iter().filter(|t| t.shader.starts_with("optimizer")).map(|t| t.calls).sum()
+    };
+    // While another test's thread compiles the many-parameter module, updates run one per
+    // dispatch on the stand-in: wait for the compile (at most 5 s).
+    let mut counted = dispatches();
+    for _ in 0..50 {
+        if counted <= 10 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        counted = dispatches();
+    }
+    assert!(counted <= 10, "{} updates in {counted} dispatches", plan.len());
+}
+
 /// Wrong operands are errors before anything is written: a missing state buffer, a short
 /// gradient, a parameter that is its own state buffer.
 #[test]

@@ -197,15 +197,16 @@ impl Checked<'_> {
 
 impl WgpuBackend {
     /// [`Backend::optimizer_steps`](crate::backend::Backend::optimizer_steps): every operand
-    /// checked before anything runs, then consecutive updates of one kind with the same
-    /// hyper-parameters and apart in memory dispatched together, up to [`SLOTS`] at a time; all
+    /// checked before anything runs, then updates of one kind with the same hyper-parameters and
+    /// apart in memory dispatched together, up to [`SLOTS`] at a time (a later one moved ahead of
+    /// others where it shares no memory with them); all
     /// on the one-parameter modules where `one_slot` (the stand-ins, which the warm-up compiles
     /// first).
     pub(super) fn optimizer_updates(&self, updates: &[OptimizerUpdate<'_>], one_slot: bool) -> Result<()> {
         self.pipelines.note_training_step();
         let checked = updates.iter().map(|u| self.check_update(u)).collect::<Result<Vec<_>>>()?;
-        let mut rest = &checked[..];
-        while let Some(first) = rest.first() {
+        let mut pending: Vec<&Checked<'_>> = checked.iter().collect();
+        while let Some(&first) = pending.first() {
             let mut size = slots_under(&self.ctx.limits, first.kind);
             // Until the warm-up has compiled the many-parameter module (60-115 ms for Adam's on
             // an H100), the one-parameter one (9-19 ms) stands in.
@@ -213,15 +214,21 @@ impl WgpuBackend {
                 size = 0;
             }
             let slots = SLOT_COUNTS[size];
-            let mut n = 1;
-            while n < slots.min(rest.len())
-                && rest[n].step == first.step
-                && !rest[..n].iter().any(|earlier| rest[n].depends_on(earlier))
-            {
-                n += 1;
+            // The first update, then the next ones with its hyper-parameters (an AdamW's decayed
+            // and undecayed parameters alternate), each moved ahead of the updates it passes
+            // only where it shares no memory with any update before it.
+            let mut batch = vec![0];
+            for j in 1..pending.len() {
+                if batch.len() == slots {
+                    break;
+                }
+                if pending[j].step == first.step && !pending[..j].iter().any(|earlier| pending[j].depends_on(earlier)) {
+                    batch.push(j);
+                }
             }
-            self.dispatch_updates(&rest[..n], size)?;
-            rest = &rest[n..];
+            let together: Vec<&Checked<'_>> = batch.iter().map(|&j| pending[j]).collect();
+            self.dispatch_updates(&together, size)?;
+            pending = pending.iter().enumerate().filter(|(j, _)| !batch.contains(j)).map(|(_, &u)| u).collect();
         }
         Ok(())
     }
@@ -262,9 +269,9 @@ impl WgpuBackend {
     /// One dispatch of the module with `SLOT_COUNTS[size]` slots over `updates` (of one kind,
     /// with the same hyper-parameters, at most that many); unused slots bind the first update's
     /// buffers again and are never reached.
-    fn dispatch_updates(&self, updates: &[Checked<'_>], size: usize) -> Result<()> {
+    fn dispatch_updates(&self, updates: &[&Checked<'_>], size: usize) -> Result<()> {
         let slots = SLOT_COUNTS[size];
-        let Some(first) = updates.first() else { return Ok(()) };
+        let Some(&first) = updates.first() else { return Ok(()) };
         let mut params = uniform(&first.step);
         let mut groups = 0usize;
         for (k, u) in updates.iter().enumerate() {
@@ -280,7 +287,7 @@ impl WgpuBackend {
         let mut signature = Vec::with_capacity(slots * (2 + states));
         let mut buffers = Vec::with_capacity(signature.capacity());
         for k in 0..slots {
-            let u = updates.get(k).unwrap_or(first);
+            let u = updates.get(k).copied().unwrap_or(first);
             signature.extend([W, R].into_iter().chain(std::iter::repeat_n(W, states)));
             buffers.extend(
                 [bind(u.written_gpu[0]), bind(u.grad())].into_iter().chain(u.written_gpu[1..].iter().map(|s| bind(s))),
