@@ -702,6 +702,12 @@ fn index_add_sums_in_the_cpus_order_on_every_path() {
         assert!(matches!(cpu_err, rumus::Error::IndexOutOfRange { .. }), "{cpu_err}");
         assert_eq!(format!("{gpu_err}"), format!("{cpu_err}"), "{args:?}");
     }
+    // No indices: a table of zeros, however many rows.
+    for (len, inner) in [(80usize, 48usize), (300_000, 1)] {
+        let args = IndexArgs { outer: 1, len, inner, count: 0 };
+        let s = gpu.index_add(&gpu.from_f32(&[]).unwrap(), &gpu.from_u32(&[]).unwrap(), &args).unwrap();
+        assert!(gpu.to_f32(&s, &Layout::contiguous(&[len * inner])).unwrap().iter().all(|&v| v == 0.0));
+    }
 }
 
 proptest! {
@@ -718,7 +724,8 @@ proptest! {
         short in 0usize..5,
     ) {
         kernel_parity(&format!("sum_squares {lens:?}"), 2e-6, |b| {
-            let storages = lens.iter().enumerate().map(|(k, &n)| b.from_f32(&data(n, 40 + k as u64))).collect::<Result<Vec<_>>>()?;
+            let draw = |(k, &n): (usize, &usize)| b.from_f32(&data(n, 40 + k as u64));
+            let storages = lens.iter().enumerate().map(draw).collect::<Result<Vec<_>>>()?;
             let mut parts: Vec<(&Storage, usize)> = storages.iter().zip(&lens).map(|(s, &n)| (s, n)).collect();
             if twice {
                 parts.push(parts[0]);

@@ -89,8 +89,8 @@ impl WgpuBackend {
         let n = outer * len * inner;
         let out = self.alloc(n, DType::F32, op)?;
         let params = IndexParams::of(n, [outer, len, inner, count]);
-        let row_groups = outer * len * inner.div_ceil(256);
-        if n > 0 && row_groups.saturating_mul(count.div_ceil(256)) <= ROWS_TILE_STEPS {
+        let (row_groups, steps) = (outer * len * inner.div_ceil(256), count.div_ceil(256));
+        if n > 0 && steps > 0 && row_groups.saturating_mul(steps) <= ROWS_TILE_STEPS {
             let groups = self.groups_for(row_groups * 256, op)?;
             return self
                 .checked_indices(op, i, len, || {

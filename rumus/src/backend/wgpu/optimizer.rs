@@ -199,9 +199,8 @@ impl WgpuBackend {
     /// [`Backend::optimizer_steps`](crate::backend::Backend::optimizer_steps): every operand
     /// checked before anything runs, then updates of one kind with the same hyper-parameters and
     /// apart in memory dispatched together, up to [`SLOTS`] at a time (a later one moved ahead of
-    /// others where it shares no memory with them); all
-    /// on the one-parameter modules where `one_slot` (the stand-ins, which the warm-up compiles
-    /// first).
+    /// others where it shares no memory with them); all on the one-parameter modules where
+    /// `one_slot` (the stand-ins, which the warm-up compiles first).
     pub(super) fn optimizer_updates(&self, updates: &[OptimizerUpdate<'_>], one_slot: bool) -> Result<()> {
         self.pipelines.note_training_step();
         let checked = updates.iter().map(|u| self.check_update(u)).collect::<Result<Vec<_>>>()?;

@@ -151,8 +151,8 @@ impl WgpuBackend {
         self.reduce_kernel(op, &self.output(target), ReduceDims { outer: dims.outer, len: chunks, inner: 1 })
     }
 
-    /// [`Backend::sum_squares`](crate::backend::Backend::sum_squares): one `sum_squares` dispatch per storage writes its workgroups' partials into one buffer,
-    /// then one reduction sums them all.
+    /// [`Backend::sum_squares`](crate::backend::Backend::sum_squares): one `sum_squares` dispatch
+    /// per storage writes its workgroups' partials into one buffer, then one reduction sums them.
     pub(super) fn sum_squares_kernel(&self, tensors: &[(&Storage, usize)]) -> Result<Storage> {
         const OP: &str = "sum_squares";
         let mut parts = Vec::with_capacity(tensors.len());
