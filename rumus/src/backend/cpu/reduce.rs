@@ -38,15 +38,20 @@ fn combine(op: ReduceOp, acc: f32, x: f32) -> f32 {
 /// Sum of a contiguous run, in f64 lanes of 8: accurate on long rows and vectorised (a plain
 /// `iter().sum()` is one dependent add per element).
 pub(super) fn sum(values: &[f32]) -> f32 {
+    lanes_sum(values, |x| x) as f32
+}
+
+/// The sum of `f` of every value, in f64 lanes of 8 (then the lanes, then the tail, in order).
+fn lanes_sum(values: &[f32], f: impl Fn(f64) -> f64) -> f64 {
     let mut lanes = [0.0f64; 8];
     let chunks = values.chunks_exact(8);
     let tail = chunks.remainder();
     for c in chunks {
         for (l, &x) in lanes.iter_mut().zip(c) {
-            *l += x as f64;
+            *l += f(x as f64);
         }
     }
-    (lanes.iter().sum::<f64>() + tail.iter().map(|&x| x as f64).sum::<f64>()) as f32
+    lanes.iter().sum::<f64>() + tail.iter().map(|&x| f(x as f64)).sum::<f64>()
 }
 
 /// Elements per chunk of a long tensor in [`sum_squares`], summed in parallel.
@@ -56,17 +61,7 @@ const SQUARES_CHUNK: usize = 1 << 16;
 /// chunks of a fixed size (in parallel, then added in order), so the bits do not depend on the
 /// threads.
 pub fn sum_squares(tensors: &[&[f32]]) -> f32 {
-    let squares = |values: &[f32]| -> f64 {
-        let mut lanes = [0.0f64; 8];
-        let chunks = values.chunks_exact(8);
-        let tail: f64 = chunks.remainder().iter().map(|&x| (x as f64) * (x as f64)).sum();
-        for c in chunks {
-            for (l, &x) in lanes.iter_mut().zip(c) {
-                *l += (x as f64) * (x as f64);
-            }
-        }
-        lanes.iter().sum::<f64>() + tail
-    };
+    let squares = |values: &[f32]| lanes_sum(values, |x| x * x);
     let tensor = |values: &[f32]| -> f64 {
         if values.len() < PAR_THRESHOLD {
             return squares(values);

@@ -89,24 +89,22 @@ impl WgpuBackend {
         let n = outer * len * inner;
         let out = self.alloc(n, DType::F32, op)?;
         let params = IndexParams::of(n, [outer, len, inner, count]);
+        // The paths of one dispatch without lists.
+        let single = |entry: &'static str, groups: [u32; 3]| {
+            self.checked_indices(op, i, len, || {
+                let buffers = [bind(g), bind(i), bind(&out), self.index_flag.binding(), self.unused()];
+                self.run(&pipelines::INDEX, entry, &SIGNATURE, &params, &buffers, groups)
+            })
+        };
         let (row_groups, steps) = (outer * len * inner.div_ceil(256), count.div_ceil(256));
         if n > 0 && steps > 0 && row_groups.saturating_mul(steps) <= ROWS_TILE_STEPS {
-            let groups = self.groups_for(row_groups * 256, op)?;
-            return self
-                .checked_indices(op, i, len, || {
-                    let buffers = [bind(g), bind(i), bind(&out), self.index_flag.binding(), self.unused()];
-                    self.run(&pipelines::INDEX, "index_add_rows", &SIGNATURE, &params, &buffers, groups)
-                })
-                .map(|()| self.output(out));
+            single("index_add_rows", self.groups_for(row_groups * 256, op)?)?;
+            return Ok(self.output(out));
         }
         let groups = self.groups_for(n, op)?;
         if n > 0 && n <= SCAN_OUTPUT {
-            return self
-                .checked_indices(op, i, len, || {
-                    let buffers = [bind(g), bind(i), bind(&out), self.index_flag.binding(), self.unused()];
-                    self.run(&pipelines::INDEX, "index_add_scan", &SIGNATURE, &params, &buffers, groups)
-                })
-                .map(|()| self.output(out));
+            single("index_add_scan", groups)?;
+            return Ok(self.output(out));
         }
         let links = self.zeroed(len + count, DType::U32, op)?;
         self.checked_indices(op, i, len, || {

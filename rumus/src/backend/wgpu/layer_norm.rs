@@ -35,12 +35,6 @@ kernel_params! {
     }
 }
 
-/// The parameter gradients' first pass splits the rows into chunks until about this many
-/// invocations (one per chunk and column) share the work, each chunk at least
-/// `MIN_PARAM_CHUNK` rows (as the column reduction does).
-const PARAM_SPREAD: usize = 65_536;
-const MIN_PARAM_CHUNK: usize = 64;
-
 fn params(a: &LayerNormArgs, weight: bool, bias: bool) -> Result<LayerNormParams> {
     a.check(OP)?;
     let elements = a.rows.saturating_mul(a.cols);
@@ -135,8 +129,8 @@ impl WgpuBackend {
         for (s, len) in [(x, a.rows * a.cols), (dy, a.rows * a.cols), (mean, a.rows), (rstd, a.rows)] {
             check_len(OP, s, len)?;
         }
-        let chunks = PARAM_SPREAD.div_ceil(a.cols.max(1)).clamp(1, a.rows.div_ceil(MIN_PARAM_CHUNK).max(1));
-        let chunk_len = a.rows.div_ceil(chunks).max(1);
+        // The rows split as a column reduction splits them; no chunk left empty.
+        let chunk_len = super::reduce::column_chunks(a.rows, a.cols).1;
         let chunks = a.rows.div_ceil(chunk_len).max(1);
         let p = ParamGradsParams {
             rows: a.rows as u32,

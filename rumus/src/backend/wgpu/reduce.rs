@@ -24,6 +24,14 @@ const MIN_CHUNK: usize = 4096;
 /// invocations share the work, in chunks of at least `MIN_COL_CHUNK`.
 const SPREAD_THREADS: usize = 65_536;
 const MIN_COL_CHUNK: usize = 64;
+/// How a column reduction of `len` rows into `outputs` outputs splits the rows: `(chunks,
+/// chunk_len)`, chunks until about [`SPREAD_THREADS`] invocations (one per output and chunk)
+/// share the work, each at least [`MIN_COL_CHUNK`] rows; the last chunks may be short or empty.
+pub(super) fn column_chunks(len: usize, outputs: usize) -> (usize, usize) {
+    let chunks = SPREAD_THREADS.div_ceil(outputs.max(1)).clamp(1, len.div_ceil(MIN_COL_CHUNK).max(1));
+    (chunks, len.div_ceil(chunks).max(1))
+}
+
 /// `sum_squares` gives a storage a workgroup per this many elements, up to
 /// `SQUARES_MAX_GROUPS` (each then walks its share with a grid stride)...
 const SQUARES_PER_GROUP: usize = 8192;
@@ -103,8 +111,7 @@ impl WgpuBackend {
         if dims.inner > 1 || dims.len <= SHORT_ROW || self.pipelines.stand_in(&pipelines::REDUCE, row_entry) {
             // One invocation per output, coalesced across `inner`; with few outputs the reduced
             // axis is split into chunks (partials reduced by a second pass) so the GPU fills up.
-            let chunks = SPREAD_THREADS.div_ceil(n).clamp(1, dims.len.div_ceil(MIN_COL_CHUNK).max(1));
-            let chunk_len = dims.len.div_ceil(chunks).max(1);
+            let (chunks, chunk_len) = column_chunks(dims.len, n);
             let target = self.alloc(n * chunks, DType::F32, "reduce")?;
             let params = ReduceParams {
                 outer: dims.outer as u32,
